@@ -1,0 +1,350 @@
+"""Health rules for cluster operations; each returns a :class:`Verdict` with the reasons it failed.
+
+Pure functions over a :class:`kafka_ops.cluster.ClusterState` (and Burrow statuses for consumer
+lag). Sensors poke these rules and log ``verdict.message()`` verbatim, so every reason names the
+partition, broker or consumer group at fault, e.g. ``"orders-3: leader -1 (offline), isr [2]"``.
+
+Rules and where they come from:
+
+* :func:`offline_partitions` - no partition without a leader (Kafka's OfflinePartitionsCount;
+  kafka_roller's health check).
+* :func:`under_replicated_partitions` - no URP (Kafka's UnderReplicatedPartitions; kafka_roller).
+* :func:`leader_imbalance` - per-broker leader imbalance <= ``leader.imbalance.per.broker.percentage``
+  (Kafka controller's auto leader rebalance; kafka_roller).
+* :func:`can_restart` - stopping the broker drops no partition below ``min.insync.replicas``
+  (Strimzi KafkaRoller's ``canRoll`` / KafkaAvailability rule).
+* :func:`consumer_lag` - every watched group is OK in Burrow (kafka_roller's ``consumer_health``).
+* :func:`cluster_health` and :func:`restart_gate` combine them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from kafka_ops.cluster import ClusterState, Partition
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a health rule.
+
+    :param ok: True when the rule passes.
+    :param reasons: why it fails, one line per partition / broker / group at fault (empty when ok).
+    :param rule: short rule name (``"offline"``, ``"urp"``, ``"leader-imbalance"``, ``"can-restart"``,
+        ``"consumer-lag"``, or a combination's name).
+    """
+
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+    rule: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def message(self, limit: int = 20) -> str:
+        """One line for logs and exceptions: ``"<rule>: OK"`` or ``"<rule>: r1; r2; ... and N more"``.
+
+        :param limit: at most this many reasons are spelled out (large clusters can have thousands).
+        """
+        head = f"{self.rule}: " if self.rule else ""
+        if self.ok:
+            return f"{head}OK"
+        shown = self.reasons[:limit]
+        more = len(self.reasons) - len(shown)
+        text = "; ".join(shown) if shown else "failed"
+        if more > 0:
+            text += f"; ... and {more} more"
+        return head + text
+
+    def __str__(self) -> str:
+        return self.message()
+
+
+def _verdict(rule: str, reasons: list[str]) -> Verdict:
+    return Verdict(ok=not reasons, reasons=reasons, rule=rule)
+
+
+def _ids(values: Iterable[int]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def combine(verdicts: Sequence[Verdict], rule: str = "gate") -> Verdict:
+    """All of ``verdicts`` must pass. Reasons are concatenated in order, each prefixed with its rule.
+
+    An empty sequence passes.
+    """
+    reasons = [f"{v.rule}: {r}" if v.rule else r for v in verdicts for r in v.reasons]
+    failed_without_reason = [v for v in verdicts if not v.ok and not v.reasons]
+    reasons += [f"{v.rule or 'rule'}: failed" for v in failed_without_reason]
+    return Verdict(ok=all(v.ok for v in verdicts), reasons=reasons, rule=rule)
+
+
+# -- partition health ----------------------------------------------------------------------------
+
+
+def offline_partitions(state: ClusterState) -> Verdict:
+    """Fails when any partition has no leader (``leader == -1``).
+
+    Source: Kafka's ``kafka.controller:type=KafkaController,name=OfflinePartitionsCount``; kafka_roller's
+    health check ("one or more offline partitions" = unhealthy).
+    Reason format: ``"orders-3: leader -1 (offline), isr [2]"``.
+    """
+    return _verdict(
+        "offline",
+        [f"{p.name}: leader -1 (offline), isr {_ids(p.isr)}" for p in state.offline_partitions()],
+    )
+
+
+def under_replicated_partitions(state: ClusterState) -> Verdict:
+    """Fails when any partition has fewer in-sync replicas than replicas (``|isr| < |replicas|``).
+
+    Source: Kafka's ``kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`` (URP);
+    kafka_roller's health check ("one or more under replicated partitions" = unhealthy).
+    Reason format: ``"orders-3: under-replicated, isr [1] of replicas [1, 2, 3] (missing [2, 3])"``.
+    """
+    reasons = []
+    for p in state.under_replicated_partitions():
+        missing = [r for r in p.replicas if r not in p.isr]
+        reasons.append(
+            f"{p.name}: under-replicated, isr {_ids(p.isr)} of replicas {_ids(p.replicas)} "
+            f"(missing {_ids(missing)})"
+        )
+    return _verdict("urp", reasons)
+
+
+def leader_imbalance_ratios(state: ClusterState) -> dict[int, tuple[int, int]]:
+    """Per broker: (partitions it should lead but does not, partitions it should lead).
+
+    "Should lead" = the broker is the partition's preferred leader (first replica). Only brokers
+    that are the preferred leader of at least one partition appear (registered or not). Offline
+    partitions count as not led by their preferred leader.
+    """
+    counts: dict[int, list[int]] = {}
+    for p in state.partitions:
+        preferred = p.preferred_leader
+        if preferred is None:
+            continue
+        entry = counts.setdefault(preferred, [0, 0])
+        entry[1] += 1
+        if p.leader != preferred:
+            entry[0] += 1
+    return {b: (c[0], c[1]) for b, c in sorted(counts.items())}
+
+
+def leader_imbalance(state: ClusterState, max_percentage: float | None = None) -> Verdict:
+    """Fails when a broker's leader imbalance exceeds ``leader.imbalance.per.broker.percentage``.
+
+    Rule (Kafka's controller, ``KafkaController.checkAndTriggerAutoLeaderRebalance``, the check behind
+    ``auto.leader.rebalance.enable``): for each broker B, let P(B) be the partitions whose preferred
+    leader (first replica) is B and N(B) those of P(B) whose current leader is not B. The imbalance
+    ``100 * |N(B)| / |P(B)|`` (percent) must be <= ``leader.imbalance.per.broker.percentage``
+    (Kafka default 10). kafka_roller uses the same rule for cluster health.
+
+    :param max_percentage: threshold in percent; None = ``state.leader_imbalance_percentage``
+        (read from the controller's config by the admin hook).
+    Reason format: ``"broker 2: leader imbalance 50.0% > 10% (1 of 2 preferred partitions led
+    elsewhere: orders-1 led by 1)"``; at most 5 partitions are listed per broker.
+    """
+    threshold = state.leader_imbalance_percentage if max_percentage is None else max_percentage
+    reasons = []
+    for broker_id, (not_led, total) in leader_imbalance_ratios(state).items():
+        pct = 100.0 * not_led / total
+        if pct > threshold:
+            elsewhere = [p for p in state.partitions_preferring(broker_id) if p.leader != broker_id]
+            listed = ", ".join(f"{p.name} led by {p.leader}" for p in elsewhere[:5])
+            if len(elsewhere) > 5:
+                listed += f", ... {len(elsewhere) - 5} more"
+            reasons.append(
+                f"broker {broker_id}: leader imbalance {pct:.1f}% > {threshold:g}% "
+                f"({not_led} of {total} preferred partitions led elsewhere: {listed})"
+            )
+    return _verdict("leader-imbalance", reasons)
+
+
+def restart_blockers(state: ClusterState, broker_id: int) -> list[tuple[Partition, str]]:
+    """Partitions on ``broker_id`` that stopping it would push below ``min.insync.replicas``.
+
+    See :func:`can_restart` for the rule. Returns (partition, reason) pairs.
+    """
+    blockers = []
+    for p in state.partitions_on(broker_id):
+        m = state.min_insync_replicas(p.topic)
+        if len(p.replicas) <= m:
+            # RF <= min.insync.replicas: any single stop makes it unwritable; Strimzi lets it roll.
+            continue
+        isr_n = len(p.isr)
+        if isr_n < m:
+            blockers.append(
+                (p, f"{p.name}: isr {_ids(p.isr)} already below min.insync.replicas {m} "
+                    f"(replicas {_ids(p.replicas)})")
+            )
+        elif isr_n == m and broker_id in p.isr:
+            rest = [r for r in p.isr if r != broker_id]
+            blockers.append(
+                (p, f"{p.name}: stopping broker {broker_id} would leave isr {_ids(rest)} below "
+                    f"min.insync.replicas {m} (isr {_ids(p.isr)}, replicas {_ids(p.replicas)})")
+            )
+    return blockers
+
+
+def can_restart(state: ClusterState, broker_id: int) -> Verdict:
+    """Fails when stopping ``broker_id`` would leave a partition below ``min.insync.replicas``.
+
+    Rule (Strimzi KafkaRoller's ``canRoll``, KafkaAvailability): for each partition with a replica on
+    the broker and ``|replicas| > m`` (m = the topic's ``min.insync.replicas`` override, else the broker
+    default): block if ``|isr| < m`` (already under min ISR), or ``|isr| == m`` and the broker is in
+    the ISR (stopping it would make acks=all producers fail with NotEnoughReplicas). Partitions with
+    ``|replicas| <= m`` never block (they cannot survive any restart with acks=all anyway).
+    A broker with no replicas can always restart.
+    Reason format: ``"orders-3: stopping broker 2 would leave isr [1] below min.insync.replicas 2
+    (isr [1, 2], replicas [1, 2, 3])"``.
+    """
+    return _verdict("can-restart", [reason for _, reason in restart_blockers(state, broker_id)])
+
+
+def cluster_health(state: ClusterState, max_imbalance_percentage: float | None = None) -> Verdict:
+    """kafka_roller's cluster health: no offline partitions, no URP, leader imbalance within bounds.
+
+    :param max_imbalance_percentage: None = ``state.leader_imbalance_percentage``.
+    """
+    return combine(
+        [
+            offline_partitions(state),
+            under_replicated_partitions(state),
+            leader_imbalance(state, max_imbalance_percentage),
+        ],
+        rule="cluster-health",
+    )
+
+
+# -- consumer lag (Burrow) -----------------------------------------------------------------------
+
+#: Burrow v3 consumer group statuses. Only OK passes.
+BURROW_STATUSES = ("NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """A partition Burrow flags for a group.
+
+    :param topic: topic name. :param partition: partition index.
+    :param status: Burrow partition status (OK, WARN, STOP, STALL, REWIND, ...).
+    :param lag: current lag in messages (offsets), or None when Burrow gives none.
+    """
+
+    topic: str
+    partition: int
+    status: str
+    lag: int | None = None
+
+    def describe(self) -> str:
+        """``"orders-3 STALL lag 1200"``."""
+        lag = f" lag {self.lag}" if self.lag is not None else ""
+        return f"{self.topic}-{self.partition} {self.status}{lag}"
+
+
+@dataclass(frozen=True)
+class ConsumerGroupStatus:
+    """Burrow's evaluation of one consumer group
+    (``GET /v3/kafka/<cluster>/consumer/<group>/status``).
+
+    :param group: consumer group id.
+    :param status: Burrow status string; ``"NOTFOUND"`` also for an HTTP 404 (group unknown).
+    :param total_lag: total lag in messages, or None.
+    :param partitions: partitions in trouble (Burrow lists only non-OK partitions on /status).
+    :param message: Burrow's message or the HTTP error, for the log.
+    """
+
+    group: str
+    status: str
+    total_lag: int | None = None
+    partitions: tuple[PartitionLag, ...] = ()
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True only for status ``OK``."""
+        return self.status == "OK"
+
+
+def consumer_lag(statuses: Iterable[ConsumerGroupStatus]) -> Verdict:
+    """Fails unless every group's Burrow status is ``OK``.
+
+    Source: kafka_roller's ``consumer_health`` pre-stop check via Burrow; Burrow's consumer status
+    evaluation (OK / WARN / ERR / STOP / STALL / REWIND; NOTFOUND = Burrow does not know the group,
+    which fails: an unknown group is not a healthy one). An empty list passes (nothing watched).
+    Reason format: ``"group billing: ERR, total lag 5400 (orders-3 STALL lag 1200)"``.
+    """
+    reasons = []
+    for s in statuses:
+        if s.ok:
+            continue
+        text = f"group {s.group}: {s.status}"
+        if s.status == "NOTFOUND":
+            text += " (Burrow does not know this group)"
+        if s.total_lag is not None:
+            text += f", total lag {s.total_lag}"
+        if s.partitions:
+            shown = ", ".join(pl.describe() for pl in s.partitions[:5])
+            if len(s.partitions) > 5:
+                shown += f", ... {len(s.partitions) - 5} more"
+            text += f" ({shown})"
+        reasons.append(text)
+    return _verdict("consumer-lag", reasons)
+
+
+def next_ok_streak(streak: int, verdict: Verdict | bool) -> int:
+    """Consecutive passing polls after one more poll: ``streak + 1`` when it passed, else 0.
+
+    Restarts cause lag spikes, so the lag gate wants Burrow to say OK ``lag_ok_consecutive`` polls in
+    a row; a sensor keeps this counter between pokes.
+    """
+    if streak < 0:
+        raise ValueError(f"streak must be >= 0, got {streak}")
+    return streak + 1 if bool(verdict) else 0
+
+
+def ok_streak(history: Iterable[Verdict | bool]) -> int:
+    """Number of trailing passing polls in ``history`` (oldest first)."""
+    streak = 0
+    for v in history:
+        streak = next_ok_streak(streak, v)
+    return streak
+
+
+def lag_gate_passed(streak: int, lag_ok_consecutive: int) -> bool:
+    """True when ``streak`` consecutive OK polls satisfy ``lag_ok_consecutive`` (>= 1 required)."""
+    if lag_ok_consecutive < 1:
+        raise ValueError(f"lag_ok_consecutive must be >= 1, got {lag_ok_consecutive}")
+    return streak >= lag_ok_consecutive
+
+
+# -- the gate before restarting a broker ---------------------------------------------------------
+
+
+def restart_gate(
+    state: ClusterState,
+    broker_id: int,
+    lag: Iterable[ConsumerGroupStatus] | None = None,
+    max_imbalance_percentage: float | None = None,
+) -> Verdict:
+    """The gate before stopping ``broker_id`` in a rolling restart.
+
+    Passes only when: no offline partitions, no URP, leader imbalance per broker within
+    ``leader.imbalance.per.broker.percentage``, :func:`can_restart` (min-ISR safety, Strimzi's canRoll),
+    and, when ``lag`` is given, every watched group is OK in Burrow (kafka_roller's consumer_health).
+
+    :param lag: Burrow statuses of the watched groups; None skips the lag check.
+    :param max_imbalance_percentage: None = ``state.leader_imbalance_percentage``.
+    Reasons are prefixed with the failing rule, e.g. ``"urp: orders-3: under-replicated, ..."``.
+    """
+    verdicts = [
+        offline_partitions(state),
+        under_replicated_partitions(state),
+        leader_imbalance(state, max_imbalance_percentage),
+        can_restart(state, broker_id),
+    ]
+    if lag is not None:
+        verdicts.append(consumer_lag(lag))
+    return combine(verdicts, rule=f"gate broker {broker_id}")

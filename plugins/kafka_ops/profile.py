@@ -1,0 +1,323 @@
+"""A cluster profile: everything an operation needs to reach one Kafka cluster.
+
+DESIGN.md, "A cluster is an Airflow connection": each cluster is a connection of conn type
+``kafka``. Its ``host`` holds the bootstrap servers (``"b1:9092,b2:9092"``; a host without a port
+gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, become
+``sasl.username`` / ``sasl.password``; its ``extra`` JSON holds:
+
+* librdkafka client settings, passed through as given: ``security.protocol``, ``sasl.*``, ``ssl.*``
+  and any other dotted librdkafka property (``client.id``, ``socket.timeout.ms``, ...), or nested
+  under ``"client": {...}``;
+* the profile fields: ``ssh_conn_id``, ``zookeeper`` (ZK connect string with chroot, ZK-mode
+  clusters only), ``burrow_conn_id`` + ``burrow_cluster``, ``consumer_groups`` (list),
+  ``service_stop`` / ``service_start`` / ``service_status`` (shell commands; defaults
+  ``sudo systemctl stop|start|is-active kafka``), ``server_properties`` (path), ``kafka_home`` (path).
+
+This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
+connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
+raises ValueError naming the connection and the bad field. Secrets never appear in ``repr``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import jsonschema
+
+DEFAULT_SERVICE_STOP = "sudo systemctl stop kafka"
+DEFAULT_SERVICE_START = "sudo systemctl start kafka"
+DEFAULT_SERVICE_STATUS = "sudo systemctl is-active kafka"
+DEFAULT_KAFKA_PORT = 9092
+
+#: A librdkafka property name: lowercase dotted words (``security.protocol``, ``ssl.ca.location``).
+_CLIENT_KEY = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
+_SCALAR = {"type": ["string", "integer", "number", "boolean"]}
+_NON_EMPTY = {"type": "string", "minLength": 1}
+_COMMAND = {"type": "string", "minLength": 1, "pattern": r"\S"}
+
+PROFILE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "kafka-ops cluster profile (connection extra)",
+    "type": "object",
+    "properties": {
+        "ssh_conn_id": _NON_EMPTY,
+        "zookeeper": _NON_EMPTY,
+        "burrow_conn_id": _NON_EMPTY,
+        "burrow_cluster": _NON_EMPTY,
+        "consumer_groups": {"type": "array", "items": _NON_EMPTY, "uniqueItems": True},
+        "service_stop": _COMMAND,
+        "service_start": _COMMAND,
+        "service_status": _COMMAND,
+        "server_properties": _NON_EMPTY,
+        "kafka_home": _NON_EMPTY,
+        "client": {
+            "type": "object",
+            "propertyNames": {"pattern": _CLIENT_KEY},
+            "additionalProperties": _SCALAR,
+        },
+        "bootstrap.servers": _NON_EMPTY,
+    },
+    "patternProperties": {_CLIENT_KEY: _SCALAR},
+    "additionalProperties": False,
+    "dependentRequired": {"burrow_conn_id": ["burrow_cluster"], "burrow_cluster": ["burrow_conn_id"]},
+}
+
+_PROFILE_KEYS = frozenset(PROFILE_SCHEMA["properties"]) - {"client", "bootstrap.servers"}
+_SECRET = re.compile(r"password|secret|\.pem$|jaas|oauthbearer\.config|token", re.IGNORECASE)
+_BOOTSTRAP_ENTRY = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+)(:(\d{1,5}))?$")
+
+
+def is_secret_setting(name: str) -> bool:
+    """True for client settings whose values must never be logged (passwords, keys, tokens)."""
+    return bool(_SECRET.search(name))
+
+
+def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``settings`` with secret values replaced by ``"***"``."""
+    return {k: ("***" if is_secret_setting(k) else v) for k, v in settings.items()}
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = "/".join(str(p) for p in error.absolute_path)
+    return path or "extra"
+
+
+def _schema_error_message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties" and error.instance is not None:
+        known = set(PROFILE_SCHEMA["properties"])
+        unknown = sorted(
+            k for k in error.instance if k not in known and not re.match(_CLIENT_KEY, str(k))
+        )
+        return (
+            f"unknown field(s) {unknown} in extra; profile fields are {sorted(_PROFILE_KEYS)}, "
+            "client settings are dotted librdkafka properties (e.g. security.protocol)"
+        )
+    if error.validator == "dependentRequired":
+        return f"{error.message} (burrow_conn_id and burrow_cluster go together)"
+    # Never echo a value that could be a secret.
+    return f"field {_field_path(error)!r}: {error.message if not _hides(error) else 'invalid value'}"
+
+
+def _hides(error: jsonschema.ValidationError) -> bool:
+    return any(is_secret_setting(str(p)) for p in error.absolute_path)
+
+
+def normalize_bootstrap_servers(value: str, default_port: int | None = None) -> str:
+    """``"b1, b2:9093"`` -> ``"b1:9092,b2:9093"``: comma-separated ``host:port``, spaces removed.
+
+    A protocol prefix (``PLAINTEXT://``, ``SSL://``, ...) is stripped. Hosts without a port get
+    ``default_port`` (else 9092).
+    :raises ValueError: empty string or an entry that is not ``host[:port]`` (named).
+    """
+    port = DEFAULT_KAFKA_PORT if default_port is None else default_port
+    entries = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        entry = re.sub(r"^[A-Za-z_]+://", "", entry)
+        m = _BOOTSTRAP_ENTRY.match(entry)
+        if not m or (m.group(3) and not 0 < int(m.group(3)) < 65536):
+            raise ValueError(f"bootstrap server {raw.strip()!r} is not host[:port]")
+        entries.append(entry if m.group(3) else f"{entry}:{port}")
+    if not entries:
+        raise ValueError("no bootstrap servers given")
+    return ",".join(entries)
+
+
+@dataclass(frozen=True, repr=False)
+class ClusterProfile:
+    """One cluster's profile, read from a ``kafka`` connection.
+
+    :param conn_id: the connection id it came from ("" when built from plain values).
+    :param bootstrap_servers: ``"host:port,host:port"``.
+    :param client_config: librdkafka settings (security.protocol, sasl.*, ssl.*, ...), without
+        ``bootstrap.servers``; may hold secrets - never log it (``repr`` redacts it).
+    :param ssh_conn_id: Airflow SSH connection id template for broker hosts, or None.
+    :param zookeeper: ZooKeeper connect string incl. chroot (``"zk1:2181,zk2:2181/kafka"``), or None
+        for KRaft clusters.
+    :param burrow_conn_id: Airflow HTTP connection of the Burrow server, or None.
+    :param burrow_cluster: the cluster's name in Burrow's config, or None.
+    :param consumer_groups: consumer groups to watch in Burrow.
+    :param service_stop: / :param service_start: / :param service_status: shell commands run on the
+        broker host (defaults ``sudo systemctl stop|start|is-active kafka``).
+    :param server_properties: path of server.properties on the broker host, or None.
+    :param kafka_home: Kafka's install directory on the broker host, or None.
+    """
+
+    conn_id: str
+    bootstrap_servers: str
+    client_config: Mapping[str, str | int | float | bool] = field(default_factory=dict)
+    ssh_conn_id: str | None = None
+    zookeeper: str | None = None
+    burrow_conn_id: str | None = None
+    burrow_cluster: str | None = None
+    consumer_groups: tuple[str, ...] = ()
+    service_stop: str = DEFAULT_SERVICE_STOP
+    service_start: str = DEFAULT_SERVICE_START
+    service_status: str = DEFAULT_SERVICE_STATUS
+    server_properties: str | None = None
+    kafka_home: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
+        object.__setattr__(self, "consumer_groups", tuple(self.consumer_groups))
+
+    @classmethod
+    def from_connection_fields(
+        cls,
+        conn_id: str,
+        host: str | None,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        port: int | None = None,
+        login: str | None = None,
+        password: str | None = None,
+    ) -> ClusterProfile:
+        """Build and validate a profile from a connection's fields (see the module docstring).
+
+        :param conn_id: connection id, used in error messages.
+        :param host: bootstrap servers; may be empty when ``extra`` holds ``bootstrap.servers``.
+        :param extra: the connection's extra as a dict (``Connection.extra_dejson``).
+        :param port: default port for bootstrap hosts given without one.
+        :param login: / :param password: SASL username / password (override nothing set in extra).
+        :raises ValueError: naming the connection and the bad field: no bootstrap servers, both
+            ``host`` and ``extra["bootstrap.servers"]`` set and different, unknown fields, wrong
+            types, ``burrow_conn_id`` without ``burrow_cluster`` (or the reverse).
+        """
+        extra = dict(extra or {})
+        where = f"connection {conn_id!r}" if conn_id else "cluster profile"
+        validator = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
+        errors = sorted(validator.iter_errors(extra), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise ValueError(f"{where}: {_schema_error_message(errors[0])}")
+
+        nested = dict(extra.pop("client", {}) or {})
+        extra_bootstrap = extra.pop("bootstrap.servers", None) or nested.pop("bootstrap.servers", None)
+        client = {k: v for k, v in extra.items() if k not in _PROFILE_KEYS}
+        overlap = sorted(set(client) & set(nested))
+        if overlap:
+            raise ValueError(f"{where}: client setting(s) {overlap} given both at top level and in 'client'")
+        client.update(nested)
+        if login and "sasl.username" not in client:
+            client["sasl.username"] = login
+        if password and "sasl.password" not in client:
+            client["sasl.password"] = password
+
+        host = (host or "").strip()
+        try:
+            if host:
+                servers = normalize_bootstrap_servers(host, port)
+                if extra_bootstrap and normalize_bootstrap_servers(extra_bootstrap, port) != servers:
+                    raise ValueError(
+                        "field 'host' and extra 'bootstrap.servers' disagree; set only the host"
+                    )
+            elif extra_bootstrap:
+                servers = normalize_bootstrap_servers(extra_bootstrap, port)
+            else:
+                raise ValueError("field 'host' must hold the bootstrap servers (host:port,host:port)")
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+        fields = {k: extra[k] for k in _PROFILE_KEYS if k in extra}
+        if "consumer_groups" in fields:
+            fields["consumer_groups"] = tuple(fields["consumer_groups"])
+        return cls(conn_id=conn_id or "", bootstrap_servers=servers, client_config=client, **fields)
+
+    # -- derived views -----------------------------------------------------------------------------
+
+    def confluent_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka config for confluent-kafka clients: ``bootstrap.servers`` + client settings.
+
+        :param overrides: extra librdkafka settings applied last, e.g.
+            ``**{"socket.timeout.ms": 5000}``. Contains secrets: do not log the result.
+        """
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        conf.update(self.client_config)
+        conf.update(overrides)
+        return conf
+
+    def kafka_python_config(self) -> dict[str, Any]:
+        """Keyword arguments for kafka-python clients, translated from the librdkafka settings.
+
+        See :func:`to_kafka_python_config`. Contains secrets: do not log the result.
+        """
+        return to_kafka_python_config(self.bootstrap_servers, self.client_config)
+
+    def require(self, *names: str) -> None:
+        """Raise ValueError naming the connection and every field in ``names`` that is unset."""
+        missing = [n for n in names if not getattr(self, n)]
+        if missing:
+            raise ValueError(f"connection {self.conn_id!r}: profile field(s) {missing} must be set in extra")
+
+    def redacted(self) -> dict[str, Any]:
+        """The profile as a dict with secret client settings masked, safe to log."""
+        return {
+            "conn_id": self.conn_id,
+            "bootstrap_servers": self.bootstrap_servers,
+            "client_config": redact(self.client_config),
+            "ssh_conn_id": self.ssh_conn_id,
+            "zookeeper": self.zookeeper,
+            "burrow_conn_id": self.burrow_conn_id,
+            "burrow_cluster": self.burrow_cluster,
+            "consumer_groups": list(self.consumer_groups),
+            "service_stop": self.service_stop,
+            "service_start": self.service_start,
+            "service_status": self.service_status,
+            "server_properties": self.server_properties,
+            "kafka_home": self.kafka_home,
+        }
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.redacted().items())
+        return f"ClusterProfile({fields})"
+
+    __str__ = __repr__
+
+
+# librdkafka property -> kafka-python keyword.
+_KAFKA_PYTHON_MAP = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.crl.location": "ssl_crlfile",
+    "client.id": "client_id",
+}
+
+
+def to_kafka_python_config(bootstrap_servers: str, client_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate librdkafka client settings into kafka-python keyword arguments.
+
+    Maps security.protocol, sasl.mechanism(s), sasl.username/password (PLAIN and SCRAM),
+    sasl.kerberos.service.name, ssl.ca/certificate/key/crl.location, ssl.key.password, client.id;
+    ``ssl.endpoint.identification.algorithm=none`` -> ``ssl_check_hostname=False``. Other non-security
+    settings (timeouts, debug, ...) are dropped: kafka-python is only used for the few admin calls
+    librdkafka lacks.
+
+    :raises ValueError: a ``sasl.*`` / ``ssl.*`` setting kafka-python cannot honour (named), because
+        silently dropping a security setting would connect differently than the main client.
+    """
+    conf: dict[str, Any] = {"bootstrap_servers": bootstrap_servers.split(",")}
+    unsupported = []
+    for key, value in client_config.items():
+        if key in _KAFKA_PYTHON_MAP:
+            target = _KAFKA_PYTHON_MAP[key]
+            conf[target] = str(value).upper() if target in ("security_protocol", "sasl_mechanism") else value
+        elif key == "ssl.endpoint.identification.algorithm":
+            conf["ssl_check_hostname"] = str(value).lower() != "none"
+        elif key.startswith(("sasl.", "ssl.")):
+            unsupported.append(key)
+    if unsupported:
+        raise ValueError(f"client setting(s) {sorted(unsupported)} have no kafka-python equivalent")
+    return conf

@@ -1,0 +1,212 @@
+"""Burrow hook: consumer group status over Burrow's HTTP API v3 (requests + urllib3 Retry).
+
+``GET {burrow}/v3/kafka/{cluster}/consumer/{group}/status`` returns Burrow's evaluation of a group
+(OK / WARN / ERR / STOP / STALL / REWIND) and the partitions in trouble. HTTP 404 means Burrow does
+not know the cluster or group: that is a NOTFOUND status (a failing verdict), never a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from airflow.sdk import BaseHook
+from kafka_ops.health import ConsumerGroupStatus, PartitionLag
+from kafka_ops.profile import ClusterProfile
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+
+class BurrowError(RuntimeError):
+    """Burrow answered with an unexpected HTTP status or body (not 200/404). Waiting may fix it."""
+
+
+def parse_status_response(group: str, http_status: int, body: Any) -> ConsumerGroupStatus:
+    """Turn Burrow's /status answer into a :class:`kafka_ops.health.ConsumerGroupStatus`.
+
+    :param http_status: HTTP status code; 404 -> status ``NOTFOUND``.
+    :param body: the decoded JSON body (dict) or None.
+    :raises BurrowError: any other non-200 status, or a 200 body without ``status.status``.
+    """
+    message = body.get("message", "") if isinstance(body, dict) else ""
+    if http_status == 404:
+        return ConsumerGroupStatus(group=group, status="NOTFOUND", message=message or "HTTP 404")
+    if http_status != 200:
+        raise BurrowError(f"Burrow answered HTTP {http_status} for group {group}: {message or body!r}"[:500])
+    status = body.get("status") if isinstance(body, dict) else None
+    if not isinstance(status, dict) or not isinstance(status.get("status"), str):
+        raise BurrowError(f"Burrow answer for group {group} has no status.status: {body!r}"[:500])
+    partitions = []
+    for p in status.get("partitions") or []:
+        if not isinstance(p, dict) or p.get("status") == "OK":
+            continue
+        partitions.append(
+            PartitionLag(
+                topic=str(p.get("topic")),
+                partition=int(p.get("partition", -1)),
+                status=str(p.get("status")),
+                lag=_lag(p),
+            )
+        )
+    total = status.get("totallag")
+    return ConsumerGroupStatus(
+        group=group,
+        status=status["status"],
+        total_lag=int(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else None,
+        partitions=tuple(partitions),
+        message=message,
+    )
+
+
+def _lag(p: dict[str, Any]) -> int | None:
+    if isinstance(p.get("current_lag"), int):
+        return p["current_lag"]
+    end = p.get("end")
+    if isinstance(end, dict) and isinstance(end.get("lag"), int):
+        return end["lag"]
+    return None
+
+
+class BurrowHook(BaseHook):
+    """Consumer group status from Burrow.
+
+    Build it from either:
+
+    :param burrow_conn_id: an Airflow HTTP connection (host = ``http://burrow:8000`` or a host with
+        ``schema`` = http/https and ``port``; login/password = basic auth, if set), plus ``cluster``;
+    :param base_url: ``"http://127.0.0.1:8000"`` plus ``cluster`` (tests, scripts);
+    :param profile: / :meth:`from_profile`: a cluster profile's ``burrow_conn_id`` and ``burrow_cluster``.
+    :param cluster: the Kafka cluster's name in Burrow's config.
+    :param connect_timeout_s: TCP connect timeout per attempt, seconds (default 3.05).
+    :param read_timeout_s: read timeout per attempt, seconds (default 10).
+    :param retries: retries on connection errors and HTTP 429/500/502/503/504 (default 3).
+    :param backoff_factor: urllib3 backoff factor, seconds (0.5 -> 0.5, 1, 2 s ...).
+
+    Requests always carry a timeout. Connection failures after the retries raise
+    ``requests.RequestException``; other unexpected answers raise :class:`BurrowError`.
+    """
+
+    conn_name_attr = "burrow_conn_id"
+    default_conn_name = "burrow_default"
+    conn_type = "http"
+    hook_name = "Burrow (kafka-ops)"
+
+    def __init__(
+        self,
+        burrow_conn_id: str | None = None,
+        *,
+        cluster: str,
+        base_url: str | None = None,
+        connect_timeout_s: float = 3.05,
+        read_timeout_s: float = 10.0,
+        retries: int = 3,
+        backoff_factor: float = 0.5,
+    ) -> None:
+        super().__init__()
+        if (burrow_conn_id is None) == (base_url is None):
+            raise ValueError("give exactly one of burrow_conn_id, base_url")
+        if not cluster:
+            raise ValueError("cluster (the cluster's name in Burrow) must be set")
+        if connect_timeout_s <= 0 or read_timeout_s <= 0:
+            raise ValueError("timeouts must be > 0 seconds")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.burrow_conn_id = burrow_conn_id
+        self.cluster = cluster
+        self._base_url = base_url.rstrip("/") if base_url else None
+        self._auth: tuple[str, str] | None = None
+        self.timeout = (connect_timeout_s, read_timeout_s)
+        self.retries = retries
+        self.backoff_factor = backoff_factor
+        self._session: requests.Session | None = None
+
+    @classmethod
+    def from_profile(cls, profile: ClusterProfile, **kwargs: Any) -> BurrowHook:
+        """Hook for the profile's ``burrow_conn_id`` / ``burrow_cluster``.
+
+        :raises ValueError: the profile does not set them (named).
+        """
+        profile.require("burrow_conn_id", "burrow_cluster")
+        return cls(profile.burrow_conn_id, cluster=profile.burrow_cluster, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def base_url(self) -> str:
+        """Burrow's base URL, e.g. ``http://burrow:8000`` (from the connection on first use)."""
+        if self._base_url is None:
+            conn = self.get_connection(self.burrow_conn_id)  # type: ignore[arg-type]
+            host = (conn.host or "").strip()
+            if not host:
+                raise ValueError(f"connection {self.burrow_conn_id!r}: host (Burrow's address) is empty")
+            if "://" not in host:
+                scheme = conn.schema or "http"
+                host = f"{scheme}://{host}"
+                if conn.port:
+                    host = f"{host}:{conn.port}"
+            self._base_url = host.rstrip("/")
+            if conn.login:
+                self._auth = (conn.login, conn.password or "")
+        return self._base_url
+
+    def get_conn(self) -> requests.Session:
+        """A ``requests.Session`` with urllib3 ``Retry`` mounted for http and https."""
+        if self._session is None:
+            retry = Retry(
+                total=self.retries,
+                connect=self.retries,
+                read=self.retries,
+                status=self.retries,
+                backoff_factor=self.backoff_factor,
+                status_forcelist=(429, 500, 502, 503, 504),
+                allowed_methods=frozenset({"GET"}),
+                raise_on_status=False,
+            )
+            session = requests.Session()
+            adapter = HTTPAdapter(max_retries=retry)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            session.headers["Accept"] = "application/json"
+            self._session = session
+        return self._session
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> BurrowHook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def status_url(self, group: str) -> str:
+        """``{base}/v3/kafka/{cluster}/consumer/{group}/status`` with path parts URL-quoted."""
+        return (
+            f"{self.base_url}/v3/kafka/{quote(self.cluster, safe='')}/consumer/"
+            f"{quote(group, safe='')}/status"
+        )
+
+    def group_status(self, group: str) -> ConsumerGroupStatus:
+        """Burrow's status of one consumer group; ``NOTFOUND`` for HTTP 404.
+
+        :raises requests.RequestException: Burrow unreachable after the retries.
+        :raises BurrowError: unexpected HTTP status or body.
+        """
+        url = self.status_url(group)
+        session = self.get_conn()
+        resp = session.get(url, timeout=self.timeout, auth=self._auth)
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+            if resp.status_code == 200:
+                text = resp.text[:200]
+                raise BurrowError(f"Burrow answered non-JSON for group {group}: {text!r}") from None
+        return parse_status_response(group, resp.status_code, body)
+
+    def group_statuses(self, groups: Iterable[str]) -> list[ConsumerGroupStatus]:
+        """:meth:`group_status` for each group, in the given order."""
+        return [self.group_status(g) for g in groups]

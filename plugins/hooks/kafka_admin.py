@@ -1,0 +1,393 @@
+"""Kafka admin hook: cluster metadata, configs and preferred leader election over confluent-kafka.
+
+librdkafka's ``AdminClient`` does the main work (Metadata, DescribeCluster, DescribeConfigs,
+ElectLeaders). kafka-python's ``KafkaAdminClient`` is used only for what librdkafka lacks
+(List/AlterPartitionReassignments, DescribeLogDirs), each in its own small method with its own
+short-lived client. Client settings (SSL/SASL) come from the cluster profile, see
+``kafka_ops.profile``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow.sdk import BaseHook
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from kafka_ops.cluster import (
+    DEFAULT_LEADER_IMBALANCE_PERCENTAGE,
+    DEFAULT_MIN_INSYNC_REPLICAS,
+    Broker,
+    ClusterState,
+    Partition,
+)
+from kafka_ops.profile import ClusterProfile, normalize_bootstrap_servers
+
+MIN_INSYNC = "min.insync.replicas"
+LEADER_IMBALANCE = "leader.imbalance.per.broker.percentage"
+_TOPIC_CONFIG_BATCH = 200
+
+
+def _int_config(value: str | None, default: int, name: str) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"config {name} has a non-numeric value {value!r}") from None
+
+
+class KafkaAdminHook(BaseHook):
+    """Admin access to one Kafka cluster.
+
+    Build it from exactly one of:
+
+    :param kafka_conn_id: an Airflow connection of conn type ``kafka`` (a cluster profile).
+    :param profile: an already parsed :class:`kafka_ops.profile.ClusterProfile`.
+    :param bootstrap_servers: ``"host:port,host:port"`` plus ``client_config`` (librdkafka settings,
+        e.g. ``{"security.protocol": "SASL_SSL", ...}``): for tests and scripts without Airflow
+        connections.
+    :param request_timeout_s: timeout of each admin request, seconds (default 30).
+
+    The librdkafka client is created lazily by :meth:`get_conn` and reused; call :meth:`close`
+    (or use the hook as a context manager) to drop it. Errors from the cluster surface as
+    ``confluent_kafka.KafkaException`` (usually transient: a sensor may retry) or, for kafka-python
+    calls, ``kafka.errors.KafkaError`` subclasses.
+    """
+
+    conn_name_attr = "kafka_conn_id"
+    default_conn_name = "kafka_default"
+    conn_type = "kafka"
+    hook_name = "Kafka cluster (kafka-ops)"
+
+    def __init__(
+        self,
+        kafka_conn_id: str | None = None,
+        *,
+        profile: ClusterProfile | None = None,
+        bootstrap_servers: str | None = None,
+        client_config: Mapping[str, Any] | None = None,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        super().__init__()
+        given = [x is not None for x in (kafka_conn_id, profile, bootstrap_servers)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of kafka_conn_id, profile, bootstrap_servers")
+        if request_timeout_s <= 0:
+            raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
+        if bootstrap_servers is not None:
+            profile = ClusterProfile(
+                conn_id="",
+                bootstrap_servers=normalize_bootstrap_servers(bootstrap_servers),
+                client_config=dict(client_config or {}),
+            )
+        self.kafka_conn_id = kafka_conn_id
+        self._profile = profile
+        self.request_timeout_s = request_timeout_s
+        self._admin: AdminClient | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def profile(self) -> ClusterProfile:
+        """The cluster profile (read from the connection on first use)."""
+        if self._profile is None:
+            from hooks.cluster_profile import get_cluster_profile
+
+            self._profile = get_cluster_profile(self.kafka_conn_id or self.default_conn_name)
+        return self._profile
+
+    def get_conn(self) -> AdminClient:
+        """The confluent-kafka ``AdminClient`` (created on first call)."""
+        if self._admin is None:
+            conf = self.profile.confluent_config()
+            conf.setdefault("socket.timeout.ms", int(self.request_timeout_s * 1000))
+            self._admin = AdminClient(conf)
+        return self._admin
+
+    def close(self) -> None:
+        """Drop the client (librdkafka closes its connections when it is garbage collected)."""
+        self._admin = None
+
+    def __enter__(self) -> KafkaAdminHook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    def cluster_state(self, topics: Iterable[str] | None = None) -> ClusterState:
+        """Snapshot the cluster: brokers (with racks), partitions, controller, min-ISR settings.
+
+        Sources: Metadata (list_topics) for brokers and partitions; DescribeCluster for the
+        controller id and racks (falls back to Metadata's controller id); DescribeConfigs on the
+        controller for the broker defaults ``min.insync.replicas`` and
+        ``leader.imbalance.per.broker.percentage``; DescribeConfigs on the topics for per-topic
+        ``min.insync.replicas`` overrides.
+
+        :param topics: limit partitions to these topics; None = all topics (internal ones included).
+        :raises confluent_kafka.KafkaException: metadata or config requests failed / timed out.
+        """
+        admin = self.get_conn()
+        md = admin.list_topics(timeout=self.request_timeout_s)
+        controller_id = md.controller_id if md.controller_id is not None else -1
+        racks: dict[int, str | None] = {}
+        try:
+            desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
+                timeout=self.request_timeout_s + 5
+            )
+        except KafkaException as exc:
+            self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
+        else:
+            if desc.controller is not None:
+                controller_id = desc.controller.id
+            racks = {n.id: n.rack for n in desc.nodes or []}
+
+        brokers = tuple(
+            Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None)
+            for b in md.brokers.values()
+        )
+        wanted = None if topics is None else set(topics)
+        partitions = []
+        for name, tmd in md.topics.items():
+            if wanted is not None and name not in wanted:
+                continue
+            for pmd in tmd.partitions.values():
+                partitions.append(
+                    Partition(
+                        topic=name,
+                        partition=pmd.id,
+                        leader=pmd.leader if pmd.leader is not None else -1,
+                        replicas=tuple(pmd.replicas),
+                        isr=tuple(pmd.isrs),
+                    )
+                )
+
+        config_broker = controller_id if controller_id >= 0 else min((b.id for b in brokers), default=-1)
+        default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS
+        imbalance_pct = DEFAULT_LEADER_IMBALANCE_PERCENTAGE
+        if config_broker >= 0:
+            cfg = self.describe_broker_configs(config_broker, [MIN_INSYNC, LEADER_IMBALANCE])
+            default_min_isr = _int_config(cfg.get(MIN_INSYNC), DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC)
+            imbalance_pct = _int_config(
+                cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE
+            )
+        topic_names = sorted({p.topic for p in partitions})
+        overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
+        return ClusterState(
+            brokers=brokers,
+            partitions=tuple(partitions),
+            controller_id=controller_id,
+            topic_min_insync=overrides,
+            default_min_insync=default_min_isr,
+            leader_imbalance_percentage=imbalance_pct,
+        )
+
+    def controller_id(self) -> int:
+        """The active controller's broker id (DescribeCluster), -1 when the cluster reports none."""
+        desc = self.get_conn().describe_cluster(request_timeout=self.request_timeout_s).result(
+            timeout=self.request_timeout_s + 5
+        )
+        return desc.controller.id if desc.controller is not None else -1
+
+    # -- configs ---------------------------------------------------------------------------------
+
+    def describe_broker_configs(
+        self, broker_id: int, names: Iterable[str] | None = None
+    ) -> dict[str, str | None]:
+        """A broker's effective configs (DescribeConfigs, BROKER resource): name -> value string.
+
+        :param names: only these names; None = all. Sensitive values come back as None.
+        :raises confluent_kafka.KafkaException: request failed (e.g. unknown broker id).
+        """
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+        futures = self.get_conn().describe_configs([resource], request_timeout=self.request_timeout_s)
+        entries = futures[resource].result(timeout=self.request_timeout_s + 5)
+        wanted = None if names is None else set(names)
+        return {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
+
+    def describe_topic_configs(
+        self, topics: Iterable[str], names: Iterable[str] | None = None
+    ) -> dict[str, dict[str, str | None]]:
+        """Effective topic configs: topic -> {name -> value}. Batches of 200 topics per request.
+
+        :raises confluent_kafka.KafkaException: a request failed (e.g. unknown topic).
+        """
+        wanted = None if names is None else set(names)
+        return {
+            topic: {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
+            for topic, entries in self._topic_config_entries(topics).items()
+        }
+
+    def _topic_config_entries(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
+        names = list(topics)
+        out: dict[str, dict[str, Any]] = {}
+        admin = self.get_conn()
+        for i in range(0, len(names), _TOPIC_CONFIG_BATCH):
+            resources = [ConfigResource(ResourceType.TOPIC, t) for t in names[i : i + _TOPIC_CONFIG_BATCH]]
+            futures = admin.describe_configs(resources, request_timeout=self.request_timeout_s)
+            for res, fut in futures.items():
+                out[res.name] = fut.result(timeout=self.request_timeout_s + 5)
+        return out
+
+    def _topic_min_insync_overrides(self, topics: list[str], default: int) -> dict[str, int]:
+        """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default``."""
+        overrides = {}
+        for topic, entries in self._topic_config_entries(topics).items():
+            entry = entries.get(MIN_INSYNC)
+            if entry is None or entry.value is None:
+                continue
+            value = _int_config(entry.value, default, f"{topic} {MIN_INSYNC}")
+            dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG
+            topic_override = entry.source in (dynamic, dynamic.value)
+            if topic_override or value != default:
+                overrides[topic] = value
+        return overrides
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    def elect_preferred_leaders(
+        self, partitions: Iterable[tuple[str, int]] | None = None, timeout_s: float | None = None
+    ) -> dict[str, str | None]:
+        """Run a preferred leader election (ElectLeaders, KIP-460; what
+        ``kafka-leader-election.sh --election-type PREFERRED`` does).
+
+        :param partitions: (topic, partition) pairs; None = every partition in the cluster.
+        :param timeout_s: how long the brokers may take, seconds (default: request_timeout_s).
+        :returns: ``"topic-partition"`` -> None when elected or already led by the preferred leader
+            (ELECTION_NOT_NEEDED), else the error text (e.g. PREFERRED_LEADER_NOT_AVAILABLE while the
+            preferred replica is not in the ISR yet: waiting may fix it).
+        :raises confluent_kafka.KafkaException: the request as a whole failed.
+        """
+        timeout = timeout_s or self.request_timeout_s
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        if tps == []:
+            return {}
+        fut = self.get_conn().elect_leaders(
+            ElectionType.PREFERRED, tps, request_timeout=timeout, operation_timeout=timeout
+        )
+        result = fut.result(timeout=timeout + 5)
+        out: dict[str, str | None] = {}
+        for tp, err in result.items():
+            name = f"{tp.topic}-{tp.partition}"
+            if err is None:
+                out[name] = None
+                continue
+            kerr = err.args[0] if isinstance(err, KafkaException) and err.args else err
+            code = kerr.code() if isinstance(kerr, KafkaError) else None
+            out[name] = None if code == KafkaError.ELECTION_NOT_NEEDED else str(kerr)
+        return dict(sorted(out.items()))
+
+    # -- kafka-python: what librdkafka lacks -----------------------------------------------------
+
+    def _kafka_python_admin(self) -> Any:
+        from kafka.admin import KafkaAdminClient
+
+        return KafkaAdminClient(
+            **self.profile.kafka_python_config(), request_timeout_ms=int(self.request_timeout_s * 1000)
+        )
+
+    def list_partition_reassignments(self) -> list[dict[str, Any]]:
+        """Ongoing partition reassignments (ListPartitionReassignments, KIP-455; kafka-python).
+
+        :returns: ``[{"topic", "partition", "replicas", "adding_replicas", "removing_replicas"}]``
+            sorted by topic and partition; empty when none is in progress.
+        """
+        client = self._kafka_python_admin()
+        try:
+            raw = client.list_partition_reassignments()
+        finally:
+            client.close()
+        out = []
+        for tp, info in raw.items():
+            out.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "replicas": list(info.get("replicas", [])),
+                    "adding_replicas": list(info.get("adding_replicas", [])),
+                    "removing_replicas": list(info.get("removing_replicas", [])),
+                }
+            )
+        return sorted(out, key=lambda d: (d["topic"], d["partition"]))
+
+    def alter_partition_reassignments(self, partitions: Iterable[Mapping[str, Any]]) -> dict[str, str | None]:
+        """Start (or cancel) reassignments (AlterPartitionReassignments, KIP-455; kafka-python).
+
+        :param partitions: entries of Kafka's reassignment format ``{"topic", "partition",
+            "replicas"}``; ``"replicas": None`` cancels that partition's pending reassignment.
+        :returns: ``"topic-partition"`` -> None when accepted, else the error class name.
+        """
+        from kafka import TopicPartition as KpTopicPartition
+
+        request = {
+            KpTopicPartition(p["topic"], int(p["partition"])): (
+                None if p.get("replicas") is None else [int(r) for r in p["replicas"]]
+            )
+            for p in partitions
+        }
+        if not request:
+            return {}
+        client = self._kafka_python_admin()
+        try:
+            raw = client.alter_partition_reassignments(
+                request, timeout_ms=int(self.request_timeout_s * 1000)
+            )
+        finally:
+            client.close()
+        out = {}
+        for tp, err in raw.items():
+            out[f"{tp.topic}-{tp.partition}"] = None if err is None else getattr(err, "__name__", str(err))
+        return dict(sorted(out.items()))
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """Replica sizes per broker and log dir (DescribeLogDirs, KIP-113; kafka-python).
+
+        :param brokers: broker ids to ask; None = all brokers.
+        :returns: one row per replica: ``{"broker", "log_dir", "topic", "partition", "size_bytes",
+            "offset_lag", "is_future"}`` (size in bytes, lag in offsets), sorted; log dirs
+            reporting an error give one row ``{"broker", "log_dir", "error_code"}`` instead.
+        """
+        client = self._kafka_python_admin()
+        try:
+            raw = client.describe_log_dirs(brokers=None if brokers is None else list(brokers))
+        finally:
+            client.close()
+        return normalize_log_dirs(raw)
+
+
+def normalize_log_dirs(raw: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Flatten kafka-python's ``describe_log_dirs`` result (see KafkaAdminHook.describe_log_dirs).
+
+    kafka-python 3.x returns ``[{"broker": id, "log_dirs": [result.to_dict(), ...]}]`` with
+    schema field names (``log_dir``, ``topics[].name``, ``partitions[].partition_index``,
+    ``partition_size``, ``offset_lag``, ``is_future_key``, ``error_code``).
+    """
+    rows: list[dict[str, Any]] = []
+    for entry in raw:
+        broker = entry["broker"]
+        for result in entry.get("log_dirs", []):
+            log_dir = result.get("log_dir")
+            error_code = result.get("error_code", 0)
+            if error_code:
+                rows.append({"broker": broker, "log_dir": log_dir, "error_code": error_code})
+                continue
+            for topic in result.get("topics", []):
+                for p in topic.get("partitions", []):
+                    rows.append(
+                        {
+                            "broker": broker,
+                            "log_dir": log_dir,
+                            "topic": topic.get("name"),
+                            "partition": p.get("partition_index"),
+                            "size_bytes": p.get("partition_size", 0),
+                            "offset_lag": p.get("offset_lag", 0),
+                            "is_future": bool(p.get("is_future_key", False)),
+                        }
+                    )
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["broker"], r.get("log_dir") or "", r.get("topic") or "", r.get("partition") or 0)
+
+    return sorted(rows, key=key)

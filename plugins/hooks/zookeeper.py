@@ -1,0 +1,158 @@
+"""ZooKeeper hook (kazoo) for ZooKeeper-mode Kafka clusters.
+
+Reads Kafka's own znodes: ``/controller`` (active controller), ``/brokers/ids/<id>`` (ephemeral
+broker registrations with their ``"timestamp"`` in ms), ``/admin/reassign_partitions`` (present
+while a ZK-driven reassignment runs). Read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.sdk import BaseHook
+from kafka_ops.cluster import BrokerRegistration, parse_broker_registration, parse_controller
+from kafka_ops.profile import ClusterProfile
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+BROKER_IDS_PATH = "/brokers/ids"
+CONTROLLER_PATH = "/controller"
+REASSIGN_PATH = "/admin/reassign_partitions"
+
+
+class ZooKeeperHook(BaseHook):
+    """Read Kafka's ZooKeeper layout.
+
+    Build it from exactly one of:
+
+    :param kafka_conn_id: a ``kafka`` connection whose profile sets ``zookeeper``.
+    :param profile: a parsed :class:`kafka_ops.profile.ClusterProfile` with ``zookeeper`` set.
+    :param hosts: a ZooKeeper connect string incl. chroot, e.g. ``"127.0.0.1:2181/kafka"``.
+    :param timeout_s: session timeout and connect timeout, seconds (default 10).
+
+    The kazoo client starts on first use (:meth:`get_conn`); :meth:`close` stops it (also as a
+    context manager). Raises ``kazoo.handlers.threading.KazooTimeoutError`` when ZooKeeper cannot
+    be reached within ``timeout_s`` (transient: retrying may help), ValueError when the profile has
+    no ``zookeeper`` (KRaft cluster or misconfigured connection: retrying cannot help).
+    """
+
+    conn_name_attr = "kafka_conn_id"
+    default_conn_name = "kafka_default"
+    conn_type = "kafka"
+    hook_name = "Kafka ZooKeeper (kafka-ops)"
+
+    def __init__(
+        self,
+        kafka_conn_id: str | None = None,
+        *,
+        profile: ClusterProfile | None = None,
+        hosts: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__()
+        if sum(x is not None for x in (kafka_conn_id, profile, hosts)) != 1:
+            raise ValueError("give exactly one of kafka_conn_id, profile, hosts")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.kafka_conn_id = kafka_conn_id
+        self._profile = profile
+        self._hosts = hosts
+        self.timeout_s = timeout_s
+        self._client: KazooClient | None = None
+
+    @property
+    def hosts(self) -> str:
+        """The ZooKeeper connect string (with chroot)."""
+        if self._hosts is None:
+            profile = self._profile
+            if profile is None:
+                from hooks.cluster_profile import get_cluster_profile
+
+                profile = get_cluster_profile(self.kafka_conn_id or self.default_conn_name)
+            profile.require("zookeeper")
+            self._hosts = profile.zookeeper
+        return self._hosts  # type: ignore[return-value]
+
+    def get_conn(self) -> KazooClient:
+        """A started, read-only ``KazooClient``."""
+        if self._client is None:
+            client = KazooClient(hosts=self.hosts, timeout=self.timeout_s, read_only=True)
+            client.start(timeout=self.timeout_s)
+            self._client = client
+        return self._client
+
+    def close(self) -> None:
+        """Stop and close the kazoo client, if started."""
+        if self._client is not None:
+            try:
+                self._client.stop()
+                self._client.close()
+            finally:
+                self._client = None
+
+    def __enter__(self) -> ZooKeeperHook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def controller_id(self) -> int | None:
+        """The active controller's broker id from ``/controller``; None while no controller is elected."""
+        try:
+            data, _ = self.get_conn().get(CONTROLLER_PATH)
+        except NoNodeError:
+            return None
+        return parse_controller(data)
+
+    def broker_ids(self) -> list[int]:
+        """Registered broker ids (children of ``/brokers/ids``), ascending; [] when none."""
+        try:
+            children = self.get_conn().get_children(BROKER_IDS_PATH)
+        except NoNodeError:
+            return []
+        return sorted(int(c) for c in children if c.isdigit())
+
+    def broker_registration(self, broker_id: int) -> BrokerRegistration | None:
+        """The broker's registration (host, port, endpoints, rack, ``timestamp_ms``); None when not
+        registered (stopped, or its ZooKeeper session expired)."""
+        try:
+            data, _ = self.get_conn().get(f"{BROKER_IDS_PATH}/{broker_id}")
+        except NoNodeError:
+            return None
+        return parse_broker_registration(broker_id, data)
+
+    def broker_registrations(self) -> dict[int, BrokerRegistration]:
+        """All current registrations, broker id -> registration (brokers vanishing mid-read are left out)."""
+        out = {}
+        for broker_id in self.broker_ids():
+            reg = self.broker_registration(broker_id)
+            if reg is not None:
+                out[broker_id] = reg
+        return out
+
+    def registration_timestamps_ms(self) -> dict[int, int]:
+        """Broker id -> registration timestamp (ms since the epoch), for the restart resume rule."""
+        return {b: r.timestamp_ms for b, r in self.broker_registrations().items()}
+
+    def reassignment_in_progress(self) -> dict[str, Any] | None:
+        """The parsed ``/admin/reassign_partitions`` document while a ZK reassignment runs, else None.
+
+        Kafka's format: ``{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}``.
+        :raises ValueError: the znode holds something other than a JSON object.
+        """
+        try:
+            data, _ = self.get_conn().get(REASSIGN_PATH)
+        except NoNodeError:
+            return None
+        if not data:
+            return {"version": 1, "partitions": []}
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{REASSIGN_PATH}: not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"{REASSIGN_PATH}: expected a JSON object")
+        return doc

@@ -1,0 +1,367 @@
+"""One sandbox broker process: Kafka listener, inter-broker channel, ZooKeeper session, loops.
+
+Lifecycle (as a Kafka broker in ZK mode):
+start -> ZooKeeper session -> bind listeners -> register ``/brokers/ids/<id>`` (waiting for a
+previous session's node to expire after a crash, as Kafka does) -> run for the controller ->
+serve. SIGTERM -> controlled shutdown (leadership moved away, out of ISRs) -> persist replica
+state -> resign as controller -> close the session (the ephemeral registration disappears) -> exit 0.
+SIGKILL skips all of that: the registration lingers until the session times out
+(``zookeeper.session.timeout.ms``), and only then does the controller move leadership.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError
+
+from sandbox import settings
+from sandbox.broker import rpc, zkpaths
+from sandbox.broker.apis import KafkaApis
+from sandbox.broker.config import BrokerConfig
+from sandbox.broker.controller import Controller
+from sandbox.broker.metadata import MetadataCache
+from sandbox.broker.protocol import (
+    API_VERSIONS,
+    UnsupportedVersion,
+    api_versions_error,
+    encode_list_offsets_v0,
+    encode_response,
+    read_request,
+    supported_apis,
+)
+from sandbox.broker.replicas import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class BrokerStartError(RuntimeError):
+    """The broker cannot start (the message says why); the process exits 1."""
+
+
+class Broker:
+    """Wires the metadata cache, replica manager, controller and Kafka API handlers of one broker."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.zk = KazooClient(hosts=config.zookeeper_connect, timeout=config.zk_session_timeout_s)
+        self.cache = MetadataCache(self.zk)
+        self.controller = Controller(config.broker_id, self.zk, self.cache)
+        self.replicas = ReplicaManager(config.broker_id, config.log_dir, self.cache, config.replica_lag_time_max_s)
+        self.apis = KafkaApis(self)
+        self.rpc = rpc.RpcClient(settings.REPLICATION_PORT)
+        self.leader_leo_hint: dict[tuple[str, int], float] = {}
+        self.default_min_isr = int(config.properties.get("min.insync.replicas", "1"))
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._refresh_pending = False
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._session_lost = False
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Start, serve until SIGTERM/SIGINT, then shut down in a controlled way.
+
+        Raises:
+            BrokerStartError: ZooKeeper unreachable, listener address in use, or the registration
+                of this broker id still held by another live session.
+        """
+        self.loop = asyncio.get_running_loop()
+        self.replicas.load()
+        try:
+            self.zk.start(timeout=10)
+        except Exception as exc:
+            raise BrokerStartError(f"cannot reach ZooKeeper at {self.config.zookeeper_connect}: {exc}") from exc
+        self.zk.add_listener(self._on_zk_state)
+        try:
+            kafka_server = await asyncio.start_server(
+                self._on_connection, self.config.host, self.config.port, reuse_address=True
+            )
+            rpc_server = await rpc.serve(self.config.host, settings.REPLICATION_PORT, self._on_rpc)
+        except OSError as exc:
+            raise BrokerStartError(f"cannot listen on {self.config.host}:{self.config.port}: {exc}") from exc
+        await self._register()
+        self.cache.refresh()
+        self.replicas.on_metadata()
+        self._install_watches()
+        self.controller.try_elect()
+        for loop_fn in (self._produce_loop, self._fetch_loop, self._persist_loop, self._housekeeping_loop):
+            self._tasks.append(asyncio.create_task(loop_fn()))
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._stop.set)
+        log.info("broker %s started (Kafka %s, IBP %s) on %s:%s, rack %s", self.config.broker_id,
+                 self.config.version, self.config.inter_broker_protocol_version, self.config.host,
+                 self.config.port, self.config.rack)
+        await self._stop.wait()
+        log.info("broker %s: controlled shutdown", self.config.broker_id)
+        await self._controlled_shutdown()
+        for task in self._tasks:
+            task.cancel()
+        kafka_server.close()
+        rpc_server.close()
+        self.rpc.close()
+        self.replicas.save()
+        self.controller.resign()
+        self.zk.stop()
+        self.zk.close()
+        log.info("broker %s stopped", self.config.broker_id)
+
+    async def _register(self) -> None:
+        path = f"{zkpaths.BROKER_IDS}/{self.config.broker_id}"
+        endpoint = f"PLAINTEXT://{self.config.host}:{self.config.port}"
+        data = zkpaths.dumps({
+            "features": {},
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [endpoint],
+            "jmx_port": -1,
+            "port": self.config.port,
+            "host": self.config.host,
+            "version": 5,
+            "timestamp": str(zkpaths.now_ms()),
+            "rack": self.config.rack,
+        })
+        deadline = time.monotonic() + self.config.zk_session_timeout_s + 5
+        while True:
+            try:
+                self.zk.create(path, data, ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                if time.monotonic() > deadline:
+                    raise BrokerStartError(
+                        f"{path} is held by another ZooKeeper session: is broker {self.config.broker_id} "
+                        "already running elsewhere?"
+                    ) from None
+                log.warning("%s still registered by an old session; waiting for it to expire", path)
+                await asyncio.sleep(0.5)
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True
+
+    # --- ZooKeeper watches -> refreshes ----------------------------------------------------------
+    def _threadsafe(self, fn) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(fn)
+
+    def _install_watches(self) -> None:
+        zk = self.zk
+
+        def on_change(*_args) -> None:
+            self._threadsafe(self.schedule_refresh)
+
+        zk.ChildrenWatch(zkpaths.BROKER_IDS, on_change)
+        zk.ChildrenWatch(zkpaths.BROKER_TOPICS, on_change)
+        zk.ChildrenWatch(zkpaths.CONFIG_CHANGES, on_change)
+        zk.DataWatch(zkpaths.METADATA_VERSION, on_change)
+
+        def on_controller(data, _stat, *_args) -> None:
+            self._threadsafe(self.schedule_refresh)
+            if data is None:
+                self._threadsafe(self._elect)
+
+        zk.DataWatch(zkpaths.CONTROLLER, on_controller)
+
+        def on_reassign(data, _stat, *_args) -> None:
+            if data is not None:
+                self._threadsafe(self.controller.on_reassign_node)
+
+        zk.DataWatch(zkpaths.REASSIGN, on_reassign)
+
+        def on_election(data, _stat, *_args) -> None:
+            if data is not None:
+                self._threadsafe(self.controller.on_preferred_election_node)
+
+        zk.DataWatch(zkpaths.PREFERRED_ELECTION, on_election)
+
+    def _elect(self) -> None:
+        if not self._stop.is_set():
+            self.controller.try_elect()
+
+    def schedule_refresh(self) -> None:
+        """Refresh the metadata cache soon (coalescing bursts of ZooKeeper events)."""
+        if self._refresh_pending or self.loop is None:
+            return
+        self._refresh_pending = True
+        self.loop.call_later(0.01, self._refresh)
+
+    def _refresh(self) -> None:
+        self._refresh_pending = False
+        try:
+            self.cache.refresh()
+            self.replicas.on_metadata()
+            self.controller.on_metadata_change()
+        except Exception:
+            log.exception("metadata refresh failed")
+
+    # --- loops --------------------------------------------------------------------------------
+    async def _produce_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                for p, isr in self.replicas.produce_tick(self.default_min_isr):
+                    log.info("shrinking ISR of %s from %s to %s", p.name, p.isr, isr)
+                    self.replicas.mark_pending(p.key)
+                    asyncio.create_task(self._alter_partition(p.topic, p.partition, p.leader_epoch, isr))
+            except Exception:
+                log.exception("produce tick failed")
+
+    async def _fetch_loop(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(settings.REPLICA_FETCH_INTERVAL_S)
+            now = time.monotonic()
+            dt, last = min(now - last, 1.0), now
+            plan = self.replicas.fetch_plan()
+            if not plan:
+                continue
+            calls = [self._fetch_from(leader, parts) for leader, parts in plan.items()]
+            answers = []
+            for result in await asyncio.gather(*calls, return_exceptions=True):
+                if isinstance(result, list):
+                    answers.extend(result)
+            try:
+                self.replicas.apply_fetch(answers, dt)
+            except Exception:
+                log.exception("applying fetch results failed")
+
+    async def _fetch_from(self, leader: int, parts) -> list:
+        broker = self.cache.brokers.get(leader)
+        if broker is None:
+            return []
+        request = {
+            "op": "fetch",
+            "broker": self.config.broker_id,
+            "partitions": [[p.topic, p.partition, self.replicas.replicas[p.key].leo] for p in parts],
+        }
+        response = await self.rpc.call(broker.host, request)
+        answers = list(zip(parts, response.get("partitions", []), strict=False))
+        for p, answer in answers:
+            if not answer.get("error"):
+                self.leader_leo_hint[p.key] = answer["leo"]
+        return answers
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(settings.STATE_PERSIST_INTERVAL_S)
+            self.replicas.save()
+
+    async def _housekeeping_loop(self) -> None:
+        last_rebalance = time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                if self._session_lost and self.zk.connected:
+                    self._session_lost = False
+                    log.warning("ZooKeeper session was lost; registering again")
+                    self.controller.active = False
+                    await self._register()
+                self._refresh()
+                if self.cache.controller_id == -1:
+                    self._elect()
+                interval = self.config.leader_imbalance_check_interval_s
+                if self.config.auto_leader_rebalance and time.monotonic() - last_rebalance >= interval:
+                    last_rebalance = time.monotonic()
+                    self.controller.auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
+            except Exception:
+                log.exception("housekeeping failed")
+
+    # --- controller requests -------------------------------------------------------------------
+    async def _to_controller(self, request: dict) -> dict:
+        if self.controller.active:
+            return self._on_rpc(request)
+        controller = self.cache.brokers.get(self.cache.controller_id)
+        if controller is None:
+            return {"error": 41}
+        return await self.rpc.call(controller.host, request)
+
+    async def _alter_partition(self, topic: str, partition: int, leader_epoch: int, isr: list[int]) -> None:
+        try:
+            result = await self._to_controller({
+                "op": "alter_partition", "broker": self.config.broker_id, "topic": topic,
+                "partition": partition, "leader_epoch": leader_epoch, "isr": isr,
+            })
+            if result.get("error"):
+                log.info("AlterPartition %s-%s -> %s rejected: %s", topic, partition, isr, result)
+        except Exception as exc:
+            log.warning("AlterPartition %s-%s failed: %s", topic, partition, exc)
+
+    async def _controlled_shutdown(self) -> None:
+        self.replicas.fetching = False
+        deadline = time.monotonic() + settings.CONTROLLED_SHUTDOWN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                result = await self._to_controller({"op": "controlled_shutdown", "broker": self.config.broker_id})
+                if result.get("error") == 0:
+                    if result["remaining_leaders"]:
+                        log.warning("no other in-sync replica to lead %s", result["remaining_leaders"])
+                    return
+            except Exception as exc:
+                log.warning("controlled shutdown request failed: %s", exc)
+            await asyncio.sleep(0.5)
+        log.error("controlled shutdown did not complete in %ss; shutting down anyway",
+                  settings.CONTROLLED_SHUTDOWN_TIMEOUT_S)
+
+    # --- inter-broker channel ------------------------------------------------------------------
+    def _on_rpc(self, request: dict) -> dict:
+        op = request.get("op")
+        if op == "fetch":
+            answers = []
+            for topic, partition, leo in request["partitions"]:
+                answer = self.replicas.on_follower_fetch(request["broker"], topic, partition, leo)
+                expand = answer.pop("expand", None)
+                if expand is not None:
+                    p = self.cache.partition(topic, partition)
+                    log.info("expanding ISR of %s to %s", p.name, expand)
+                    self.replicas.mark_pending(p.key)
+                    asyncio.get_running_loop().create_task(
+                        self._alter_partition(topic, partition, p.leader_epoch, expand))
+                answers.append(answer)
+            return {"partitions": answers}
+        if op == "alter_partition":
+            return self.controller.alter_partition(
+                request["broker"], request["topic"], request["partition"], request["leader_epoch"], request["isr"])
+        if op == "controlled_shutdown":
+            return self.controller.controlled_shutdown(request["broker"])
+        return {"error": f"unknown op {op!r}"}
+
+    # --- Kafka listener -------------------------------------------------------------------------
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                frame = await reader.readexactly(size)
+                answer = self._answer(frame)
+                if answer is None:  # Kafka closes the connection on a request it cannot serve
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _answer(self, frame: bytes) -> bytes | None:
+        apis = supported_apis(self.config.version)
+        try:
+            request = read_request(frame)
+        except UnsupportedVersion as exc:
+            log.info("%s", exc)
+            return api_versions_error(exc.correlation_id, apis)
+        lo_hi = apis.get(request.api_key)
+        if lo_hi is None or not lo_hi[0] <= request.api_version <= lo_hi[1]:
+            log.info("unsupported api_key=%s version=%s", request.api_key, request.api_version)
+            return api_versions_error(request.correlation_id, apis) if request.api_key == API_VERSIONS else None
+        response = self.apis.handle(request)
+        if request.api_key == 2 and request.api_version == 0:
+            return encode_list_offsets_v0(request.correlation_id, response)
+        return encode_response(request.correlation_id, response)
+
+
+def write_pid_file(path: os.PathLike) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"{os.getpid()}\n")

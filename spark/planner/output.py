@@ -1,0 +1,185 @@
+"""Plan files (DESIGN.md "Planner files"), the summary and the chart."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from planner.balance import distinct_racks, rack_indexes
+from planner.snapshot import Snapshot
+
+
+def reassignment_doc(snap: Snapshot, replicas: np.ndarray, parts) -> dict:
+    """Kafka's reassignment JSON for the partitions ``parts`` (indexes), replicas as broker ids."""
+    items = []
+    for p in sorted(parts, key=lambda i: (snap.topics[i], int(snap.partitions[i]))):
+        row = [int(snap.broker_ids[b]) for b in replicas[p] if b >= 0]
+        items.append({"topic": snap.topics[p], "partition": int(snap.partitions[p]), "replicas": row})
+    return {"version": 1, "partitions": items}
+
+
+def per_broker(replicas: np.ndarray, sizes: np.ndarray, nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes, replica count, preferred-leader count) per broker index for an assignment."""
+    valid = replicas >= 0
+    owners = replicas[valid]
+    size_rep = np.broadcast_to(sizes[:, None], replicas.shape)[valid]
+    nbytes = np.bincount(owners, weights=size_rep.astype(np.float64), minlength=nb)
+    count = np.bincount(owners, minlength=nb)
+    leaders = np.bincount(replicas[:, 0], minlength=nb)
+    return nbytes.round().astype(np.int64), count, leaders
+
+
+def lower_bound_bytes(snap: Snapshot, kept: np.ndarray, drained: np.ndarray) -> int:
+    """max(bytes on drained brokers, sum over kept brokers of max(0, mean_after - bytes_before)).
+
+    Any plan reaching per-broker byte balance must at least copy every replica off a drained broker
+    and fill every kept broker up to the mean.
+    """
+    nbytes, _, _ = per_broker(snap.replicas, snap.sizes, len(kept))
+    mean_after = nbytes.sum() / kept.sum()
+    fill = np.maximum(0.0, mean_after - nbytes[kept]).sum()
+    return int(round(max(float(nbytes[drained].sum()), float(fill))))
+
+
+def rack_violations(snap: Snapshot, replicas: np.ndarray, brokers_mask: np.ndarray) -> int:
+    """Partitions spanning fewer than min(RF, racks among ``brokers_mask``) racks (0 without racks)."""
+    if not snap.racks or snap.racks[0] is None:
+        return 0
+    rack_idx = rack_indexes(snap.racks)
+    nracks = len(set(rack_idx[brokers_mask].tolist()))
+    needed = np.minimum((replicas >= 0).sum(axis=1), nracks)
+    return int((distinct_racks(replicas, rack_idx) < needed).sum())
+
+
+def _skew(values: np.ndarray) -> float:
+    mean = values.mean()
+    return float(values.max() / mean) if mean > 0 else 1.0
+
+
+def summarize(snap: Snapshot, new: np.ndarray, kept: np.ndarray, drained: np.ndarray, mode: str,
+              brokers, waves: list, notes: list, options: dict | None = None) -> dict:
+    """The ``summary.json`` document.
+
+    Holds ``replica_moves`` (replicas placed on a broker that did not hold one of the partition),
+    ``partitions_changed`` (listed in reassignment.json, reorders included), ``leader_changes``,
+    ``bytes_moved`` (bytes copied), ``lower_bound_bytes`` (see :func:`lower_bound_bytes`),
+    ``moved_over_lower_bound``, max/mean skews of bytes, replicas and preferred leaders over the
+    brokers before (all) and after (kept), rack violations before/after, the waves' sizes, notes, and
+    ``brokers``: per broker id ``bytes_before/after``, ``replicas_before/after``,
+    ``leaders_before/after`` (bytes in bytes).
+    """
+    orig = snap.replicas
+    nb = len(kept)
+    b0, c0, l0 = per_broker(orig, snap.sizes, nb)
+    b1, c1, l1 = per_broker(new, snap.sizes, nb)
+    changed = np.nonzero((orig != new).any(axis=1))[0]
+    moves = 0
+    moved_bytes = 0
+    for p in changed.tolist():
+        gain = len({int(b) for b in new[p] if b >= 0} - {int(b) for b in orig[p] if b >= 0})
+        moves += gain
+        moved_bytes += gain * int(snap.sizes[p])
+    lb = lower_bound_bytes(snap, kept, drained)
+    everyone = np.ones(nb, dtype=bool)
+    wave_bytes = []
+    for w in waves:
+        wb = 0
+        for p in w:
+            gain = {int(b) for b in new[p] if b >= 0} - {int(b) for b in orig[p] if b >= 0}
+            wb += len(gain) * int(snap.sizes[p])
+        wave_bytes.append(wb)
+    return {
+        "mode": mode,
+        "brokers_requested": [int(b) for b in brokers],
+        "options": options or {},
+        "partitions": int(len(orig)),
+        "replica_moves": moves,
+        "partitions_changed": int(len(changed)),
+        "leader_changes": int((orig[:, 0] != new[:, 0]).sum()),
+        "bytes_moved": moved_bytes,
+        "lower_bound_bytes": lb,
+        "moved_over_lower_bound": (moved_bytes / lb) if lb else None,
+        "total_bytes": int(b0.sum()),
+        "mean_bytes_after": float(b1[kept].mean()),
+        "skew_before": {"bytes": _skew(b0), "replicas": _skew(c0), "leaders": _skew(l0)},
+        "skew_after": {"bytes": _skew(b1[kept]), "replicas": _skew(c1[kept]), "leaders": _skew(l1[kept])},
+        "rack_violations_before": rack_violations(snap, orig, everyone),
+        "rack_violations_after": rack_violations(snap, new, kept),
+        "waves": len(waves),
+        "wave_bytes": wave_bytes,
+        "notes": list(notes),
+        "brokers": {
+            str(int(snap.broker_ids[i])): {
+                "rack": snap.racks[i],
+                "kept": bool(kept[i]),
+                "bytes_before": int(b0[i]),
+                "bytes_after": int(b1[i]),
+                "replicas_before": int(c0[i]),
+                "replicas_after": int(c1[i]),
+                "leaders_before": int(l0[i]),
+                "leaders_after": int(l1[i]),
+            }
+            for i in range(nb)
+        },
+    }
+
+
+def write_chart(path: str, summary: dict) -> None:
+    """PNG bar chart of bytes per broker before and after, with the mean after as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ids = list(summary["brokers"])
+    before = [summary["brokers"][i]["bytes_before"] for i in ids]
+    after = [summary["brokers"][i]["bytes_after"] for i in ids]
+    x = np.arange(len(ids))
+    fig, ax = plt.subplots(figsize=(max(6.0, min(40.0, 0.25 * len(ids))), 4.0))
+    ax.bar(x - 0.2, before, width=0.4, label="before")
+    ax.bar(x + 0.2, after, width=0.4, label="after")
+    ax.axhline(summary["mean_bytes_after"], color="black", linewidth=0.8, linestyle="--", label="mean after")
+    if len(ids) <= 60:
+        ax.set_xticks(x, ids, rotation=90, fontsize=7)
+    ax.set_xlabel("broker id")
+    ax.set_ylabel("bytes")
+    ax.set_title(
+        f"{summary['mode']}: {summary['bytes_moved']} bytes moved "
+        f"(lower bound {summary['lower_bound_bytes']}), {summary['replica_moves']} replica moves"
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_outputs(out_dir: str, snap: Snapshot, new: np.ndarray, waves: list, summary: dict) -> dict:
+    """Write reassignment.json, rollback.json, waves.json, summary.json and balance.png into out_dir.
+
+    Returns {name: path}. reassignment.json lists exactly the changed partitions with their new
+    replicas (first = preferred leader); rollback.json lists the same partitions with their current
+    replicas, so ``--execute`` on it undoes the plan.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    changed = np.nonzero((snap.replicas != new).any(axis=1))[0].tolist()
+    docs = {
+        "reassignment.json": reassignment_doc(snap, new, changed),
+        "rollback.json": reassignment_doc(snap, snap.replicas, changed),
+        "waves.json": [reassignment_doc(snap, new, w) for w in waves],
+        "summary.json": summary,
+    }
+    paths = {}
+    for name, doc in docs.items():
+        path = os.path.join(out_dir, name)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1 if name == "summary.json" else None)
+            f.write("\n")
+        os.replace(tmp, path)
+        paths[name] = path
+    chart = os.path.join(out_dir, "balance.png")
+    write_chart(chart, summary)
+    paths["balance.png"] = chart
+    return paths

@@ -34,7 +34,7 @@ def parse_status_response(group: str, http_status: int, body: Any) -> ConsumerGr
     if http_status == 404:
         return ConsumerGroupStatus(group=group, status="NOTFOUND", message=message or "HTTP 404")
     if http_status != 200:
-        raise BurrowError(f"Burrow answered HTTP {http_status} for group {group}: {message or body!r}"[:500])
+        raise BurrowError(f"Burrow answered HTTP {http_status} for group {group}: {message or repr(body)}"[:500])
     status = body.get("status") if isinstance(body, dict) else None
     if not isinstance(status, dict) or not isinstance(status.get("status"), str):
         raise BurrowError(f"Burrow answer for group {group} has no status.status: {body!r}"[:500])

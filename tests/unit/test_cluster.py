@@ -1,0 +1,204 @@
+"""ClusterState snapshot, its helpers, JSON round trip, and ZooKeeper registration parsing."""
+
+import json
+
+import pytest
+from kafka_ops.cluster import (
+    Broker,
+    ClusterState,
+    Partition,
+    parse_broker_registration,
+    parse_controller,
+)
+
+
+def make_state(**kwargs):
+    brokers = (Broker(2, "h2", 9092, "r2"), Broker(1, "h1", 9092, "r1"), Broker(3, "h3", 9092))
+    partitions = (
+        Partition("orders", 1, leader=2, replicas=[2, 3, 1], isr=[2, 3, 1]),
+        Partition("orders", 0, leader=1, replicas=[1, 2, 3], isr=[1, 2]),
+        Partition("billing", 0, leader=-1, replicas=[3, 1], isr=[3]),
+    )
+    defaults = dict(brokers=brokers, partitions=partitions, controller_id=2)
+    defaults.update(kwargs)
+    return ClusterState(**defaults)
+
+
+def test_brokers_and_partitions_are_sorted_and_tupled():
+    state = make_state()
+    assert state.broker_ids == [1, 2, 3]
+    assert [p.name for p in state.partitions] == ["billing-0", "orders-0", "orders-1"]
+    assert state.partition("orders", 1).replicas == (2, 3, 1)
+    assert isinstance(state.partition("orders", 0).isr, tuple)
+    assert state.topics == ["billing", "orders"]
+
+
+def test_partition_properties():
+    p = Partition("orders", 3, leader=2, replicas=[1, 2, 3], isr=[2, 3])
+    assert p.name == "orders-3"
+    assert p.preferred_leader == 1
+    assert not p.is_led_by_preferred
+    assert p.is_under_replicated
+    assert not p.is_offline
+    offline = Partition("orders", 4, leader=-1, replicas=[1], isr=[])
+    assert offline.is_offline and offline.is_under_replicated
+    assert Partition("t", 0, leader=-1, replicas=[]).preferred_leader is None
+    healthy = Partition("t", 0, leader=1, replicas=[1, 2], isr=[2, 1])
+    assert healthy.is_led_by_preferred and not healthy.is_under_replicated
+
+
+def test_helpers_on_broker():
+    state = make_state()
+    assert [p.name for p in state.partitions_on(3)] == ["billing-0", "orders-0", "orders-1"]
+    assert [p.name for p in state.partitions_on(2)] == ["orders-0", "orders-1"]
+    assert [p.name for p in state.partitions_led_by(1)] == ["orders-0"]
+    assert state.partitions_led_by(3) == []
+    assert [p.name for p in state.partitions_preferring(3)] == ["billing-0"]
+    assert [p.name for p in state.offline_partitions()] == ["billing-0"]
+    assert [p.name for p in state.under_replicated_partitions()] == ["billing-0", "orders-0"]
+
+
+def test_broker_lookup():
+    state = make_state()
+    assert state.broker(1) == Broker(1, "h1", 9092, "r1")
+    assert state.has_broker(3) and not state.has_broker(9)
+    with pytest.raises(KeyError, match="broker 9 is not registered"):
+        state.broker(9)
+    with pytest.raises(KeyError, match="orders-7"):
+        state.partition("orders", 7)
+
+
+def test_min_insync_override_and_default():
+    state = make_state(topic_min_insync={"orders": 2}, default_min_insync=1)
+    assert state.min_insync_replicas("orders") == 2
+    assert state.min_insync_replicas("billing") == 1
+    assert make_state().min_insync_replicas("orders") == 1  # Kafka's default
+
+
+def test_defaults_are_kafkas():
+    state = ClusterState(brokers=(), partitions=())
+    assert state.controller_id == -1
+    assert state.default_min_insync == 1
+    assert state.leader_imbalance_percentage == 10
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(brokers=(Broker(1, "a", 1), Broker(1, "b", 1))), "duplicate broker ids in cluster state: \\[1\\]"),
+        (
+            dict(partitions=(Partition("t", 0, 1, [1]), Partition("t", 0, 2, [2]))),
+            "duplicate partition in cluster state: t-0",
+        ),
+        (dict(default_min_insync=0), "min.insync.replicas must be >= 1"),
+        (dict(topic_min_insync={"orders": 0}), "orders: min.insync.replicas must be >= 1"),
+        (dict(leader_imbalance_percentage=-1), "leader.imbalance.per.broker.percentage"),
+        (dict(controller_id="2"), "controller id must be an integer"),
+    ],
+)
+def test_invalid_state_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_state(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(partition=-1), "partition must be >= 0"),
+        (dict(replicas=[1, "2"]), "t-0 replicas must be an integer"),
+        (dict(isr="12"), "t-0 isr must be a list of broker ids"),
+        (dict(leader=True), "t-0 leader must be an integer"),
+    ],
+)
+def test_invalid_partition_rejected(kwargs, message):
+    args = dict(topic="t", partition=0, leader=1, replicas=[1], isr=[1])
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        Partition(**args)
+
+
+def test_invalid_broker_rejected():
+    with pytest.raises(ValueError, match="broker id must be >= 0"):
+        Broker(-1, "h", 9092)
+
+
+def test_json_round_trip():
+    state = make_state(topic_min_insync={"orders": 2}, default_min_insync=2, leader_imbalance_percentage=20)
+    data = json.loads(json.dumps(state.to_dict()))
+    assert data["brokers"][0] == {"id": 1, "host": "h1", "port": 9092, "rack": "r1"}
+    assert data["partitions"][1] == {
+        "topic": "orders", "partition": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1, 2]
+    }
+    again = ClusterState.from_dict(data)
+    assert again == state
+    assert again.min_insync_replicas("orders") == 2
+    assert again.leader_imbalance_percentage == 20
+
+
+def test_from_dict_uses_kafka_defaults_for_missing_optional_keys():
+    state = ClusterState.from_dict(
+        {"brokers": [{"id": 1, "host": "h", "port": 9092}], "partitions": [
+            {"topic": "t", "partition": 0, "leader": 1, "replicas": [1]}]}
+    )
+    assert state.controller_id == -1
+    assert state.default_min_insync == 1
+    assert state.leader_imbalance_percentage == 10
+    assert state.partition("t", 0).isr == ()
+    assert state.broker(1).rack is None
+
+
+def test_overrides_are_read_only():
+    state = make_state(topic_min_insync={"orders": 2})
+    with pytest.raises(TypeError):
+        state.topic_min_insync["orders"] = 3
+
+
+def test_parse_broker_registration_kafka_layout():
+    znode = json.dumps(
+        {
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": ["PLAINTEXT://127.0.0.11:9092"],
+            "jmx_port": -1,
+            "features": {},
+            "host": "127.0.0.11",
+            "timestamp": "1763771234567",
+            "port": 9092,
+            "version": 5,
+            "rack": "rack-a",
+        }
+    ).encode()
+    reg = parse_broker_registration(1, znode)
+    assert reg.broker_id == 1
+    assert reg.timestamp_ms == 1763771234567
+    assert reg.host == "127.0.0.11" and reg.port == 9092
+    assert reg.endpoints == ("PLAINTEXT://127.0.0.11:9092",)
+    assert reg.rack == "rack-a"
+
+
+def test_parse_broker_registration_secured_only_listener():
+    reg = parse_broker_registration(
+        4, '{"endpoints":["SSL://b4:9093"],"host":null,"port":-1,"timestamp":"5","version":5}'
+    )
+    assert reg.host is None and reg.port == -1 and reg.rack is None and reg.timestamp_ms == 5
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"not json", "/brokers/ids/3: not JSON"),
+        (b"[1]", "/brokers/ids/3: expected a JSON object"),
+        (b'{"host": "h"}', "/brokers/ids/3: missing or bad 'timestamp'"),
+        (b'{"timestamp": "soon"}', "missing or bad 'timestamp'"),
+    ],
+)
+def test_parse_broker_registration_errors(data, message):
+    with pytest.raises(ValueError, match=message):
+        parse_broker_registration(3, data)
+
+
+def test_parse_controller():
+    assert parse_controller(b'{"version":1,"brokerid":2,"timestamp":"1763771234567"}') == 2
+    with pytest.raises(ValueError, match="/controller: missing or bad 'brokerid'"):
+        parse_controller(b'{"version":1}')
+    with pytest.raises(ValueError, match="/controller: not JSON"):
+        parse_controller(b"\xff")

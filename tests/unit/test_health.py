@@ -1,0 +1,325 @@
+"""Health rules: each with passing and failing cases, asserting the verdict and its reasons."""
+
+import pytest
+from kafka_ops.cluster import Broker, ClusterState, Partition
+from kafka_ops.health import (
+    ConsumerGroupStatus,
+    PartitionLag,
+    Verdict,
+    can_restart,
+    cluster_health,
+    combine,
+    consumer_lag,
+    lag_gate_passed,
+    leader_imbalance,
+    leader_imbalance_ratios,
+    next_ok_streak,
+    offline_partitions,
+    ok_streak,
+    restart_blockers,
+    restart_gate,
+    under_replicated_partitions,
+)
+
+BROKERS = (Broker(1, "h1", 9092), Broker(2, "h2", 9092), Broker(3, "h3", 9092))
+
+
+def state_of(*partitions, **kwargs):
+    return ClusterState(brokers=BROKERS, partitions=tuple(partitions), controller_id=1, **kwargs)
+
+
+def p(topic, partition, leader, replicas, isr=None):
+    return Partition(topic, partition, leader, tuple(replicas), tuple(replicas if isr is None else isr))
+
+
+def healthy_state(**kwargs):
+    """RF 3, one partition preferring each broker, all led by their preferred leader, all in sync."""
+    return state_of(p("orders", 0, 1, [1, 2, 3]), p("orders", 1, 2, [2, 3, 1]), p("orders", 2, 3, [3, 1, 2]), **kwargs)
+
+
+# -- Verdict ---------------------------------------------------------------------------------------
+
+
+def test_verdict_message_and_bool():
+    ok = Verdict(True, [], rule="urp")
+    assert bool(ok) is True
+    assert ok.message() == "urp: OK"
+    bad = Verdict(False, [f"r{i}" for i in range(25)], rule="urp")
+    assert bool(bad) is False
+    msg = bad.message(limit=3)
+    assert msg == "urp: r0; r1; r2; ... and 22 more"
+    assert str(bad).endswith("... and 5 more")
+
+
+def test_combine_prefixes_reasons_with_rule_and_requires_all():
+    v = combine([Verdict(True, [], "a"), Verdict(False, ["x"], "b"), Verdict(False, ["y", "z"], "c")], "gate")
+    assert not v.ok
+    assert v.rule == "gate"
+    assert v.reasons == ["b: x", "c: y", "c: z"]
+    assert combine([Verdict(True, [], "a")]).ok
+    assert combine([]).ok
+    # a failing verdict without reasons still shows up
+    assert combine([Verdict(False, [], "mystery")]).reasons == ["mystery: failed"]
+
+
+# -- offline ---------------------------------------------------------------------------------------
+
+
+def test_offline_passes_when_every_partition_has_a_leader():
+    v = offline_partitions(healthy_state())
+    assert v.ok and v.reasons == [] and v.rule == "offline"
+
+
+def test_offline_fails_naming_partition_and_isr():
+    state = state_of(p("orders", 3, -1, [1, 2], isr=[2]), p("orders", 0, 1, [1, 2]))
+    v = offline_partitions(state)
+    assert not v.ok
+    assert v.reasons == ["orders-3: leader -1 (offline), isr [2]"]
+
+
+# -- URP -------------------------------------------------------------------------------------------
+
+
+def test_urp_passes_when_isr_equals_replicas():
+    assert under_replicated_partitions(healthy_state()).ok
+
+
+def test_urp_fails_naming_missing_replicas():
+    state = state_of(p("orders", 3, 1, [1, 2, 3], isr=[1]), p("orders", 0, 1, [1, 2, 3]))
+    v = under_replicated_partitions(state)
+    assert not v.ok
+    assert v.reasons == ["orders-3: under-replicated, isr [1] of replicas [1, 2, 3] (missing [2, 3])"]
+
+
+def test_urp_counts_offline_partition_with_empty_isr():
+    v = under_replicated_partitions(state_of(p("t", 0, -1, [2], isr=[])))
+    assert not v.ok and "t-0" in v.reasons[0]
+
+
+# -- leader imbalance --------------------------------------------------------------------------------
+
+
+def imbalanced_state(n_preferring_1, n_moved, **kwargs):
+    """``n_preferring_1`` partitions prefer broker 1, the first ``n_moved`` of them are led by 2."""
+    parts = [
+        p("t", i, 2 if i < n_moved else 1, [1, 2, 3]) for i in range(n_preferring_1)
+    ]
+    return state_of(*parts, **kwargs)
+
+
+def test_imbalance_ratios_per_preferred_broker():
+    state = state_of(
+        p("t", 0, 2, [1, 2]), p("t", 1, 1, [1, 2]), p("t", 2, -1, [2, 1], isr=[]), p("t", 3, 3, [3, 1])
+    )
+    # broker 1: 2 preferred, 1 led elsewhere; broker 2: 1 preferred, offline counts as elsewhere
+    assert leader_imbalance_ratios(state) == {1: (1, 2), 2: (1, 1), 3: (0, 1)}
+
+
+def test_imbalance_passes_at_exactly_the_threshold():
+    # 1 of 10 = 10% <= 10 (Kafka triggers a rebalance only when the ratio is strictly greater)
+    v = leader_imbalance(imbalanced_state(10, 1))
+    assert v.ok, v.reasons
+
+
+def test_imbalance_fails_above_threshold_naming_broker_and_partitions():
+    v = leader_imbalance(imbalanced_state(10, 2))
+    assert not v.ok
+    assert v.reasons == [
+        "broker 1: leader imbalance 20.0% > 10% (2 of 10 preferred partitions led elsewhere: "
+        "t-0 led by 2, t-1 led by 2)"
+    ]
+
+
+def test_imbalance_threshold_from_state_and_override():
+    state = imbalanced_state(10, 2, leader_imbalance_percentage=25)
+    assert leader_imbalance(state).ok
+    assert not leader_imbalance(state, max_percentage=15).ok
+    assert leader_imbalance(imbalanced_state(10, 2), max_percentage=20).ok
+
+
+def test_imbalance_zero_threshold_requires_every_preferred_leader():
+    assert not leader_imbalance(imbalanced_state(10, 1), max_percentage=0).ok
+    assert leader_imbalance(imbalanced_state(10, 0), max_percentage=0).ok
+
+
+def test_imbalance_lists_at_most_five_partitions():
+    v = leader_imbalance(imbalanced_state(8, 8))
+    assert "100.0% > 10%" in v.reasons[0]
+    assert v.reasons[0].endswith("t-4 led by 2, ... 3 more)")
+
+
+def test_imbalance_ignores_brokers_that_prefer_nothing():
+    # broker 3 is preferred leader of nothing and leads everything? irrelevant to its own ratio;
+    # brokers 1 and 2 each have their one partition led by 3 -> 100%.
+    state = state_of(p("t", 0, 3, [1, 3]), p("t", 1, 3, [2, 3]))
+    v = leader_imbalance(state)
+    assert [r.split(":")[0] for r in v.reasons] == ["broker 1", "broker 2"]
+
+
+# -- can restart (min ISR) ---------------------------------------------------------------------------
+
+
+def test_can_restart_when_isr_stays_at_or_above_min_isr():
+    # RF 3, min ISR 2, full ISR: stopping any broker leaves 2 in sync
+    state = healthy_state(default_min_insync=2)
+    for b in (1, 2, 3):
+        assert can_restart(state, b).ok
+
+
+def test_blocked_when_isr_equals_min_isr_and_broker_in_isr():
+    state = state_of(p("orders", 3, 1, [1, 2, 3], isr=[1, 2]), default_min_insync=2)
+    v = can_restart(state, 2)
+    assert not v.ok
+    assert v.reasons == [
+        "orders-3: stopping broker 2 would leave isr [1] below min.insync.replicas 2 "
+        "(isr [1, 2], replicas [1, 2, 3])"
+    ]
+    assert v.rule == "can-restart"
+
+
+def test_not_blocked_when_isr_equals_min_isr_but_broker_out_of_isr():
+    state = state_of(p("orders", 3, 1, [1, 2, 3], isr=[1, 2]), default_min_insync=2)
+    assert can_restart(state, 3).ok
+
+
+def test_blocked_when_isr_already_below_min_isr_even_if_broker_out_of_isr():
+    state = state_of(p("orders", 3, 1, [1, 2, 3], isr=[1]), default_min_insync=2)
+    v = can_restart(state, 3)
+    assert not v.ok
+    assert v.reasons == ["orders-3: isr [1] already below min.insync.replicas 2 (replicas [1, 2, 3])"]
+
+
+def test_partitions_with_rf_not_above_min_isr_never_block():
+    # RF 2 == min ISR 2: Strimzi's rule skips it (no restart could keep it writable)
+    state = state_of(p("small", 0, 1, [1, 2], isr=[1]), default_min_insync=2)
+    assert can_restart(state, 1).ok
+    assert can_restart(state, 2).ok
+
+
+def test_topic_override_of_min_isr_is_used():
+    parts = (p("orders", 0, 1, [1, 2, 3], isr=[1, 2]), p("logs", 0, 1, [1, 2, 3], isr=[1, 2]))
+    state = state_of(*parts, default_min_insync=1, topic_min_insync={"orders": 2})
+    v = can_restart(state, 1)
+    assert not v.ok
+    assert len(v.reasons) == 1 and v.reasons[0].startswith("orders-0:")
+
+
+def test_only_partitions_on_the_broker_are_checked():
+    state = state_of(p("orders", 0, 1, [1, 2, 3], isr=[1]), p("logs", 0, 2, [2, 3, 1]), default_min_insync=2)
+    # broker 2 holds both: orders-0 already below min ISR blocks it
+    assert [pt.name for pt, _ in restart_blockers(state, 2)] == ["orders-0"]
+    state2 = state_of(p("orders", 0, 1, [1, 2], isr=[1]), p("logs", 0, 3, [3, 1, 2]), default_min_insync=2)
+    # orders-0 has RF 2 == min ISR (skipped); logs-0 is healthy
+    assert can_restart(state2, 3).ok
+
+
+def test_broker_without_replicas_can_restart():
+    assert can_restart(healthy_state(default_min_insync=2), 9).ok
+
+
+# -- cluster health (kafka_roller) -------------------------------------------------------------------
+
+
+def test_cluster_health_passes_on_healthy_cluster():
+    v = cluster_health(healthy_state())
+    assert v.ok and v.rule == "cluster-health" and v.reasons == []
+
+
+def test_cluster_health_collects_all_failures_with_rule_prefixes():
+    state = state_of(p("a", 0, -1, [1, 2], isr=[]), p("b", 0, 2, [1, 2], isr=[2]))
+    v = cluster_health(state)
+    assert not v.ok
+    assert v.reasons[0] == "offline: a-0: leader -1 (offline), isr []"
+    assert v.reasons[1].startswith("urp: a-0: under-replicated")
+    assert v.reasons[2].startswith("urp: b-0: under-replicated")
+    assert v.reasons[3].startswith("leader-imbalance: broker 1: leader imbalance 100.0%")
+
+
+# -- consumer lag (Burrow) ---------------------------------------------------------------------------
+
+
+def test_consumer_lag_passes_when_all_groups_ok():
+    v = consumer_lag([ConsumerGroupStatus("g1", "OK", total_lag=3), ConsumerGroupStatus("g2", "OK")])
+    assert v.ok and v.rule == "consumer-lag"
+
+
+def test_consumer_lag_passes_with_no_groups():
+    assert consumer_lag([]).ok
+
+
+@pytest.mark.parametrize("status", ["NOTFOUND", "WARN", "ERR", "STOP", "STALL", "REWIND"])
+def test_consumer_lag_fails_on_any_non_ok_status(status):
+    v = consumer_lag([ConsumerGroupStatus("g1", "OK"), ConsumerGroupStatus("billing", status)])
+    assert not v.ok
+    assert len(v.reasons) == 1
+    assert v.reasons[0].startswith(f"group billing: {status}")
+
+
+def test_consumer_lag_reason_names_partitions_and_lag():
+    status = ConsumerGroupStatus(
+        "billing", "ERR", total_lag=5400, partitions=(PartitionLag("orders", 3, "STALL", 1200),)
+    )
+    v = consumer_lag([status])
+    assert v.reasons == ["group billing: ERR, total lag 5400 (orders-3 STALL lag 1200)"]
+
+
+def test_consumer_lag_notfound_says_burrow_does_not_know_group():
+    v = consumer_lag([ConsumerGroupStatus("ghost", "NOTFOUND")])
+    assert v.reasons == ["group ghost: NOTFOUND (Burrow does not know this group)"]
+
+
+def test_ok_streak_counting():
+    assert next_ok_streak(0, True) == 1
+    assert next_ok_streak(2, Verdict(True)) == 3
+    assert next_ok_streak(5, Verdict(False, ["x"])) == 0
+    assert ok_streak([True, True, False, True, True, True]) == 3
+    assert ok_streak([True, False]) == 0
+    assert ok_streak([]) == 0
+    with pytest.raises(ValueError):
+        next_ok_streak(-1, True)
+
+
+def test_lag_gate_needs_consecutive_ok_polls():
+    assert not lag_gate_passed(2, 3)
+    assert lag_gate_passed(3, 3)
+    assert lag_gate_passed(4, 3)
+    with pytest.raises(ValueError, match="lag_ok_consecutive must be >= 1"):
+        lag_gate_passed(1, 0)
+
+
+# -- the restart gate --------------------------------------------------------------------------------
+
+
+def test_gate_passes_on_healthy_cluster_with_ok_lag():
+    v = restart_gate(healthy_state(default_min_insync=2), 2, lag=[ConsumerGroupStatus("g", "OK")])
+    assert v.ok
+    assert v.rule == "gate broker 2"
+
+
+def test_gate_skips_lag_when_none_given():
+    assert restart_gate(healthy_state(), 1, lag=None).ok
+
+
+def test_gate_fails_on_lag_alone():
+    v = restart_gate(healthy_state(), 1, lag=[ConsumerGroupStatus("billing", "WARN")])
+    assert not v.ok
+    assert v.reasons == ["consumer-lag: group billing: WARN"]
+
+
+def test_gate_reports_urp_and_min_isr_reasons_together():
+    # With no URP, |isr| == |replicas| > m, so can-restart only ever fails alongside URP; the gate
+    # reports both so the log says which partitions would drop below min.insync.replicas.
+    state = state_of(p("orders", 0, 1, [1, 2, 3], isr=[1, 2]), topic_min_insync={"orders": 2})
+    v = restart_gate(state, 2)
+    assert not v.ok
+    assert [r.split(":")[0] for r in v.reasons] == ["urp", "can-restart"]
+    assert "stopping broker 2 would leave isr [1]" in v.reasons[1]
+    # the same cluster gates broker 3 (out of the ISR) only on URP
+    v3 = restart_gate(state, 3)
+    assert [r.split(":")[0] for r in v3.reasons] == ["urp"]
+
+
+def test_gate_fails_on_imbalance_with_custom_threshold():
+    v = restart_gate(imbalanced_state(10, 2), 3, max_imbalance_percentage=10)
+    assert not v.ok and v.reasons[0].startswith("leader-imbalance: broker 1")
+    assert restart_gate(imbalanced_state(10, 2), 3, max_imbalance_percentage=50).ok

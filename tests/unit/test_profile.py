@@ -1,0 +1,219 @@
+"""ClusterProfile parsing, validation (named fields), redaction, and client config translation."""
+
+import pytest
+from kafka_ops.profile import (
+    DEFAULT_SERVICE_START,
+    DEFAULT_SERVICE_STATUS,
+    DEFAULT_SERVICE_STOP,
+    ClusterProfile,
+    normalize_bootstrap_servers,
+    redact,
+    to_kafka_python_config,
+)
+
+FULL_EXTRA = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "ops",
+    "sasl.password": "hunter2",
+    "ssl.ca.location": "/etc/kafka/ca.pem",
+    "ssh_conn_id": "kafka_ssh",
+    "zookeeper": "zk1:2181,zk2:2181/kafka",
+    "burrow_conn_id": "burrow",
+    "burrow_cluster": "prod-eu",
+    "consumer_groups": ["billing", "search"],
+    "service_stop": "sudo systemctl stop confluent-kafka",
+    "server_properties": "/etc/kafka/server.properties",
+    "kafka_home": "/opt/kafka",
+}
+
+
+def test_full_profile():
+    prof = ClusterProfile.from_connection_fields("kafka_prod_eu", "b1:9092, b2:9093", FULL_EXTRA)
+    assert prof.conn_id == "kafka_prod_eu"
+    assert prof.bootstrap_servers == "b1:9092,b2:9093"
+    assert dict(prof.client_config) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "ops",
+        "sasl.password": "hunter2",
+        "ssl.ca.location": "/etc/kafka/ca.pem",
+    }
+    assert prof.ssh_conn_id == "kafka_ssh"
+    assert prof.zookeeper == "zk1:2181,zk2:2181/kafka"
+    assert (prof.burrow_conn_id, prof.burrow_cluster) == ("burrow", "prod-eu")
+    assert prof.consumer_groups == ("billing", "search")
+    assert prof.service_stop == "sudo systemctl stop confluent-kafka"
+    assert prof.service_start == DEFAULT_SERVICE_START
+    assert prof.server_properties == "/etc/kafka/server.properties"
+    assert prof.kafka_home == "/opt/kafka"
+
+
+def test_minimal_profile_defaults():
+    prof = ClusterProfile.from_connection_fields("kafka_sandbox", "127.0.0.11", None, port=9092)
+    assert prof.bootstrap_servers == "127.0.0.11:9092"
+    assert dict(prof.client_config) == {}
+    assert prof.ssh_conn_id is None and prof.zookeeper is None and prof.burrow_conn_id is None
+    assert prof.consumer_groups == ()
+    assert (prof.service_stop, prof.service_start, prof.service_status) == (
+        "sudo systemctl stop kafka",
+        "sudo systemctl start kafka",
+        "sudo systemctl is-active kafka",
+    )
+    assert DEFAULT_SERVICE_STOP == "sudo systemctl stop kafka"
+    assert DEFAULT_SERVICE_STATUS == "sudo systemctl is-active kafka"
+
+
+def test_confluent_config_includes_bootstrap_and_overrides():
+    prof = ClusterProfile.from_connection_fields("c", "b1:9092", {"security.protocol": "SSL"})
+    conf = prof.confluent_config(**{"socket.timeout.ms": 5000})
+    assert conf == {"bootstrap.servers": "b1:9092", "security.protocol": "SSL", "socket.timeout.ms": 5000}
+
+
+def test_nested_client_dict_and_other_dotted_settings():
+    prof = ClusterProfile.from_connection_fields(
+        "c", "b1", {"client": {"ssl.ca.location": "/ca"}, "client.id": "kafka-ops", "socket.timeout.ms": 3000}
+    )
+    assert dict(prof.client_config) == {
+        "ssl.ca.location": "/ca", "client.id": "kafka-ops", "socket.timeout.ms": 3000
+    }
+
+
+def test_login_password_become_sasl_credentials_unless_set_in_extra():
+    prof = ClusterProfile.from_connection_fields("c", "b1", {}, login="u", password="p")
+    assert prof.client_config["sasl.username"] == "u"
+    assert prof.client_config["sasl.password"] == "p"
+    prof = ClusterProfile.from_connection_fields("c", "b1", {"sasl.username": "x"}, login="u")
+    assert prof.client_config["sasl.username"] == "x"
+
+
+def test_bootstrap_from_extra_when_host_empty():
+    prof = ClusterProfile.from_connection_fields("c", "", {"bootstrap.servers": "b1:9092,b2:9092"})
+    assert prof.bootstrap_servers == "b1:9092,b2:9092"
+    assert "bootstrap.servers" not in prof.client_config
+    same = ClusterProfile.from_connection_fields("c", "b1,b2", {"bootstrap.servers": "b1:9092,b2:9092"})
+    assert same.bootstrap_servers == "b1:9092,b2:9092"
+
+
+@pytest.mark.parametrize(
+    "host, extra, message",
+    [
+        ("", {}, "connection 'kafka_x': field 'host' must hold the bootstrap servers"),
+        (None, {}, "field 'host' must hold the bootstrap servers"),
+        ("b1", {"bootstrap.servers": "b9:9092"}, "'host' and extra 'bootstrap.servers' disagree"),
+        ("b1:99999", {}, "bootstrap server 'b1:99999' is not host\\[:port\\]"),
+        ("b1 b2", {}, "bootstrap server 'b1 b2' is not host"),
+        ("b1", {"consumer_group": ["x"]}, "unknown field\\(s\\) \\['consumer_group'\\]"),
+        ("b1", {"consumer_groups": "billing"}, "field 'consumer_groups': 'billing' is not of type 'array'"),
+        ("b1", {"consumer_groups": ["a", "a"]}, "field 'consumer_groups'"),
+        ("b1", {"consumer_groups": [""]}, "field 'consumer_groups/0'"),
+        ("b1", {"ssh_conn_id": 5}, "field 'ssh_conn_id': 5 is not of type 'string'"),
+        ("b1", {"service_stop": "   "}, "field 'service_stop'"),
+        ("b1", {"burrow_conn_id": "burrow"}, "burrow_cluster.*burrow_conn_id and burrow_cluster go together"),
+        ("b1", {"burrow_cluster": "x"}, "burrow_conn_id and burrow_cluster go together"),
+        ("b1", {"security.protocol": ["SSL"]}, "field 'security.protocol'"),
+        ("b1", {"client": {"Bad Key": 1}}, "field 'client'"),
+        ("b1", {"client": {"ssl.ca.location": "/a"}, "ssl.ca.location": "/b"}, "given both at top level"),
+    ],
+)
+def test_invalid_profiles_name_the_field(host, extra, message):
+    with pytest.raises(ValueError, match=message):
+        ClusterProfile.from_connection_fields("kafka_x", host, extra)
+
+
+def test_secret_values_are_not_echoed_in_errors():
+    with pytest.raises(ValueError) as err:
+        ClusterProfile.from_connection_fields("c", "b1", {"sasl.password": ["s3cr3t"]})
+    assert "s3cr3t" not in str(err.value)
+    assert "sasl.password" in str(err.value)
+
+
+def test_repr_redacts_secrets():
+    prof = ClusterProfile.from_connection_fields("kafka_prod_eu", "b1", FULL_EXTRA)
+    text = repr(prof)
+    assert "hunter2" not in text and "hunter2" not in str(prof)
+    assert "'sasl.password': '***'" in text
+    assert "'sasl.username': 'ops'" in text
+    assert prof.redacted()["client_config"]["sasl.password"] == "***"
+    # the real value stays available to the client
+    assert prof.confluent_config()["sasl.password"] == "hunter2"
+
+
+def test_redact_patterns():
+    out = redact(
+        {
+            "ssl.key.password": "a",
+            "ssl.keystore.password": "b",
+            "sasl.oauthbearer.client.secret": "c",
+            "ssl.key.pem": "d",
+            "sasl.jaas.config": "e",
+            "ssl.ca.location": "/ca",
+        }
+    )
+    assert out == {
+        "ssl.key.password": "***",
+        "ssl.keystore.password": "***",
+        "sasl.oauthbearer.client.secret": "***",
+        "ssl.key.pem": "***",
+        "sasl.jaas.config": "***",
+        "ssl.ca.location": "/ca",
+    }
+
+
+def test_require_names_missing_fields():
+    prof = ClusterProfile.from_connection_fields("kafka_sandbox", "b1", {"ssh_conn_id": "s"})
+    prof.require("ssh_conn_id")
+    with pytest.raises(ValueError, match=r"connection 'kafka_sandbox': profile field\(s\) \['zookeeper'\]"):
+        prof.require("ssh_conn_id", "zookeeper")
+
+
+def test_profile_is_immutable():
+    prof = ClusterProfile.from_connection_fields("c", "b1", {"security.protocol": "SSL"})
+    with pytest.raises(AttributeError):
+        prof.ssh_conn_id = "x"
+    with pytest.raises(TypeError):
+        prof.client_config["security.protocol"] = "PLAINTEXT"
+
+
+def test_normalize_bootstrap_servers():
+    assert normalize_bootstrap_servers("PLAINTEXT://b1:9093, b2,,") == "b1:9093,b2:9092"
+    assert normalize_bootstrap_servers("b1", default_port=19092) == "b1:19092"
+    assert normalize_bootstrap_servers("[::1]:9092") == "[::1]:9092"
+    with pytest.raises(ValueError, match="no bootstrap servers"):
+        normalize_bootstrap_servers(" , ")
+
+
+def test_kafka_python_translation():
+    conf = to_kafka_python_config(
+        "b1:9092,b2:9092",
+        {
+            "security.protocol": "sasl_ssl",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": "p",
+            "ssl.ca.location": "/ca",
+            "ssl.endpoint.identification.algorithm": "none",
+            "client.id": "ops",
+            "socket.timeout.ms": 1000,
+        },
+    )
+    assert conf == {
+        "bootstrap_servers": ["b1:9092", "b2:9092"],
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": "p",
+        "ssl_cafile": "/ca",
+        "ssl_check_hostname": False,
+        "client_id": "ops",
+    }
+
+
+def test_kafka_python_translation_refuses_unmappable_security_settings():
+    with pytest.raises(ValueError, match=r"\['ssl.keystore.location'\] have no kafka-python equivalent"):
+        to_kafka_python_config("b1:9092", {"ssl.keystore.location": "/ks.p12"})
+
+
+def test_kafka_python_config_from_profile():
+    prof = ClusterProfile.from_connection_fields("c", "b1", {})
+    assert prof.kafka_python_config() == {"bootstrap_servers": ["b1:9092"]}

@@ -37,6 +37,17 @@ BROKER_DEFAULTS = {
     "replica.lag.time.max.ms": "30000",
     "zookeeper.session.timeout.ms": "18000",
     "controlled.shutdown.enable": "true",
+    "leader.replication.throttled.rate": "9223372036854775807",
+    "follower.replication.throttled.rate": "9223372036854775807",
+}
+# Broker configs an operator may change at run time (Kafka's DynamicBrokerConfig / DynamicConfig.Broker):
+# reported as not read-only, as Kafka does, so clients accept them in AlterConfigs.
+DYNAMIC_BROKER_KEYS = {
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "log.retention.hours",
 }
 TOPIC_DEFAULT_KEYS = {
     "cleanup.policy": "delete",
@@ -211,8 +222,10 @@ class KafkaApis:
             else:
                 error, message = ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}"
             keys = resource.configuration_keys
+            broker = resource.resource_type == BROKER
             entries = tuple(
-                build(m.DescribeConfigsResourceResult, name=name, value=value, read_only=source == SOURCE_STATIC,
+                build(m.DescribeConfigsResourceResult, name=name, value=value,
+                      read_only=broker and name not in DYNAMIC_BROKER_KEYS,
                       is_default=source == SOURCE_DEFAULT, config_source=source, is_sensitive=False,
                       synonyms=(), config_type=0, documentation=None)
                 for name, (value, source) in sorted(configs.items())

@@ -56,20 +56,21 @@ _BASE_APIS: dict[int, tuple[int, int]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     45: (0, 0),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
-    60: (0, 0),  # DescribeCluster
+    60: (0, 1),  # DescribeCluster (kafka-python 3.x needs v1's endpoint_type)
 }
 
 
 def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
     """The ApiVersions table a broker of ``kafka_version`` advertises: ``{api_key: (min, max)}``.
 
-    Follows Kafka's own history for the APIs the sandbox serves: DescribeCluster v1 (KIP-919)
-    arrived in 3.7, ListOffsets v8 (KIP-405) in 3.5.
+    Follows Kafka's own history for ListOffsets: v8 (KIP-405) arrived in 3.5, v9 (KIP-1005) in 3.8.
+    DescribeCluster v1 came with 3.7 in Kafka, but the sandbox serves it from 3.0 on because
+    kafka-python 3.x cannot parse a v0 answer.
     """
     apis = dict(_BASE_APIS)
     version = parse_version(kafka_version)
-    if version >= (3, 7):
-        apis[60] = (0, 1)
+    if version >= (3, 8):
+        apis[2] = (0, 9)
     if version < (3, 5):
         apis[2] = (0, 7)
     return apis

@@ -1,0 +1,147 @@
+"""Burrow 1.2.1 (Debian ``burrow``): its config, start, and a small HTTP v3 client.
+
+Modules configured (Burrow 1.2.1 key names):
+
+- ``[zookeeper]``: Burrow's own coordination (required by 1.2.1), under ``/burrow`` in the sandbox's ZK;
+- ``[cluster.sandbox]`` class ``kafka``: sarama client on the brokers; ``kafka-version`` from the client
+  profile picks request versions (2.0.0: Metadata v5, ListOffsets v1); broker offsets every
+  ``settings.BURROW_OFFSET_REFRESH_S``;
+- ``[consumer.sandbox_zk]`` class ``kafka_zk``: watches ``/consumers/<group>/offsets/<topic>/<p>``
+  (1.2.1 uses ZooKeeper watches, so it has no refresh interval; it lists ``/consumers`` once at start);
+- ``[storage.default]`` in memory, ``intervals = settings.BURROW_INTERVALS``;
+- ``[httpserver.default]`` on 127.0.0.1:<port>.
+
+Burrow reads ``burrow.toml`` from ``-config-dir``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import requests
+
+from sandbox import debs, procs, settings
+from sandbox.layout import Workdir
+
+START_TIMEOUT_S = 20.0
+CLIENT_KAFKA_VERSION = "2.0.0"
+
+
+def _toml_list(values: list[str]) -> str:
+    return "[ " + ", ".join(json.dumps(v) for v in values) + " ]"
+
+
+def render_config(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int) -> str:
+    """The text of ``burrow.toml``: ``brokers`` are ``host:port`` bootstrap servers."""
+    cluster = settings.BURROW_CLUSTER
+    zk = _toml_list([zookeeper_connect])
+    return f"""# written by `python -m sandbox up` (Burrow 1.2.1)
+[general]
+pidfile="{workdir.burrow / 'burrow.run.pid'}"
+stdout-logfile="{workdir.burrow / 'burrow.out'}"
+
+[logging]
+filename="{workdir.burrow_log}"
+level="info"
+maxsize=100
+maxbackups=2
+maxage=1
+use-localtime=false
+use-compression=false
+
+[zookeeper]
+servers={zk}
+timeout=6
+root-path="/burrow"
+
+[client-profile.sandbox]
+client-id="burrow-sandbox"
+kafka-version="{CLIENT_KAFKA_VERSION}"
+
+[cluster.{cluster}]
+class-name="kafka"
+servers={_toml_list(brokers)}
+client-profile="sandbox"
+topic-refresh={settings.BURROW_TOPIC_REFRESH_S}
+offset-refresh={settings.BURROW_OFFSET_REFRESH_S}
+
+[consumer.{cluster}_zk]
+class-name="kafka_zk"
+cluster="{cluster}"
+servers={zk}
+zookeeper-path=""
+zookeeper-timeout=6
+group-refresh={settings.BURROW_ZK_REFRESH_S}
+
+[storage.default]
+class-name="inmemory"
+workers=4
+intervals={settings.BURROW_INTERVALS}
+expire-group=604800
+min-distance=1
+
+[evaluator.default]
+class-name="caching"
+expire-cache=1
+
+[httpserver.default]
+address="127.0.0.1:{port}"
+"""
+
+
+def start(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int) -> int:
+    """Write ``burrow/burrow.toml`` and start Burrow (detached). Returns its pid."""
+    workdir.burrow.mkdir(parents=True, exist_ok=True)
+    (workdir.burrow / "burrow.run.pid").unlink(missing_ok=True)  # Burrow refuses a stale pid file
+    (workdir.burrow / "burrow.toml").write_text(
+        render_config(workdir, brokers=brokers, zookeeper_connect=zookeeper_connect, port=port)
+    )
+    return procs.spawn(
+        [debs.BURROW, "-config-dir", str(workdir.burrow)],
+        log_file=workdir.burrow / "burrow.out",
+        pid_file=workdir.burrow_pid,
+        workdir=workdir.root,
+        cwd=workdir.burrow,
+    )
+
+
+def url(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def get(base_url: str, path: str, timeout_s: float = 2.0) -> dict[str, Any]:
+    """GET ``base_url + path`` from Burrow's HTTP API; returns the JSON body.
+
+    Raises:
+        requests.RequestException: connection failure or an HTTP error status.
+    """
+    response = requests.get(base_url + path, timeout=timeout_s)
+    response.raise_for_status()
+    return response.json()
+
+
+def consumers(base_url: str, cluster: str = settings.BURROW_CLUSTER) -> list[str]:
+    """The consumer groups Burrow knows in ``cluster``."""
+    return list(get(base_url, f"/v3/kafka/{cluster}/consumer").get("consumers", []))
+
+
+def group_status(base_url: str, group: str, cluster: str = settings.BURROW_CLUSTER) -> dict[str, Any]:
+    """Burrow's evaluation of ``group``: the ``status`` object (``status``: OK/WARN/ERR/NOTFOUND,
+    ``totallag``, ``partitions``...)."""
+    return get(base_url, f"/v3/kafka/{cluster}/consumer/{group}/status").get("status", {})
+
+
+def wait_ready(workdir: Workdir, base_url: str, groups: list[str], timeout_s: float = START_TIMEOUT_S) -> None:
+    """Wait until Burrow serves HTTP and lists every group of ``groups``.
+
+    Raises:
+        procs.Timeout: not ready in time (or Burrow exited: see ``burrow/burrow.log`` and ``burrow.out``).
+    """
+
+    def ready() -> bool:
+        if not procs.alive_from_pid_file(workdir.burrow_pid):
+            raise RuntimeError(f"Burrow exited; see {workdir.burrow_log} and {workdir.burrow / 'burrow.out'}")
+        return set(groups) <= set(consumers(base_url))
+
+    procs.wait_for(ready, timeout_s, f"Burrow at {base_url} to list groups {groups}", poll_s=0.2)

@@ -1,0 +1,82 @@
+"""``python -m sandbox up|down|status|lag|crash-broker``: the sandbox cluster's command line.
+
+Every subcommand takes ``--workdir`` (default ``.sandbox``; env ``SANDBOX_WORKDIR_DEFAULT`` overrides the
+default). Errors the user can fix print one line ``sandbox: error: ...`` and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from sandbox import cluster, settings, state
+from sandbox import status as status_mod
+from sandbox.layout import Workdir
+
+DEFAULT_WORKDIR = ".sandbox"
+ADDRESS_BASE_ENV = "SANDBOX_ADDRESS_BASE"  # default of --address-base (tests give destructive sandboxes their own)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description="The local Kafka sandbox cluster.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workdir",
+        default=os.environ.get("SANDBOX_WORKDIR_DEFAULT", DEFAULT_WORKDIR),
+        help="the sandbox's work directory (default: %(default)s)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", parents=[common], help="start the sandbox; returns when it is healthy")
+    up.add_argument("--brokers", type=int, default=3, help="brokers started (ids 0..N-1; default %(default)s)")
+    up.add_argument("--spare-brokers", type=int, default=0,
+                    help="spare broker hosts prepared with sshd but no broker (ids N..N+K-1; default %(default)s)")
+    up.add_argument("--racks", type=int, default=3, help="racks; broker id is in rack-(id %% R) (default %(default)s)")
+    up.add_argument("--kafka-version", default=settings.DEFAULT_KAFKA_VERSION,
+                    help="installed Kafka version on every host (default %(default)s)")
+    up.add_argument("--address-base", default=os.environ.get(ADDRESS_BASE_ENV, settings.BROKER_HOST_BASE),
+                    help="address of broker 0; broker N gets the address + N "
+                    f"(default %(default)s; env {ADDRESS_BASE_ENV})")
+    up.add_argument("--timeout", type=float, default=settings.UP_TIMEOUT_S,
+                    help="seconds to wait for a healthy cluster (default %(default)s)")
+
+    sub.add_parser("down", parents=[common], help="stop everything the sandbox started")
+    sub.add_parser("status", parents=[common], help="print the sandbox's state as JSON")
+
+    lag = sub.add_parser("lag", parents=[common], help="make a consumer group stop committing for a while")
+    lag.add_argument("group", help=f"one of {', '.join(settings.WORKLOAD_GROUPS)}")
+    lag.add_argument("--stall-seconds", type=float, required=True, help="how long the group stops committing")
+
+    crash = sub.add_parser("crash-broker", parents=[common], help="SIGKILL a broker (no controlled shutdown)")
+    crash.add_argument("broker_id", type=int, metavar="ID")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns the exit code (0 ok, 1 a problem the message explains)."""
+    args = build_parser().parse_args(argv)
+    workdir = Workdir.at(args.workdir)
+    try:
+        if args.command == "up":
+            cluster.up(
+                workdir,
+                brokers=args.brokers,
+                spares=args.spare_brokers,
+                racks=args.racks,
+                kafka_version=args.kafka_version,
+                address_base=args.address_base,
+                timeout_s=args.timeout,
+            )
+        elif args.command == "down":
+            cluster.down(workdir)
+        elif args.command == "status":
+            print(status_mod.dumps(status_mod.report(workdir)))
+        elif args.command == "lag":
+            cluster.stall_group(workdir, args.group, args.stall_seconds)
+        elif args.command == "crash-broker":
+            cluster.crash_broker(workdir, args.broker_id)
+    except (cluster.SandboxError, state.NotASandbox) as exc:
+        print(f"sandbox: error: {exc}", file=sys.stderr)
+        return 1
+    return 0

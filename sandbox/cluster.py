@@ -1,0 +1,362 @@
+"""The sandbox's lifecycle: ``up`` (start everything, return when healthy), ``down``, and fault injection
+(``crash_broker``, ``stall_group``). The CLI (:mod:`sandbox.cli`) parses arguments and calls these.
+
+Errors a user can fix raise :class:`SandboxError` with the message to print (the CLI exits 1).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sandbox import burrow, debs, envfile, hosts, procs, service, settings, sshd, state, workload, zookeeper
+from sandbox.broker.config import BrokerConfigError, parse_version
+from sandbox.layout import Workdir
+from sandbox.status import cluster_health
+
+Say = Callable[[str], None]
+STOP_HELPER_TIMEOUT_S = 5.0  # workload, Burrow, sshd, ZooKeeper: SIGTERM, then SIGKILL after this
+BROKER_STOP_TIMEOUT_S = settings.CONTROLLED_SHUTDOWN_TIMEOUT_S + 5.0
+
+
+class SandboxError(RuntimeError):
+    """A problem the user can act on; the message says what and how."""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def workdir_lock(workdir: Workdir) -> Iterator[None]:
+    """Hold an exclusive lock on the workdir (one `up`/`down` at a time per workdir).
+
+    Raises:
+        SandboxError: another `up` or `down` holds it.
+    """
+    workdir.root.mkdir(parents=True, exist_ok=True)
+    with open(workdir.lock_file, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SandboxError(
+                f"another `python -m sandbox up/down` is working on {workdir.root} right now; wait for it"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _validate_up_args(brokers: int, spares: int, racks: int, kafka_version: str, address_base: str) -> None:
+    if brokers < 1:
+        raise SandboxError(f"--brokers must be at least 1 (got {brokers})")
+    if spares < 0:
+        raise SandboxError(f"--spare-brokers cannot be negative (got {spares})")
+    if racks < 1:
+        raise SandboxError(f"--racks must be at least 1 (got {racks})")
+    try:
+        if len(parse_version(kafka_version)) != 3:
+            raise BrokerConfigError(kafka_version)
+    except BrokerConfigError:
+        raise SandboxError(f"--kafka-version must look like 3.6.2 (got {kafka_version!r})") from None
+    parts = address_base.split(".")
+    if len(parts) != 4 or parts[0] != "127" or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts):
+        raise SandboxError(f"--address-base must be a loopback address like 127.0.0.11 (got {address_base!r})")
+    try:
+        hosts.address(brokers + spares - 1, address_base)
+    except ValueError as exc:
+        raise SandboxError(str(exc)) from None
+
+
+def _owner_of(host: str, port: int) -> str:
+    """Who holds ``host:port``: "the sandbox in DIR (pid N)" or "pid N (cmd)" or "another process"."""
+    for pid in procs.listener_pids(host, port):
+        owner = procs.environ(pid).get("SANDBOX_WORKDIR")
+        if owner:
+            return f"the sandbox in {owner} (pid {pid}); stop it with `python -m sandbox down --workdir {owner}`"
+        cmd = " ".join(procs.cmdline(pid))[:80]
+        return f"pid {pid} ({cmd})"
+    return "another process"
+
+
+def check_addresses_free(specs: list[hosts.BrokerSpec]) -> None:
+    """Every broker host's Kafka, replication and SSH ports must be free.
+
+    Raises:
+        SandboxError: naming the address and its owner (another sandbox's workdir when it is one).
+    """
+    for spec in specs:
+        for port in (settings.BROKER_PORT, settings.REPLICATION_PORT, settings.SSH_PORT):
+            if procs.port_in_use(spec.host, port):
+                raise SandboxError(
+                    f"broker host address {spec.host}:{port} (broker {spec.id}) is in use by "
+                    f"{_owner_of(spec.host, port)}; or start this sandbox on other addresses with "
+                    "--address-base (e.g. 127.0.1.11)"
+                )
+
+
+def _prepare_workdir(workdir: Workdir) -> None:
+    """Empty a stopped sandbox's workdir (keeping the lock file); refuse a directory that is not one.
+
+    Raises:
+        SandboxError: ``workdir`` holds files but no ``sandbox.json``.
+    """
+    entries = [p for p in workdir.root.iterdir() if p.name != workdir.lock_file.name]
+    if entries and not workdir.state_json.exists():
+        raise SandboxError(
+            f"{workdir.root} is not empty and holds no sandbox (no sandbox.json); choose another --workdir"
+        )
+    for path in entries:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def up(
+    workdir: Workdir,
+    *,
+    brokers: int = 3,
+    spares: int = 0,
+    racks: int = 3,
+    kafka_version: str = settings.DEFAULT_KAFKA_VERSION,
+    address_base: str = settings.BROKER_HOST_BASE,
+    timeout_s: float = settings.UP_TIMEOUT_S,
+    say: Say = _stderr,
+) -> state.SandboxState:
+    """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
+    partition led, URP = 0, Burrow listing the workload's groups; then write env.json/airflow.env.
+
+    Idempotent: on a running sandbox with the same options it says so and returns its state.
+
+    Raises:
+        SandboxError: bad options, a missing Debian package, the workdir or broker addresses in use by
+            another sandbox, or not healthy within ``timeout_s`` seconds (everything started is stopped
+            again; the message names the log to read).
+    """
+    _validate_up_args(brokers, spares, racks, kafka_version, address_base)
+    try:
+        debs.check_packages()
+    except debs.MissingPackage as exc:
+        raise SandboxError(str(exc)) from None
+    started = time.monotonic()
+    deadline = started + timeout_s
+
+    def remaining() -> float:
+        return max(0.1, deadline - time.monotonic())
+
+    def say_timed(message: str) -> None:
+        say(f"[{time.monotonic() - started:5.1f} s] {message}")
+
+    with workdir_lock(workdir):
+        running = state.running_processes(workdir)
+        if running:
+            try:
+                existing = state.load(workdir)
+            except state.NotASandbox:
+                existing = None
+            wanted = {"brokers": brokers, "spare_brokers": spares, "racks": racks,
+                      "kafka_version": kafka_version, "address_base": address_base}
+            if existing is not None and existing.options() == wanted:
+                say(f"sandbox already running in {workdir.root} ({len(running)} processes); "
+                    f"bootstrap servers {existing.bootstrap_servers}")
+                return existing
+            options = existing.options() if existing else "unknown options"
+            raise SandboxError(
+                f"{workdir.root} is the workdir of another running sandbox ({options}); "
+                f"stop it first with `python -m sandbox down --workdir {workdir.root}` or choose another --workdir"
+            )
+        _prepare_workdir(workdir)
+        specs = hosts.specs(brokers, spares, racks, address_base)
+        check_addresses_free(specs)
+        info = state.SandboxState(
+            workdir=str(workdir.root),
+            brokers=brokers,
+            spare_brokers=spares,
+            racks=racks,
+            kafka_version=kafka_version,
+            address_base=address_base,
+            zookeeper_port=procs.pick_port("127.0.0.1", settings.ZOOKEEPER_PREFERRED_PORT),
+            burrow_port=procs.pick_port("127.0.0.1", settings.BURROW_PREFERRED_PORT),
+            hosts=[vars(s) for s in specs],
+        )
+        state.save(workdir, info)
+        try:
+            _start_all(workdir, info, remaining, say_timed)
+        except BaseException as exc:
+            say(f"sandbox up failed: {exc}; stopping what was started")
+            _stop_all(workdir, say=lambda _msg: None)
+            if isinstance(exc, SandboxError) or not isinstance(exc, Exception):
+                raise
+            raise SandboxError(f"sandbox up failed: {exc}") from exc
+        say(f"sandbox up in {time.monotonic() - started:.1f} s: {brokers} brokers ({info.bootstrap_servers}), "
+            f"{spares} spare hosts, ZooKeeper {info.zookeeper_connect}, Burrow {info.burrow_url}; "
+            f"see {workdir.env_json}")
+        return info
+
+
+def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[], float], say: Say) -> None:
+    specs = info.broker_specs
+    active = info.active_specs
+    sshd.generate_keys(workdir)
+    zookeeper.start(workdir, info.zookeeper_port)
+    for spec in specs:
+        hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version)
+        sshd.start(workdir, spec.id, spec.host)
+    sshd.write_known_hosts(workdir, [s.host for s in specs])
+    zookeeper.wait_serving(workdir, info.zookeeper_port, timeout_s=remaining())
+    say(f"ZooKeeper serving on {info.zookeeper_connect}")
+    for spec in active:
+        service.start(workdir.host(spec.id), wait_s=0)
+    zk = zookeeper.client(info.zookeeper_port)
+    try:
+        expected = [s.id for s in active]
+
+        def all_registered() -> bool:
+            for spec in active:
+                host = workdir.host(spec.id)
+                if not service.broker_pid(host) and host.broker_failed.exists():
+                    raise SandboxError(f"broker {spec.id} failed to start: {host.broker_failed.read_text().strip()}")
+            return set(expected) <= {int(b) for b in zk.get_children("/brokers/ids")}
+
+        procs.wait_for(all_registered, remaining(), f"brokers {expected} to register in ZooKeeper")
+        say(f"brokers {expected} registered")
+        workload.create_topics(zk, [(s.id, s.rack) for s in active])
+        workload.create_group_nodes(zk)
+        burrow.start(
+            workdir,
+            brokers=[f"{s.host}:{settings.BROKER_PORT}" for s in active],
+            zookeeper_connect=info.zookeeper_connect,
+            port=info.burrow_port,
+        )
+        procs.spawn(
+            [sys.executable, "-m", "sandbox.workload", "--workdir", str(workdir.root)],
+            log_file=workdir.workload_log,
+            pid_file=workdir.workload_pid,
+            workdir=workdir.root,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))},
+        )
+        for spec in specs:
+            sshd.wait_listening(workdir, spec.id, spec.host, timeout_s=remaining())
+        last = {}
+
+        def healthy() -> bool:
+            last["health"] = cluster_health(zk)
+            return last["health"].healthy(expected)
+
+        try:
+            procs.wait_for(healthy, remaining(), "every partition to have a leader and a full ISR", poll_s=0.2)
+        except procs.Timeout as exc:
+            raise procs.Timeout(f"{exc}: {last['health'].problems(expected)}") from None
+        say(f"{last['health'].partitions} partitions led, URP = 0")
+    finally:
+        zk.stop()
+        zk.close()
+    burrow.wait_ready(workdir, info.burrow_url, list(settings.WORKLOAD_GROUPS), timeout_s=remaining())
+    say(f"Burrow at {info.burrow_url} lists groups {', '.join(settings.WORKLOAD_GROUPS)}")
+    envfile.write(workdir, info)
+
+
+def _stop_all(workdir: Workdir, say: Say) -> list[str]:
+    """Stop every process of ``workdir`` in dependency order; returns what was stopped."""
+    stopped: list[str] = []
+
+    def stop(names: list[str], pids: list[int], timeout_s: float) -> None:
+        pairs = [(n, p) for n, p in zip(names, pids, strict=True) if p]
+        if not pairs:
+            return
+        killed = set(procs.stop_pids([p for _, p in pairs], timeout_s))
+        for name, pid in pairs:
+            stopped.append(name + (" (SIGKILL)" if pid in killed else ""))
+
+    running = state.running_processes(workdir)
+    for name in ("workload", "burrow"):
+        stop([name], [running.get(name, 0)], STOP_HELPER_TIMEOUT_S)
+    broker_names = [n for n in running if n.startswith("broker-")]
+    stop(broker_names, [running[n] for n in broker_names], BROKER_STOP_TIMEOUT_S)
+    sshd_names = [n for n in running if n.startswith("sshd-")]
+    stop(sshd_names, [running[n] for n in sshd_names], STOP_HELPER_TIMEOUT_S)
+    stop(["zookeeper"], [running.get("zookeeper", 0)], STOP_HELPER_TIMEOUT_S)
+    leftovers = procs.find_workdir_processes(workdir.root)
+    if leftovers:
+        say(f"stopping leftover processes of {workdir.root}: {leftovers}")
+        stop([f"pid-{p}" for p in leftovers], leftovers, STOP_HELPER_TIMEOUT_S)
+    for path in (workdir.env_json, workdir.airflow_env):
+        path.unlink(missing_ok=True)
+    return stopped
+
+
+def down(workdir: Workdir, say: Say = _stderr) -> list[str]:
+    """Stop everything the sandbox in ``workdir`` started (workload, Burrow, brokers with SIGTERM =
+    controlled shutdown then SIGKILL, sshd, ZooKeeper, then any leftover process marked with this
+    workdir). Keeps logs and data; removes env.json and airflow.env. Returns what was stopped."""
+    if not workdir.root.exists():
+        say(f"no sandbox in {workdir.root}")
+        return []
+    with workdir_lock(workdir):
+        stopped = _stop_all(workdir, say)
+    say(f"sandbox in {workdir.root} stopped: {', '.join(stopped)}" if stopped else f"nothing running in {workdir.root}")
+    return stopped
+
+
+def _load_running(workdir: Workdir) -> state.SandboxState:
+    try:
+        info = state.load(workdir)
+    except state.NotASandbox as exc:
+        raise SandboxError(str(exc)) from None
+    if not state.running_processes(workdir):
+        raise SandboxError(f"the sandbox in {workdir.root} is not running: start it with `python -m sandbox up`")
+    return info
+
+
+def crash_broker(workdir: Workdir, broker_id: int, say: Say = _stderr) -> int:
+    """SIGKILL broker ``broker_id`` (no controlled shutdown); returns the killed pid.
+
+    Raises:
+        SandboxError: no running sandbox, unknown broker id, or the broker is not running.
+    """
+    info = _load_running(workdir)
+    ids = [s.id for s in info.broker_specs]
+    if broker_id not in ids:
+        spares = [s.id for s in info.broker_specs if s.spare]
+        raise SandboxError(
+            f"unknown broker id {broker_id}: this sandbox has brokers {[s.id for s in info.active_specs]}"
+            + (f" and spare hosts {spares}" if spares else "")
+        )
+    host = workdir.host(broker_id)
+    pid = service.broker_pid(host)
+    if not pid:
+        raise SandboxError(f"broker {broker_id} is not running (kafka-service status: {service.status(host)[0]})")
+    procs.signal_pid(pid, signal.SIGKILL)
+    procs.wait_for(lambda: not procs.is_alive(pid), 5.0, f"broker {broker_id} (pid {pid}) to die")
+    say(f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
+        f"{settings.ZK_SESSION_TIMEOUT_S:.0f} s")
+    return pid
+
+
+def stall_group(workdir: Workdir, group: str, seconds: float, say: Say = _stderr) -> float:
+    """Make consumer group ``group`` stop committing for ``seconds``; returns the deadline (epoch s).
+
+    Raises:
+        SandboxError: no running sandbox, unknown group, or ``seconds`` <= 0.
+    """
+    _load_running(workdir)
+    if group not in settings.WORKLOAD_GROUPS:
+        raise SandboxError(f"unknown consumer group {group!r}: the workload runs {', '.join(settings.WORKLOAD_GROUPS)}")
+    if seconds <= 0:
+        raise SandboxError(f"--stall-seconds must be positive (got {seconds})")
+    if not procs.alive_from_pid_file(workdir.workload_pid):
+        raise SandboxError(f"the workload of {workdir.root} is not running (see {workdir.workload_log})")
+    deadline = workload.stall(workdir, group, seconds)
+    until = time.strftime("%H:%M:%S", time.localtime(deadline))
+    say(f"group {group} stops committing for {seconds:g} s (until {until})")
+    return deadline

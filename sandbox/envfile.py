@@ -1,0 +1,106 @@
+"""What a running sandbox tells its users: ``DIR/env.json`` (tests, tools) and ``DIR/airflow.env``
+(Airflow connections, as ``export AIRFLOW_CONN_<ID>='<json>'`` lines in Airflow's JSON format).
+
+Connections (ids in :data:`KAFKA_CONN_ID`, :data:`SSH_CONN_ID`, :data:`BURROW_CONN_ID`):
+
+- ``kafka_sandbox`` (conn type ``kafka``): host = the bootstrap servers, extra = librdkafka settings
+  (``bootstrap.servers``) plus the cluster profile of DESIGN.md. Paths that differ per broker host
+  carry a ``{broker_id}`` placeholder (``server_properties``, ``kafka_home``): profile code fills them
+  with ``str.format(broker_id=...)``, a no-op for the fixed paths of a real fleet.
+- ``sandbox_ssh`` (conn type ``ssh``): login, port 2222, extra ``key_file`` and ``host_key`` (the
+  broker hosts share one host key, so host key checking stays on whichever broker is the remote
+  host; ``known_hosts`` names the file with every host for clients that read one).
+- ``sandbox_burrow`` (conn type ``http``): Burrow's HTTP API.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from sandbox import settings, sshd
+from sandbox.layout import Workdir
+from sandbox.state import SandboxState
+
+KAFKA_CONN_ID = "kafka_sandbox"
+SSH_CONN_ID = "sandbox_ssh"
+BURROW_CONN_ID = "sandbox_burrow"
+SSH_CMD_TIMEOUT_S = 60  # kafka-service stop may take CONTROLLED_SHUTDOWN_TIMEOUT_S + grace
+
+
+def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
+    """The ``env.json`` document: exactly the keys of the sandbox issue (spare brokers included)."""
+    return {
+        "bootstrap_servers": info.bootstrap_servers,
+        "zookeeper_connect": info.zookeeper_connect,
+        "burrow_url": info.burrow_url,
+        "burrow_cluster": settings.BURROW_CLUSTER,
+        "consumer_groups": list(settings.WORKLOAD_GROUPS),
+        "brokers": [
+            {"id": s.id, "host": s.host, "port": settings.BROKER_PORT, "ssh_port": settings.SSH_PORT, "rack": s.rack}
+            for s in info.broker_specs
+        ],
+        "ssh": {"user": sshd.user(), "key_file": str(workdir.client_key), "known_hosts": str(workdir.known_hosts)},
+    }
+
+
+def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any]]:
+    """``{conn_id: Airflow connection as a JSON-format dict}`` for this sandbox."""
+    host_pattern = str(workdir.hosts / "{broker_id}")
+    kafka = {
+        "conn_type": "kafka",
+        "host": info.bootstrap_servers,
+        "extra": {
+            "bootstrap.servers": info.bootstrap_servers,
+            "ssh_conn_id": SSH_CONN_ID,
+            "zookeeper": info.zookeeper_connect,
+            "burrow_conn_id": BURROW_CONN_ID,
+            "burrow_cluster": settings.BURROW_CLUSTER,
+            "consumer_groups": list(settings.WORKLOAD_GROUPS),
+            "service_stop": "kafka-service stop",
+            "service_start": "kafka-service start",
+            "service_status": "kafka-service status",
+            "server_properties": f"{host_pattern}/server.properties",
+            "kafka_home": f"{host_pattern}/kafka",
+        },
+    }
+    first = info.broker_specs[0]
+    ssh = {
+        "conn_type": "ssh",
+        "host": first.host,
+        "port": settings.SSH_PORT,
+        "login": sshd.user(),
+        "extra": {
+            "key_file": str(workdir.client_key),
+            "host_key": sshd.host_public_key(workdir),
+            "no_host_key_check": False,
+            "allow_host_key_change": False,
+            "look_for_keys": False,
+            "known_hosts": str(workdir.known_hosts),
+            "conn_timeout": 10,
+            "cmd_timeout": SSH_CMD_TIMEOUT_S,
+        },
+    }
+    burrow = {"conn_type": "http", "host": "127.0.0.1", "port": info.burrow_port, "schema": "http"}
+    return {KAFKA_CONN_ID: kafka, SSH_CONN_ID: ssh, BURROW_CONN_ID: burrow}
+
+
+def render_airflow_env(workdir: Workdir, info: SandboxState) -> str:
+    """The ``airflow.env`` text: one ``export AIRFLOW_CONN_<ID>='<json>'`` line per connection."""
+    lines = [f"# Airflow connections of the sandbox in {workdir.root} (source this file)"]
+    for conn_id, conn in connections(workdir, info).items():
+        value = json.dumps(conn, separators=(",", ":"))
+        lines.append(f"export AIRFLOW_CONN_{conn_id.upper()}={shlex.quote(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write(workdir: Workdir, info: SandboxState) -> None:
+    """Write ``env.json`` and ``airflow.env`` (atomically: readers never see half a file)."""
+    for path, text in [
+        (workdir.env_json, json.dumps(env_document(workdir, info), indent=2) + "\n"),
+        (workdir.airflow_env, render_airflow_env(workdir, info)),
+    ]:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)

@@ -1,0 +1,114 @@
+"""``DIR/sandbox.json``: what `up` decided (options, ports, broker hosts), read by every other command.
+
+It is written as soon as the ports are chosen, before anything starts, so `down` can clean up
+after a failed `up`. Its presence alone does not mean the sandbox runs: see :func:`running_processes`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+from sandbox import procs, settings
+from sandbox.hosts import BrokerSpec
+from sandbox.layout import Workdir
+
+
+class NotASandbox(RuntimeError):
+    """The workdir holds no sandbox (no ``sandbox.json``)."""
+
+
+@dataclass
+class SandboxState:
+    """The sandbox of one workdir. Ports are TCP ports on 127.0.0.1; ``brokers`` includes spares."""
+
+    workdir: str
+    brokers: int
+    spare_brokers: int
+    racks: int
+    kafka_version: str
+    address_base: str
+    zookeeper_port: int
+    burrow_port: int
+    owner_pid: int = field(default_factory=os.getpid)
+    hosts: list[dict] = field(default_factory=list)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return f"127.0.0.1:{self.zookeeper_port}"
+
+    @property
+    def burrow_url(self) -> str:
+        return f"http://127.0.0.1:{self.burrow_port}"
+
+    @property
+    def broker_specs(self) -> list[BrokerSpec]:
+        return [BrokerSpec(**h) for h in self.hosts]
+
+    @property
+    def active_specs(self) -> list[BrokerSpec]:
+        """The brokers started by `up` (not the spares)."""
+        return [s for s in self.broker_specs if not s.spare]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{s.host}:{settings.BROKER_PORT}" for s in self.active_specs)
+
+    def options(self) -> dict[str, object]:
+        """The `up` options this sandbox was started with (compared by an `up` on a running workdir)."""
+        return {
+            "brokers": self.brokers,
+            "spare_brokers": self.spare_brokers,
+            "racks": self.racks,
+            "kafka_version": self.kafka_version,
+            "address_base": self.address_base,
+        }
+
+
+def save(workdir: Workdir, info: SandboxState) -> None:
+    workdir.root.mkdir(parents=True, exist_ok=True)
+    tmp = workdir.state_json.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(info), indent=2) + "\n")
+    tmp.replace(workdir.state_json)
+
+
+def load(workdir: Workdir) -> SandboxState:
+    """Read ``DIR/sandbox.json``.
+
+    Raises:
+        NotASandbox: the file is missing or unreadable.
+    """
+    try:
+        data = json.loads(workdir.state_json.read_text())
+    except FileNotFoundError:
+        raise NotASandbox(f"no sandbox in {workdir.root} (no sandbox.json): run `python -m sandbox up`") from None
+    except ValueError as exc:
+        raise NotASandbox(f"{workdir.state_json} is not valid JSON: {exc}") from None
+    return SandboxState(**data)
+
+
+def running_processes(workdir: Workdir) -> dict[str, int]:
+    """``{name: pid}`` of the sandbox's processes that run now, from their pid files
+    (``zookeeper``, ``burrow``, ``workload``, ``sshd-<id>``, ``broker-<id>``)."""
+    found: dict[str, int] = {}
+    for name, pid_file, marker in [
+        ("zookeeper", workdir.zookeeper_pid, str(workdir.zookeeper)),
+        ("burrow", workdir.burrow_pid, str(workdir.burrow)),
+        ("workload", workdir.workload_pid, "sandbox.workload"),
+    ]:
+        pid = procs.alive_from_pid_file(pid_file, must_contain=marker)
+        if pid:
+            found[name] = pid
+    if workdir.hosts.is_dir():
+        for host_path in sorted(workdir.hosts.iterdir()):
+            if not host_path.name.isdigit():
+                continue
+            host = workdir.host(int(host_path.name))
+            pid = procs.alive_from_pid_file(host.sshd_pid, must_contain=str(host.sshd_config))
+            if pid:
+                found[f"sshd-{host.broker_id}"] = pid
+            pid = procs.alive_from_pid_file(host.broker_pid, must_contain=str(host.path))
+            if pid:
+                found[f"broker-{host.broker_id}"] = pid
+    return found

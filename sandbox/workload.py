@@ -1,0 +1,205 @@
+"""The sandbox workload: its topics, and the consumer groups committing offsets to ZooKeeper.
+
+Produce traffic is simulated inside the brokers (leaders append ``settings.PRODUCE_MSGS_PER_S``), so
+this process only plays the consumer groups of ``settings.WORKLOAD_GROUPS``, old-style ZooKeeper
+consumers: every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` it reads the log end offsets with
+confluent-kafka (``AdminClient.list_offsets``, one call per topic) and writes
+``end offset - COMMIT_LAG_MSGS`` as a decimal string to ``/consumers/<group>/offsets/<topic>/<p>``,
+which Burrow's ``kafka_zk`` module watches.
+
+``sandbox lag GROUP --stall-seconds S`` writes ``DIR/workload/stall-<group>`` holding a deadline
+(epoch seconds); until then that group commits nothing, so Burrow sees it stop (ERR) and its lag grow.
+
+Run as ``python -m sandbox.workload --workdir DIR`` (started by ``sandbox up``; reads ``DIR/sandbox.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from sandbox import settings, state
+from sandbox.broker import zkpaths
+from sandbox.layout import Workdir
+
+COMMIT_LAG_MSGS = 1  # a following consumer is this many messages behind the end offset it read
+LIST_OFFSETS_TIMEOUT_S = 2.0
+CONSUMER_OFFSETS = "__consumer_offsets"
+
+log = logging.getLogger("sandbox.workload")
+
+
+def topic_plan(brokers: int) -> dict[str, tuple[int, int, int]]:
+    """``{topic: (partitions, replication factor, initial bytes per partition)}`` for a cluster of
+    ``brokers`` brokers: ``settings.WORKLOAD_TOPICS`` plus ``__consumer_offsets``, RF capped at ``brokers``."""
+    plan = {name: (p, min(rf, brokers), size) for name, (p, rf, size) in settings.WORKLOAD_TOPICS.items()}
+    plan[CONSUMER_OFFSETS] = (settings.CONSUMER_OFFSETS_PARTITIONS, min(settings.CONSUMER_OFFSETS_RF, brokers), 0)
+    return plan
+
+
+def create_topics(zk: KazooClient, brokers: Iterable[tuple[int, str | None]]) -> dict[str, dict[int, list[int]]]:
+    """Create the workload topics (skipping existing ones) on ``brokers`` (``(id, rack)`` pairs)
+    through ZooKeeper; the controller then elects their leaders. Returns ``{topic: assignment}``."""
+    brokers = list(brokers)
+    created = {}
+    for topic, (partitions, rf, size) in topic_plan(len(brokers)).items():
+        if zk.exists(zkpaths.topic_path(topic)):
+            continue
+        configs = {"cleanup.policy": "compact"} if topic == CONSUMER_OFFSETS else None
+        created[topic] = zkpaths.create_topic(
+            zk, topic, partitions, rf, brokers, configs=configs, initial_bytes=size
+        )
+    return created
+
+
+def create_group_nodes(zk: KazooClient) -> None:
+    """Create ``/consumers/<group>/offsets/<topic>/<p>`` (offset "0") for every workload group, before
+    Burrow starts: Burrow 1.2.1 reads a new group's ``offsets`` children once, when the group appears,
+    and never looks again if that node did not exist yet."""
+    for group, topics in settings.WORKLOAD_GROUPS.items():
+        for topic in topics:
+            assignment = zkpaths.loads(zk.get(zkpaths.topic_path(topic))[0])["partitions"]
+            for partition in range(len(assignment)):
+                path = offsets_path(group, topic, partition)
+                if not zk.exists(path):
+                    zk.create(path, b"0", makepath=True)
+
+
+def offsets_path(group: str, topic: str, partition: int) -> str:
+    return f"{zkpaths.CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+def stalled_until(workdir: Workdir, group: str, now: float | None = None) -> float | None:
+    """The deadline (epoch seconds) of ``group``'s stall, or None when it is not stalled."""
+    path = workdir.stall_file(group)
+    try:
+        deadline = float(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    if (now or time.time()) >= deadline:
+        return None
+    return deadline
+
+
+def stall(workdir: Workdir, group: str, seconds: float) -> float:
+    """Make ``group`` stop committing for ``seconds``; returns the deadline (epoch seconds)."""
+    workdir.workload.mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + seconds
+    tmp = workdir.stall_file(group).with_suffix(".tmp")
+    tmp.write_text(f"{deadline:.3f}\n")
+    tmp.replace(workdir.stall_file(group))
+    return deadline
+
+
+class Workload:
+    """The consumer groups' commit loop (one thread, ``run`` until ``stop``)."""
+
+    def __init__(self, workdir: Workdir, zookeeper_connect: str, bootstrap_servers: str) -> None:
+        self.workdir = workdir
+        self.zk = KazooClient(hosts=zookeeper_connect, timeout=10.0)
+        self.admin = AdminClient(
+            {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 3000, "client.id": "sandbox-workload"}
+        )
+        self.end_offsets: dict[tuple[str, int], int] = {}
+        self.stopping = threading.Event()
+
+    def partitions(self, topic: str) -> list[int]:
+        try:
+            return sorted(int(p) for p in self.zk.get_children(f"{zkpaths.topic_path(topic)}/partitions"))
+        except NoNodeError:
+            return []
+
+    def refresh_end_offsets(self, topics: Iterable[str]) -> None:
+        """Update ``end_offsets`` for every partition of ``topics``; failures keep the last value."""
+        for topic in topics:
+            request = {TopicPartition(topic, p): OffsetSpec.latest() for p in self.partitions(topic)}
+            if not request:
+                continue
+            try:
+                futures = self.admin.list_offsets(request, request_timeout=LIST_OFFSETS_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - keep the last known offsets
+                log.warning("list_offsets(%s) failed: %s", topic, exc)
+                continue
+            for tp, future in futures.items():
+                try:
+                    self.end_offsets[(topic, tp.partition)] = future.result().offset
+                except Exception as exc:  # noqa: BLE001 - e.g. partition offline
+                    log.debug("end offset of %s-%d unavailable: %s", topic, tp.partition, exc)
+
+    def commit(self, group: str, topics: Iterable[str]) -> int:
+        """Write ``group``'s offsets for ``topics`` to ZooKeeper; returns how many were written."""
+        written = 0
+        for topic in topics:
+            for partition in self.partitions(topic):
+                end = self.end_offsets.get((topic, partition))
+                if end is None or end < 0:
+                    continue
+                value = str(max(0, end - COMMIT_LAG_MSGS)).encode()
+                path = offsets_path(group, topic, partition)
+                if self.zk.exists(path):
+                    self.zk.set(path, value)
+                else:
+                    self.zk.create(path, value, makepath=True)
+                written += 1
+        return written
+
+    def tick(self) -> None:
+        """One round: refresh end offsets, commit every group that is not stalled."""
+        topics = sorted({t for ts in settings.WORKLOAD_GROUPS.values() for t in ts})
+        self.refresh_end_offsets(topics)
+        for group, group_topics in settings.WORKLOAD_GROUPS.items():
+            deadline = stalled_until(self.workdir, group)
+            if deadline is not None:
+                log.info("group %s stalled for %.1f more s", group, deadline - time.time())
+                continue
+            self.workdir.stall_file(group).unlink(missing_ok=True)
+            self.commit(group, group_topics)
+
+    def run(self) -> None:
+        """Commit every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` until :meth:`stop`."""
+        self.zk.start(timeout=10.0)
+        try:
+            while not self.stopping.is_set():
+                started = time.monotonic()
+                try:
+                    self.tick()
+                except Exception:  # noqa: BLE001 - a failed round is logged; the next one retries
+                    log.exception("workload round failed")
+                self.stopping.wait(max(0.0, settings.WORKLOAD_COMMIT_INTERVAL_S - (time.monotonic() - started)))
+        finally:
+            self.zk.stop()
+            self.zk.close()
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the workload process (``python -m sandbox.workload --workdir DIR``)."""
+    parser = argparse.ArgumentParser(prog="python -m sandbox.workload", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    workdir = Workdir.at(args.workdir)
+    info = state.load(workdir)
+    workload = Workload(workdir, info.zookeeper_connect, info.bootstrap_servers)
+    signal.signal(signal.SIGTERM, workload.stop)
+    signal.signal(signal.SIGINT, workload.stop)
+    log.info("workload started: groups %s", ", ".join(settings.WORKLOAD_GROUPS))
+    workload.run()
+    log.info("workload stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,8 +32,8 @@ async def serve(host: str, port: int, handler: Handler) -> asyncio.AbstractServe
                     response = {"error": str(exc)}
                 writer.write(json.dumps(response).encode() + b"\n")
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # CancelledError at shutdown: swallowed, Python 3.11's start_server logs it otherwise
         finally:
             writer.close()
 

@@ -340,8 +340,8 @@ class Broker:
                     break
                 writer.write(answer)
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # CancelledError at shutdown: swallowed, Python 3.11's start_server logs it otherwise
         finally:
             writer.close()
 

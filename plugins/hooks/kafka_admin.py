@@ -103,7 +103,9 @@ class KafkaAdminHook(BaseHook):
         if self._admin is None:
             conf = self.profile.confluent_config()
             conf.setdefault("socket.timeout.ms", int(self.request_timeout_s * 1000))
-            self._admin = AdminClient(conf)
+            # librdkafka's own log lines (e.g. "Connect ... failed" while a broker is down) go to
+            # this hook's logger instead of stderr.
+            self._admin = AdminClient(conf, logger=self.log)
         return self._admin
 
     def close(self) -> None:
@@ -255,7 +257,7 @@ class KafkaAdminHook(BaseHook):
         ``kafka-leader-election.sh --election-type PREFERRED`` does).
 
         :param partitions: (topic, partition) pairs; None = every partition in the cluster.
-        :param timeout_s: how long the brokers may take, seconds (default: request_timeout_s).
+        :param timeout_s: how long to wait for the answer, seconds (default: request_timeout_s).
         :returns: ``"topic-partition"`` -> None when elected or already led by the preferred leader
             (ELECTION_NOT_NEEDED), else the error text (e.g. PREFERRED_LEADER_NOT_AVAILABLE while the
             preferred replica is not in the ISR yet: waiting may fix it).
@@ -265,9 +267,10 @@ class KafkaAdminHook(BaseHook):
         tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         if tps == []:
             return {}
-        fut = self.get_conn().elect_leaders(
-            ElectionType.PREFERRED, tps, request_timeout=timeout, operation_timeout=timeout
-        )
+        # confluent-kafka 2.16.1's elect_leaders rejects request_timeout / operation_timeout
+        # ("SystemError: more argument specifiers than keyword list entries"); the request then
+        # uses socket.timeout.ms (set from request_timeout_s in get_conn) and we bound the wait here.
+        fut = self.get_conn().elect_leaders(ElectionType.PREFERRED, tps)
         result = fut.result(timeout=timeout + 5)
         out: dict[str, str | None] = {}
         for tp, err in result.items():

@@ -33,23 +33,42 @@ class Verdict:
     :param reasons: why it fails, one line per partition / broker / group at fault (empty when ok).
     :param rule: short rule name (``"offline"``, ``"urp"``, ``"leader-imbalance"``, ``"can-restart"``,
         ``"consumer-lag"``, or a combination's name).
+    :param parts: for a combined verdict (:func:`combine`), the verdicts it was built from.
     """
 
     ok: bool
     reasons: list[str] = field(default_factory=list)
     rule: str = ""
+    parts: tuple[Verdict, ...] = ()
 
     def __bool__(self) -> bool:
         return self.ok
 
     def message(self, limit: int = 20) -> str:
-        """One line for logs and exceptions: ``"<rule>: OK"`` or ``"<rule>: r1; r2; ... and N more"``.
+        """One line for logs and exceptions.
 
-        :param limit: at most this many reasons are spelled out (large clusters can have thousands).
+        ``"<rule>: OK"``, or ``"<rule>: r1; r2; ... and N more"``; a combined verdict lists each failing
+        part with its count, so one noisy rule cannot hide the others:
+        ``"gate broker 1: urp (39): r1; r2; ... and 37 more | can-restart (28): ..."``.
+
+        :param limit: at most this many reasons are spelled out in total (at least one per failing
+            part); large clusters can have thousands.
         """
         head = f"{self.rule}: " if self.rule else ""
         if self.ok:
             return f"{head}OK"
+        failed = [p for p in self.parts if not p.ok]
+        if failed:
+            per_part = max(1, limit // len(failed))
+            texts = []
+            for part in failed:
+                shown = part.reasons[:per_part]
+                more = len(part.reasons) - len(shown)
+                text = "; ".join(shown) if shown else "failed"
+                if more > 0:
+                    text += f"; ... and {more} more"
+                texts.append(f"{part.rule or 'rule'} ({len(part.reasons)}): {text}")
+            return head + " | ".join(texts)
         shown = self.reasons[:limit]
         more = len(self.reasons) - len(shown)
         text = "; ".join(shown) if shown else "failed"
@@ -77,7 +96,7 @@ def combine(verdicts: Sequence[Verdict], rule: str = "gate") -> Verdict:
     reasons = [f"{v.rule}: {r}" if v.rule else r for v in verdicts for r in v.reasons]
     failed_without_reason = [v for v in verdicts if not v.ok and not v.reasons]
     reasons += [f"{v.rule or 'rule'}: failed" for v in failed_without_reason]
-    return Verdict(ok=all(v.ok for v in verdicts), reasons=reasons, rule=rule)
+    return Verdict(ok=all(v.ok for v in verdicts), reasons=reasons, rule=rule, parts=tuple(verdicts))
 
 
 # -- partition health ----------------------------------------------------------------------------

@@ -137,7 +137,8 @@ class ClusterProfile:
     :param bootstrap_servers: ``"host:port,host:port"``.
     :param client_config: librdkafka settings (security.protocol, sasl.*, ssl.*, ...), without
         ``bootstrap.servers``; may hold secrets - never log it (``repr`` redacts it).
-    :param ssh_conn_id: Airflow SSH connection id template for broker hosts, or None.
+    :param ssh_conn_id: Airflow SSH connection id used for the broker hosts (operators set the remote
+        host per broker), or None.
     :param zookeeper: ZooKeeper connect string incl. chroot (``"zk1:2181,zk2:2181/kafka"``), or None
         for KRaft clusters.
     :param burrow_conn_id: Airflow HTTP connection of the Burrow server, or None.
@@ -145,8 +146,10 @@ class ClusterProfile:
     :param consumer_groups: consumer groups to watch in Burrow.
     :param service_stop: / :param service_start: / :param service_status: shell commands run on the
         broker host (defaults ``sudo systemctl stop|start|is-active kafka``).
-    :param server_properties: path of server.properties on the broker host, or None.
-    :param kafka_home: Kafka's install directory on the broker host, or None.
+    :param server_properties: path of server.properties on the broker host, or None; may hold a
+        ``{broker_id}`` placeholder (see :meth:`server_properties_for`).
+    :param kafka_home: Kafka's install directory on the broker host, or None; may hold
+        ``{broker_id}`` (see :meth:`kafka_home_for`).
     """
 
     conn_id: str
@@ -247,6 +250,34 @@ class ClusterProfile:
         See :func:`to_kafka_python_config`. Contains secrets: do not log the result.
         """
         return to_kafka_python_config(self.bootstrap_servers, self.client_config)
+
+    def for_broker(self, value: str, broker_id: int) -> str:
+        """``value`` with every ``{broker_id}`` placeholder replaced by ``broker_id``.
+
+        Paths and commands that differ per broker host (the sandbox's ``server_properties`` /
+        ``kafka_home`` are ``.../hosts/{broker_id}/...``) carry this placeholder; values without it
+        (a real fleet's fixed paths) come back unchanged. Plain replacement, not ``str.format``, so
+        shell braces such as ``${HOME}`` stay intact.
+        """
+        return value.replace("{broker_id}", str(int(broker_id)))
+
+    def server_properties_for(self, broker_id: int) -> str | None:
+        """``server_properties`` for this broker (placeholder filled), or None when unset."""
+        return None if self.server_properties is None else self.for_broker(self.server_properties, broker_id)
+
+    def kafka_home_for(self, broker_id: int) -> str | None:
+        """``kafka_home`` for this broker (placeholder filled), or None when unset."""
+        return None if self.kafka_home is None else self.for_broker(self.kafka_home, broker_id)
+
+    def service_command(self, action: str, broker_id: int) -> str:
+        """The shell command for ``action`` (``"stop"``, ``"start"`` or ``"status"``) on this broker.
+
+        :raises ValueError: unknown action.
+        """
+        commands = {"stop": self.service_stop, "start": self.service_start, "status": self.service_status}
+        if action not in commands:
+            raise ValueError(f"unknown service action {action!r}; expected one of {sorted(commands)}")
+        return self.for_broker(commands[action], broker_id)
 
     def require(self, *names: str) -> None:
         """Raise ValueError naming the connection and every field in ``names`` that is unset."""

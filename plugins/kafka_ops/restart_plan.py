@@ -100,7 +100,7 @@ def plan_restart(
     ctrl = -1 if controller_id is None else controller_id
     reasons = []
     if not requested:
-        reasons.append(f"all registered brokers, by id: {order}")
+        reasons.append(f"all registered brokers, by id: {sorted(order)}")
     else:
         reasons.append(f"requested brokers: {list(requested)}")
     if ctrl in order:

@@ -56,10 +56,23 @@ def test_combine_prefixes_reasons_with_rule_and_requires_all():
     assert not v.ok
     assert v.rule == "gate"
     assert v.reasons == ["b: x", "c: y", "c: z"]
+    assert v.parts[1].rule == "b"
     assert combine([Verdict(True, [], "a")]).ok
     assert combine([]).ok
     # a failing verdict without reasons still shows up
     assert combine([Verdict(False, [], "mystery")]).reasons == ["mystery: failed"]
+
+
+def test_combined_message_shows_every_failing_rule_with_counts():
+    urp = Verdict(False, [f"t-{i}: under-replicated" for i in range(50)], "urp")
+    minisr = Verdict(False, ["t-0: stopping broker 1 would leave isr [2] below min.insync.replicas 2"],
+                     "can-restart")
+    v = combine([Verdict(True, [], "offline"), urp, minisr], "gate broker 1")
+    msg = v.message(limit=4)
+    assert msg.startswith("gate broker 1: urp (50): t-0: under-replicated; t-1: under-replicated; ... and 48 more")
+    assert msg.endswith("| can-restart (1): t-0: stopping broker 1 would leave isr [2] below min.insync.replicas 2")
+    assert "offline" not in msg
+    assert combine([Verdict(True, [], "a")], "gate").message() == "gate: OK"
 
 
 # -- offline ---------------------------------------------------------------------------------------

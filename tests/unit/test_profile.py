@@ -217,3 +217,51 @@ def test_kafka_python_translation_refuses_unmappable_security_settings():
 def test_kafka_python_config_from_profile():
     prof = ClusterProfile.from_connection_fields("c", "b1", {})
     assert prof.kafka_python_config() == {"bootstrap_servers": ["b1:9092"]}
+
+
+def test_broker_placeholders_are_filled():
+    prof = ClusterProfile.from_connection_fields(
+        "kafka_sandbox",
+        "127.0.0.11:9092",
+        {
+            "server_properties": "/tmp/sbx/hosts/{broker_id}/server.properties",
+            "kafka_home": "/tmp/sbx/hosts/{broker_id}/kafka",
+            "service_stop": "kafka-service stop",
+            "service_start": "KAFKA_ID={broker_id} ${HOME}/bin/start",
+        },
+    )
+    assert prof.server_properties_for(2) == "/tmp/sbx/hosts/2/server.properties"
+    assert prof.kafka_home_for(0) == "/tmp/sbx/hosts/0/kafka"
+    assert prof.service_command("stop", 1) == "kafka-service stop"
+    assert prof.service_command("start", 3) == "KAFKA_ID=3 ${HOME}/bin/start"
+    assert prof.service_command("status", 3) == "sudo systemctl is-active kafka"
+    with pytest.raises(ValueError, match="unknown service action 'restart'"):
+        prof.service_command("restart", 1)
+
+
+def test_fixed_paths_and_unset_paths():
+    prof = ClusterProfile.from_connection_fields("c", "b1", {"server_properties": "/etc/kafka/server.properties"})
+    assert prof.server_properties_for(5) == "/etc/kafka/server.properties"
+    assert prof.kafka_home_for(5) is None
+
+
+def test_sandbox_connection_shape_is_accepted():
+    """The sandbox writes host = bootstrap servers and repeats them in extra 'bootstrap.servers'."""
+    servers = "127.0.0.11:9092,127.0.0.12:9092,127.0.0.13:9092"
+    extra = {
+        "bootstrap.servers": servers,
+        "ssh_conn_id": "sandbox_ssh",
+        "zookeeper": "127.0.0.1:2181",
+        "burrow_conn_id": "sandbox_burrow",
+        "burrow_cluster": "sandbox",
+        "consumer_groups": ["orders-service", "analytics", "auditor"],
+        "service_stop": "kafka-service stop",
+        "service_start": "kafka-service start",
+        "service_status": "kafka-service status",
+        "server_properties": "/w/hosts/{broker_id}/server.properties",
+        "kafka_home": "/w/hosts/{broker_id}/kafka",
+    }
+    prof = ClusterProfile.from_connection_fields("kafka_sandbox", servers, extra)
+    assert prof.bootstrap_servers == servers
+    assert dict(prof.client_config) == {}
+    assert prof.confluent_config() == {"bootstrap.servers": servers}

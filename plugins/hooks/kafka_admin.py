@@ -9,7 +9,8 @@ short-lived client. Client settings (SSL/SASL) come from the cluster profile, se
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -104,9 +105,18 @@ class KafkaAdminHook(BaseHook):
             conf = self.profile.confluent_config()
             conf.setdefault("socket.timeout.ms", int(self.request_timeout_s * 1000))
             # librdkafka's own log lines (e.g. "Connect ... failed" while a broker is down) go to
-            # this hook's logger instead of stderr.
+            # this hook's logger instead of stderr; they are queued until poll() (see _client).
             self._admin = AdminClient(conf, logger=self.log)
         return self._admin
+
+    @contextmanager
+    def _client(self) -> Iterator[AdminClient]:
+        """The AdminClient; afterwards ``poll(0)`` forwards queued librdkafka log lines."""
+        admin = self.get_conn()
+        try:
+            yield admin
+        finally:
+            admin.poll(0)
 
     def close(self) -> None:
         """Drop the client (librdkafka closes its connections when it is garbage collected)."""
@@ -132,20 +142,20 @@ class KafkaAdminHook(BaseHook):
         :param topics: limit partitions to these topics; None = all topics (internal ones included).
         :raises confluent_kafka.KafkaException: metadata or config requests failed / timed out.
         """
-        admin = self.get_conn()
-        md = admin.list_topics(timeout=self.request_timeout_s)
-        controller_id = md.controller_id if md.controller_id is not None else -1
-        racks: dict[int, str | None] = {}
-        try:
-            desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
-                timeout=self.request_timeout_s + 5
-            )
-        except KafkaException as exc:
-            self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
-        else:
-            if desc.controller is not None:
-                controller_id = desc.controller.id
-            racks = {n.id: n.rack for n in desc.nodes or []}
+        with self._client() as admin:
+            md = admin.list_topics(timeout=self.request_timeout_s)
+            controller_id = md.controller_id if md.controller_id is not None else -1
+            racks: dict[int, str | None] = {}
+            try:
+                desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
+                    timeout=self.request_timeout_s + 5
+                )
+            except KafkaException as exc:
+                self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
+            else:
+                if desc.controller is not None:
+                    controller_id = desc.controller.id
+                racks = {n.id: n.rack for n in desc.nodes or []}
 
         brokers = tuple(
             Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None)
@@ -167,15 +177,24 @@ class KafkaAdminHook(BaseHook):
                     )
                 )
 
-        config_broker = controller_id if controller_id >= 0 else min((b.id for b in brokers), default=-1)
-        default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS
-        imbalance_pct = DEFAULT_LEADER_IMBALANCE_PERCENTAGE
-        if config_broker >= 0:
-            cfg = self.describe_broker_configs(config_broker, [MIN_INSYNC, LEADER_IMBALANCE])
-            default_min_isr = _int_config(cfg.get(MIN_INSYNC), DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC)
-            imbalance_pct = _int_config(
-                cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE
-            )
+        # The controller runs the leader-imbalance check, so its config counts; any live broker
+        # will do if the controller cannot answer (it may be moving right now).
+        candidates = [controller_id] if controller_id >= 0 else []
+        candidates += [b.id for b in brokers if b.id != controller_id]
+        cfg: dict[str, str | None] | None = None
+        for i, broker_id in enumerate(candidates):
+            try:
+                cfg = self.describe_broker_configs(broker_id, [MIN_INSYNC, LEADER_IMBALANCE])
+                break
+            except KafkaException as exc:
+                if i == len(candidates) - 1:
+                    raise
+                self.log.warning("broker %s did not describe its configs (%s); asking another", broker_id, exc)
+        cfg = cfg or {}
+        default_min_isr = _int_config(cfg.get(MIN_INSYNC), DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC)
+        imbalance_pct = _int_config(
+            cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE
+        )
         topic_names = sorted({p.topic for p in partitions})
         overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
         return ClusterState(
@@ -189,9 +208,10 @@ class KafkaAdminHook(BaseHook):
 
     def controller_id(self) -> int:
         """The active controller's broker id (DescribeCluster), -1 when the cluster reports none."""
-        desc = self.get_conn().describe_cluster(request_timeout=self.request_timeout_s).result(
-            timeout=self.request_timeout_s + 5
-        )
+        with self._client() as admin:
+            desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
+                timeout=self.request_timeout_s + 5
+            )
         return desc.controller.id if desc.controller is not None else -1
 
     # -- configs ---------------------------------------------------------------------------------
@@ -205,8 +225,9 @@ class KafkaAdminHook(BaseHook):
         :raises confluent_kafka.KafkaException: request failed (e.g. unknown broker id).
         """
         resource = ConfigResource(ResourceType.BROKER, str(broker_id))
-        futures = self.get_conn().describe_configs([resource], request_timeout=self.request_timeout_s)
-        entries = futures[resource].result(timeout=self.request_timeout_s + 5)
+        with self._client() as admin:
+            futures = admin.describe_configs([resource], request_timeout=self.request_timeout_s)
+            entries = futures[resource].result(timeout=self.request_timeout_s + 5)
         wanted = None if names is None else set(names)
         return {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
 
@@ -223,21 +244,33 @@ class KafkaAdminHook(BaseHook):
             for topic, entries in self._topic_config_entries(topics).items()
         }
 
-    def _topic_config_entries(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
+    def _topic_config_entries(
+        self, topics: Iterable[str], skip_unknown: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out."""
         names = list(topics)
         out: dict[str, dict[str, Any]] = {}
-        admin = self.get_conn()
         for i in range(0, len(names), _TOPIC_CONFIG_BATCH):
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in names[i : i + _TOPIC_CONFIG_BATCH]]
-            futures = admin.describe_configs(resources, request_timeout=self.request_timeout_s)
-            for res, fut in futures.items():
-                out[res.name] = fut.result(timeout=self.request_timeout_s + 5)
+            with self._client() as admin:
+                futures = admin.describe_configs(resources, request_timeout=self.request_timeout_s)
+                for res, fut in futures.items():
+                    try:
+                        out[res.name] = fut.result(timeout=self.request_timeout_s + 5)
+                    except KafkaException as exc:
+                        err = exc.args[0] if exc.args else None
+                        if skip_unknown and isinstance(err, KafkaError) and (
+                            err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                        ):
+                            self.log.info("topic %s vanished while reading its configs; skipped", res.name)
+                            continue
+                        raise
         return out
 
     def _topic_min_insync_overrides(self, topics: list[str], default: int) -> dict[str, int]:
         """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default``."""
         overrides = {}
-        for topic, entries in self._topic_config_entries(topics).items():
+        for topic, entries in self._topic_config_entries(topics, skip_unknown=True).items():
             entry = entries.get(MIN_INSYNC)
             if entry is None or entry.value is None:
                 continue
@@ -270,8 +303,8 @@ class KafkaAdminHook(BaseHook):
         # confluent-kafka 2.16.1's elect_leaders rejects request_timeout / operation_timeout
         # ("SystemError: more argument specifiers than keyword list entries"); the request then
         # uses socket.timeout.ms (set from request_timeout_s in get_conn) and we bound the wait here.
-        fut = self.get_conn().elect_leaders(ElectionType.PREFERRED, tps)
-        result = fut.result(timeout=timeout + 5)
+        with self._client() as admin:
+            result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout + 5)
         out: dict[str, str | None] = {}
         for tp, err in result.items():
             name = f"{tp.topic}-{tp.partition}"

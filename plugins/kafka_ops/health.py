@@ -79,6 +79,10 @@ class Verdict:
     def __str__(self) -> str:
         return self.message()
 
+    def to_dict(self) -> dict[str, object]:
+        """``{"ok", "rule", "reasons"}``, JSON-able (for XCom); ``parts`` are not included."""
+        return {"ok": self.ok, "rule": self.rule, "reasons": list(self.reasons)}
+
 
 def _verdict(rule: str, reasons: list[str]) -> Verdict:
     return Verdict(ok=not reasons, reasons=reasons, rule=rule)

@@ -49,6 +49,7 @@ def test_verdict_message_and_bool():
     msg = bad.message(limit=3)
     assert msg == "urp: r0; r1; r2; ... and 22 more"
     assert str(bad).endswith("... and 5 more")
+    assert bad.to_dict() == {"ok": False, "rule": "urp", "reasons": [f"r{i}" for i in range(25)]}
 
 
 def test_combine_prefixes_reasons_with_rule_and_requires_all():

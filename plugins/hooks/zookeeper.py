@@ -2,7 +2,7 @@
 
 Reads Kafka's own znodes: ``/controller`` (active controller), ``/brokers/ids/<id>`` (ephemeral
 broker registrations with their ``"timestamp"`` in ms), ``/admin/reassign_partitions`` (present
-while a ZK-driven reassignment runs). Read-only.
+while a ZK-driven reassignment runs). The hook's methods only read.
 """
 
 from __future__ import annotations
@@ -75,9 +75,10 @@ class ZooKeeperHook(BaseHook):
         return self._hosts  # type: ignore[return-value]
 
     def get_conn(self) -> KazooClient:
-        """A started, read-only ``KazooClient``."""
+        """A started ``KazooClient`` (connects to read-write servers only, so callers may also write,
+        e.g. an operation lock znode; this hook's own methods only read)."""
         if self._client is None:
-            client = KazooClient(hosts=self.hosts, timeout=self.timeout_s, read_only=True)
+            client = KazooClient(hosts=self.hosts, timeout=self.timeout_s)
             client.start(timeout=self.timeout_s)
             self._client = client
         return self._client

@@ -18,12 +18,13 @@ size is known):
 2. shedding (one independent sub-problem per overloaded broker, :func:`select_shed`): a broker above
    the mean ``T`` picks replicas whose weights add up to its excess ``load - T`` and whose count is
    close to its count excess, so that receivers get a representative mix of sizes;
-3. assignment (global, sequential): emptied slots, mandatory first and then largest first, go to the
+3. assignment (global, sequential): emptied slots, largest first (mandatory first under caps), go to the
    allowed receiver with the most remaining deficit per missing replica, never far past ``T``;
    optional replicas that fit nowhere go back home (no move);
 4. refinement (global, sequential): the most loaded broker hands a replica of about the right size
    to an underloaded one (or swaps a large one for a small one) until the byte maximum is within
-   ``tolerance / 2`` of the mean, then the same for replica counts.
+   ``tolerance / 2`` of the mean, then the same for replica counts (moving small replicas, or trading k small replicas for one
+   replica of the same total weight).
 
 Only brokers above the mean send and only brokers below it receive, so the bytes moved stay close to
 the lower bound ``sum over kept brokers of max(0, T - load_before)``.
@@ -396,12 +397,18 @@ def _mandatory(state: _State, drained: np.ndarray) -> list:
 
 
 def _assign(state: _State, keys: list, mandatory: set, home: dict, notes: list) -> None:
-    """Step 3: place emptied slots, mandatory ones first, then largest first."""
+    """Step 3: place emptied slots, largest first (mandatory ones first when caps apply)."""
     w = state.weights
     width = state.width
     t = state.target
     slack = 0.25 * state.tolerance * t
-    ordered = sorted(keys, key=lambda k: (k not in mandatory, -w[k // width], k))
+    # with caps, mandatory moves go first so that optional ones cannot use up the budget
+    capped = state.max_moves is not None or state.max_bytes is not None
+    # replicas locked to one rack (RF >= racks) go before those that may change rack, which then
+    # fill whatever room the locked ones leave in each rack
+    kept_racks = len(set(state.rack_idx[state.kept].tolist()))
+    locked = state.needed >= kept_racks if state.rack_aware else np.zeros(len(w), dtype=bool)
+    ordered = sorted(keys, key=lambda k: (capped and k not in mandatory, not locked[k // width], -w[k // width], k))
     returned = 0
     for key in ordered:
         p, s = divmod(key, width)
@@ -409,7 +416,9 @@ def _assign(state: _State, keys: list, mandatory: set, home: dict, notes: list) 
         mask = state.allowed_mask(p, s)
         room = t - state.load
         need = state.count_target - state.count
-        fits = mask & (room > 0) & (x <= room + slack)
+        fits = mask & (x <= room)
+        if not fits.any():
+            fits = mask & (room > 0) & (x <= room + slack)
         if fits.any():
             score = np.where(fits, room / np.maximum(need, 1.0), -np.inf)
             b = int(np.argmax(score))
@@ -443,7 +452,9 @@ def _best_single(state: _State, h: int, lo: int, want: float, upper: float):
     while k < len(ws) and ws[k] <= upper and k < j + 16:
         cands.append(k)
         k += 1
-    cands.sort(key=lambda i: abs(ws[i] - want))
+    # a replica that already moved in (not on h before the plan) moves on at no extra cost
+    orig = state.orig.ravel()
+    cands.sort(key=lambda i: abs(ws[i] - want) * (0.5 if orig[ks[i]] != h else 1.0))
     for i in cands:
         if ws[i] <= 0 or ws[i] > upper:
             continue
@@ -525,6 +536,46 @@ def _refine_bytes(state: _State, band: float, max_steps: int) -> None:
             stuck[h] = True
 
 
+def _exchange(state: _State, h: int, lo: int, k: int, byte_limit: float) -> bool:
+    """Give k small replicas of h to lo and take back one replica of about their total weight.
+
+    Moves k - 1 replicas' worth of count from h to lo while bytes barely change (for brokers whose
+    bytes are balanced but whose counts are not: lo holds large partitions, h many small ones).
+    """
+    ws, ks = state.items(h)
+    picks, parts, total = [], set(), 0.0
+    for i in range(min(len(ws), 4 * k + 16)):
+        p, s = divmod(ks[i], state.width)
+        if p not in parts and state.allowed(p, s, lo):
+            picks.append((p, s))
+            parts.add(p)
+            total += ws[i]
+            if len(picks) == k:
+                break
+    if len(picks) < 2:
+        return False
+    wl, kl = state.items(lo)
+    j = bisect.bisect_left(wl, total)
+    for jj in [*range(j, min(j + 40, len(wl))), *range(j - 1, max(j - 10, 0) - 1, -1)]:
+        y = wl[jj]
+        pb, sb = divmod(kl[jj], state.width)
+        if pb in parts or not state.allowed(pb, sb, h):
+            continue
+        if state.load[lo] + total - y > byte_limit or state.load[h] - total + y > max(byte_limit, state.load[h]):
+            continue
+        dm, db = state.move_cost(pb, sb, h)
+        for p, s in picks:
+            m1, b1 = state.move_cost(p, s, lo)
+            dm, db = dm + m1, db + b1
+        if not state.within_caps(dm, db):
+            return False
+        state.set_slot(pb, sb, h)
+        for p, s in picks:
+            state.set_slot(p, s, lo)
+        return True
+    return False
+
+
 def _refine_counts(state: _State, band: float, byte_band: float, max_steps: int) -> None:
     """Step 4b: move the smallest replicas from the fullest to the emptiest brokers (by count)."""
     c = state.count_target
@@ -553,6 +604,12 @@ def _refine_counts(state: _State, band: float, byte_band: float, max_steps: int)
             if done:
                 break
         if not done:
+            for lo in receivers.tolist():
+                k = int(min(16, max(2, min(state.count[h] - c, c - state.count[lo]) + 1)))
+                if _exchange(state, h, lo, k, byte_limit):
+                    done = True
+                    break
+        if not done:
             stuck[h] = True
 
 
@@ -579,7 +636,7 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
     selector = shed_selector or local_shed_selector
     shed = selector(state.weights, state.new, targets, set(mandatory)) if targets else []
     optional = []
-    shed_parts = {k // state.width for k in mandatory}
+    shed_parts: set = set()
     for key in sorted(int(k) for k in shed):
         p, s = divmod(key, state.width)
         b = int(state.new[p, s])

@@ -89,30 +89,59 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=PROG, description="Plan a Kafka partition reassignment.")
     ap.add_argument("--snapshot", required=True, help="directory with brokers.json and partitions.jsonl")
     ap.add_argument("--mode", required=True, choices=MODES)
-    ap.add_argument("--brokers", type=_broker_list, default=(),
-                    help="comma-separated ids: new brokers (scale-out) or brokers to drain (decommission)")
+    ap.add_argument(
+        "--brokers",
+        type=_broker_list,
+        default=(),
+        help="comma-separated ids: new brokers (scale-out) or brokers to drain (decommission)",
+    )
     ap.add_argument("--output-dir", required=True, help="where the plan files are written")
     ap.add_argument("--max-moves", type=_positive_int, help="cap on replica moves")
     ap.add_argument("--max-bytes", type=_positive_int, help="cap on bytes copied")
     ap.add_argument("--wave-bytes", type=_positive_int, help="max bytes copied per wave")
-    ap.add_argument("--wave-moves-per-broker", type=_positive_int, help="max replica moves per broker per wave")
-    ap.add_argument("--balance-tolerance", type=_tolerance, default=0.02,
-                    help="accepted per-broker byte max/mean - 1 (default 0.02)")
-    ap.add_argument("--engine", choices=("spark", "local"), default="spark",
-                    help="spark (default under spark-submit) or local (no Spark)")
+    ap.add_argument(
+        "--wave-moves-per-broker", type=_positive_int, help="max replica moves per broker per wave"
+    )
+    ap.add_argument(
+        "--balance-tolerance",
+        type=_tolerance,
+        default=0.02,
+        help="accepted per-broker byte max/mean - 1 (default 0.02)",
+    )
+    ap.add_argument(
+        "--engine",
+        choices=("spark", "local"),
+        default="spark",
+        help="spark (default under spark-submit) or local (no Spark)",
+    )
     return ap
 
 
-def run(snapshot: str, mode: str, output_dir: str, brokers=(), max_moves=None, max_bytes=None,
-        wave_bytes=None, wave_moves_per_broker=None, balance_tolerance=0.02, engine: str = "local",
-        spark=None) -> dict:
+def run(
+    snapshot: str,
+    mode: str,
+    output_dir: str,
+    brokers=(),
+    max_moves=None,
+    max_bytes=None,
+    wave_bytes=None,
+    wave_moves_per_broker=None,
+    balance_tolerance=0.02,
+    engine: str = "local",
+    spark=None,
+) -> dict:
     """Plan and write the files; return the summary dict.
 
     ``engine="local"`` needs no Spark; ``engine="spark"`` uses ``spark`` or gets/creates a session.
     Raises PlanInputError on bad input, before anything is written.
     """
-    opts = PlanOptions(mode=mode, brokers=tuple(brokers), max_moves=max_moves, max_bytes=max_bytes,
-                       tolerance=balance_tolerance)
+    opts = PlanOptions(
+        mode=mode,
+        brokers=tuple(brokers),
+        max_moves=max_moves,
+        max_bytes=max_bytes,
+        tolerance=balance_tolerance,
+    )
     if engine == "local":
         from planner.pipeline import run_local
 
@@ -144,8 +173,9 @@ def _run_spark(snapshot, output_dir, opts, wave_bytes, wave_moves_per_broker, sp
         check_aggregates(ss)
         timings["read_validate_aggregate_s"] = round(time.monotonic() - t0, 3)
         t1 = time.monotonic()
-        result = make_plan(ss.snapshot, opts, wave_bytes, wave_moves_per_broker,
-                           shed_selector=spark_shed_selector(spark, ss))
+        result = make_plan(
+            ss.snapshot, opts, wave_bytes, wave_moves_per_broker, shed_selector=spark_shed_selector(spark, ss)
+        )
         timings["plan_s"] = round(time.monotonic() - t1, 3)
         result.summary["engine"] = "spark"
         result.summary["spark_timings"] = timings
@@ -162,16 +192,35 @@ def main(argv=None) -> int:
     started = time.monotonic()
     try:
         summary = run(
-            args.snapshot, args.mode, args.output_dir, brokers=args.brokers, max_moves=args.max_moves,
-            max_bytes=args.max_bytes, wave_bytes=args.wave_bytes,
-            wave_moves_per_broker=args.wave_moves_per_broker, balance_tolerance=args.balance_tolerance,
+            args.snapshot,
+            args.mode,
+            args.output_dir,
+            brokers=args.brokers,
+            max_moves=args.max_moves,
+            max_bytes=args.max_bytes,
+            wave_bytes=args.wave_bytes,
+            wave_moves_per_broker=args.wave_moves_per_broker,
+            balance_tolerance=args.balance_tolerance,
             engine=args.engine,
         )
     except PlanInputError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
-    brief = {k: summary[k] for k in ("mode", "partitions", "replica_moves", "partitions_changed", "bytes_moved",
-                                     "lower_bound_bytes", "moved_over_lower_bound", "skew_after", "waves", "notes")}
+    brief = {
+        k: summary[k]
+        for k in (
+            "mode",
+            "partitions",
+            "replica_moves",
+            "partitions_changed",
+            "bytes_moved",
+            "lower_bound_bytes",
+            "moved_over_lower_bound",
+            "skew_after",
+            "waves",
+            "notes",
+        )
+    }
     brief["wall_seconds"] = round(time.monotonic() - started, 2)
     print(json.dumps(brief))
     return 0

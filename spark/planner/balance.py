@@ -23,8 +23,8 @@ size is known):
    optional replicas that fit nowhere go back home (no move);
 4. refinement (global, sequential): the most loaded broker hands a replica of about the right size
    to an underloaded one (or swaps a large one for a small one) until the byte maximum is within
-   ``tolerance / 2`` of the mean, then the same for replica counts (moving small replicas, or trading k small replicas for one
-   replica of the same total weight).
+   ``tolerance / 2`` of the mean, then the same for replica counts (moving small replicas, or
+   trading k small replicas for one replica of the same total weight).
 
 Only brokers above the mean send and only brokers below it receive, so the bytes moved stay close to
 the lower bound ``sum over kept brokers of max(0, T - load_before)``.
@@ -207,7 +207,8 @@ def resolve_request(snap: Snapshot, opts: PlanOptions) -> tuple[np.ndarray, np.n
     max_rf = int(rf.max())
     if kept.sum() < max_rf:
         raise PlanInputError(
-            f"decommission leaves {int(kept.sum())} brokers, fewer than the largest replication factor {max_rf}"
+            f"decommission leaves {int(kept.sum())} brokers, "
+            f"fewer than the largest replication factor {max_rf}"
         )
     if snap.racks and snap.racks[0] is not None:
         rack_idx = rack_indexes(snap.racks)
@@ -217,7 +218,8 @@ def resolve_request(snap: Snapshot, opts: PlanOptions) -> tuple[np.ndarray, np.n
         if len(bad):
             p = int(bad[0])
             raise PlanInputError(
-                f"fewer racks than needed: {snap.topics[p]}-{int(snap.partitions[p])} spans {int(spans[p])} racks "
+                f"fewer racks than needed: {snap.topics[p]}-{int(snap.partitions[p])} "
+                f"spans {int(spans[p])} racks "
                 f"but the kept brokers have {kept_racks} ({len(bad)} partitions affected)"
             )
     if opts.mode == "decommission":
@@ -225,9 +227,13 @@ def resolve_request(snap: Snapshot, opts: PlanOptions) -> tuple[np.ndarray, np.n
         must_moves = int(on_drained.sum())
         must_bytes = int((on_drained.sum(axis=1) * snap.sizes).sum())
         if opts.max_moves is not None and must_moves > opts.max_moves:
-            raise PlanInputError(f"draining needs {must_moves} replica moves, over --max-moves {opts.max_moves}")
+            raise PlanInputError(
+                f"draining needs {must_moves} replica moves, over --max-moves {opts.max_moves}"
+            )
         if opts.max_bytes is not None and must_bytes > opts.max_bytes:
-            raise PlanInputError(f"draining needs {must_bytes} bytes moved, over --max-bytes {opts.max_bytes}")
+            raise PlanInputError(
+                f"draining needs {must_bytes} bytes moved, over --max-bytes {opts.max_bytes}"
+            )
     return kept, drained
 
 
@@ -408,7 +414,9 @@ def _assign(state: _State, keys: list, mandatory: set, home: dict, notes: list) 
     # fill whatever room the locked ones leave in each rack
     kept_racks = len(set(state.rack_idx[state.kept].tolist()))
     locked = state.needed >= kept_racks if state.rack_aware else np.zeros(len(w), dtype=bool)
-    ordered = sorted(keys, key=lambda k: (capped and k not in mandatory, not locked[k // width], -w[k // width], k))
+    ordered = sorted(
+        keys, key=lambda k: (capped and k not in mandatory, not locked[k // width], -w[k // width], k)
+    )
     returned = 0
     for key in ordered:
         p, s = divmod(key, width)
@@ -561,7 +569,9 @@ def _exchange(state: _State, h: int, lo: int, k: int, byte_limit: float) -> bool
         pb, sb = divmod(kl[jj], state.width)
         if pb in parts or not state.allowed(pb, sb, h):
             continue
-        if state.load[lo] + total - y > byte_limit or state.load[h] - total + y > max(byte_limit, state.load[h]):
+        if state.load[lo] + total - y > byte_limit or state.load[h] - total + y > max(
+            byte_limit, state.load[h]
+        ):
             continue
         dm, db = state.move_cost(pb, sb, h)
         for p, s in picks:

@@ -58,8 +58,17 @@ def _skew(values: np.ndarray) -> float:
     return float(values.max() / mean) if mean > 0 else 1.0
 
 
-def summarize(snap: Snapshot, new: np.ndarray, kept: np.ndarray, drained: np.ndarray, mode: str,
-              brokers, waves: list, notes: list, options: dict | None = None) -> dict:
+def summarize(
+    snap: Snapshot,
+    new: np.ndarray,
+    kept: np.ndarray,
+    drained: np.ndarray,
+    mode: str,
+    brokers,
+    waves: list,
+    notes: list,
+    options: dict | None = None,
+) -> dict:
     """The ``summary.json`` document.
 
     Holds ``replica_moves`` (replicas placed on a broker that did not hold one of the partition),

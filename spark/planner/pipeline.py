@@ -48,7 +48,9 @@ def make_plan(
         "wave_moves_per_broker": wave_moves_per_broker,
         "balance_tolerance": opts.tolerance,
     }
-    summary = summarize(snap, final, plan.kept, plan.drained, opts.mode, opts.brokers, waves, plan.notes, options)
+    summary = summarize(
+        snap, final, plan.kept, plan.drained, opts.mode, opts.brokers, waves, plan.notes, options
+    )
     summary["planning_seconds"] = round(time.monotonic() - started, 3)
     return Result(snapshot=snap, plan=plan, replicas=final, waves=waves, summary=summary)
 

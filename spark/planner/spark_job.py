@@ -24,7 +24,9 @@ from planner.snapshot import (
     load_brokers,
 )
 
-PARSED_SCHEMA = "topic string, partition long, replicas array<long>, size_bytes long, error string, line string"
+PARSED_SCHEMA = (
+    "topic string, partition long, replicas array<long>, size_bytes long, error string, line string"
+)
 
 
 def ship_planner(spark) -> None:
@@ -110,8 +112,9 @@ def read_snapshot(spark, snapshot_dir: str) -> SparkSnapshot:
     # job 1 (also materialises the cache): malformed lines
     errors = parsed.agg(
         F.count_if(F.col("error").isNotNull()).alias("n"),
-        F.slice(F.collect_list(F.when(F.col("error").isNotNull(), F.concat_ws(") ", "error", "line"))), 1, 3)
-        .alias("examples"),
+        F.slice(
+            F.collect_list(F.when(F.col("error").isNotNull(), F.concat_ws(") ", "error", "line"))), 1, 3
+        ).alias("examples"),
     ).collect()[0]
     if errors["n"]:
         shown = "; ".join(f"({e}" for e in errors["examples"])
@@ -124,7 +127,9 @@ def read_snapshot(spark, snapshot_dir: str) -> SparkSnapshot:
         F.count("*").alias("replicas"),
         F.sum(F.when(F.col("pos") == 0, 1).otherwise(0)).alias("leaders"),
     )
-    before = {int(r["broker"]): (int(r["bytes"]), int(r["replicas"]), int(r["leaders"])) for r in agg.collect()}
+    before = {
+        int(r["broker"]): (int(r["bytes"]), int(r["replicas"]), int(r["leaders"])) for r in agg.collect()
+    }
     unknown = sorted(set(before) - set(broker_ids.tolist()))
     if unknown:
         raise PlanInputError(f"{PARTITIONS_FILE}: unknown broker ids {unknown[:20]} (not in brokers.json)")
@@ -162,7 +167,9 @@ def check_aggregates(ss: SparkSnapshot) -> None:
     for i, b in enumerate(snap.broker_ids.tolist()):
         got = ss.before.get(b, (0, 0, 0))
         if got != (int(nbytes[i]), int(count[i]), int(leaders[i])):
-            raise RuntimeError(f"broker {b}: Spark aggregates {got} != driver {nbytes[i], count[i], leaders[i]}")
+            raise RuntimeError(
+                f"broker {b}: Spark aggregates {got} != driver {nbytes[i], count[i], leaders[i]}"
+            )
 
 
 def spark_shed_selector(spark, ss: SparkSnapshot):

@@ -32,9 +32,15 @@ def rack_alternated(brokers: list, racks: dict) -> list:
     return out
 
 
-def kafka_default_assignment(brokers: list, racks: dict | None, n_partitions: int, rf: int,
-                             rng: np.random.Generator, start: int | None = None,
-                             shift: int | None = None) -> list:
+def kafka_default_assignment(
+    brokers: list,
+    racks: dict | None,
+    n_partitions: int,
+    rf: int,
+    rng: np.random.Generator,
+    start: int | None = None,
+    shift: int | None = None,
+) -> list:
     """Replica lists for one topic as Kafka assigns them (``AdminUtils.assignReplicasToBrokers``).
 
     Args:
@@ -72,7 +78,9 @@ def kafka_default_assignment(brokers: list, racks: dict | None, n_partitions: in
             while True:
                 b = arranged[_replica_index(first, shift * nracks, k, n)]
                 k += 1
-                if (racks[b] not in with_rack or len(with_rack) == nracks) and (b not in reps or len(reps) == n):
+                if (racks[b] not in with_rack or len(with_rack) == nracks) and (
+                    b not in reps or len(reps) == n
+                ):
                     reps.append(b)
                     with_rack.add(racks[b])
                     break
@@ -80,9 +88,18 @@ def kafka_default_assignment(brokers: list, racks: dict | None, n_partitions: in
     return out
 
 
-def generate_cluster(n_brokers: int, n_partitions: int, new_brokers: int = 0, racks: int = 3,
-                     rf_choices=(2, 3), skew: float = 0.0, size_sigma: float = 0.8,
-                     topic_sigma: float = 1.2, mean_size: float = 1e8, seed: int = 0):
+def generate_cluster(
+    n_brokers: int,
+    n_partitions: int,
+    new_brokers: int = 0,
+    racks: int = 3,
+    rf_choices=(2, 3),
+    skew: float = 0.0,
+    size_sigma: float = 0.8,
+    topic_sigma: float = 1.2,
+    mean_size: float = 1e8,
+    seed: int = 0,
+):
     """A cluster laid out by Kafka's default assignor, with heavy-tailed partition sizes.
 
     Args:
@@ -103,7 +120,12 @@ def generate_cluster(n_brokers: int, n_partitions: int, new_brokers: int = 0, ra
     total = n_brokers + new_brokers
     rack_names = [f"rack-{chr(97 + i)}" for i in range(racks)] if racks else []
     brokers = [
-        {"id": i, "rack": rack_names[i % racks] if racks else None, "host": f"kafka-{i}.example", "port": 9092}
+        {
+            "id": i,
+            "rack": rack_names[i % racks] if racks else None,
+            "host": f"kafka-{i}.example",
+            "port": 9092,
+        }
         for i in range(total)
     ]
     old = list(range(n_brokers))
@@ -119,7 +141,9 @@ def generate_cluster(n_brokers: int, n_partitions: int, new_brokers: int = 0, ra
         lay = kafka_default_assignment(use, rack_of, count, rf, rng)
         sizes = scale * rng.lognormal(0.0, size_sigma, size=count)
         for p in range(count):
-            parts.append({"topic": f"topic-{t:05d}", "partition": p, "replicas": lay[p], "size_bytes": int(sizes[p])})
+            parts.append(
+                {"topic": f"topic-{t:05d}", "partition": p, "replicas": lay[p], "size_bytes": int(sizes[p])}
+            )
         t += 1
     return brokers, parts
 

@@ -31,7 +31,9 @@ class Checked:
         for name in ("reassignment.json", "rollback.json", "waves.json", "summary.json"):
             with open(os.path.join(out_dir, name)) as f:
                 self.docs[name] = json.load(f)
-        self.plan = {(p["topic"], p["partition"]): p["replicas"] for p in self.docs["reassignment.json"]["partitions"]}
+        self.plan = {
+            (p["topic"], p["partition"]): p["replicas"] for p in self.docs["reassignment.json"]["partitions"]
+        }
         self.after = dict(self.before)
         self.after.update(self.plan)
         self.summary = self.docs["summary.json"]

@@ -11,8 +11,10 @@ from planner.spark_job import _parse_batches
 from reassignment_plan import main
 
 RACKED = [{"id": i, "rack": f"rack-{'abc'[i % 3]}", "host": f"h{i}", "port": 9092} for i in range(6)]
-GOOD = [{"topic": "t", "partition": p, "replicas": [p % 6, (p + 1) % 6, (p + 2) % 6], "size_bytes": 100}
-        for p in range(12)]
+GOOD = [
+    {"topic": "t", "partition": p, "replicas": [p % 6, (p + 1) % 6, (p + 2) % 6], "size_bytes": 100}
+    for p in range(12)
+]
 
 
 def run_bad(tmp_path, capsys, write, brokers, partitions, *args):
@@ -40,7 +42,7 @@ def run_bad(tmp_path, capsys, write, brokers, partitions, *args):
         ('{"topic": "t", "partition": 3, "replicas": [1, 1]}', "lists a broker twice"),
         ('{"topic": "t", "partition": 3, "replicas": [0, 1], "size_bytes": -5}', "'size_bytes' must be"),
         ('{"topic": "t", "partition": 3, "replicas": [0, 1], "size_bytes": 1.5}', "'size_bytes' must be"),
-        ('[1, 2]', "not a JSON object"),
+        ("[1, 2]", "not a JSON object"),
     ],
 )
 def test_malformed_line(tmp_path, capsys, write, line, why):
@@ -63,7 +65,9 @@ def test_spark_line_parser_flags_the_same_lines(line, why):
     batch = pa.RecordBatch.from_pydict({"value": [json.dumps(GOOD[0]), "", line]})
     out = pa.Table.from_batches(list(_parse_batches([batch]))).to_pylist()
     assert len(out) == 2  # the blank line is skipped
-    assert out[0]["error"] is None and out[0]["replicas"] == GOOD[0]["replicas"] and out[0]["size_bytes"] == 100
+    assert (
+        out[0]["error"] is None and out[0]["replicas"] == GOOD[0]["replicas"] and out[0]["size_bytes"] == 100
+    )
     assert why in out[1]["error"] and out[1]["line"] == line and out[1]["topic"] is None
 
 
@@ -119,19 +123,41 @@ def test_bad_brokers_json(tmp_path, capsys, write):
 
 def test_missing_snapshot_files(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["--snapshot", str(tmp_path / "nope"), "--output-dir", str(out), "--mode", "rebalance",
-                 "--engine", "local"])
+    code = main(
+        [
+            "--snapshot",
+            str(tmp_path / "nope"),
+            "--output-dir",
+            str(out),
+            "--mode",
+            "rebalance",
+            "--engine",
+            "local",
+        ]
+    )
     assert code == 2 and "brokers.json: not found" in capsys.readouterr().err
     assert not out.exists()
 
 
 def test_drain_over_the_caps(tmp_path, capsys, write):
     # broker 0 holds 6 replicas of 100 bytes: draining it needs 6 moves and 600 bytes
-    err = run_bad(tmp_path, capsys, write, RACKED, GOOD, "--mode", "decommission", "--brokers", "0",
-                  "--max-bytes", "500")
+    err = run_bad(
+        tmp_path,
+        capsys,
+        write,
+        RACKED,
+        GOOD,
+        "--mode",
+        "decommission",
+        "--brokers",
+        "0",
+        "--max-bytes",
+        "500",
+    )
     assert "draining needs 600 bytes moved, over --max-bytes 500" in err
-    err = run_bad(tmp_path, capsys, write, RACKED, GOOD, "--mode", "decommission", "--brokers", "0",
-                  "--max-moves", "5")
+    err = run_bad(
+        tmp_path, capsys, write, RACKED, GOOD, "--mode", "decommission", "--brokers", "0", "--max-moves", "5"
+    )
     assert "draining needs 6 replica moves, over --max-moves 5" in err
 
 

@@ -111,7 +111,9 @@ def test_reordering_first_balances_leaders_without_moving_data(write, plan):
 
 def test_balanced_cluster_needs_no_plan(write, plan):
     brokers = [{"id": i, "rack": f"r{i}"} for i in range(3)]
-    parts = [{"topic": "t", "partition": p, "replicas": [p % 3, (p + 1) % 3], "size_bytes": 10} for p in range(30)]
+    parts = [
+        {"topic": "t", "partition": p, "replicas": [p % 3, (p + 1) % 3], "size_bytes": 10} for p in range(30)
+    ]
     code, c, err = plan(write(brokers, parts), "--mode", "rebalance")
     assert code == 0, err
     assert c.plan == {} and c.docs["waves.json"] == [] and c.summary["partitions_changed"] == 0
@@ -119,7 +121,9 @@ def test_balanced_cluster_needs_no_plan(write, plan):
 
 def test_crowded_rack_is_fixed(write, plan):
     brokers = [{"id": i, "rack": "ab"[i % 2]} for i in range(4)]
-    parts = [{"topic": "t", "partition": p, "replicas": [p % 4, (p + 1) % 4], "size_bytes": 100} for p in range(8)]
+    parts = [
+        {"topic": "t", "partition": p, "replicas": [p % 4, (p + 1) % 4], "size_bytes": 100} for p in range(8)
+    ]
     parts.append({"topic": "u", "partition": 0, "replicas": [0, 2], "size_bytes": 100})  # both in rack a
     snap = write(brokers, parts)
     code, c, err = plan(snap, "--mode", "rebalance")
@@ -145,7 +149,9 @@ def test_max_moves_and_max_bytes_caps(cluster, plan):
     assert 0 < c.summary["replica_moves"] <= 10
     code, full, err = plan(snap, "--mode", "scale-out", "--brokers", "9,10,11", out="full")
     cap = full.summary["bytes_moved"] // 3
-    code, c, err = plan(snap, "--mode", "scale-out", "--brokers", "9,10,11", "--max-bytes", str(cap), out="capped")
+    code, c, err = plan(
+        snap, "--mode", "scale-out", "--brokers", "9,10,11", "--max-bytes", str(cap), out="capped"
+    )
     assert code == 0, err
     check_rules(c, set(range(12)), leaders_balanced=False)
     assert 0 < c.summary["bytes_moved"] <= cap

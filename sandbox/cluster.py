@@ -344,7 +344,8 @@ def crash_broker(workdir: Workdir, broker_id: int, say: Say = _stderr) -> int:
 
 
 def stall_group(workdir: Workdir, group: str, seconds: float, say: Say = _stderr) -> float:
-    """Make consumer group ``group`` stop committing for ``seconds``; returns the deadline (epoch s).
+    """Make consumer group ``group`` stop progressing for ``seconds`` (it re-commits the offsets it had,
+    see :mod:`sandbox.workload`); returns the deadline (epoch s).
 
     Raises:
         SandboxError: no running sandbox, unknown group, or ``seconds`` <= 0.

@@ -5,10 +5,17 @@ this process only plays the consumer groups of ``settings.WORKLOAD_GROUPS``, old
 consumers: every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` it reads the log end offsets with
 confluent-kafka (``AdminClient.list_offsets``, one call per topic) and writes
 ``end offset - COMMIT_LAG_MSGS`` as a decimal string to ``/consumers/<group>/offsets/<topic>/<p>``,
-which Burrow's ``kafka_zk`` module watches.
+which Burrow's ``kafka_zk`` module watches. The lag Burrow reports (its newer head offset minus the
+commit) is then a few messages, and the lag Burrow stores with each commit is mostly zero: Burrow 1.2.1
+calls a partition OK whenever any stored commit in its window had zero lag.
 
 ``sandbox lag GROUP --stall-seconds S`` writes ``DIR/workload/stall-<group>`` holding a deadline
-(epoch seconds); until then that group commits nothing, so Burrow sees it stop (ERR) and its lag grow.
+(epoch seconds); until then that group stops making progress: like a stuck ZooKeeper consumer whose
+auto-commit keeps running, it re-commits the offsets it had when the stall began. Burrow sees the lag
+grow at every commit and, once its window (``settings.BURROW_INTERVALS`` commits) holds no zero-lag
+commit, rates the partitions STALL and the group ERR. (A group that committed nothing at all would stay
+OK in Burrow 1.2.1: its window would keep the old zero-lag commits.) When the stall ends the group
+commits the end offsets again and is OK at its next commit.
 
 Run as ``python -m sandbox.workload --workdir DIR`` (started by ``sandbox up``; reads ``DIR/sandbox.json``).
 """
@@ -32,7 +39,7 @@ from sandbox import settings, state
 from sandbox.broker import zkpaths
 from sandbox.layout import Workdir
 
-COMMIT_LAG_MSGS = 1  # a following consumer is this many messages behind the end offset it read
+COMMIT_LAG_MSGS = 0  # a following consumer commits this many messages behind the end offset it read
 LIST_OFFSETS_TIMEOUT_S = 2.0
 CONSUMER_OFFSETS = "__consumer_offsets"
 
@@ -111,6 +118,7 @@ class Workload:
             {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 3000, "client.id": "sandbox-workload"}
         )
         self.end_offsets: dict[tuple[str, int], int] = {}
+        self.frozen: dict[str, dict[tuple[str, int], int]] = {}  # stalled group -> offsets it repeats
         self.stopping = threading.Event()
 
     def partitions(self, topic: str) -> list[int]:
@@ -136,20 +144,35 @@ class Workload:
                 except Exception as exc:  # noqa: BLE001 - e.g. partition offline
                     log.debug("end offset of %s-%d unavailable: %s", topic, tp.partition, exc)
 
-    def commit(self, group: str, topics: Iterable[str]) -> int:
-        """Write ``group``'s offsets for ``topics`` to ZooKeeper; returns how many were written."""
+    def committed(self, group: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        """``group``'s committed offsets for ``topics``, read from ZooKeeper."""
+        offsets = {}
+        for topic in topics:
+            for partition in self.partitions(topic):
+                try:
+                    offsets[(topic, partition)] = int(self.zk.get(offsets_path(group, topic, partition))[0])
+                except (NoNodeError, ValueError):
+                    continue
+        return offsets
+
+    def commit(self, group: str, topics: Iterable[str], offsets: dict[tuple[str, int], int] | None = None) -> int:
+        """Write ``group``'s offsets for ``topics`` to ZooKeeper: ``offsets`` when given (a stalled
+        group), else the end offsets minus ``COMMIT_LAG_MSGS``. Returns how many were written."""
         written = 0
         for topic in topics:
             for partition in self.partitions(topic):
-                end = self.end_offsets.get((topic, partition))
-                if end is None or end < 0:
+                if offsets is not None:
+                    value = offsets.get((topic, partition))
+                else:
+                    end = self.end_offsets.get((topic, partition))
+                    value = None if end is None or end < 0 else max(0, end - COMMIT_LAG_MSGS)
+                if value is None:
                     continue
-                value = str(max(0, end - COMMIT_LAG_MSGS)).encode()
                 path = offsets_path(group, topic, partition)
                 if self.zk.exists(path):
-                    self.zk.set(path, value)
+                    self.zk.set(path, str(value).encode())
                 else:
-                    self.zk.create(path, value, makepath=True)
+                    self.zk.create(path, str(value).encode(), makepath=True)
                 written += 1
         return written
 
@@ -160,8 +183,13 @@ class Workload:
         for group, group_topics in settings.WORKLOAD_GROUPS.items():
             deadline = stalled_until(self.workdir, group)
             if deadline is not None:
-                log.info("group %s stalled for %.1f more s", group, deadline - time.time())
+                if group not in self.frozen:
+                    self.frozen[group] = self.committed(group, group_topics)
+                    log.info("group %s stalls until %s", group, time.strftime("%H:%M:%S", time.localtime(deadline)))
+                self.commit(group, group_topics, self.frozen[group])
                 continue
+            if self.frozen.pop(group, None) is not None:
+                log.info("group %s follows again", group)
             self.workdir.stall_file(group).unlink(missing_ok=True)
             self.commit(group, group_topics)
 

@@ -1,0 +1,118 @@
+"""Shared pytest fixtures: the sandbox cluster (one per session) and fresh sandboxes for destructive tests.
+
+- ``sandbox`` (session): ``python -m sandbox up`` once per session in a temp workdir; yields a
+  :class:`sandbox.testing.RunningSandbox` (``.env`` = parsed env.json, ``.workdir``, ``.up_seconds``,
+  helpers ``.cli()``, ``.ssh()``, ``.zk()``, ``.status()``, ``.wait_healthy()``, ``.group_status()``);
+  ``down`` at the end. Tests using it must leave it healthy (every broker running, URP = 0).
+- ``sandbox_env`` (session): just the parsed env.json of ``sandbox``.
+- ``fresh_sandbox`` (function): a factory ``fresh_sandbox(brokers=3, spare_brokers=0, racks=3,
+  kafka_version=None)`` -> RunningSandbox in its own workdir, downed when the test ends. For tests that
+  crash brokers, reassign, stall groups or otherwise leave damage.
+
+Addresses: broker N of a sandbox listens on ``<address base> + N`` (``up --address-base``). Every sandbox
+of a test session gets its own /24 in 127/8, so the shared sandbox and fresh ones run side by side:
+``127.<A>.0.11`` for the shared one, ``127.<A>.<k>.11`` for the k-th fresh one (k = 1, 2, ...), where
+``A`` comes from ``--sandbox-net`` / ``$SANDBOX_TEST_NET`` (default 0) plus the pytest-xdist worker
+number, so parallel sessions (or a developer's own `sandbox up` on 127.0.0.11) do not collide.
+ZooKeeper and Burrow fall back to free ports by themselves.
+
+``--sandbox-workdir DIR`` reuses a sandbox that is already up in DIR (not stopped at the end).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import testing
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sandbox")
+    group.addoption(
+        "--sandbox-net",
+        type=int,
+        default=int(os.environ.get("SANDBOX_TEST_NET", "0")),
+        help="second octet of the 127.X.0.0/16 the test sandboxes' brokers use (default $SANDBOX_TEST_NET or 0)",
+    )
+    group.addoption(
+        "--sandbox-workdir",
+        default=os.environ.get("SANDBOX_TEST_WORKDIR"),
+        help="use the sandbox already running in this workdir instead of starting one",
+    )
+
+
+def _net(config: pytest.Config) -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    net = config.getoption("--sandbox-net") + int(worker.removeprefix("gw") or 0)
+    if not 0 <= net <= 255:
+        raise pytest.UsageError(f"--sandbox-net plus the xdist worker number must be in 0..255 (got {net})")
+    return net
+
+
+@pytest.fixture(scope="session")
+def sandbox(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningSandbox]:
+    """The session's shared sandbox (3 brokers, racks 3, 1 spare host), healthy when handed out."""
+    existing = request.config.getoption("--sandbox-workdir")
+    if existing:
+        running = testing.RunningSandbox.load(Path(existing))
+        yield running
+        running.close()
+        return
+    workdir = tmp_path_factory.mktemp("sandbox-shared")
+    running = testing.start(workdir, brokers=3, spare_brokers=1, address_base=f"127.{_net(request.config)}.0.11")
+    print(f"\nsandbox up took {running.up_seconds:.1f} s ({workdir})")
+    try:
+        yield running
+    finally:
+        result = testing.stop(running)
+        assert result.returncode == 0, f"sandbox down failed: {result.stderr}"
+
+
+@pytest.fixture(scope="session")
+def sandbox_env(sandbox: testing.RunningSandbox) -> dict:
+    """The shared sandbox's env.json, parsed."""
+    return sandbox.env
+
+
+_fresh_counter = itertools.count(1)
+
+
+@pytest.fixture
+def fresh_sandbox(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., testing.RunningSandbox]]:
+    """Factory for sandboxes of this test only (own workdir and broker addresses); all downed at the end."""
+    started: list[testing.RunningSandbox] = []
+
+    def make(
+        brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None
+    ) -> testing.RunningSandbox:
+        k = next(_fresh_counter)
+        if k > 254:
+            raise pytest.UsageError("more than 254 fresh sandboxes in one session")
+        workdir = tmp_path_factory.mktemp("sandbox-fresh")
+        running = testing.start(
+            workdir,
+            brokers=brokers,
+            spare_brokers=spare_brokers,
+            racks=racks,
+            kafka_version=kafka_version,
+            address_base=f"127.{_net(request.config)}.{k}.11",
+        )
+        started.append(running)
+        return running
+
+    yield make
+    errors = []
+    for running in started:
+        result = testing.stop(running)
+        if result.returncode != 0:
+            errors.append(result.stderr)
+    assert not errors, f"sandbox down failed: {errors}"

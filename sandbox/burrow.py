@@ -38,8 +38,8 @@ def render_config(workdir: Workdir, *, brokers: list[str], zookeeper_connect: st
     zk = _toml_list([zookeeper_connect])
     return f"""# written by `python -m sandbox up` (Burrow 1.2.1)
 [general]
-pidfile="{workdir.burrow / 'burrow.run.pid'}"
-stdout-logfile="{workdir.burrow / 'burrow.out'}"
+pidfile="{workdir.burrow / "burrow.run.pid"}"
+stdout-logfile="{workdir.burrow / "burrow.out"}"
 
 [logging]
 filename="{workdir.burrow_log}"
@@ -132,7 +132,9 @@ def group_status(base_url: str, group: str, cluster: str = settings.BURROW_CLUST
     return get(base_url, f"/v3/kafka/{cluster}/consumer/{group}/status").get("status", {})
 
 
-def wait_ready(workdir: Workdir, base_url: str, groups: list[str], timeout_s: float = START_TIMEOUT_S) -> None:
+def wait_ready(
+    workdir: Workdir, base_url: str, groups: list[str], timeout_s: float = START_TIMEOUT_S
+) -> None:
     """Wait until Burrow serves HTTP and lists every group of ``groups``.
 
     Raises:

@@ -15,7 +15,9 @@ from sandbox import status as status_mod
 from sandbox.layout import Workdir
 
 DEFAULT_WORKDIR = ".sandbox"
-ADDRESS_BASE_ENV = "SANDBOX_ADDRESS_BASE"  # default of --address-base (tests give destructive sandboxes their own)
+ADDRESS_BASE_ENV = (
+    "SANDBOX_ADDRESS_BASE"  # default of --address-base (tests give destructive sandboxes their own)
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,17 +31,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", parents=[common], help="start the sandbox; returns when it is healthy")
-    up.add_argument("--brokers", type=int, default=3, help="brokers started (ids 0..N-1; default %(default)s)")
-    up.add_argument("--spare-brokers", type=int, default=0,
-                    help="spare broker hosts prepared with sshd but no broker (ids N..N+K-1; default %(default)s)")
-    up.add_argument("--racks", type=int, default=3, help="racks; broker id is in rack-(id %% R) (default %(default)s)")
-    up.add_argument("--kafka-version", default=settings.DEFAULT_KAFKA_VERSION,
-                    help="installed Kafka version on every host (default %(default)s)")
-    up.add_argument("--address-base", default=os.environ.get(ADDRESS_BASE_ENV, settings.BROKER_HOST_BASE),
-                    help="address of broker 0; broker N gets the address + N "
-                    f"(default %(default)s; env {ADDRESS_BASE_ENV})")
-    up.add_argument("--timeout", type=float, default=settings.UP_TIMEOUT_S,
-                    help="seconds to wait for a healthy cluster (default %(default)s)")
+    up.add_argument(
+        "--brokers", type=int, default=3, help="brokers started (ids 0..N-1; default %(default)s)"
+    )
+    up.add_argument(
+        "--spare-brokers",
+        type=int,
+        default=0,
+        help="spare broker hosts prepared with sshd but no broker (ids N..N+K-1; default %(default)s)",
+    )
+    up.add_argument(
+        "--racks", type=int, default=3, help="racks; broker id is in rack-(id %% R) (default %(default)s)"
+    )
+    up.add_argument(
+        "--kafka-version",
+        default=settings.DEFAULT_KAFKA_VERSION,
+        help="installed Kafka version on every host (default %(default)s)",
+    )
+    up.add_argument(
+        "--address-base",
+        default=os.environ.get(ADDRESS_BASE_ENV, settings.BROKER_HOST_BASE),
+        help="address of broker 0; broker N gets the address + N "
+        f"(default %(default)s; env {ADDRESS_BASE_ENV})",
+    )
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=settings.UP_TIMEOUT_S,
+        help="seconds to wait for a healthy cluster (default %(default)s)",
+    )
 
     sub.add_parser("down", parents=[common], help="stop everything the sandbox started")
     sub.add_parser("status", parents=[common], help="print the sandbox's state as JSON")

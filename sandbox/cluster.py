@@ -69,7 +69,9 @@ def _validate_up_args(brokers: int, spares: int, racks: int, kafka_version: str,
         raise SandboxError(f"--kafka-version must look like 3.6.2 (got {kafka_version!r})") from None
     parts = address_base.split(".")
     if len(parts) != 4 or parts[0] != "127" or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts):
-        raise SandboxError(f"--address-base must be a loopback address like 127.0.0.11 (got {address_base!r})")
+        raise SandboxError(
+            f"--address-base must be a loopback address like 127.0.0.11 (got {address_base!r})"
+        )
     try:
         hosts.address(brokers + spares - 1, address_base)
     except ValueError as exc:
@@ -81,7 +83,9 @@ def _owner_of(host: str, port: int) -> str:
     for pid in procs.listener_pids(host, port):
         owner = procs.environ(pid).get("SANDBOX_WORKDIR")
         if owner:
-            return f"the sandbox in {owner} (pid {pid}); stop it with `python -m sandbox down --workdir {owner}`"
+            return (
+                f"the sandbox in {owner} (pid {pid}); stop it with `python -m sandbox down --workdir {owner}`"
+            )
         cmd = " ".join(procs.cmdline(pid))[:80]
         return f"pid {pid} ({cmd})"
     return "another process"
@@ -163,16 +167,24 @@ def up(
                 existing = state.load(workdir)
             except state.NotASandbox:
                 existing = None
-            wanted = {"brokers": brokers, "spare_brokers": spares, "racks": racks,
-                      "kafka_version": kafka_version, "address_base": address_base}
+            wanted = {
+                "brokers": brokers,
+                "spare_brokers": spares,
+                "racks": racks,
+                "kafka_version": kafka_version,
+                "address_base": address_base,
+            }
             if existing is not None and existing.options() == wanted:
-                say(f"sandbox already running in {workdir.root} ({len(running)} processes); "
-                    f"bootstrap servers {existing.bootstrap_servers}")
+                say(
+                    f"sandbox already running in {workdir.root} ({len(running)} processes); "
+                    f"bootstrap servers {existing.bootstrap_servers}"
+                )
                 return existing
             options = existing.options() if existing else "unknown options"
             raise SandboxError(
                 f"{workdir.root} is the workdir of another running sandbox ({options}); "
-                f"stop it first with `python -m sandbox down --workdir {workdir.root}` or choose another --workdir"
+                f"stop it first with `python -m sandbox down --workdir {workdir.root}` "
+                "or choose another --workdir"
             )
         _prepare_workdir(workdir)
         specs = hosts.specs(brokers, spares, racks, address_base)
@@ -197,9 +209,12 @@ def up(
             if isinstance(exc, SandboxError) or not isinstance(exc, Exception):
                 raise
             raise SandboxError(f"sandbox up failed: {exc}") from exc
-        say(f"sandbox up in {time.monotonic() - started:.1f} s: {brokers} brokers ({info.bootstrap_servers}), "
+        say(
+            f"sandbox up in {time.monotonic() - started:.1f} s: "
+            f"{brokers} brokers ({info.bootstrap_servers}), "
             f"{spares} spare hosts, ZooKeeper {info.zookeeper_connect}, Burrow {info.burrow_url}; "
-            f"see {workdir.env_json}")
+            f"see {workdir.env_json}"
+        )
         return info
 
 
@@ -224,7 +239,9 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
             for spec in active:
                 host = workdir.host(spec.id)
                 if not service.broker_pid(host) and host.broker_failed.exists():
-                    raise SandboxError(f"broker {spec.id} failed to start: {host.broker_failed.read_text().strip()}")
+                    raise SandboxError(
+                        f"broker {spec.id} failed to start: {host.broker_failed.read_text().strip()}"
+                    )
             return set(expected) <= {int(b) for b in zk.get_children("/brokers/ids")}
 
         procs.wait_for(all_registered, remaining(), f"brokers {expected} to register in ZooKeeper")
@@ -242,8 +259,12 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
             log_file=workdir.workload_log,
             pid_file=workdir.workload_pid,
             workdir=workdir.root,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
+                ),
+            },
         )
         for spec in specs:
             sshd.wait_listening(workdir, spec.id, spec.host, timeout_s=remaining())
@@ -254,7 +275,9 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
             return last["health"].healthy(expected)
 
         try:
-            procs.wait_for(healthy, remaining(), "every partition to have a leader and a full ISR", poll_s=0.2)
+            procs.wait_for(
+                healthy, remaining(), "every partition to have a leader and a full ISR", poll_s=0.2
+            )
         except procs.Timeout as exc:
             raise procs.Timeout(f"{exc}: {last['health'].problems(expected)}") from None
         say(f"{last['health'].partitions} partitions led, URP = 0")
@@ -304,7 +327,11 @@ def down(workdir: Workdir, say: Say = _stderr) -> list[str]:
         return []
     with workdir_lock(workdir):
         stopped = _stop_all(workdir, say)
-    say(f"sandbox in {workdir.root} stopped: {', '.join(stopped)}" if stopped else f"nothing running in {workdir.root}")
+    say(
+        f"sandbox in {workdir.root} stopped: {', '.join(stopped)}"
+        if stopped
+        else f"nothing running in {workdir.root}"
+    )
     return stopped
 
 
@@ -314,7 +341,9 @@ def _load_running(workdir: Workdir) -> state.SandboxState:
     except state.NotASandbox as exc:
         raise SandboxError(str(exc)) from None
     if not state.running_processes(workdir):
-        raise SandboxError(f"the sandbox in {workdir.root} is not running: start it with `python -m sandbox up`")
+        raise SandboxError(
+            f"the sandbox in {workdir.root} is not running: start it with `python -m sandbox up`"
+        )
     return info
 
 
@@ -335,11 +364,15 @@ def crash_broker(workdir: Workdir, broker_id: int, say: Say = _stderr) -> int:
     host = workdir.host(broker_id)
     pid = service.broker_pid(host)
     if not pid:
-        raise SandboxError(f"broker {broker_id} is not running (kafka-service status: {service.status(host)[0]})")
+        raise SandboxError(
+            f"broker {broker_id} is not running (kafka-service status: {service.status(host)[0]})"
+        )
     procs.signal_pid(pid, signal.SIGKILL)
     procs.wait_for(lambda: not procs.is_alive(pid), 5.0, f"broker {broker_id} (pid {pid}) to die")
-    say(f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
-        f"{settings.ZK_SESSION_TIMEOUT_S:.0f} s")
+    say(
+        f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
+        f"{settings.ZK_SESSION_TIMEOUT_S:.0f} s"
+    )
     return pid
 
 
@@ -352,7 +385,9 @@ def stall_group(workdir: Workdir, group: str, seconds: float, say: Say = _stderr
     """
     _load_running(workdir)
     if group not in settings.WORKLOAD_GROUPS:
-        raise SandboxError(f"unknown consumer group {group!r}: the workload runs {', '.join(settings.WORKLOAD_GROUPS)}")
+        raise SandboxError(
+            f"unknown consumer group {group!r}: the workload runs {', '.join(settings.WORKLOAD_GROUPS)}"
+        )
     if seconds <= 0:
         raise SandboxError(f"--stall-seconds must be positive (got {seconds})")
     if not procs.alive_from_pid_file(workdir.workload_pid):

@@ -38,10 +38,20 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
         "burrow_cluster": settings.BURROW_CLUSTER,
         "consumer_groups": list(settings.WORKLOAD_GROUPS),
         "brokers": [
-            {"id": s.id, "host": s.host, "port": settings.BROKER_PORT, "ssh_port": settings.SSH_PORT, "rack": s.rack}
+            {
+                "id": s.id,
+                "host": s.host,
+                "port": settings.BROKER_PORT,
+                "ssh_port": settings.SSH_PORT,
+                "rack": s.rack,
+            }
             for s in info.broker_specs
         ],
-        "ssh": {"user": sshd.user(), "key_file": str(workdir.client_key), "known_hosts": str(workdir.known_hosts)},
+        "ssh": {
+            "user": sshd.user(),
+            "key_file": str(workdir.client_key),
+            "known_hosts": str(workdir.known_hosts),
+        },
     }
 
 

@@ -128,7 +128,9 @@ def start(workdir: Workdir, broker_id: int, address: str) -> int:
     return procs.spawn(argv, log_file=host.sshd_log, pid_file=host.sshd_pid, workdir=workdir.root)
 
 
-def wait_listening(workdir: Workdir, broker_id: int, address: str, timeout_s: float = START_TIMEOUT_S) -> None:
+def wait_listening(
+    workdir: Workdir, broker_id: int, address: str, timeout_s: float = START_TIMEOUT_S
+) -> None:
     """Wait until host ``broker_id``'s sshd accepts connections.
 
     Raises:

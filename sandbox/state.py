@@ -82,7 +82,9 @@ def load(workdir: Workdir) -> SandboxState:
     try:
         data = json.loads(workdir.state_json.read_text())
     except FileNotFoundError:
-        raise NotASandbox(f"no sandbox in {workdir.root} (no sandbox.json): run `python -m sandbox up`") from None
+        raise NotASandbox(
+            f"no sandbox in {workdir.root} (no sandbox.json): run `python -m sandbox up`"
+        ) from None
     except ValueError as exc:
         raise NotASandbox(f"{workdir.state_json} is not valid JSON: {exc}") from None
     return SandboxState(**data)

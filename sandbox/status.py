@@ -14,9 +14,10 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from sandbox import burrow, procs, settings, state
+from sandbox import burrow, settings, state
 from sandbox.broker import zkpaths
 from sandbox.layout import Workdir
+from sandbox.workload import stalled_until
 
 
 @dataclass
@@ -49,8 +50,11 @@ class ClusterHealth:
             parts.append(f"brokers not registered: {missing}")
         if self.controller is None:
             parts.append("no controller")
-        for label, items in [("offline", self.offline), ("under-replicated", self.under_replicated),
-                             ("without state", self.unassigned)]:
+        for label, items in [
+            ("offline", self.offline),
+            ("under-replicated", self.under_replicated),
+            ("without state", self.unassigned),
+        ]:
             if items:
                 parts.append(f"{len(items)} {label} partitions (e.g. {', '.join(items[:3])})")
         return "; ".join(parts) or "healthy"
@@ -131,9 +135,6 @@ def report(workdir: Workdir) -> dict[str, Any]:
             groups[group] = {"status": st.get("status"), "total_lag": st.get("totallag")}
         except Exception as exc:  # noqa: BLE001
             groups[group] = {"status": None, "error": str(exc)}
-        stalled = None
-        from sandbox.workload import stalled_until  # local: avoid importing confluent-kafka at module load
-
         stalled = stalled_until(workdir, group)
         if stalled:
             groups[group]["stalled_until"] = stalled
@@ -143,8 +144,3 @@ def report(workdir: Workdir) -> dict[str, Any]:
 
 def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=False)
-
-
-def workdir_running(workdir: Workdir) -> bool:
-    """Whether any sandbox process of ``workdir`` runs (by pid files)."""
-    return bool(state.running_processes(workdir)) or bool(procs.find_workdir_processes(workdir.root))

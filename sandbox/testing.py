@@ -136,7 +136,9 @@ class RunningSandbox:
 
     def wait_healthy(self, timeout_s: float = 60.0, brokers: list[int] | None = None) -> None:
         """Wait until ``brokers`` (default: the non-spare brokers) are registered and URP = 0."""
-        expected = brokers if brokers is not None else [b["id"] for b in self.env["brokers"]][: self.active_count]
+        expected = (
+            brokers if brokers is not None else [b["id"] for b in self.env["brokers"]][: self.active_count]
+        )
         last: dict[str, Any] = {}
 
         def healthy() -> bool:
@@ -218,8 +220,17 @@ def start(
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
     """
-    args = ["up", "--workdir", str(workdir), "--brokers", str(brokers), "--spare-brokers", str(spare_brokers),
-            "--racks", str(racks)]
+    args = [
+        "up",
+        "--workdir",
+        str(workdir),
+        "--brokers",
+        str(brokers),
+        "--spare-brokers",
+        str(spare_brokers),
+        "--racks",
+        str(racks),
+    ]
     if kafka_version:
         args += ["--kafka-version", kafka_version]
     if address_base:

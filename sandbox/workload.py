@@ -48,13 +48,20 @@ log = logging.getLogger("sandbox.workload")
 
 def topic_plan(brokers: int) -> dict[str, tuple[int, int, int]]:
     """``{topic: (partitions, replication factor, initial bytes per partition)}`` for a cluster of
-    ``brokers`` brokers: ``settings.WORKLOAD_TOPICS`` plus ``__consumer_offsets``, RF capped at ``brokers``."""
+    ``brokers`` brokers: ``settings.WORKLOAD_TOPICS`` plus ``__consumer_offsets``, RF capped at
+    ``brokers``."""
     plan = {name: (p, min(rf, brokers), size) for name, (p, rf, size) in settings.WORKLOAD_TOPICS.items()}
-    plan[CONSUMER_OFFSETS] = (settings.CONSUMER_OFFSETS_PARTITIONS, min(settings.CONSUMER_OFFSETS_RF, brokers), 0)
+    plan[CONSUMER_OFFSETS] = (
+        settings.CONSUMER_OFFSETS_PARTITIONS,
+        min(settings.CONSUMER_OFFSETS_RF, brokers),
+        0,
+    )
     return plan
 
 
-def create_topics(zk: KazooClient, brokers: Iterable[tuple[int, str | None]]) -> dict[str, dict[int, list[int]]]:
+def create_topics(
+    zk: KazooClient, brokers: Iterable[tuple[int, str | None]]
+) -> dict[str, dict[int, list[int]]]:
     """Create the workload topics (skipping existing ones) on ``brokers`` (``(id, rack)`` pairs)
     through ZooKeeper; the controller then elects their leaders. Returns ``{topic: assignment}``."""
     brokers = list(brokers)
@@ -115,7 +122,11 @@ class Workload:
         self.workdir = workdir
         self.zk = KazooClient(hosts=zookeeper_connect, timeout=10.0)
         self.admin = AdminClient(
-            {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 3000, "client.id": "sandbox-workload"}
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "socket.timeout.ms": 3000,
+                "client.id": "sandbox-workload",
+            }
         )
         self.end_offsets: dict[tuple[str, int], int] = {}
         self.frozen: dict[str, dict[tuple[str, int], int]] = {}  # stalled group -> offsets it repeats
@@ -155,7 +166,9 @@ class Workload:
                     continue
         return offsets
 
-    def commit(self, group: str, topics: Iterable[str], offsets: dict[tuple[str, int], int] | None = None) -> int:
+    def commit(
+        self, group: str, topics: Iterable[str], offsets: dict[tuple[str, int], int] | None = None
+    ) -> int:
         """Write ``group``'s offsets for ``topics`` to ZooKeeper: ``offsets`` when given (a stalled
         group), else the end offsets minus ``COMMIT_LAG_MSGS``. Returns how many were written."""
         written = 0
@@ -185,7 +198,9 @@ class Workload:
             if deadline is not None:
                 if group not in self.frozen:
                     self.frozen[group] = self.committed(group, group_topics)
-                    log.info("group %s stalls until %s", group, time.strftime("%H:%M:%S", time.localtime(deadline)))
+                    log.info(
+                        "group %s stalls until %s", group, time.strftime("%H:%M:%S", time.localtime(deadline))
+                    )
                 self.commit(group, group_topics, self.frozen[group])
                 continue
             if self.frozen.pop(group, None) is not None:
@@ -203,7 +218,9 @@ class Workload:
                     self.tick()
                 except Exception:  # noqa: BLE001 - a failed round is logged; the next one retries
                     log.exception("workload round failed")
-                self.stopping.wait(max(0.0, settings.WORKLOAD_COMMIT_INTERVAL_S - (time.monotonic() - started)))
+                self.stopping.wait(
+                    max(0.0, settings.WORKLOAD_COMMIT_INTERVAL_S - (time.monotonic() - started))
+                )
         finally:
             self.zk.stop()
             self.zk.close()

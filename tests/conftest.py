@@ -37,7 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sandbox-net",
         type=int,
         default=int(os.environ.get("SANDBOX_TEST_NET", "0")),
-        help="second octet of the 127.X.0.0/16 the test sandboxes' brokers use (default $SANDBOX_TEST_NET or 0)",
+        help="second octet of the 127.X.0.0/16 the test sandboxes' brokers use "
+        "(default $SANDBOX_TEST_NET or 0)",
     )
     group.addoption(
         "--sandbox-workdir",
@@ -66,7 +67,9 @@ def sandbox(
         running.close()
         return
     workdir = tmp_path_factory.mktemp("sandbox-shared")
-    running = testing.start(workdir, brokers=3, spare_brokers=1, address_base=f"127.{_net(request.config)}.0.11")
+    running = testing.start(
+        workdir, brokers=3, spare_brokers=1, address_base=f"127.{_net(request.config)}.0.11"
+    )
     print(f"\nsandbox up took {running.up_seconds:.1f} s ({workdir})")
     try:
         yield running

@@ -20,7 +20,13 @@ from sandbox.testing import RunningSandbox, run_cli, wait_for
 pytestmark = pytest.mark.sandbox
 
 ENV_KEYS = {
-    "bootstrap_servers", "zookeeper_connect", "burrow_url", "burrow_cluster", "consumer_groups", "brokers", "ssh"
+    "bootstrap_servers",
+    "zookeeper_connect",
+    "burrow_url",
+    "burrow_cluster",
+    "consumer_groups",
+    "brokers",
+    "ssh",
 }
 
 
@@ -41,7 +47,9 @@ def test_up_is_healthy_within_60_s(sandbox: RunningSandbox) -> None:
     assert status["alive_brokers"] == [0, 1, 2]
     assert status["controller"] in (0, 1, 2)
     assert status["urp_count"] == 0 and status["offline_partitions"] == []
-    expected_partitions = sum(p for p, _, _ in settings.WORKLOAD_TOPICS.values()) + settings.CONSUMER_OFFSETS_PARTITIONS
+    expected_partitions = (
+        sum(p for p, _, _ in settings.WORKLOAD_TOPICS.values()) + settings.CONSUMER_OFFSETS_PARTITIONS
+    )
     assert status["partitions"] == expected_partitions
 
 
@@ -67,7 +75,11 @@ def test_env_json_has_exactly_the_issue_keys(sandbox: RunningSandbox) -> None:
 
 def test_airflow_env_defines_the_three_connections(sandbox: RunningSandbox) -> None:
     env = airflow_env(sandbox)
-    assert sorted(env) == ["AIRFLOW_CONN_KAFKA_SANDBOX", "AIRFLOW_CONN_SANDBOX_BURROW", "AIRFLOW_CONN_SANDBOX_SSH"]
+    assert sorted(env) == [
+        "AIRFLOW_CONN_KAFKA_SANDBOX",
+        "AIRFLOW_CONN_SANDBOX_BURROW",
+        "AIRFLOW_CONN_SANDBOX_SSH",
+    ]
     kafka = json.loads(env["AIRFLOW_CONN_KAFKA_SANDBOX"])
     ssh = json.loads(env["AIRFLOW_CONN_SANDBOX_SSH"])
     http = json.loads(env["AIRFLOW_CONN_SANDBOX_BURROW"])
@@ -81,7 +93,10 @@ def test_airflow_env_defines_the_three_connections(sandbox: RunningSandbox) -> N
     assert os.path.isfile(server_properties) and "broker.id=1" in open(server_properties).read()
     assert ssh["conn_type"] == "ssh" and ssh["port"] == 2222 and ssh["login"] == sandbox.env["ssh"]["user"]
     assert ssh["extra"]["no_host_key_check"] is False and ssh["extra"]["host_key"].startswith("ssh-ed25519 ")
-    assert http["conn_type"] == "http" and f"{http['schema']}://{http['host']}:{http['port']}" == sandbox.burrow_url
+    assert (
+        http["conn_type"] == "http"
+        and f"{http['schema']}://{http['host']}:{http['port']}" == sandbox.burrow_url
+    )
     # The cluster profile code of the plugins accepts the kafka connection as it is.
     sys.path.insert(0, str(PROJECT_ROOT / "plugins"))
     from kafka_ops.profile import ClusterProfile
@@ -106,7 +121,9 @@ def test_ssh_rejects_an_unknown_host_key(sandbox: RunningSandbox, tmp_path) -> N
         sandbox.ssh_client(0, known_hosts=empty)
 
 
-def test_airflow_ssh_hook_connects_with_the_connection_of_airflow_env(sandbox: RunningSandbox, monkeypatch) -> None:
+def test_airflow_ssh_hook_connects_with_the_connection_of_airflow_env(
+    sandbox: RunningSandbox, monkeypatch
+) -> None:
     pytest.importorskip("airflow.providers.ssh.hooks.ssh")
     monkeypatch.setenv("AIRFLOW_CONN_SANDBOX_SSH", airflow_env(sandbox)["AIRFLOW_CONN_SANDBOX_SSH"])
     from airflow.providers.ssh.hooks.ssh import SSHHook
@@ -114,13 +131,16 @@ def test_airflow_ssh_hook_connects_with_the_connection_of_airflow_env(sandbox: R
     host = sandbox.broker(2)["host"]
     hook = SSHHook(ssh_conn_id="sandbox_ssh", remote_host=host, cmd_timeout=30)
     with hook.get_conn() as client:
-        rc, out, _ = hook.exec_ssh_client_command(client, "kafka-service status", get_pty=False, environment=None)
+        rc, out, _ = hook.exec_ssh_client_command(
+            client, "kafka-service status", get_pty=False, environment=None
+        )
     assert rc == 0 and out.decode().strip() == "active"
 
 
 def test_burrow_lists_the_groups_with_status_ok(sandbox: RunningSandbox) -> None:
     seen: dict[str, list] = {}
     for group in sandbox.env["consumer_groups"]:
+
         def ok(g: str = group) -> bool:
             seen.setdefault(g, []).append(sandbox.group_status(g))
             return seen[g][-1] == "OK"
@@ -170,7 +190,10 @@ def test_missing_debian_package_is_named_with_the_install_command(tmp_path) -> N
     )
     result = subprocess.run(
         [sys.executable, "-c", code, "up", "--workdir", str(tmp_path / "w")],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
     assert "missing Debian package(s): burrow (/nonexistent/Burrow not found)" in result.stderr
@@ -214,7 +237,9 @@ def test_lag_turns_the_group_err_in_burrow_then_ok_again(fresh_sandbox) -> None:
     result = sbx.cli("lag", "auditor", "--stall-seconds", str(stall_s))
     assert result.returncode == 0, result.stderr
     began = time.monotonic()
-    seen = wait_for(lambda: (s := sbx.group_status("auditor")) in ("WARN", "ERR") and s, stall_s, "auditor WARN/ERR")
+    seen = wait_for(
+        lambda: (s := sbx.group_status("auditor")) in ("WARN", "ERR") and s, stall_s, "auditor WARN/ERR"
+    )
     assert seen in ("WARN", "ERR")
     assert sbx.group_status("orders-service") == "OK"  # the other groups keep committing
     assert sbx.status()["consumer_groups"]["auditor"]["status"] in ("WARN", "ERR")

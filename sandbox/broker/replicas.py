@@ -212,9 +212,14 @@ class ReplicaManager:
         return min(rates) if rates else None
 
     def apply_fetch(self, answers: list[tuple[PartitionState, dict]], dt: float) -> None:
-        """Copy bytes from leaders' answers within this round's budgets (unthrottled and throttled)."""
-        budget = settings.REPLICATION_BYTES_PER_S * dt
-        throttled_budget: dict[float, float] = {}
+        """Copy bytes from leaders' answers within this round's budgets (unthrottled and throttled).
+
+        A budget is shared max-min fairly among the replicas that miss bytes (water-filling): replicas
+        that only miss the last round's produce take that, a lagging or new replica gets the rest. So a
+        broker whose other replicas are all in sync catches up (or copies a reassigned partition) at
+        the full replication rate, as a Kafka follower fills its fetch responses with the lagging
+        partition's data; splitting the budget evenly across every hosted partition would slow it down
+        by the number of partitions on the broker."""
         needs = []
         for p, answer in answers:
             if answer.get("error"):
@@ -225,23 +230,23 @@ class ReplicaManager:
             if replica.leo > answer["leo"]:  # truncate to the leader's log (new leader epoch)
                 replica.leo, replica.size_bytes = answer["leo"], answer["size"]
                 continue
-            needs.append((p, replica, answer, self.throttled(p)))
-        unthrottled = [n for n in needs if n[3] is None]
-        for rate in {n[3] for n in needs if n[3] is not None}:
-            throttled_budget[rate] = rate * dt
-        for _p, replica, answer, rate in needs:
-            missing_bytes = max(answer["size"] - replica.size_bytes, 0.0)
-            missing_msgs = max(answer["leo"] - replica.leo, 0.0)
-            if rate is None:
-                share = budget / max(len(unthrottled), 1)
-            else:
-                share = throttled_budget[rate] / max(sum(1 for n in needs if n[3] == rate), 1)
-            step = min(missing_bytes, share)
-            if missing_bytes <= 0 or step >= missing_bytes:
-                replica.leo, replica.size_bytes = answer["leo"], max(answer["size"], replica.size_bytes)
-            else:
-                replica.size_bytes += step
-                replica.leo += missing_msgs * step / missing_bytes
+            needs.append((replica, answer, self.throttled(p)))
+        groups: dict[float | None, list[tuple[Replica, dict]]] = {}
+        for replica, answer, rate in needs:
+            groups.setdefault(rate, []).append((replica, answer))
+        for rate, members in groups.items():
+            budget = (settings.REPLICATION_BYTES_PER_S if rate is None else rate) * dt
+            members.sort(key=lambda m: max(m[1]["size"] - m[0].size_bytes, 0.0))
+            for left, (replica, answer) in zip(range(len(members), 0, -1), members, strict=True):
+                missing_bytes = max(answer["size"] - replica.size_bytes, 0.0)
+                missing_msgs = max(answer["leo"] - replica.leo, 0.0)
+                step = min(missing_bytes, budget / left)
+                budget -= step
+                if missing_bytes <= 0 or step >= missing_bytes:
+                    replica.leo, replica.size_bytes = answer["leo"], max(answer["size"], replica.size_bytes)
+                else:
+                    replica.size_bytes += step
+                    replica.leo += missing_msgs * step / missing_bytes
 
 
 def _listed(throttled_replicas: str, partition: int, broker: int) -> bool:

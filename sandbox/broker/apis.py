@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from kazoo.exceptions import NoNodeError
 from kio.schema.errors import ErrorCode
 
 from sandbox.broker import zkpaths
@@ -196,10 +197,19 @@ class KafkaApis:
         return configs
 
     def topic_configs(self, topic: str) -> dict[str, tuple[str, int]]:
+        """A topic's configs. The overrides are read from ``/config/topics/<topic>`` in ZooKeeper, not
+        from the metadata cache: ZK-mode Kafka does the same (``AdminManager.describeConfigs`` fetches
+        the entity config from ZooKeeper), so a DescribeConfigs right after an AlterConfigs, on any
+        broker, shows the new value."""
         broker = self.broker_configs()
         configs = {k: (v, SOURCE_DEFAULT) for k, v in TOPIC_DEFAULT_KEYS.items()}
         configs["min.insync.replicas"] = (broker["min.insync.replicas"][0], broker["min.insync.replicas"][1])
-        for key, value in self.cache.topics[topic].configs.items():
+        try:
+            stored = zkpaths.loads(self.broker.zk.get(f"{zkpaths.CONFIG_TOPICS}/{topic}")[0])
+        except NoNodeError:
+            stored = None
+        overrides = stored.get("config", {}) if isinstance(stored, dict) else {}
+        for key, value in overrides.items():
             configs[key] = (value, SOURCE_TOPIC)
         return configs
 

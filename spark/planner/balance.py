@@ -206,9 +206,9 @@ def resolve_request(snap: Snapshot, opts: PlanOptions) -> tuple[np.ndarray, np.n
     rf = snap.rf
     max_rf = int(rf.max())
     if kept.sum() < max_rf:
+        what = "decommission leaves" if opts.mode == "decommission" else "the cluster has"
         raise PlanInputError(
-            f"decommission leaves {int(kept.sum())} brokers, "
-            f"fewer than the largest replication factor {max_rf}"
+            f"{what} {int(kept.sum())} brokers, fewer than the largest replication factor {max_rf}"
         )
     if snap.racks and snap.racks[0] is not None:
         rack_idx = rack_indexes(snap.racks)

@@ -34,7 +34,8 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
         orig: int array (P, R), replicas before the plan (broker indexes, -1 padded).
         new: int array (P, R), replicas after the plan.
         kept: bool array (B,), brokers that hold replicas after the plan.
-        max_paths: bound on augmenting-path searches (each costs O(P * R)).
+        max_paths: bound on rounds of augmenting-path searches (each round rebuilds the leader ->
+            follower adjacency, O(P * R log(P * R))).
 
     Returns the leader per partition, int array (P,). Every broker ends at most ``ceil(P / K)``
     leaders when the replica placement allows it (K = kept brokers).
@@ -72,39 +73,77 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
                 lead[p] = u
                 counts[h] -= 1
                 counts[u] += 1
-    # 3. augmenting paths for what is left above cap
+    # 3. augmenting paths for what is left above cap; one adjacency build serves many searches
     for _ in range(max_paths):
         over = np.nonzero(counts > cap)[0]
         if not len(over):
             break
-        path = _find_path(lead, new, valid, counts, int(over[0]), cap, nb)
-        if path is None:
+        adj = _adjacency(lead, new, valid, nb)
+        progress = False
+        for h in over.tolist():
+            while counts[h] > cap:
+                path = _find_path(adj, lead, counts, h, cap)
+                if path is None:
+                    break
+                for p, frm, to in path:
+                    lead[p] = to
+                    counts[frm] -= 1
+                    counts[to] += 1
+                progress = True
+        if not progress:
             break
-        for p, frm, to in path:
-            lead[p] = to
-            counts[frm] -= 1
-            counts[to] += 1
     return lead
 
 
-def _find_path(lead, new, valid, counts, start, cap, nb):
-    """BFS from ``start`` to a broker under cap; returns [(partition, from, to), ...] or None."""
-    pairs_from = np.repeat(lead[:, None], new.shape[1], axis=1)[valid]
-    pairs_to = new[valid]
-    pidx = np.repeat(np.arange(len(lead))[:, None], new.shape[1], axis=1)[valid]
-    keep = pairs_from != pairs_to
-    code = pairs_from[keep].astype(np.int64) * nb + pairs_to[keep]
-    uniq, first = np.unique(code, return_index=True)
-    via = pidx[keep][first]
+class _Edges:
+    """Partitions led by v with u as a follower, consumed lazily (leaders change as paths apply)."""
+
+    __slots__ = ("parts", "pos")
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.pos = 0
+
+    def next_valid(self, lead, v):
+        while self.pos < len(self.parts):
+            p = self.parts[self.pos]
+            if lead[p] == v:
+                return p
+            self.pos += 1
+        return None
+
+
+def _adjacency(lead, new, valid, nb):
+    """{leader v: [(follower u, _Edges), ...]} over all partitions (O(P * R log) numpy)."""
+    width = new.shape[1]
+    frm = np.repeat(lead[:, None], width, axis=1)[valid]
+    to = new[valid].astype(np.int64)
+    pidx = np.repeat(np.arange(len(lead))[:, None], width, axis=1)[valid]
+    keep = frm != to
+    code = frm[keep].astype(np.int64) * nb + to[keep]
+    pidx = pidx[keep]
+    order = np.argsort(code, kind="stable")
+    code, pidx = code[order], pidx[order]
+    starts = np.concatenate(([0], np.nonzero(np.diff(code))[0] + 1))
+    ends = np.concatenate((starts[1:], [len(code)]))
     adj: dict[int, list] = {}
-    for c, p in zip(uniq.tolist(), via.tolist(), strict=True):
-        adj.setdefault(c // nb, []).append((c % nb, p))
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        c = int(code[a])
+        adj.setdefault(c // nb, []).append((c % nb, _Edges(pidx[a:b].tolist())))
+    return adj
+
+
+def _find_path(adj, lead, counts, start, cap):
+    """BFS from ``start`` to a broker under cap; returns [(partition, from, to), ...] or None."""
     prev = {start: None}
     queue = deque([start])
     while queue:
         v = queue.popleft()
-        for u, p in adj.get(v, []):
+        for u, edges in adj.get(v, []):
             if u in prev:
+                continue
+            p = edges.next_valid(lead, v)
+            if p is None:
                 continue
             prev[u] = (v, p)
             if counts[u] < cap:

@@ -169,7 +169,7 @@ def _run_spark(snapshot, output_dir, opts, wave_bytes, wave_moves_per_broker, sp
         ship_planner(spark)
         timings = {}
         t0 = time.monotonic()
-        ss = read_snapshot(spark, snapshot)
+        ss = read_snapshot(spark, snapshot, timings)
         check_aggregates(ss)
         timings["read_validate_aggregate_s"] = round(time.monotonic() - t0, 3)
         t1 = time.monotonic()

@@ -60,6 +60,7 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._refresh_pending = False
         self._stop = asyncio.Event()
+        self._shutdown_done = False  # controlled shutdown finished: no longer runs for controller
         self._tasks: list[asyncio.Task] = []
         self._session_lost = False
 
@@ -100,6 +101,7 @@ class Broker:
         await self._stop.wait()
         log.info("broker %s: controlled shutdown", self.config.broker_id)
         await self._controlled_shutdown()
+        self._shutdown_done = True
         for task in self._tasks:
             task.cancel()
         kafka_server.close()
@@ -179,7 +181,11 @@ class Broker:
         zk.DataWatch(zkpaths.PREFERRED_ELECTION, on_election)
 
     def _elect(self) -> None:
-        if not self._stop.is_set():
+        # A broker in controlled shutdown still runs for controller, as Kafka's KafkaServer.shutdown stops
+        # its KafkaController only after controlledShutdown(): when the controller itself stops together
+        # with other brokers (a whole-cluster stop), one of them takes over and answers their controlled
+        # shutdown requests, instead of each waiting out CONTROLLED_SHUTDOWN_TIMEOUT_S for a controller.
+        if not self._shutdown_done:
             self.controller.try_elect()
 
     def schedule_refresh(self) -> None:

@@ -61,7 +61,8 @@ class ReplicaManager:
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.followers: dict[tuple[str, int], dict[int, FollowerState]] = {}
         self.leader_epochs: dict[tuple[str, int], int] = {}
-        self.pending_isr: dict[tuple[str, int], float] = {}
+        # partition -> (when an ISR change was requested, the ISR it was requested from)
+        self.pending_isr: dict[tuple[str, int], tuple[float, list[int]]] = {}
         self.fetching = True
         self._last_tick = time.monotonic()
         self._last_fetch = time.monotonic()
@@ -106,7 +107,8 @@ class ReplicaManager:
             elif p.leader != self.broker_id:
                 self.followers.pop(key, None)
                 self.leader_epochs.pop(key, None)
-            if key in self.pending_isr and p.isr is not None:
+            pending = self.pending_isr.get(key)
+            if pending is not None and pending[1] != p.isr:  # the controller applied a change
                 self.pending_isr.pop(key, None)
         for key in list(self.replicas):
             if key not in assigned:
@@ -177,11 +179,14 @@ class ReplicaManager:
         return answer
 
     def _pending(self, key: tuple[str, int]) -> bool:
-        sent = self.pending_isr.get(key)
-        return sent is not None and time.monotonic() - sent < 1.0
+        pending = self.pending_isr.get(key)
+        return pending is not None and time.monotonic() - pending[0] < 1.0
 
     def mark_pending(self, key: tuple[str, int]) -> None:
-        self.pending_isr[key] = time.monotonic()
+        """An ISR change for ``key`` was sent to the controller: send no other for a second, or until
+        the metadata shows a different ISR (an AlterPartition in flight, as Kafka tracks it)."""
+        p = self.cache.partition(*key)
+        self.pending_isr[key] = (time.monotonic(), list(p.isr) if p else [])
 
     # --- follower side ----------------------------------------------------------------------------
     def fetch_plan(self) -> dict[int, list[PartitionState]]:

@@ -47,8 +47,8 @@ def broker_host(broker_id: int) -> str:
 
 
 # --- broker timings (Kafka config names in comments) ---------------------------------------------
-ZK_SESSION_TIMEOUT_S = 4.0  # zookeeper.session.timeout.ms (Kafka: 18000); crash -> leaders move after this
-REPLICA_LAG_TIME_MAX_S = 2.0  # replica.lag.time.max.ms (Kafka: 30000): follower out of ISR after this
+ZK_SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms (Kafka: 18000); crash -> leaders move after this
+REPLICA_LAG_TIME_MAX_S = 5.0  # replica.lag.time.max.ms (Kafka: 30000): follower out of ISR after this
 REPLICA_FETCH_INTERVAL_S = 0.2  # how often a follower fetches from its leader
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # controlled.shutdown.* : give up and exit after this
 LEADER_IMBALANCE_CHECK_INTERVAL_S = 5  # leader.imbalance.check.interval.seconds (Kafka: 300)

@@ -113,7 +113,29 @@ class Broker:
         self.zk.close()
         log.info("broker %s stopped", self.config.broker_id)
 
+    def _check_cluster_id(self) -> None:
+        """Kafka's ``meta.properties`` rule: a log dir belongs to one cluster. The first start records
+        ZooKeeper's ``/cluster/id`` there; a later start (or a ZooKeeper session re-established against
+        a different ensemble) with another id is refused (InconsistentClusterIdException)."""
+        data = self.cache._get_json("/cluster/id") or {}
+        cluster_id = data.get("id")
+        meta = self.config.log_dir / "meta.properties"
+        recorded = None
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    recorded = line.split("=", 1)[1].strip()
+        if recorded and cluster_id != recorded:
+            raise BrokerStartError(
+                f"the cluster id in ZooKeeper ({cluster_id}) does not match cluster.id={recorded} in {meta}: "
+                "this broker's data belongs to another cluster (wrong zookeeper.connect?)"
+            )
+        if cluster_id and not recorded:
+            self.config.log_dir.mkdir(parents=True, exist_ok=True)
+            meta.write_text(f"version=0\nbroker.id={self.config.broker_id}\ncluster.id={cluster_id}\n")
+
     async def _register(self) -> None:
+        self._check_cluster_id()
         path = f"{zkpaths.BROKER_IDS}/{self.config.broker_id}"
         endpoint = f"PLAINTEXT://{self.config.host}:{self.config.port}"
         data = zkpaths.dumps({
@@ -265,7 +287,11 @@ class Broker:
                     self._session_lost = False
                     log.warning("ZooKeeper session was lost; registering again")
                     self.controller.active = False
-                    await self._register()
+                    try:
+                        await self._register()
+                    except BrokerStartError as exc:
+                        log.error("cannot register again, shutting down: %s", exc)
+                        self._stop.set()
                 self._refresh()
                 if self.cache.controller_id == -1:
                     self._elect()

@@ -132,18 +132,47 @@ def group_status(base_url: str, group: str, cluster: str = settings.BURROW_CLUST
     return get(base_url, f"/v3/kafka/{cluster}/consumer/{group}/status").get("status", {})
 
 
-def wait_ready(
-    workdir: Workdir, base_url: str, groups: list[str], timeout_s: float = START_TIMEOUT_S
-) -> None:
-    """Wait until Burrow serves HTTP and lists every group of ``groups``.
+def wait_serving(workdir: Workdir, base_url: str, timeout_s: float = START_TIMEOUT_S) -> None:
+    """Wait until Burrow answers ``GET /burrow/admin`` at ``base_url``.
 
     Raises:
-        procs.Timeout: not ready in time (or Burrow exited: see ``burrow/burrow.log`` and ``burrow.out``).
+        procs.Abort: Burrow exited (e.g. its HTTP port was taken; see ``burrow/burrow.log``).
+        procs.Timeout: not serving after ``timeout_s`` seconds.
     """
+
+    def serving() -> bool:
+        if not procs.alive_from_pid_file(workdir.burrow_pid):
+            raise procs.Abort(f"Burrow exited; see {workdir.burrow_log} and {workdir.burrow / 'burrow.out'}")
+        return requests.get(base_url + "/burrow/admin", timeout=1.0).ok
+
+    procs.wait_for(serving, timeout_s, f"Burrow serving HTTP at {base_url}", poll_s=0.1)
+
+
+def wait_ready(
+    workdir: Workdir, base_url: str, groups: list[str], timeout_s: float = START_TIMEOUT_S
+) -> dict[str, str | None]:
+    """Wait until Burrow rates every group of ``groups`` OK, with offsets for every partition of the
+    group's topics (``settings.WORKLOAD_GROUPS``); before its first evaluation Burrow answers OK for
+    0 partitions. Returns the last status of each group.
+
+    Raises:
+        procs.Abort: Burrow exited (see ``burrow/burrow.log`` and ``burrow.out``).
+        procs.Timeout: not all OK in time (the message lists each group's status).
+    """
+    last: dict[str, str | None] = {}
 
     def ready() -> bool:
         if not procs.alive_from_pid_file(workdir.burrow_pid):
-            raise RuntimeError(f"Burrow exited; see {workdir.burrow_log} and {workdir.burrow / 'burrow.out'}")
-        return set(groups) <= set(consumers(base_url))
+            raise procs.Abort(f"Burrow exited; see {workdir.burrow_log} and {workdir.burrow / 'burrow.out'}")
+        for group in groups:
+            status = group_status(base_url, group)
+            expected = sum(settings.WORKLOAD_TOPICS[t][0] for t in settings.WORKLOAD_GROUPS.get(group, []))
+            counted = status.get("partition_count", 0)
+            last[group] = status.get("status") if counted >= expected else f"{counted}/{expected} partitions"
+        return all(status == "OK" for status in last.values())
 
-    procs.wait_for(ready, timeout_s, f"Burrow at {base_url} to list groups {groups}", poll_s=0.2)
+    try:
+        procs.wait_for(ready, timeout_s, f"Burrow at {base_url} to rate groups {groups} OK", poll_s=0.3)
+    except procs.Timeout as exc:
+        raise procs.Timeout(f"{exc}; last statuses {last}") from None
+    return last

@@ -26,7 +26,7 @@ STOP_HELPER_TIMEOUT_S = 5.0  # workload, Burrow, sshd, ZooKeeper: SIGTERM, then 
 BROKER_STOP_TIMEOUT_S = settings.CONTROLLED_SHUTDOWN_TIMEOUT_S + 5.0
 
 
-class SandboxError(RuntimeError):
+class SandboxError(procs.Abort):
     """A problem the user can act on; the message says what and how."""
 
 
@@ -137,7 +137,7 @@ def up(
     say: Say = _stderr,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
-    partition led, URP = 0, Burrow listing the workload's groups; then write env.json/airflow.env.
+    partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
 
     Idempotent: on a running sandbox with the same options it says so and returns its state.
 
@@ -222,13 +222,20 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     specs = info.broker_specs
     active = info.active_specs
     sshd.generate_keys(workdir)
-    zookeeper.start(workdir, info.zookeeper_port)
+    _start_on_free_port(
+        workdir,
+        info,
+        "zookeeper_port",
+        "ZooKeeper",
+        start=lambda port: zookeeper.start(workdir, port),
+        wait=lambda port: zookeeper.wait_serving(workdir, port, timeout_s=remaining()),
+        say=say,
+    )
+    say(f"ZooKeeper serving on {info.zookeeper_connect}")
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version)
         sshd.start(workdir, spec.id, spec.host)
     sshd.write_known_hosts(workdir, [s.host for s in specs])
-    zookeeper.wait_serving(workdir, info.zookeeper_port, timeout_s=remaining())
-    say(f"ZooKeeper serving on {info.zookeeper_connect}")
     for spec in active:
         service.start(workdir.host(spec.id), wait_s=0)
     zk = zookeeper.client(info.zookeeper_port)
@@ -248,11 +255,19 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         say(f"brokers {expected} registered")
         workload.create_topics(zk, [(s.id, s.rack) for s in active])
         workload.create_group_nodes(zk)
-        burrow.start(
+        _start_on_free_port(
             workdir,
-            brokers=[f"{s.host}:{settings.BROKER_PORT}" for s in active],
-            zookeeper_connect=info.zookeeper_connect,
-            port=info.burrow_port,
+            info,
+            "burrow_port",
+            "Burrow",
+            start=lambda port: burrow.start(
+                workdir,
+                brokers=[f"{s.host}:{settings.BROKER_PORT}" for s in active],
+                zookeeper_connect=info.zookeeper_connect,
+                port=port,
+            ),
+            wait=lambda port: burrow.wait_serving(workdir, burrow.url(port), timeout_s=remaining()),
+            say=say,
         )
         procs.spawn(
             [sys.executable, "-m", "sandbox.workload", "--workdir", str(workdir.root)],
@@ -285,8 +300,42 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         zk.stop()
         zk.close()
     burrow.wait_ready(workdir, info.burrow_url, list(settings.WORKLOAD_GROUPS), timeout_s=remaining())
-    say(f"Burrow at {info.burrow_url} lists groups {', '.join(settings.WORKLOAD_GROUPS)}")
+    say(f"Burrow at {info.burrow_url} rates groups {', '.join(settings.WORKLOAD_GROUPS)} OK")
     envfile.write(workdir, info)
+
+
+def _start_on_free_port(
+    workdir: Workdir,
+    info: state.SandboxState,
+    attr: str,
+    what: str,
+    *,
+    start: Callable[[int], object],
+    wait: Callable[[int], object],
+    say: Say,
+    attempts: int = 3,
+) -> None:
+    """Start a server on the port ``info.<attr>`` and wait until it serves. When it dies because another
+    process took that port since it was picked (sandboxes starting side by side), retry on a free port
+    (``info`` and sandbox.json updated).
+
+    Raises:
+        procs.Abort: it died for another reason, or after ``attempts`` tries.
+        procs.Timeout: it did not serve in time.
+    """
+    for attempt in range(1, attempts + 1):
+        port = getattr(info, attr)
+        start(port)
+        try:
+            wait(port)
+            return
+        except procs.Abort:
+            if attempt == attempts or not procs.port_in_use("127.0.0.1", port):
+                raise
+            new_port = procs.free_port("127.0.0.1")
+            say(f"{what}: port {port} was taken by another process meanwhile; retrying on {new_port}")
+            setattr(info, attr, new_port)
+            state.save(workdir, info)
 
 
 def _stop_all(workdir: Workdir, say: Say) -> list[str]:

@@ -28,13 +28,19 @@ class Timeout(RuntimeError):
     """A condition did not hold before its deadline (the message says which)."""
 
 
+class Abort(RuntimeError):
+    """Raised by a :func:`wait_for` condition when waiting longer cannot help (e.g. the process died)."""
+
+
 def wait_for(condition: Callable[[], T], timeout_s: float, what: str, poll_s: float = POLL_S) -> T:
     """Call ``condition`` until it returns a truthy value (returned) or ``timeout_s`` seconds pass.
 
-    Exceptions from ``condition`` count as "not yet" (the last one is quoted in the timeout message).
+    Exceptions from ``condition`` count as "not yet" (the last one is quoted in the timeout message),
+    except :class:`Abort`, which ends the wait at once.
 
     Raises:
         Timeout: the condition stayed falsy for ``timeout_s`` seconds; the message names ``what``.
+        Abort: raised by ``condition``.
     """
     deadline = time.monotonic() + timeout_s
     last_error: Exception | None = None
@@ -43,6 +49,8 @@ def wait_for(condition: Callable[[], T], timeout_s: float, what: str, poll_s: fl
             value = condition()
             if value:
                 return value
+        except Abort:
+            raise
         except Exception as exc:  # noqa: BLE001 - "not yet", reported on timeout
             last_error = exc
         if time.monotonic() >= deadline:
@@ -226,13 +234,16 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def pick_port(host: str, preferred: int) -> int:
-    """``preferred`` when free on ``host``, else a free port the kernel picks."""
-    if not port_in_use(host, preferred):
-        return preferred
+def free_port(host: str) -> int:
+    """A TCP port on ``host`` that is free now (the kernel picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def pick_port(host: str, preferred: int) -> int:
+    """``preferred`` when free on ``host``, else a free port the kernel picks."""
+    return preferred if not port_in_use(host, preferred) else free_port(host)
 
 
 def listening(host: str, port: int, timeout_s: float = 0.5) -> bool:

@@ -140,7 +140,7 @@ def wait_listening(
 
     def up() -> bool:
         if not procs.alive_from_pid_file(host.sshd_pid):
-            raise RuntimeError(f"sshd exited; see {host.sshd_log}")
+            raise procs.Abort(f"sshd exited; see {host.sshd_log}")
         return procs.listening(address, settings.SSH_PORT)
 
     procs.wait_for(up, timeout_s, f"sshd of broker host {broker_id} on {address}:{settings.SSH_PORT}")

@@ -139,21 +139,26 @@ class Workload:
             return []
 
     def refresh_end_offsets(self, topics: Iterable[str]) -> None:
-        """Update ``end_offsets`` for every partition of ``topics``; failures keep the last value."""
-        for topic in topics:
-            request = {TopicPartition(topic, p): OffsetSpec.latest() for p in self.partitions(topic)}
-            if not request:
-                continue
+        """Update ``end_offsets`` for every partition of ``topics`` (one ListOffsets round, at most
+        ``LIST_OFFSETS_TIMEOUT_S``); partitions that fail (e.g. leader down) keep their last value."""
+        request = {
+            TopicPartition(topic, p): OffsetSpec.latest() for topic in topics for p in self.partitions(topic)
+        }
+        if not request:
+            return
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=LIST_OFFSETS_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - keep the last known offsets
+            log.warning("list_offsets failed: %s", exc)
+            return
+        failed = []
+        for tp, future in futures.items():
             try:
-                futures = self.admin.list_offsets(request, request_timeout=LIST_OFFSETS_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001 - keep the last known offsets
-                log.warning("list_offsets(%s) failed: %s", topic, exc)
-                continue
-            for tp, future in futures.items():
-                try:
-                    self.end_offsets[(topic, tp.partition)] = future.result().offset
-                except Exception as exc:  # noqa: BLE001 - e.g. partition offline
-                    log.debug("end offset of %s-%d unavailable: %s", topic, tp.partition, exc)
+                self.end_offsets[(tp.topic, tp.partition)] = future.result().offset
+            except Exception:  # noqa: BLE001 - e.g. partition offline
+                failed.append(f"{tp.topic}-{tp.partition}")
+        if failed:
+            log.info("end offsets unavailable for %d partitions (e.g. %s)", len(failed), failed[:3])
 
     def committed(self, group: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         """``group``'s committed offsets for ``topics``, read from ZooKeeper."""

@@ -88,7 +88,7 @@ def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S
 
     def serving() -> bool:
         if not procs.alive_from_pid_file(workdir.zookeeper_pid):
-            raise RuntimeError(f"ZooKeeper exited; see {workdir.zookeeper_log}")
+            raise procs.Abort(f"ZooKeeper exited; see {workdir.zookeeper_log}")
         return ruok(port)
 
     procs.wait_for(serving, timeout_s, f"ZooKeeper on 127.0.0.1:{port}")

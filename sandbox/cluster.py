@@ -175,6 +175,13 @@ def up(
                 "address_base": address_base,
             }
             if existing is not None and existing.options() == wanted:
+                problems = _health_problems(existing)
+                if problems:
+                    raise SandboxError(
+                        f"the sandbox in {workdir.root} is already running but not healthy: {problems}; "
+                        "start stopped brokers with `kafka-service start` on their hosts, or run "
+                        f"`python -m sandbox down --workdir {workdir.root}` and `up` again"
+                    )
                 say(
                     f"sandbox already running in {workdir.root} ({len(running)} processes); "
                     f"bootstrap servers {existing.bootstrap_servers}"
@@ -216,6 +223,21 @@ def up(
             f"see {workdir.env_json}"
         )
         return info
+
+
+def _health_problems(info: state.SandboxState) -> str | None:
+    """None when the running sandbox is healthy (brokers registered, URP = 0), else what is wrong."""
+    expected = [s.id for s in info.active_specs]
+    try:
+        zk = zookeeper.client(info.zookeeper_port, timeout_s=3.0)
+    except Exception as exc:  # noqa: BLE001 - unreachable ZooKeeper is the problem to report
+        return f"ZooKeeper {info.zookeeper_connect} unreachable ({exc})"
+    try:
+        health = cluster_health(zk)
+    finally:
+        zk.stop()
+        zk.close()
+    return None if health.healthy(expected) else health.problems(expected)
 
 
 def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[], float], say: Say) -> None:

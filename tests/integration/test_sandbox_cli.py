@@ -263,6 +263,10 @@ def test_crash_broker_then_down_leaves_no_process(fresh_sandbox) -> None:
     assert time.monotonic() - crashed_at >= settings.ZK_SESSION_TIMEOUT_S * 0.5
     result = sbx.cli("crash-broker", "2")
     assert result.returncode == 1 and "broker 2 is not running" in result.stderr
+    # `up` on the running but damaged sandbox says what is wrong instead of "already running"
+    result = sbx.cli("up", "--brokers", "3", "--address-base", sbx.broker(0)["host"])
+    assert result.returncode == 1, result.stderr
+    assert "already running but not healthy: brokers not registered: [2]" in result.stderr
     # down stops everything, including a broker started over SSH meanwhile
     assert sbx.ssh(2, "kafka-service start")[0] == 0
     sbx.close()

@@ -1,0 +1,67 @@
+"""SSH to one broker host through the SSH provider's ``SSHHook``, host key checking always on.
+
+One Airflow SSH connection serves every broker of a cluster: its login, key and options apply,
+and the remote host is set per broker. Host keys are checked against, in order: a ``known_hosts``
+extra naming a known_hosts file (one entry per broker host, as a fleet has; the SSH provider
+itself only knows a single ``host_key`` extra), the connection's ``host_key`` extra, then the
+system known_hosts. ``no_host_key_check`` is refused: an ops tool that restarts brokers must not be
+pointed at an impostor host.
+"""
+
+from __future__ import annotations
+
+import os
+
+import paramiko
+from airflow.providers.ssh.hooks.ssh import SSHHook
+
+
+class BrokerHostKeyError(RuntimeError):
+    """No trusted host key for the broker host, or host key checking was disabled (not retryable)."""
+
+
+class BrokerShell:
+    """Runs commands on broker host ``host`` over the SSH connection ``ssh_conn_id``.
+
+    :param ssh_conn_id: Airflow SSH connection (login, key_file, port, host key extras).
+    :param host: the broker's host name or address (overrides the connection's host).
+    :param conn_timeout_s: TCP/SSH connect timeout, seconds (default 10).
+    """
+
+    def __init__(self, ssh_conn_id: str, host: str, conn_timeout_s: float = 10.0) -> None:
+        self.ssh_conn_id = ssh_conn_id
+        self.host = host
+        self.hook = SSHHook(ssh_conn_id=ssh_conn_id, remote_host=host, conn_timeout=int(conn_timeout_s))
+        if self.hook.no_host_key_check or self.hook.allow_host_key_change:
+            raise BrokerHostKeyError(
+                f"SSH connection {ssh_conn_id!r} disables host key checking; kafka-ops refuses to use it"
+            )
+        known_hosts = (self.hook.get_connection(ssh_conn_id).extra_dejson or {}).get("known_hosts")
+        if known_hosts:
+            self.hook.host_key = self._known_host_key(os.path.expanduser(known_hosts))
+
+    def _known_host_key(self, path: str) -> paramiko.PKey:
+        keys = paramiko.HostKeys()
+        try:
+            keys.load(path)
+        except OSError as exc:
+            raise BrokerHostKeyError(f"cannot read known_hosts file {path}: {exc}") from exc
+        port = self.hook.port
+        name = self.host if port == 22 else f"[{self.host}]:{port}"
+        entry = keys.lookup(name)
+        if not entry:
+            raise BrokerHostKeyError(f"{path} has no host key for {name}: refusing to connect")
+        return next(iter(entry.values()))
+
+    def run(self, command: str, timeout_s: float) -> tuple[int, str, str]:
+        """Run ``command`` (already quoted by the caller) and return (exit code, stdout, stderr).
+
+        :param timeout_s: the command's time limit, seconds.
+        :raises paramiko.SSHException / OSError: connection, authentication or host key failures.
+        :raises airflow.sdk.exceptions.AirflowException: the command timed out.
+        """
+        with self.hook.get_conn() as client:
+            rc, out, err = self.hook.exec_ssh_client_command(
+                client, command, get_pty=False, environment=None, timeout=int(timeout_s)
+            )
+        return rc, out.decode(errors="replace"), err.decode(errors="replace")

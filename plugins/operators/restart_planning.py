@@ -1,0 +1,98 @@
+"""The first task of a rolling restart: validate the trigger's params against the live cluster and
+resolve the restart order. It touches nothing, so bad input fails here, before any SSH.
+
+Checks: the cluster connection exists and holds a valid profile (SSH connection named), requested
+broker ids are registered and not repeated, watched consumer groups are known to Burrow. The order
+puts the controller last unless ``keep_order`` (kafka_roller's rule; ``kafka_ops.restart_plan``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.burrow import BurrowHook
+from hooks.cluster_profile import get_cluster_profile
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.restart_plan import plan_restart
+
+
+def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:
+    """Which Burrow groups the gate watches: ``None`` = no lag gate, ``[]`` = the profile's list,
+    else the given list (duplicates dropped, order kept). An empty result means no lag gate too."""
+    if requested is None:
+        return None
+    groups = list(dict.fromkeys(requested or profile_groups))
+    return groups or None
+
+
+class RollingRestartPlanOperator(BaseOperator):
+    """Validate params and return the brokers in restart order, one dict each (the mapped input):
+    ``{"id", "host", "rack", "position", "total", "previous"}``. Pushes XCom ``consumer_groups``
+    (the resolved Burrow groups, or None).
+
+    :param cluster: ``kafka`` connection id (templated).
+    :param brokers: broker ids to restart, [] = all (templated).
+    :param keep_order: keep the given order (controller not moved last) (templated).
+    :param consumer_groups: see :func:`resolve_groups` (templated).
+    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
+    """
+
+    template_fields = ("cluster", "brokers", "keep_order", "consumer_groups")
+    ui_color = "#eeeeee"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        brokers: list[int] | None = None,
+        keep_order: bool = False,
+        consumer_groups: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.brokers = brokers
+        self.keep_order = keep_order
+        self.consumer_groups = consumer_groups
+
+    def execute(self, context: Any) -> list[dict]:
+        try:
+            profile = get_cluster_profile(self.cluster)
+            profile.require("ssh_conn_id")
+        except Exception as exc:  # missing connection or invalid profile: say which, stop here
+            raise AirflowFailException(f"cluster {self.cluster!r}: {exc}") from exc
+        with KafkaAdminHook(profile=profile) as admin:
+            state = admin.cluster_state()
+        try:
+            plan = plan_restart(state.broker_ids, state.controller_id, list(self.brokers or []),
+                                keep_order=bool(self.keep_order))
+        except ValueError as exc:
+            raise AirflowFailException(f"cluster {self.cluster!r}: {exc}") from exc
+        groups = resolve_groups(self.consumer_groups, profile.consumer_groups)
+        if groups:
+            try:
+                burrow = BurrowHook.from_profile(profile)
+                statuses = burrow.group_statuses(groups)
+            except ValueError as exc:
+                raise AirflowFailException(f"cluster {self.cluster!r}: lag gate needs Burrow: {exc}") from exc
+            unknown = [s.group for s in statuses if s.status == "NOTFOUND"]
+            if unknown:
+                raise AirflowFailException(f"consumer groups unknown to Burrow ({profile.burrow_cluster}): {unknown}")
+        for reason in plan.reasons:
+            self.log.info("plan: %s", reason)
+        self.log.info("restart order: %s; lag gate on %s", plan.order, groups or "no groups")
+        context["ti"].xcom_push(key="consumer_groups", value=groups)
+        steps = []
+        for position, broker_id in enumerate(plan.order):
+            broker = state.broker(broker_id)
+            steps.append({
+                "id": broker_id,
+                "host": broker.host,
+                "rack": broker.rack,
+                "position": position + 1,
+                "total": len(plan.order),
+                "previous": plan.order[position - 1] if position else None,
+            })
+        return steps

@@ -265,6 +265,7 @@ class _State:
         self.kept = kept
         self.sizes = snap.sizes
         total = int((snap.sizes * snap.rf).sum())
+        self.count_based = total == 0
         self.weights = snap.sizes.astype(np.float64) if total > 0 else np.ones(len(snap.sizes))
         self.rack_aware = bool(snap.racks) and snap.racks[0] is not None
         self.rack_idx = rack_indexes(snap.racks) if self.rack_aware else np.full(len(kept), -1, np.int32)
@@ -510,6 +511,8 @@ def _refine_bytes(state: _State, band: float, max_steps: int) -> None:
     """Step 4a: move (or swap) replicas from the most to the least loaded brokers."""
     t = state.target
     limit = t * (1 + band)
+    if state.count_based:  # whole replicas: the best reachable maximum is ceil(mean)
+        limit = max(limit, math.ceil(t))
     stuck = np.zeros(len(state.kept), dtype=bool)
     for _ in range(max_steps):
         load = np.where(state.kept & ~stuck, state.load, -np.inf)
@@ -589,8 +592,10 @@ def _exchange(state: _State, h: int, lo: int, k: int, byte_limit: float) -> bool
 def _refine_counts(state: _State, band: float, byte_band: float, max_steps: int) -> None:
     """Step 4b: move the smallest replicas from the fullest to the emptiest brokers (by count)."""
     c = state.count_target
-    limit = c * (1 + band)
+    limit = max(c * (1 + band), math.ceil(c))
     byte_limit = state.target * (1 + byte_band)
+    if state.count_based:
+        return
     stuck = np.zeros(len(state.kept), dtype=bool)
     for _ in range(max_steps):
         cnt = np.where(state.kept & ~stuck, state.count, -1)
@@ -662,9 +667,18 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
     _refine_bytes(state, band, steps)
     _refine_counts(state, 0.03, band, steps)
     _refine_bytes(state, band, steps)
-    if state.load[kept].max() > t * (1 + state.tolerance):
-        notes.append(
-            f"byte balance not reached: max/mean {state.load[kept].max() / t:.3f} "
-            f"(largest partition {state.weights.max() / t:.3f} of the mean broker load)"
-        )
+    reachable = t * (1 + state.tolerance)
+    if state.count_based:
+        reachable = max(reachable, math.ceil(t))
+    if state.load[kept].max() > reachable:
+        what = "replica-count balance (sizes unknown)" if state.count_based else "byte balance"
+        why = [f"largest partition {state.weights.max() / t:.3f} of the mean broker load"]
+        if state.rack_aware:
+            per_rack = {}
+            for b in np.nonzero(kept)[0].tolist():
+                name = snap.racks[b]
+                per_rack[name] = per_rack.get(name, 0) + 1
+            if len(set(per_rack.values())) > 1:
+                why.append(f"kept brokers per rack {dict(sorted(per_rack.items()))} are uneven")
+        notes.append(f"{what} not reached: max/mean {state.load[kept].max() / t:.3f} ({'; '.join(why)})")
     return Plan(snapshot=snap, kept=kept, drained=drained, replicas=state.new, notes=notes)

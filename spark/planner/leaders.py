@@ -122,6 +122,8 @@ def _adjacency(lead, new, valid, nb):
     keep = frm != to
     code = frm[keep].astype(np.int64) * nb + to[keep]
     pidx = pidx[keep]
+    if not len(code):
+        return {}
     order = np.argsort(code, kind="stable")
     code, pidx = code[order], pidx[order]
     starts = np.concatenate(([0], np.nonzero(np.diff(code))[0] + 1))

@@ -23,12 +23,22 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox import testing
+
+# Airflow reads its configuration when first imported: give every test session a throwaway
+# AIRFLOW_HOME (SQLite) with our dags/ and plugins/ before any test module imports it.
+# Test helper modules are imported by name from their folders (observers, broker_support, airflow_env).
+for _helpers in ("dags", "integration"):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _helpers))
+import airflow_env  # noqa: E402
+
+airflow_env.configure_environment()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -216,12 +216,13 @@ def test_local_engine_is_deterministic(cluster, plan):
 
 
 def test_rf1_topics_and_fractional_count_mean(write, plan):
-    # RF 1: leadership cannot be reordered, only moved with the data; 4 brokers, 18 replicas
+    # RF 1: leadership cannot be reordered, only moved with the data; 4 brokers, 18 replicas, no sizes
     brokers = [{"id": i, "rack": None} for i in range(4)]
     parts = [{"topic": "t", "partition": p, "replicas": [p % 3]} for p in range(18)]
     code, c, err = plan(write(brokers, parts), "--mode", "scale-out", "--brokers", "3")
     assert code == 0, err
     check_rules(c, {0, 1, 2, 3})
     counts = c.load(c.after, "replicas")
-    assert sorted(counts.values()) == [4, 4, 5, 5]  # ceil(4.5) = 5 is the best possible maximum
-    assert c.summary["replica_moves"] == counts[3]
+    # ceil(4.5) = 5 is the best possible maximum; each old broker (6 replicas) gives exactly one away
+    assert max(counts.values()) == 5
+    assert c.summary["replica_moves"] == counts[3] == 3

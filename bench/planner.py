@@ -82,6 +82,7 @@ json.dump({"assignment": out, "seconds": time.monotonic() - started}, sys.stdout
 
 
 def snapshot_of(brokers, parts):
+    """Generated brokers/partitions (snapshot-format dicts) -> validated Snapshot."""
     ids, racks = parse_brokers(brokers)
     return build_snapshot(
         ids,
@@ -119,6 +120,7 @@ def metrics(snap, new, kept, drained) -> dict:
 
 
 def run_ours(snap, opts):
+    """Our planner in-process: (final replicas matrix, planning seconds)."""
     started = time.monotonic()
     result = make_plan(snap, opts)
     return result.replicas, time.monotonic() - started
@@ -146,6 +148,7 @@ def run_generate(snap, kept, seed=0):
 
 
 def bench_venv_python() -> tuple[str | None, str]:
+    """(.venv-bench python or None, status line): kafka-utils is there and imports, or why not."""
     py = os.path.join(BENCH_VENV, "bin", "python")
     if not os.path.exists(py):
         return None, f"{BENCH_VENV} missing (run with --setup-bench-venv)"
@@ -158,6 +161,10 @@ def bench_venv_python() -> tuple[str | None, str]:
 
 
 def run_kafka_utils(py, snap, kept, drained, timeout):
+    """kafka-utils PartitionCountBalancer in .venv-bench: (final replicas matrix, its own seconds).
+
+    Raises subprocess.TimeoutExpired after ``timeout`` seconds, RuntimeError if it fails.
+    """
     job = {
         "racks": {int(b): snap.racks[i] or "default" for i, b in enumerate(snap.broker_ids.tolist())},
         "partitions": [
@@ -211,6 +218,7 @@ SCENARIOS = [
 
 
 def quality(quick: bool, ku_timeout: float) -> None:
+    """Print the quality table (one block per scenario: before, ours, --generate, kafka-utils)."""
     py, ku_status = bench_venv_python()
     print(f"# reference: {ku_status}")
     header = (
@@ -265,6 +273,7 @@ def quality(quick: bool, ku_timeout: float) -> None:
 
 
 def scaling(sizes: list, workdir: str) -> None:
+    """Print spark-submit wall seconds per partition count (200 brokers, scale-out by 10)."""
     print("\n# scaling: spark-submit --master local[2], 200 brokers (190 + 10 new), scale-out")
     header = (
         f"{'partitions':>10} {'replicas':>9} {'wall s':>7} {'read s':>7} {'plan s':>7} "
@@ -331,6 +340,7 @@ def setup_bench_venv() -> None:
 
 
 def main(argv=None) -> int:
+    """CLI; see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small clusters only, no scaling curve")
     ap.add_argument("--scaling", default="10000,100000,1000000", help="partition counts ('' to skip)")

@@ -643,6 +643,14 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
     kept, drained = resolve_request(snap, opts)
     state = _State(snap, kept, opts)
     notes: list = []
+    if opts.mode == "scale-out":
+        busy = [
+            int(snap.broker_ids[snap.broker_index(b)])
+            for b in opts.brokers
+            if state.load[snap.broker_index(b)] > 0.5 * state.target
+        ]
+        if busy:
+            notes.append(f"scale-out brokers {busy} already hold more than half the mean load")
     mandatory = _mandatory(state, drained)
     home = {k: -1 for k in mandatory}
     t, c = state.target, state.count_target

@@ -200,9 +200,37 @@ class RunningSandbox:
         self._ssh_clients.clear()
 
     # --- processes ----------------------------------------------------------------------------
-    def processes(self) -> list[int]:
-        """Pids of every process referencing this workdir (environment marker or command line)."""
-        return procs.find_workdir_processes(Path(self.workdir).resolve())
+    def processes(self) -> dict[int, str]:
+        """Every process (but this one) that references this workdir anywhere: command line, environment,
+        current directory or an open file. ``{pid: how}``. Independent of the marker `down` uses."""
+        return processes_referencing(Path(self.workdir).resolve())
+
+
+def processes_referencing(path: Path) -> dict[int, str]:
+    """``{pid: how}`` for every process other than this one whose command line or environment mentions
+    ``path``, or whose current directory or an open file descriptor lies under it."""
+    root = str(path)
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        try:
+            if root in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found[pid] = "cmdline"
+            elif root in (entry / "environ").read_bytes().decode(errors="replace"):
+                found[pid] = "environ"
+            elif (os.readlink(entry / "cwd") + "/").startswith(root + "/"):
+                found[pid] = "cwd"
+            else:
+                for fd in (entry / "fd").iterdir():
+                    target = os.readlink(fd)
+                    if target == root or target.startswith(root + "/"):
+                        found[pid] = f"open file {target}"
+                        break
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+    return found
 
 
 def start(

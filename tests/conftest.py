@@ -5,6 +5,8 @@
   helpers ``.cli()``, ``.ssh()``, ``.zk()``, ``.status()``, ``.wait_healthy()``, ``.group_status()``);
   ``down`` at the end. Tests using it must leave it healthy (every broker running, URP = 0).
 - ``sandbox_env`` (session): just the parsed env.json of ``sandbox``.
+- ``sandbox_net`` (session): the second address octet of this session's sandboxes (see below), for
+  module-scoped sandboxes of their own (``sandbox.testing.start(workdir, address_base=...)``).
 - ``fresh_sandbox`` (function): a factory ``fresh_sandbox(brokers=3, spare_brokers=0, racks=3,
   kafka_version=None)`` -> RunningSandbox in its own workdir, downed when the test ends. For tests that
   crash brokers, reassign, stall groups or otherwise leave damage.
@@ -63,6 +65,13 @@ def _net(config: pytest.Config) -> int:
     if not 0 <= net <= 255:
         raise pytest.UsageError(f"--sandbox-net plus the xdist worker number must be in 0..255 (got {net})")
     return net
+
+
+@pytest.fixture(scope="session")
+def sandbox_net(request: pytest.FixtureRequest) -> int:
+    """Second octet of this session's sandbox addresses (``--sandbox-net`` plus the xdist worker number):
+    a sandbox of your own goes on ``127.<sandbox_net>.<slot>.11`` with a slot no other fixture uses."""
+    return _net(request.config)
 
 
 @pytest.fixture(scope="session")

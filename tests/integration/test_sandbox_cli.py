@@ -273,7 +273,7 @@ def test_crash_broker_then_down_leaves_no_process(fresh_sandbox) -> None:
     assert sbx.processes()
     result = sbx.cli("down")
     assert result.returncode == 0, result.stderr
-    assert sbx.processes() == []
+    assert sbx.processes() == {}
     for broker in sbx.env["brokers"]:
         for port in (broker["port"], broker["ssh_port"]):
             assert not procs.port_in_use(broker["host"], port)

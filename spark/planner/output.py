@@ -136,29 +136,35 @@ def summarize(
 
 
 def write_chart(path: str, summary: dict) -> None:
-    """PNG bar chart of bytes per broker before and after, with the mean after as a line."""
+    """PNG bar chart of GiB per broker before and after, with the mean after as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    gib = float(1 << 30)
     ids = list(summary["brokers"])
-    before = [summary["brokers"][i]["bytes_before"] for i in ids]
-    after = [summary["brokers"][i]["bytes_after"] for i in ids]
+    before = [summary["brokers"][i]["bytes_before"] / gib for i in ids]
+    after = [summary["brokers"][i]["bytes_after"] / gib for i in ids]
     x = np.arange(len(ids))
-    fig, ax = plt.subplots(figsize=(max(6.0, min(40.0, 0.25 * len(ids))), 4.0))
+    fig, ax = plt.subplots(figsize=(max(8.0, min(40.0, 0.25 * len(ids))), 4.5))
     ax.bar(x - 0.2, before, width=0.4, label="before")
     ax.bar(x + 0.2, after, width=0.4, label="after")
-    ax.axhline(summary["mean_bytes_after"], color="black", linewidth=0.8, linestyle="--", label="mean after")
+    ax.axhline(
+        summary["mean_bytes_after"] / gib, color="black", linewidth=0.8, linestyle="--", label="mean after"
+    )
     if len(ids) <= 60:
         ax.set_xticks(x, ids, rotation=90, fontsize=7)
     ax.set_xlabel("broker id")
-    ax.set_ylabel("bytes")
+    ax.set_ylabel("GiB")
+    lb = summary["lower_bound_bytes"]
+    ratio = f", {summary['bytes_moved'] / lb:.3f} x lower bound" if lb else ""
     ax.set_title(
-        f"{summary['mode']}: {summary['bytes_moved']} bytes moved "
-        f"(lower bound {summary['lower_bound_bytes']}), {summary['replica_moves']} replica moves"
+        f"{summary['mode']}: {summary['bytes_moved'] / gib:,.1f} GiB moved{ratio}\n"
+        f"{summary['replica_moves']} replica moves, byte max/mean {summary['skew_after']['bytes']:.3f}",
+        fontsize=10,
     )
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

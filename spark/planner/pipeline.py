@@ -68,5 +68,6 @@ def run_local(
     """
     snap = load_snapshot(snapshot_dir)
     result = make_plan(snap, opts, wave_bytes, wave_moves_per_broker)
+    result.summary["engine"] = "local"
     write_outputs(output_dir, snap, result.replicas, result.waves, result.summary)
     return result.summary

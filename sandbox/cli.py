@@ -99,4 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except (cluster.SandboxError, state.NotASandbox) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("sandbox: interrupted", file=sys.stderr)
+        return 130
     return 0

@@ -137,6 +137,28 @@ def test_airflow_ssh_hook_connects_with_the_connection_of_airflow_env(
     assert rc == 0 and out.decode().strip() == "active"
 
 
+def test_plugin_hooks_reach_burrow_through_the_airflow_env_connections(
+    sandbox: RunningSandbox, monkeypatch
+) -> None:
+    pytest.importorskip("airflow.sdk")
+    for name, value in airflow_env(sandbox).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT / "plugins"))
+    from hooks.burrow import BurrowHook
+    from hooks.cluster_profile import get_cluster_profile
+
+    profile = get_cluster_profile("kafka_sandbox")
+    assert profile.bootstrap_servers == sandbox.bootstrap_servers
+    hook = BurrowHook.from_profile(profile)
+    assert hook.base_url == sandbox.burrow_url
+    def all_ok() -> list:
+        statuses = hook.group_statuses(profile.consumer_groups)
+        return statuses if all(s.status == "OK" for s in statuses) else []
+
+    statuses = wait_for(all_ok, 30, "every group OK through BurrowHook")
+    assert [s.group for s in statuses] == sandbox.env["consumer_groups"]
+
+
 def test_burrow_lists_the_groups_with_status_ok(sandbox: RunningSandbox) -> None:
     seen: dict[str, list] = {}
     for group in sandbox.env["consumer_groups"]:

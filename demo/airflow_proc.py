@@ -1,0 +1,253 @@
+"""``airflow standalone`` in the background: start it, find it again, stop it with all its children.
+
+Standalone spawns scheduler, dag-processor, api-server and triggerer (and those spawn task and server
+workers). It is started in its own session with ``KOPS_DEMO_AIRFLOW_HOME=<AIRFLOW_HOME>`` in its
+environment; every descendant inherits that marker, so :func:`marked_processes` finds exactly this
+Airflow's processes (and never another engineer's) by reading ``/proc/<pid>/environ``.
+``$AIRFLOW_HOME/demo-standalone.json`` records the pid, port and the digest of the connections it got.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from demo.errors import DemoError
+
+MARKER_ENV = "KOPS_DEMO_AIRFLOW_HOME"
+RECORD_NAME = "demo-standalone.json"
+LOG_NAME = "standalone.log"
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
+
+
+@dataclass
+class AirflowSettings:
+    """Where and how the demo's Airflow runs.
+
+    :param home: AIRFLOW_HOME (created if missing).
+    :param dags_folder: the repo's ``dags/``.
+    :param plugins_folder: the repo's ``plugins/``.
+    :param venv_bin: the venv's ``bin/`` (put first on PATH: standalone runs ``airflow`` subcommands).
+    :param port: the api-server's port (UI and REST API).
+    """
+
+    home: Path
+    dags_folder: Path
+    plugins_folder: Path
+    venv_bin: Path
+    port: int = 8080
+
+    @property
+    def base_url(self) -> str:
+        """The UI / API address, e.g. ``http://localhost:8080``."""
+        return f"http://localhost:{self.port}"
+
+
+@dataclass
+class StandaloneRecord:
+    """What ``demo-standalone.json`` holds about a started standalone."""
+
+    pid: int
+    port: int
+    env_digest: str
+    started: float  # epoch seconds
+
+
+# Settings for a small, shared machine: task processes wait longer for a busy api-server (the default
+# 5 s made a task fail at start while the api-server imported our plugins on its first execution-API call
+# under load 20 on 2 cores); fewer parallel task processes. The caller's environment overrides them.
+TUNING = {
+    "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
+    "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
+    "AIRFLOW__CORE__PARALLELISM": "8",
+}
+
+
+def demo_env(settings: AirflowSettings, connections: dict[str, str]) -> dict[str, str]:
+    """The variables the demo sets for ``airflow standalone``: the sandbox's ``connections``, the Airflow
+    settings (home, folders, no examples, port and base URL, :data:`TUNING`), PATH and the process marker."""
+    env = {k: v for k, v in TUNING.items() if k not in os.environ}
+    env.update(connections)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(settings.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(settings.dags_folder),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(settings.plugins_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__API__PORT": str(settings.port),
+            "AIRFLOW__API__BASE_URL": settings.base_url,
+            "PATH": f"{settings.venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            MARKER_ENV: str(settings.home),
+        }
+    )
+    return env
+
+
+def env_digest(env: dict[str, str]) -> str:
+    """A short digest of :func:`demo_env` (tells whether a running Airflow got other settings or connections)."""
+    text = "\n".join(f"{k}={v}" for k, v in sorted(env.items()) if k != "PATH")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def standalone_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of ``airflow standalone``: ours minus inherited ``AIRFLOW_CONN_*``, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    env.update(extra)
+    return env
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # gone, or a kernel thread / another user's process
+        return b""
+
+
+def marked_processes(home: Path) -> list[int]:
+    """Pids of live processes carrying this Airflow home's marker (standalone and all its descendants)."""
+    needle = f"{MARKER_ENV}={home}\0".encode()
+    me = os.getpid()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != me:
+            env = _environ(int(entry.name))
+            if env.startswith(needle) or b"\0" + needle in env:
+                pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
+
+
+def read_record(home: Path) -> StandaloneRecord | None:
+    """The record of the standalone started for ``home`` if it still runs (pid alive and marked), else None."""
+    try:
+        record = StandaloneRecord(**json.loads((home / RECORD_NAME).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return record if record.pid in _alive(marked_processes(home)) else None
+
+
+def port_free(port: int) -> bool:
+    """True when nothing listens on TCP ``port`` (a bind to 0.0.0.0 succeeds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def start(settings: AirflowSettings, extra_env: dict[str, str]) -> StandaloneRecord:
+    """Start ``airflow standalone`` detached (own session), output to ``$AIRFLOW_HOME/standalone.log``.
+
+    Returns at once; wait for the health endpoint before using the API.
+
+    Raises:
+        DemoError: the port is taken, or ``airflow`` is not in the venv.
+    """
+    if not port_free(settings.port):
+        raise DemoError(
+            f"port {settings.port} is already in use by another program, so Airflow's UI cannot start there: "
+            f"stop that program or pass --port N (e.g. --port {settings.port + 1})"
+        )
+    airflow = settings.venv_bin / "airflow"
+    if not airflow.exists():
+        raise DemoError(f"{airflow} is missing: run `make install` first")
+    settings.home.mkdir(parents=True, exist_ok=True)
+    log = open(settings.home / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        proc = subprocess.Popen(
+            [str(airflow), "standalone"],
+            env=standalone_env(extra_env),
+            cwd=settings.home,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    record = StandaloneRecord(pid=proc.pid, port=settings.port, env_digest=env_digest(extra_env), started=time.time())
+    (settings.home / RECORD_NAME).write_text(json.dumps(asdict(record)) + "\n")
+    return record
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_gone(home: Path, timeout_s: float) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = _alive(marked_processes(home))
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)
+
+
+def stop(home: Path, graceful_s: float = 40, term_s: float = 15) -> int:
+    """Stop this home's Airflow: SIGINT to standalone (it stops its components), then SIGTERM and
+    finally SIGKILL to every marked process still alive after ``graceful_s`` / ``term_s`` seconds.
+
+    Returns the number of processes found at the start (0: nothing was running).
+
+    Raises:
+        DemoError: processes survived SIGKILL (their pids are named).
+    """
+    found = _alive(marked_processes(home))
+    if not found:
+        (home / RECORD_NAME).unlink(missing_ok=True)
+        return 0
+    record = read_record(home)
+    if record is not None:
+        _signal_all([record.pid], signal.SIGINT)
+    else:  # no record: stop the components directly
+        _signal_all(found, signal.SIGTERM)
+    left = _wait_gone(home, graceful_s)
+    if left:
+        _signal_all(left, signal.SIGTERM)
+        left = _wait_gone(home, term_s)
+    if left:
+        _signal_all(left, signal.SIGKILL)
+        left = _wait_gone(home, 10)
+    if left:
+        raise DemoError(f"Airflow processes survived SIGKILL: {left}")
+    (home / RECORD_NAME).unlink(missing_ok=True)
+    return len(found)
+
+
+def admin_password(home: Path) -> str | None:
+    """The generated password of user ``admin`` (SimpleAuthManager's file), or None while not written yet."""
+    try:
+        return json.loads((home / PASSWORD_FILE).read_text()).get("admin")
+    except (OSError, ValueError):
+        return None
+
+
+def log_tail(home: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of ``standalone.log`` (for error messages)."""
+    try:
+        return "\n".join((home / LOG_NAME).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no standalone.log)"

@@ -1,0 +1,235 @@
+"""``python -m demo [--down]``: sandbox + ``airflow standalone`` + one ``kafka_rolling_restart`` run, watched.
+
+Without ``--down``: start the sandbox (unless up), start Airflow (unless this home's Airflow runs with the
+same connections and port; stale ones are restarted), wait for ``/api/v2/monitor/health``, log in as
+``admin`` with the generated password, un-pause the DAG, trigger it on ``{"cluster": "kafka_sandbox"}``,
+print per-broker progress until the run ends, then the result and the UI login. Exit 0 only if the run
+succeeded with no failed task. ``--down`` stops Airflow (every process of it) and the sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from demo import airflow_proc, progress, sandbox_env
+from demo.errors import DemoError
+from demo.rest import AirflowApiError, AirflowClient
+
+REPO = Path(__file__).resolve().parent.parent
+DAG_ID = "kafka_rolling_restart"
+DAG_FILE = "kafka_rolling_restart.py"
+TERMINAL = {"success", "failed"}
+API_OUTAGE_S = 300  # how long polls may keep failing (a loaded machine can stall the api-server)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    p = argparse.ArgumentParser(prog="python -m demo", description=__doc__.splitlines()[0])
+    p.add_argument("--down", action="store_true", help="stop the demo's Airflow and sandbox, then exit")
+    p.add_argument("--workdir", type=Path, default=REPO / ".sandbox", help="sandbox workdir (default %(default)s)")
+    p.add_argument("--address-base", default=None,
+                   help="sandbox address of broker 0 (default: the sandbox's, 127.0.0.11 or $SANDBOX_ADDRESS_BASE)")
+    p.add_argument("--airflow-home", type=Path, default=REPO / ".airflow", help="AIRFLOW_HOME (default %(default)s)")
+    p.add_argument("--port", type=int, default=8080, help="Airflow UI/API port (default %(default)s)")
+    p.add_argument("--cluster", default="kafka_sandbox", help="the DAG's cluster param (default %(default)s)")
+    p.add_argument("--conf", type=json.loads, default={}, help='extra run conf as JSON, e.g. \'{"soak_s": 5}\'')
+    p.add_argument("--start-timeout", type=float, default=600, help="seconds for Airflow to become healthy "
+                   "and parse the DAG (default %(default)s)")
+    p.add_argument("--run-timeout", type=float, default=3600,
+                   help="seconds to watch the run before giving up (default %(default)s; the run goes on)")
+    p.add_argument("--poll", type=float, default=2.0, help="seconds between progress polls (default %(default)s)")
+    return p
+
+
+def say(msg: str) -> None:
+    """Print a demo status line (stdout, flushed)."""
+    print(f"demo: {msg}", flush=True)
+
+
+def clock(seconds: float) -> str:
+    """``seconds`` as ``m:ss`` (or ``h:mm:ss``)."""
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _wait(what: str, timeout_s: float, check, home: Path, pid: int | None, poll_s: float = 1.0) -> Any:
+    """Call ``check()`` until truthy (returned); fails if standalone ``pid`` dies or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if pid is not None and pid not in airflow_proc.marked_processes(home):
+            raise DemoError(f"airflow standalone exited while waiting for {what}; end of "
+                            f"{home / airflow_proc.LOG_NAME}:\n{airflow_proc.log_tail(home)}")
+        if time.monotonic() >= deadline:
+            raise DemoError(f"timed out after {timeout_s:.0f} s waiting for {what}; end of "
+                            f"{home / airflow_proc.LOG_NAME}:\n{airflow_proc.log_tail(home)}")
+        time.sleep(poll_s)
+
+
+def _healthy(client: AirflowClient) -> bool:
+    health = client.health()
+    if not health:
+        return False
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
+
+
+def ensure_airflow(args: argparse.Namespace, connections: dict[str, str]) -> airflow_proc.AirflowSettings:
+    """Reuse or (re)start this home's ``airflow standalone``; returns its settings once it is healthy.
+
+    Raises:
+        DemoError: the port is taken, Airflow died or did not get healthy within ``--start-timeout``.
+    """
+    home = args.airflow_home.resolve()
+    settings = airflow_proc.AirflowSettings(
+        home=home, dags_folder=REPO / "dags", plugins_folder=REPO / "plugins",
+        venv_bin=Path(sys.prefix) / "bin", port=args.port,
+    )
+    extra_env = airflow_proc.demo_env(settings, connections)
+    digest = airflow_proc.env_digest(extra_env)
+    record = airflow_proc.read_record(home)
+    if record and (record.env_digest != digest or record.port != args.port):
+        say(f"Airflow (pid {record.pid}) runs with other settings or sandbox connections: restarting it")
+        airflow_proc.stop(home)
+        record = None
+    elif record is None and airflow_proc.marked_processes(home):
+        say(f"stopping leftover Airflow processes of {home}")
+        airflow_proc.stop(home)
+    if record:
+        say(f"Airflow already running (pid {record.pid}) at {settings.base_url}")
+    else:
+        record = airflow_proc.start(settings, extra_env)
+        say(f"started airflow standalone (pid {record.pid}; AIRFLOW_HOME={home}; "
+            f"log {home / airflow_proc.LOG_NAME}); waiting for {settings.base_url}/api/v2/monitor/health")
+    client = AirflowClient(settings.base_url)
+    _wait("Airflow to report healthy", args.start_timeout, lambda: _healthy(client), home, record.pid)
+    return settings
+
+
+def login(settings: airflow_proc.AirflowSettings, timeout_s: float) -> tuple[AirflowClient, str]:
+    """A logged-in client and the admin password (read from the generated password file).
+
+    Raises:
+        DemoError: no password file within ``timeout_s`` seconds, or the login is refused.
+    """
+    password = _wait("the generated admin password", timeout_s,
+                     lambda: airflow_proc.admin_password(settings.home), settings.home, None)
+    client = AirflowClient(settings.base_url)
+    client.login("admin", password)
+    return client, password
+
+
+def wait_for_dag(client: AirflowClient, home: Path, timeout_s: float) -> None:
+    """Wait until the dag-processor has parsed the DAG.
+
+    Raises:
+        DemoError: the DAG file has an import error (its trace is in the message), or timeout.
+    """
+    def parsed() -> bool:
+        if client.get_dag(DAG_ID):
+            return True
+        for err in client.import_errors():
+            if err.get("filename", "").endswith(DAG_FILE):
+                raise DemoError(f"{DAG_FILE} does not import:\n{err.get('stack_trace')}")
+        return False
+
+    _wait(f"the DAG {DAG_ID} to be parsed", timeout_s, parsed, home, None, poll_s=2.0)
+    # Load the plugins (our operators and their Kafka/ZooKeeper/SSH libraries) into the api-server now:
+    # otherwise its first execution-API call from a starting task does it and stalls every request.
+    client.request("GET", "/plugins")
+
+
+def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -> tuple[dict, list[dict]]:
+    """Print progress lines as the run's task instances change; return the ended run and its tasks.
+
+    Raises:
+        DemoError: the run did not end within ``timeout_s`` seconds, or the API kept failing for
+            :data:`API_OUTAGE_S` seconds.
+    """
+    printer = progress.ProgressPrinter()
+    t0 = time.monotonic()
+    failing_since: float | None = None
+    while True:
+        try:
+            run = client.get_run(DAG_ID, run_id)
+            tis = client.task_instances(DAG_ID, run_id)
+            failing_since = None
+        except AirflowApiError as exc:
+            failing_since = failing_since or time.monotonic()
+            if time.monotonic() - failing_since > API_OUTAGE_S:
+                raise
+            say(f"API poll failed ({exc}); retrying")
+            time.sleep(poll_s)
+            continue
+        for line in printer.changes(tis):
+            print(f"  [{clock(time.monotonic() - t0)}] {line}", flush=True)
+        if run["state"] in TERMINAL:
+            return run, tis
+        if time.monotonic() - t0 > timeout_s:
+            raise DemoError(f"run {run_id} still {run['state']} after {timeout_s:.0f} s (it goes on in Airflow)")
+        time.sleep(poll_s)
+
+
+def up(args: argparse.Namespace) -> int:
+    """The demo: sandbox, Airflow, trigger, watch, report. Returns the exit code (0 = run succeeded)."""
+    t0 = time.monotonic()
+    workdir = args.workdir.resolve()
+    say(f"sandbox in {workdir}")
+    sandbox_env.up(REPO, workdir, args.address_base)
+    connections = sandbox_env.connection_env(workdir)
+    settings = ensure_airflow(args, connections)
+    client, password = login(settings, args.start_timeout)
+    wait_for_dag(client, settings.home, args.start_timeout)
+    client.set_paused(DAG_ID, False)
+    conf = {"cluster": args.cluster, **args.conf}
+    run = client.trigger(DAG_ID, conf)
+    run_id = run["dag_run_id"]
+    ready_s = time.monotonic() - t0
+    say(f"Airflow ready after {clock(ready_s)}; triggered {DAG_ID} run {run_id} with conf {json.dumps(conf)}")
+    t_run = time.monotonic()
+    run, tis = watch(client, run_id, args.run_timeout, args.poll)
+    run_s = time.monotonic() - t_run
+    failed = progress.failed_tasks(tis)
+    ok = run["state"] == "success" and not failed
+    say(f"run {run_id} ended: {run['state'].upper()} in {clock(run_s)} "
+        f"(demo total {clock(time.monotonic() - t0)}, Airflow ready after {clock(ready_s)})")
+    if failed:
+        say(f"failed tasks: {', '.join(failed)} (logs in the UI: Grid view, click the red square)")
+    say(f"UI: {settings.base_url}/dags/{DAG_ID}/runs/{run_id}  login: admin / {password}")
+    say("Airflow and the sandbox keep running; stop both with `make down` (python -m demo --down)")
+    return 0 if ok else 1
+
+
+def down(args: argparse.Namespace) -> int:
+    """Stop this home's Airflow (all its processes) and the sandbox. Returns 0, or 1 if any process is left."""
+    home = args.airflow_home.resolve()
+    n = airflow_proc.stop(home)
+    say(f"Airflow of {home}: {f'stopped ({n} processes)' if n else 'not running'}")
+    sandbox_env.down(REPO, args.workdir.resolve())
+    left = airflow_proc.marked_processes(home)
+    if left:
+        say(f"processes still running: {left}")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo (or ``--down``); returns the exit code (1 with ``demo: error: ...`` on a known problem)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return down(args) if args.down else up(args)
+    except DemoError as exc:
+        print(f"demo: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("demo: interrupted (Airflow, the sandbox and a triggered run keep going; `make down` stops them)",
+              file=sys.stderr)
+        return 130

@@ -14,8 +14,9 @@
 Addresses: broker N of a sandbox listens on ``<address base> + N`` (``up --address-base``). Every sandbox
 of a test session gets its own /24 in 127/8, so the shared sandbox and fresh ones run side by side:
 ``127.<A>.0.11`` for the shared one, ``127.<A>.<k>.11`` for the k-th fresh one (k = 1, 2, ...), where
-``A`` comes from ``--sandbox-net`` / ``$SANDBOX_TEST_NET`` (default 0) plus the pytest-xdist worker
-number, so parallel sessions (or a developer's own `sandbox up` on 127.0.0.11) do not collide.
+``A`` is claimed per session (a lock file in /tmp), starting at ``--sandbox-net`` / ``$SANDBOX_TEST_NET``
+(default 0) plus the pytest-xdist worker number, so parallel sessions (or a developer's own `sandbox up`
+on 127.0.0.11) do not collide.
 ZooKeeper and Burrow fall back to free ports by themselves.
 
 ``--sandbox-workdir DIR`` reuses a sandbox that is already up in DIR (not stopped at the end).
@@ -23,6 +24,7 @@ ZooKeeper and Burrow fall back to free ports by themselves.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import sys
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import testing
+from sandbox import procs, testing
 
 # Airflow reads its configuration when first imported: give every test session a throwaway
 # AIRFLOW_HOME (SQLite) with our dags/ and plugins/ before any test module imports it.
@@ -59,12 +61,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_NET_KEY = pytest.StashKey[int]()
+_net_locks: list = []  # open lock files: a claim lasts as long as this process
+
+
 def _net(config: pytest.Config) -> int:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    net = config.getoption("--sandbox-net") + int(worker.removeprefix("gw") or 0)
-    if not 0 <= net <= 255:
-        raise pytest.UsageError(f"--sandbox-net plus the xdist worker number must be in 0..255 (got {net})")
-    return net
+    """Claim this session's address net: the first ``A`` from ``--sandbox-net`` (+ xdist worker number)
+    up whose lock ``/tmp/kafka-ops-sandbox-net-A.lock`` we get and whose ``127.A.0.11:9092`` is free,
+    so concurrent test sessions on one machine never share broker addresses. ``config.option.sandbox_net``
+    is updated to match (helpers that read the option see the claimed net)."""
+    if _NET_KEY in config.stash:
+        return config.stash[_NET_KEY]
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    start = config.getoption("--sandbox-net") + worker
+    for net in range(start, 256):
+        handle = open(f"/tmp/kafka-ops-sandbox-net-{net}.lock", "a+")  # held for the session
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        if procs.port_in_use(f"127.{net}.0.11", 9092):  # e.g. a sandbox started by hand on this net
+            handle.close()
+            continue
+        _net_locks.append(handle)
+        config.stash[_NET_KEY] = net
+        config.option.sandbox_net = net - worker
+        return net
+    raise pytest.UsageError(f"no free sandbox address net in 127.{start}..255.0.0")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _net(config)  # claim the net before any fixture or helper reads --sandbox-net
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +117,7 @@ def sandbox(
     running = testing.start(
         workdir, brokers=3, spare_brokers=1, address_base=f"127.{_net(request.config)}.0.11"
     )
-    print(f"\nsandbox up took {running.up_seconds:.1f} s ({workdir})")
+    print(f"\nsandbox up took {running.up_seconds:.1f} s ({workdir}, brokers on {running.bootstrap_servers})")
     try:
         yield running
     finally:

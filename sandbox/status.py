@@ -1,4 +1,5 @@
-"""The sandbox's health as its observers see it: ZooKeeper (kazoo), Burrow (HTTP), pid files.
+"""The sandbox's health as its observers see it: ZooKeeper (kazoo), Kafka Metadata (confluent-kafka),
+Burrow (HTTP), pid files.
 
 :func:`cluster_health` reads Kafka's ZK-mode nodes (what a real ZK-mode cluster shows:
 ``/brokers/ids``, ``/controller``, partition ``state`` nodes); `up` waits on it and `status` prints it
@@ -87,6 +88,19 @@ def cluster_health(zk: KazooClient) -> ClusterHealth:
     return health
 
 
+def metadata_view(bootstrap_servers: str, timeout_s: float = 3.0) -> dict[str, Any]:
+    """What a Kafka client sees (confluent-kafka Metadata): ``{"brokers": [ids], "controller": id}``,
+    or ``{"error": ...}`` when no broker answers within ``timeout_s`` seconds."""
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": int(timeout_s * 1000)})
+    try:
+        md = client.list_topics(timeout=timeout_s)
+    except Exception as exc:  # noqa: BLE001 - report, do not fail
+        return {"error": str(exc)}
+    return {"brokers": sorted(md.brokers), "controller": md.controller_id}
+
+
 def report(workdir: Workdir) -> dict[str, Any]:
     """The `status` document: processes, brokers (registered/process alive), controller, URPs,
     offline partitions and Burrow's view of each consumer group (status, total lag).
@@ -128,6 +142,7 @@ def report(workdir: Workdir) -> dict[str, Any]:
         doc["urp_count"] = len(health.under_replicated)
         doc["offline_partitions"] = health.offline
         doc["healthy"] = health.healthy([s.id for s in info.active_specs])
+    doc["metadata"] = metadata_view(info.bootstrap_servers)
     groups: dict[str, Any] = {}
     for group in settings.WORKLOAD_GROUPS:
         try:

@@ -46,6 +46,7 @@ def test_up_is_healthy_within_60_s(sandbox: RunningSandbox) -> None:
     assert status["healthy"] is True
     assert status["alive_brokers"] == [0, 1, 2]
     assert status["controller"] in (0, 1, 2)
+    assert status["metadata"] == {"brokers": [0, 1, 2], "controller": status["controller"]}
     assert status["urp_count"] == 0 and status["offline_partitions"] == []
     expected_partitions = (
         sum(p for p, _, _ in settings.WORKLOAD_TOPICS.values()) + settings.CONSUMER_OFFSETS_PARTITIONS

@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kio.serial.writers import write_int16, write_int32, write_nullable_legacy_string
+from observers import ClusterView, MetadataWatcher, PartitionView, admin
 
 from sandbox import testing
 
@@ -67,6 +69,51 @@ def log_dir_sizes(client: KafkaAdminClient, broker: int, topics: dict[str, list[
                 for part in topic["partitions"]:
                     found[(topic["name"], part["partition_index"])] = part
     return found
+
+
+def quick_snapshot(client: AdminClient, timeout_s: float = 1.0) -> ClusterView:
+    """:func:`observers.snapshot` with a short timeout. librdkafka does not retry a Metadata request that
+    was in flight to a broker that dies (killed or stopping): it waits out the request's timeout, so
+    observers around a stop or crash give up early and ask again.
+
+    Raises:
+        confluent_kafka.KafkaException: no answer within ``timeout_s``.
+    """
+    md = client.list_topics(timeout=timeout_s)
+    partitions = tuple(
+        PartitionView(t.topic, p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+        for t in md.topics.values()
+        for p in t.partitions.values()
+    )
+    return ClusterView(time.monotonic(), frozenset(md.brokers), md.controller_id, partitions)
+
+
+def observe(client: AdminClient, timeout_s: float = 15.0) -> ClusterView:
+    """A metadata snapshot, asking again every second until one arrives (see :func:`quick_snapshot`).
+
+    Raises:
+        AssertionError: none within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return quick_snapshot(client)
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no metadata within {timeout_s} s: {exc}") from exc
+
+
+class QuickWatcher(MetadataWatcher):
+    """A :class:`observers.MetadataWatcher` whose polls use :func:`quick_snapshot` (see there why)."""
+
+    def _run(self) -> None:
+        client = admin(self.bootstrap_servers)
+        while not self._stop.is_set():
+            try:
+                self.views.append(quick_snapshot(client))
+            except Exception as exc:  # a broker is going away: note it and poll again
+                self.errors.append(str(exc))
+            self._stop.wait(self.interval_s)
 
 
 def service(sandbox: testing.RunningSandbox, broker: int, action: str) -> tuple[int, str, str]:

@@ -13,11 +13,20 @@ from collections.abc import Iterator
 
 import javaproperties
 import pytest
-from broker_support import SLOT_VERSIONS, kadmin, module_sandbox, raw_request, service, start_broker, stop_broker
+from broker_support import (
+    SLOT_VERSIONS,
+    kadmin,
+    module_sandbox,
+    observe,
+    raw_request,
+    service,
+    start_broker,
+    stop_broker,
+)
 from confluent_kafka.admin import ConfigResource, ResourceType
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType
-from observers import admin, registration, snapshot
+from observers import admin, registration
 
 from sandbox.testing import RunningSandbox
 
@@ -111,7 +120,7 @@ def test_describe_configs_shows_ibp_and_message_format_from_server_properties(
 @pytest.mark.destructive
 def test_broker_refuses_an_ibp_newer_than_its_software(kafka38: RunningSandbox) -> None:
     sb = kafka38
-    view = snapshot(admin(sb.bootstrap_servers))
+    view = observe(admin(sb.bootstrap_servers))
     broker = next(b for b in sorted(view.brokers) if b != view.controller)
     edit = 'sed -i "s/^inter.broker.protocol.version=.*/inter.broker.protocol.version={}/" ' \
            '"$KAFKA_HOST_DIR/server.properties"'
@@ -130,7 +139,7 @@ def test_broker_refuses_an_ibp_newer_than_its_software(kafka38: RunningSandbox) 
         assert fatal and reason in fatal[-1], fatal
         with sb.zk() as zk:
             assert registration(zk, broker) is None
-        assert broker not in snapshot(admin(sb.bootstrap_servers)).brokers
+        assert broker not in observe(admin(sb.bootstrap_servers)).brokers
     finally:
         sb.ssh(broker, edit.format("3.8"))
     # the operator fixes server.properties: the broker starts and rejoins

@@ -110,6 +110,10 @@ def test_ssh_with_host_key_checking_runs_kafka_service_on_that_host(sandbox: Run
     rc, out, _ = sandbox.ssh(1, "kafka-service status; echo host=$KAFKA_HOST_DIR")
     assert rc == 0
     assert out.splitlines() == ["active", f"host={sandbox.host_dir(1).path}"]
+    # SFTP works too (config edits): the host's server.properties at the profile's path pattern
+    with sandbox.ssh_client(1) as client, client.open_sftp() as sftp:
+        with sftp.open(str(sandbox.host_dir(1).server_properties)) as handle:
+            assert b"broker.id=1" in handle.read()
     rc, out, _ = sandbox.ssh(3, "kafka-service status")  # the spare host: sshd up, broker not started
     assert (rc, out.strip()) == (3, "inactive")
     assert 3 not in sandbox.registered_brokers()

@@ -64,9 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("down", parents=[common], help="stop everything the sandbox started")
     sub.add_parser("status", parents=[common], help="print the sandbox's state as JSON")
 
-    lag = sub.add_parser("lag", parents=[common], help="make a consumer group stop committing for a while")
+    lag = sub.add_parser(
+        "lag",
+        parents=[common],
+        help="make a consumer group stop progressing for a while (it re-commits its old offsets)",
+    )
     lag.add_argument("group", help=f"one of {', '.join(settings.WORKLOAD_GROUPS)}")
-    lag.add_argument("--stall-seconds", type=float, required=True, help="how long the group stops committing")
+    lag.add_argument(
+        "--stall-seconds", type=float, required=True, help="how long the group makes no progress, seconds"
+    )
 
     crash = sub.add_parser("crash-broker", parents=[common], help="SIGKILL a broker (no controlled shutdown)")
     crash.add_argument("broker_id", type=int, metavar="ID")

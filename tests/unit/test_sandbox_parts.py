@@ -1,0 +1,169 @@
+"""The sandbox CLI's pure parts, without starting anything: addresses and racks, env.json/airflow.env
+rendering, workload topic plan and stall files, package check, argument validation, waits and ports."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import subprocess
+import time
+
+import pytest
+
+from sandbox import cluster, debs, envfile, hosts, procs, settings, sshd, state, workload
+from sandbox.layout import Workdir
+
+
+def test_addresses_racks_and_spares() -> None:
+    specs = hosts.specs(brokers=3, spares=2, racks=2, address_base="127.5.0.11")
+    assert [(s.id, s.host, s.rack, s.spare) for s in specs] == [
+        (0, "127.5.0.11", "rack-0", False),
+        (1, "127.5.0.12", "rack-1", False),
+        (2, "127.5.0.13", "rack-0", False),
+        (3, "127.5.0.14", "rack-1", True),
+        (4, "127.5.0.15", "rack-0", True),
+    ]
+    assert hosts.address(0, settings.BROKER_HOST_BASE) == settings.broker_host(0)
+    with pytest.raises(ValueError, match="does not fit"):
+        hosts.address(250, "127.0.0.11")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((0, 0, 3, "3.6.2", "127.0.0.11"), "--brokers must be at least 1"),
+        ((3, -1, 3, "3.6.2", "127.0.0.11"), "--spare-brokers cannot be negative"),
+        ((3, 0, 0, "3.6.2", "127.0.0.11"), "--racks must be at least 1"),
+        ((3, 0, 3, "3.6", "127.0.0.11"), "--kafka-version must look like 3.6.2"),
+        ((3, 0, 3, "3.6.2", "10.0.0.11"), "--address-base must be a loopback address"),
+        ((3, 250, 3, "3.6.2", "127.0.0.11"), "does not fit"),
+    ],
+)
+def test_up_arguments_are_validated(args, message) -> None:
+    with pytest.raises(cluster.SandboxError, match=message):
+        cluster._validate_up_args(*args)
+
+
+def test_missing_package_message_names_package_file_and_command(monkeypatch) -> None:
+    monkeypatch.setitem(debs.REQUIRED, "zookeeper", ("/nonexistent/zookeeper.jar",))
+    with pytest.raises(debs.MissingPackage) as info:
+        debs.check_packages()
+    assert "zookeeper (/nonexistent/zookeeper.jar not found)" in str(info.value)
+    assert "apt-get install -y --no-install-recommends zookeeper" in str(info.value)
+
+
+def _state(workdir: Workdir) -> state.SandboxState:
+    specs = hosts.specs(3, 1, 3, "127.9.0.11")
+    return state.SandboxState(
+        workdir=str(workdir.root),
+        brokers=3,
+        spare_brokers=1,
+        racks=3,
+        kafka_version="3.6.2",
+        address_base="127.9.0.11",
+        zookeeper_port=2181,
+        burrow_port=8000,
+        hosts=[vars(s) for s in specs],
+    )
+
+
+def test_env_json_and_airflow_env(tmp_path) -> None:
+    workdir = Workdir.at(tmp_path)
+    sshd.generate_keys(workdir)
+    info = _state(workdir)
+    envfile.write(workdir, info)
+    env = json.loads(workdir.env_json.read_text())
+    assert env == {
+        "bootstrap_servers": "127.9.0.11:9092,127.9.0.12:9092,127.9.0.13:9092",
+        "zookeeper_connect": "127.0.0.1:2181",
+        "burrow_url": "http://127.0.0.1:8000",
+        "burrow_cluster": settings.BURROW_CLUSTER,
+        "consumer_groups": list(settings.WORKLOAD_GROUPS),
+        "brokers": [
+            {"id": i, "host": f"127.9.0.{11 + i}", "port": 9092, "ssh_port": 2222, "rack": f"rack-{i % 3}"}
+            for i in range(4)
+        ],
+        "ssh": {
+            "user": sshd.user(),
+            "key_file": str(workdir.client_key),
+            "known_hosts": str(workdir.known_hosts),
+        },
+    }
+    script = f". {shlex.quote(str(workdir.airflow_env))}; printf %s \"$AIRFLOW_CONN_KAFKA_SANDBOX\""
+    kafka = json.loads(subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout)
+    assert kafka["extra"]["server_properties"].format(broker_id=2) == str(
+        workdir.host(2).server_properties
+    )
+    assert kafka["extra"]["kafka_home"].format(broker_id=0) == str(workdir.host(0).kafka_link)
+
+
+def test_known_hosts_lists_every_host_with_the_shared_key(tmp_path) -> None:
+    workdir = Workdir.at(tmp_path)
+    sshd.generate_keys(workdir)
+    sshd.write_known_hosts(workdir, ["127.9.0.11", "127.9.0.12"])
+    lines = workdir.known_hosts.read_text().splitlines()
+    key = sshd.host_public_key(workdir)
+    assert lines == [f"[127.9.0.11]:2222 {key}", f"[127.9.0.12]:2222 {key}"]
+    assert key.startswith("ssh-ed25519 ")
+
+
+def test_topic_plan_caps_the_replication_factor_at_the_broker_count() -> None:
+    plan = workload.topic_plan(2)
+    assert set(plan) == set(settings.WORKLOAD_TOPICS) | {"__consumer_offsets"}
+    assert all(rf <= 2 for _, rf, _ in plan.values())
+    assert plan["__consumer_offsets"][0] == settings.CONSUMER_OFFSETS_PARTITIONS
+    assert workload.topic_plan(3)["orders"] == settings.WORKLOAD_TOPICS["orders"]
+
+
+def test_stall_file_holds_a_deadline(tmp_path) -> None:
+    workdir = Workdir.at(tmp_path)
+    assert workload.stalled_until(workdir, "auditor") is None
+    deadline = workload.stall(workdir, "auditor", 30)
+    assert workload.stalled_until(workdir, "auditor") == pytest.approx(deadline, abs=0.01)
+    assert workload.stalled_until(workdir, "auditor", now=deadline + 1) is None
+    assert workload.stalled_until(workdir, "analytics") is None
+
+
+def test_wait_for_returns_the_value_or_times_out_or_aborts() -> None:
+    began = time.monotonic()
+    assert procs.wait_for(lambda: time.monotonic() - began > 0.1 and "done", 2, "0.1 s") == "done"
+
+    def failing() -> bool:
+        raise ValueError("boom")
+
+    with pytest.raises(procs.Timeout, match="waiting for never .last error: boom"):
+        procs.wait_for(failing, 0.2, "never")
+
+    def dead() -> bool:
+        raise procs.Abort("the process died")
+
+    began = time.monotonic()
+    with pytest.raises(procs.Abort, match="died"):
+        procs.wait_for(dead, 10, "a dead process")
+    assert time.monotonic() - began < 1
+
+
+def test_pick_port_prefers_the_given_port_when_free() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        assert procs.port_in_use("127.0.0.1", taken)
+        other = procs.pick_port("127.0.0.1", taken)
+        assert other != taken and not procs.port_in_use("127.0.0.1", other)
+    free = procs.free_port("127.0.0.1")
+    assert procs.pick_port("127.0.0.1", free) == free
+
+
+def test_state_round_trip_and_missing_state(tmp_path) -> None:
+    workdir = Workdir.at(tmp_path)
+    with pytest.raises(state.NotASandbox, match="no sandbox in"):
+        state.load(workdir)
+    info = _state(workdir)
+    state.save(workdir, info)
+    loaded = state.load(workdir)
+    assert loaded == info
+    assert loaded.bootstrap_servers == "127.9.0.11:9092,127.9.0.12:9092,127.9.0.13:9092"
+    assert [s.id for s in loaded.active_specs] == [0, 1, 2]
+    assert state.running_processes(workdir) == {}

@@ -60,12 +60,20 @@ class StandaloneRecord:
     started: float  # epoch seconds
 
 
-# Settings for a small, shared machine: task processes wait longer for a busy api-server (the default
-# 5 s made a task fail at start while the api-server imported our plugins on its first execution-API call
-# under load 20 on 2 cores); fewer parallel task processes. The caller's environment overrides them.
+# Settings for a small, shared machine (measured at load 20 on 2 cores); the caller's environment overrides them.
+# - Task processes wait longer for a busy api-server: with the default 5 s a task failed at start while the
+#   api-server stalled for 79 s.
+# - Tasks without their own retries get 2 (5 s apart): the scheduler fails a reschedule-mode sensor
+#   (wait_turn, lock_cluster) when a poke's executor "success" arrives after the next poke was queued
+#   ("finished with state success, but the task instance's state attribute is queued", apache/airflow#71172,
+#   open for 3.3); with retries that becomes up_for_retry and the sensor goes on. Real failures are not
+#   retried: our sensors and the plan raise AirflowFailException / AirflowSensorTimeout.
+# - Fewer parallel task processes.
 TUNING = {
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
     "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
+    "AIRFLOW__CORE__DEFAULT_TASK_RETRIES": "2",
+    "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "5",
     "AIRFLOW__CORE__PARALLELISM": "8",
 }
 

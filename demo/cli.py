@@ -178,6 +178,16 @@ def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -
         time.sleep(poll_s)
 
 
+def last_error(client: AirflowClient, run_id: str, ti: dict[str, Any]) -> str:
+    """The last error-level line of a failed task's log (or a pointer to the UI when there is none)."""
+    try:
+        log = client.task_log(DAG_ID, run_id, ti["task_id"], ti.get("try_number") or 1, ti["map_index"])
+    except AirflowApiError as exc:
+        return f"(log not readable: {exc})"
+    errors = [str(e.get("event")) for e in log if str(e.get("level", "")).lower() in ("error", "critical")]
+    return errors[-1][:500] if errors else "no error in its log (killed by Airflow? see the scheduler's log)"
+
+
 def up(args: argparse.Namespace) -> int:
     """The demo: sandbox, Airflow, trigger, watch, report. Returns the exit code (0 = run succeeded)."""
     t0 = time.monotonic()
@@ -197,12 +207,12 @@ def up(args: argparse.Namespace) -> int:
     t_run = time.monotonic()
     run, tis = watch(client, run_id, args.run_timeout, args.poll)
     run_s = time.monotonic() - t_run
-    failed = progress.failed_tasks(tis)
+    failed = [ti for ti in tis if ti.get("state") == "failed"]
     ok = run["state"] == "success" and not failed
     say(f"run {run_id} ended: {run['state'].upper()} in {clock(run_s)} "
         f"(demo total {clock(time.monotonic() - t0)}, Airflow ready after {clock(ready_s)})")
-    if failed:
-        say(f"failed tasks: {', '.join(failed)} (logs in the UI: Grid view, click the red square)")
+    for ti in failed:
+        say(f"FAILED {progress.label(ti)}: {last_error(client, run_id, ti)}")
     say(f"UI: {settings.base_url}/dags/{DAG_ID}/runs/{run_id}  login: admin / {password}")
     say("Airflow and the sandbox keep running; stop both with `make down` (python -m demo --down)")
     return 0 if ok else 1

@@ -57,13 +57,18 @@ def broker_lines(tis: list[dict[str, Any]]) -> dict[str, str]:
             lines[ti["task_id"]] = f"{ti['task_id']}: {word}"
     total = len(mapped)
     for index, steps in sorted(mapped.items()):
-        label = next((t["rendered_map_index"] for t in steps.values() if t.get("rendered_map_index")), None)
-        parts = [f"{name} {word}" for step, name in STEPS if (word := _word(steps.get(step, {}).get("state")))]
+        name = next((_broker(t.get("rendered_map_index"), index) for t in steps.values()
+                     if not _broker(t.get("rendered_map_index"), index).startswith("map index")), None)
+        states = [(name, steps.get(step, {}).get("state")) for step, name in STEPS]
+        parts = [f"{name} {_word(state)}" for name, state in states if _word(state) and state != "upstream_failed"]
+        not_run = sum(state == "upstream_failed" for _, state in states)
+        if not_run:
+            parts.append(f"{not_run} steps not run (upstream failed)")
         if not parts:
             continue
         soak = steps.get("soak", {}).get("state")
         done = " -> done" if soak == "success" else ""
-        lines[f"map:{index}"] = f"{label or f'map index {index}'} [{index + 1}/{total}]: {', '.join(parts)}{done}"
+        lines[f"map:{index}"] = f"{name or f'map index {index}'} [{index + 1}/{total}]: {', '.join(parts)}{done}"
     return lines
 
 
@@ -89,11 +94,13 @@ class ProgressPrinter:
         return out
 
 
-def failed_tasks(tis: list[dict[str, Any]]) -> list[str]:
-    """``"task_id (label)"`` of every failed task instance, for the final report."""
-    out = []
-    for ti in tis:
-        if ti.get("state") == "failed":
-            label = ti.get("rendered_map_index") or (f"map index {ti['map_index']}" if ti["map_index"] >= 0 else "")
-            out.append(f"{ti['task_id']} ({label})" if label else ti["task_id"])
-    return sorted(out)
+def label(ti: dict[str, Any]) -> str:
+    """``"task_id (broker 1)"`` for a mapped task instance, the task id for the others."""
+    if ti["map_index"] < 0:
+        return ti["task_id"]
+    return f"{ti['task_id']} ({_broker(ti.get('rendered_map_index'), ti['map_index'])})"
+
+
+def _broker(rendered: str | None, index: int) -> str:
+    """The rendered "broker <id>" label; before rendering the API shows the bare index: say so."""
+    return rendered if rendered and not rendered.isdigit() else f"map index {index}"

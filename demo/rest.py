@@ -115,3 +115,13 @@ class AirflowClient:
             items += page["task_instances"]
             if not page["task_instances"] or len(items) >= page["total_entries"]:
                 return items
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int) -> list[dict[str, Any]]:
+        """The structured log of one try (a list of ``{"event", "level", ...}``; [] if there is none)."""
+        params: dict[str, Any] = {"full_content": "true"}
+        if map_index >= 0:
+            params["map_index"] = map_index
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{max(1, try_number)}"
+        doc = self.request("GET", path, ok_404=True, params=params, headers={"Accept": "application/json"})
+        content = (doc or {}).get("content") or []
+        return [e for e in content if isinstance(e, dict)]

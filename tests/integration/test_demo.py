@@ -41,7 +41,19 @@ def test_progress_lines_per_broker_only_when_changed() -> None:
     tis[4]["state"] = "success"
     assert printer.changes(tis) == ["broker 1 [1/2]: turn ok, gate ok, stop ok"]
     tis[6]["state"] = "failed"
-    assert progress.failed_tasks(tis) == ["restart_broker.gate (map index 1)"]
+    assert progress.label(tis[6]) == "restart_broker.gate (map index 1)"
+    assert progress.label(tis[3]) == "restart_broker.gate (broker 1)"
+
+
+def test_progress_before_rendering_and_after_a_failure() -> None:
+    printer = progress.ProgressPrinter()
+    # before a mapped task renders its label, the API shows the bare map index as rendered_map_index
+    tis = [_ti("restart_broker.wait_turn", "running", 0, "0")]
+    assert printer.changes(tis) == ["map index 0 [1/1]: turn ..."]
+    tis = [_ti("restart_broker.wait_turn", "failed", 0, "broker 3")] + [
+        _ti(f"restart_broker.{step}", "upstream_failed", 0, "broker 3") for step in ("gate", "stop", "soak")
+    ]
+    assert printer.changes(tis) == ["broker 3 [1/1]: turn FAILED, 3 steps not run (upstream failed)"]
 
 
 def test_connection_env_parses_airflow_env(tmp_path: Path) -> None:

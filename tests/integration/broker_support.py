@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
@@ -30,19 +29,15 @@ SLOT_REASSIGNMENT = 202
 SLOT_VERSIONS = 203
 
 
-def sandbox_net(config: pytest.Config) -> int:
-    """The second address octet of this session's sandboxes (``--sandbox-net`` + xdist worker), as in conftest."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return config.getoption("--sandbox-net") + int(worker.removeprefix("gw") or 0)
-
-
 @contextmanager
 def module_sandbox(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, slot: int, **options
 ) -> Iterator[testing.RunningSandbox]:
-    """``sandbox up`` in its own workdir on ``127.<net>.<slot>.11`` (options as ``testing.start``); down at exit."""
+    """``sandbox up`` in its own workdir on ``127.<net>.<slot>.11`` (``net``: the session's claimed net, the
+    ``sandbox_net`` fixture of tests/conftest.py; options as ``testing.start``); down at exit."""
     workdir = tmp_path_factory.mktemp(f"sandbox-slot{slot}")
-    running = testing.start(workdir, address_base=f"127.{sandbox_net(request.config)}.{slot}.11", **options)
+    net = request.getfixturevalue("sandbox_net")
+    running = testing.start(workdir, address_base=f"127.{net}.{slot}.11", **options)
     print(f"\nsandbox (slot {slot}) up took {running.up_seconds:.1f} s ({workdir})")
     try:
         yield running

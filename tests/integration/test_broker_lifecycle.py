@@ -149,8 +149,8 @@ def test_graceful_stop_is_a_controlled_shutdown(healthy: RunningSandbox) -> None
     assert watcher.ever_offline() == []
     late = [v for v in watcher.views if victim not in v.brokers]
     assert late and all(not v.led_by(victim) for v in late)
-    after = observe(confluent)
     # Metadata lists the live brokers only (behaviour 1)
+    after = wait_for(lambda: (v := observe(confluent)) and victim not in v.brokers and v, 10, what="Metadata")
     assert after.brokers == before.brokers - {victim}
     client = kadmin(sb)
     try:
@@ -194,8 +194,8 @@ def test_controller_stop_elects_a_new_controller(healthy: RunningSandbox) -> Non
     assert new != old and new in sb.broker_ids[: sb.active_count]
     assert elected_at - vanished_at < 3.0 and elected_at - stopped < 3.0
     assert new_epoch > epoch
-    assert wait_for(lambda: confluent.list_topics(timeout=10).controller_id == new, 5, what="Metadata controller")
-    assert confluent.describe_cluster().result().controller.id == new
+    wait_for(lambda: observe(confluent).controller == new, 10, what="the new controller in Metadata")
+    wait_for(lambda: confluent.describe_cluster().result().controller.id == new, 10, what="... in DescribeCluster")
     # the old controller comes back as an ordinary broker: the controller does not move back
     start_broker(sb, old)
     sb.wait_healthy(timeout_s=30)
@@ -253,8 +253,8 @@ def test_crash_moves_leaders_only_after_the_session_expires(healthy: RunningSand
              for v in during if victim not in v.brokers or keys(v.led_by(victim)) != keys(led)]
     assert not wrong, f"views (s after the kill, brokers, partitions no longer led) before the expiry: {wrong}"
     # afterwards: new leaders from the ISR, nothing offline (every partition had another in-sync replica)
-    after = observe(confluent)
-    assert victim not in after.brokers and after.offline == []
+    after = wait_for(lambda: (v := observe(confluent)) and victim not in v.brokers and v, 10, what="Metadata")
+    assert after.offline == []
     assert all(after.partition(p.topic, p.partition).leader in p.isr for p in led)
 
 
@@ -359,7 +359,8 @@ def test_restart_catches_up_and_rejoins_the_isr(healthy: RunningSandbox) -> None
     assert theirs_first - mine_first >= 256 * 1024
     # it copied at the throttle, not at the unthrottled replication rate
     assert 0.6 * CATCHUP_THROTTLE <= copy_rate <= 1.4 * CATCHUP_THROTTLE
-    assert unthrottled_done - started_at < 15 and healthy_at - stopped_at < 30
+    # about 10 s on an idle machine (printed above); generous bounds for a loaded one
+    assert unthrottled_done - started_at < 20 and healthy_at - stopped_at < 60
 
 
 # --- 6: preferred leader election ------------------------------------------------------------------
@@ -375,9 +376,10 @@ def test_restarted_broker_leads_nothing_until_preferred_election(healthy: Runnin
     stop_broker(sb, victim)
     start_broker(sb, victim)
     sb.wait_healthy(timeout_s=30)
-    after = observe(confluent)
-    assert victim in after.brokers and len(after.in_isr_of(victim)) == len(keys(
-        p for p in after.partitions if victim in p.replicas))  # back in every ISR ...
+    hosted = keys(p for p in before.partitions if victim in p.replicas)
+    # back in every ISR as clients see it (a broker's metadata cache trails ZooKeeper by a refresh) ...
+    after = wait_for(lambda: (v := observe(confluent)) and keys(v.in_isr_of(victim)) == hosted and v, 10,
+                     what=f"broker {victim} in every ISR in Metadata")
     assert after.led_by(victim) == []  # ... but leading nothing (auto.leader.rebalance.enable=false)
     results = confluent.elect_leaders(ElectionType.PREFERRED, None).result()  # every partition
     elected = {(tp.topic, tp.partition) for tp, error in results.items() if error is None}
@@ -411,8 +413,8 @@ def test_partition_offline_when_every_isr_replica_is_down(healthy: RunningSandbo
     wait_for(lambda: (v := observe(confluent)) and first not in v.brokers
              and v.partition(target.topic, target.partition).leader == last, 10, what="leadership on the other replica")
     stop_broker(sb, last)  # the last ISR replica goes: offline
-    view = wait_for(lambda: (v := observe(confluent)) and last not in v.brokers and v, 10, what="the second stop")
-    assert keys(view.offline) == doomed
+    view = wait_for(lambda: (v := observe(confluent)) and last not in v.brokers and keys(v.offline) == doomed and v,
+                    10, what="exactly the partitions of the two stopped brokers offline")
     offline = view.partition(target.topic, target.partition)
     assert offline.leader == -1 and offline.isr == (last,)  # the last ISR is kept (no unclean election)
     md = confluent.list_topics(target.topic, timeout=10)

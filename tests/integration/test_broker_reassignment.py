@@ -90,9 +90,11 @@ def track(sb: RunningSandbox, client: KafkaAdminClient, partition: int, new: int
         ongoing = client.list_partition_reassignments([tp]).get(tp)
         p = snapshot(confluent).partition(TOPIC, partition)
         new_size = log_dir_sizes(client, new, {TOPIC: [partition]}).get((TOPIC, partition))
-        leader_size = log_dir_sizes(client, p.leader, {TOPIC: [partition]})[(TOPIC, partition)]["partition_size"]
+        on_leader = log_dir_sizes(client, p.leader, {TOPIC: [partition]}).get((TOPIC, partition))
+        if on_leader is None:  # Metadata named the old leader, which already dropped its replica: ask again
+            return False
         samples.append(Sample(time.monotonic(), ongoing, p.replicas, p.isr,
-                              None if new_size is None else new_size["partition_size"], leader_size))
+                              None if new_size is None else new_size["partition_size"], on_leader["partition_size"]))
         return until(samples[-1])
 
     wait_for(sample, timeout_s, interval_s=0.15, what=f"{TOPIC}-{partition}'s reassignment")

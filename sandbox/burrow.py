@@ -132,18 +132,25 @@ def group_status(base_url: str, group: str, cluster: str = settings.BURROW_CLUST
     return get(base_url, f"/v3/kafka/{cluster}/consumer/{group}/status").get("status", {})
 
 
-def wait_serving(workdir: Workdir, base_url: str, timeout_s: float = START_TIMEOUT_S) -> None:
-    """Wait until Burrow answers ``GET /burrow/admin`` at ``base_url``.
+def wait_serving(
+    workdir: Workdir, base_url: str, brokers: list[str], timeout_s: float = START_TIMEOUT_S
+) -> None:
+    """Wait until our Burrow answers at ``base_url``: its cluster module lists ``brokers``
+    (``GET /v3/kafka/<cluster>``), so another sandbox's Burrow on that port does not count.
 
     Raises:
-        procs.Abort: Burrow exited (e.g. its HTTP port was taken; see ``burrow/burrow.log``).
+        procs.Abort: Burrow exited (e.g. its HTTP port was taken; see ``burrow/burrow.log``), or
+            another Burrow answers on that port.
         procs.Timeout: not serving after ``timeout_s`` seconds.
     """
 
     def serving() -> bool:
         if not procs.alive_from_pid_file(workdir.burrow_pid):
             raise procs.Abort(f"Burrow exited; see {workdir.burrow_log} and {workdir.burrow / 'burrow.out'}")
-        return requests.get(base_url + "/burrow/admin", timeout=1.0).ok
+        servers = get(base_url, f"/v3/kafka/{settings.BURROW_CLUSTER}", timeout_s=1.0)["module"]["servers"]
+        if sorted(servers) != sorted(brokers):
+            raise procs.Abort(f"{base_url} is another sandbox's Burrow (brokers {servers})")
+        return True
 
     procs.wait_for(serving, timeout_s, f"Burrow serving HTTP at {base_url}", poll_s=0.1)
 

@@ -7,6 +7,7 @@ default). Errors the user can fix print one line ``sandbox: error: ...`` and exi
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -82,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (0 ok, 1 a problem the message explains)."""
     args = build_parser().parse_args(argv)
+    # Probes meet servers that are starting or stopping: kazoo's reconnect chatter is no news here.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     workdir = Workdir.at(args.workdir)
     try:
         if args.command == "up":

@@ -252,6 +252,8 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         start=lambda port: zookeeper.start(workdir, port),
         wait=lambda port: zookeeper.wait_serving(workdir, port, timeout_s=remaining()),
         say=say,
+        pid_file=workdir.zookeeper_pid,
+        logs=(workdir.zookeeper_log,),
     )
     say(f"ZooKeeper serving on {info.zookeeper_connect}")
     for spec in specs:
@@ -288,8 +290,15 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                 zookeeper_connect=info.zookeeper_connect,
                 port=port,
             ),
-            wait=lambda port: burrow.wait_serving(workdir, burrow.url(port), timeout_s=remaining()),
+            wait=lambda port: burrow.wait_serving(
+                workdir,
+                burrow.url(port),
+                [f"{s.host}:{settings.BROKER_PORT}" for s in active],
+                timeout_s=remaining(),
+            ),
             say=say,
+            pid_file=workdir.burrow_pid,
+            logs=(workdir.burrow_log, workdir.burrow / "burrow.out"),
         )
         procs.spawn(
             [sys.executable, "-m", "sandbox.workload", "--workdir", str(workdir.root)],
@@ -335,11 +344,14 @@ def _start_on_free_port(
     start: Callable[[int], object],
     wait: Callable[[int], object],
     say: Say,
+    pid_file: Path,
+    logs: tuple[Path, ...] = (),
     attempts: int = 3,
 ) -> None:
     """Start a server on the port ``info.<attr>`` and wait until it serves. When it dies because another
-    process took that port since it was picked (sandboxes starting side by side), retry on a free port
-    (``info`` and sandbox.json updated).
+    process took that port since it was picked (sandboxes starting side by side: the port is held now,
+    or one of ``logs`` says "address already in use"), retry on a free port (``info`` and sandbox.json
+    updated).
 
     Raises:
         procs.Abort: it died for another reason, or after ``attempts`` tries.
@@ -352,12 +364,26 @@ def _start_on_free_port(
             wait(port)
             return
         except procs.Abort:
-            if attempt == attempts or not procs.port_in_use("127.0.0.1", port):
+            taken = procs.port_in_use("127.0.0.1", port) or any(
+                "address already in use" in _tail(path).lower() for path in logs
+            )
+            if attempt == attempts or not taken:
                 raise
+            procs.stop_pids([p for p in [procs.read_pid(pid_file)] if p], STOP_HELPER_TIMEOUT_S)
             new_port = procs.free_port("127.0.0.1")
             say(f"{what}: port {port} was taken by another process meanwhile; retrying on {new_port}")
             setattr(info, attr, new_port)
             state.save(workdir, info)
+
+
+def _tail(path: Path, size: int = 4096) -> str:
+    """The last ``size`` bytes of ``path`` as text ("" when missing)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - size))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _stop_all(workdir: Workdir, say: Say) -> list[str]:

@@ -93,7 +93,9 @@ def metadata_view(bootstrap_servers: str, timeout_s: float = 3.0) -> dict[str, A
     or ``{"error": ...}`` when no broker answers within ``timeout_s`` seconds."""
     from confluent_kafka.admin import AdminClient
 
-    client = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": int(timeout_s * 1000)})
+    client = AdminClient(
+        {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 0}
+    )
     try:
         md = client.list_topics(timeout=timeout_s)
     except Exception as exc:  # noqa: BLE001 - report, do not fail

@@ -45,7 +45,7 @@ def write_config(workdir: Workdir, port: int) -> Path:
                 "clientPortAddress=127.0.0.1",
                 "maxClientCnxns=0",
                 "admin.enableServer=false",
-                "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+                "4lw.commands.whitelist=ruok,conf,srvr,stat,mntr",
                 "autopurge.purgeInterval=0",
                 "",
             ]
@@ -89,7 +89,12 @@ def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S
     def serving() -> bool:
         if not procs.alive_from_pid_file(workdir.zookeeper_pid):
             raise procs.Abort(f"ZooKeeper exited; see {workdir.zookeeper_log}")
-        return ruok(port)
+        if not ruok(port):
+            return False
+        ours = is_ours(workdir, port)
+        if ours is False:  # another sandbox's ZooKeeper took the port meanwhile
+            raise procs.Abort(f"127.0.0.1:{port} is served by another ZooKeeper (not {workdir.zookeeper})")
+        return bool(ours)
 
     procs.wait_for(serving, timeout_s, f"ZooKeeper on 127.0.0.1:{port}")
     zk = KazooClient(hosts=connect_string(port), timeout=10.0)
@@ -109,6 +114,22 @@ def ruok(port: int, timeout_s: float = 1.0) -> bool:
             return sock.recv(16) == b"imok"
     except OSError:
         return False
+
+
+def is_ours(workdir: Workdir, port: int, timeout_s: float = 1.0) -> bool | None:
+    """Whether the ZooKeeper on ``port`` is this workdir's: its ``conf`` names our data directory.
+    None while that cannot be told yet (no answer, or "not currently serving requests")."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(b"conf")
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+    except OSError:
+        return None
+    if b"dataDir=" not in answer:
+        return None
+    return f"dataDir={workdir.zookeeper / 'data'}/".encode() in answer
 
 
 def client(port: int, timeout_s: float = 10.0) -> KazooClient:

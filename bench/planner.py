@@ -19,8 +19,10 @@ Columns: moved/LB = bytes copied / lower bound (summary.json's definition); byte
 max/mean over the kept brokers of bytes, replicas and preferred leaders; rack viol = partitions
 spanning fewer than min(RF, racks) racks; time = seconds of planning.
 
-Scaling: ``spark-submit --master local[2] spark/reassignment_plan.py`` wall time on 200 brokers
-(190 + 10 new) for each partition count. Heavy: never run from the tests.
+Scaling: ``spark-submit --master local[2] spark/reassignment_plan.py`` on 200 brokers (190 + 10 new)
+for each partition count: wall seconds, CPU seconds of the whole job (JVM + Python; on a shared
+machine wall time depends on the others' load, CPU time much less), the 1-minute load average at
+the start, and the job's own read and plan phases. Heavy: never run from the tests.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -276,8 +279,8 @@ def scaling(sizes: list, workdir: str) -> None:
     """Print spark-submit wall seconds per partition count (200 brokers, scale-out by 10)."""
     print("\n# scaling: spark-submit --master local[2], 200 brokers (190 + 10 new), scale-out")
     header = (
-        f"{'partitions':>10} {'replicas':>9} {'wall s':>7} {'read s':>7} {'plan s':>7} "
-        f"{'moved/LB':>8} {'bytes':>6}"
+        f"{'partitions':>10} {'replicas':>9} {'wall s':>7} {'cpu s':>7} {'load':>6} "
+        f"{'read s':>7} {'plan s':>7} {'moved/LB':>8} {'bytes':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -292,6 +295,8 @@ def scaling(sizes: list, workdir: str) -> None:
         nrep = sum(len(p["replicas"]) for p in parts)
         del parts
         out = os.path.join(workdir, f"out-{n}")
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load = os.getloadavg()[0]
         started = time.monotonic()
         proc = subprocess.run(
             [
@@ -317,6 +322,8 @@ def scaling(sizes: list, workdir: str) -> None:
             env=env,
         )
         wall = time.monotonic() - started
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         if proc.returncode != 0:
             print(f"{n:>10} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else '?'}")
             continue
@@ -324,8 +331,9 @@ def scaling(sizes: list, workdir: str) -> None:
             s = json.load(f)
         t = s.get("spark_timings", {})
         print(
-            f"{n:>10} {nrep:>9} {wall:7.1f} {t.get('read_validate_aggregate_s', 0):7.1f} "
-            f"{t.get('plan_s', 0):7.1f} {s['moved_over_lower_bound']:8.3f} {s['skew_after']['bytes']:6.3f}"
+            f"{n:>10} {nrep:>9} {wall:7.1f} {cpu:7.1f} {load:6.1f} "
+            f"{t.get('read_validate_aggregate_s', 0):7.1f} {t.get('plan_s', 0):7.1f} "
+            f"{s['moved_over_lower_bound']:8.3f} {s['skew_after']['bytes']:6.3f}"
         )
         sys.stdout.flush()
 

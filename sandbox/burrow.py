@@ -72,7 +72,6 @@ cluster="{cluster}"
 servers={zk}
 zookeeper-path=""
 zookeeper-timeout=6
-group-refresh={settings.BURROW_ZK_REFRESH_S}
 
 [storage.default]
 class-name="inmemory"

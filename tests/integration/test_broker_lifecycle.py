@@ -1,7 +1,7 @@
 """Behaviours 1-7 of issue 2 that stop, crash and start brokers, on a sandbox of this module (one
 ``sandbox up`` shared by the tests here; each test starts from and restores a healthy cluster).
 
-Observed from outside only: confluent-kafka metadata (snapshots and a background MetadataWatcher),
+Observed from outside only: confluent-kafka metadata (snapshots and a background QuickWatcher),
 kafka-python, kazoo on ZooKeeper, ``kafka-service`` over SSH, ``sandbox crash-broker`` and TCP connects.
 """
 

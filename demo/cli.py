@@ -213,7 +213,8 @@ def up(args: argparse.Namespace) -> int:
         f"(demo total {clock(time.monotonic() - t0)}, Airflow ready after {clock(ready_s)})")
     for ti in failed:
         say(f"FAILED {progress.label(ti)}: {last_error(client, run_id, ti)}")
-    say(f"UI: {settings.base_url}/dags/{DAG_ID}/runs/{run_id}  login: admin / {password}")
+    say(f"UI: {settings.base_url}/dags/{DAG_ID}/runs/{run_id}  login: admin / {password} "
+        f"(from {settings.home / airflow_proc.PASSWORD_FILE})")
     say("Airflow and the sandbox keep running; stop both with `make down` (python -m demo --down)")
     return 0 if ok else 1
 

@@ -1,11 +1,12 @@
 """Rolling restart of a Kafka cluster, one broker at a time, stopping itself when the cluster or its
 consumers get unhealthy. Declarative composition only: the logic lives in plugins/.
 
-Shape: plan (validate params, resolve the order, controller last) -> lock the cluster (setup) ->
+Shape: plan (validate params, resolve the order, controller last; frozen for the run) -> lock the
+cluster (setup) ->
 one task group per broker, mapped over the plan and labelled "broker <id>" in the Grid view:
 wait_turn -> gate -> pre_stop -> stop -> wait_gone -> pre_start -> start -> wait_registered ->
-wait_caught_up -> elect_preferred -> wait_leadership -> soak -> final health check -> unlock
-(teardown, also after failures).
+wait_caught_up -> elect_preferred -> wait_leadership -> soak -> final health check -> forget the
+frozen plan -> unlock (teardown, also after failures).
 
 Strictly one broker at a time: mapped instances would run in parallel, so each instance's
 ``wait_turn`` passes only after the previous broker's ``soak`` succeeded, and fails at once if the
@@ -19,7 +20,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, TriggerRule, task_group
 from operators.broker_service import BrokerServiceOperator
 from operators.leader_election import PreferredLeaderElectionOperator
-from operators.restart_planning import RollingRestartPlanOperator
+from operators.restart_planning import ForgetPlanOperator, RollingRestartPlanOperator
 from operators.soak import SoakOperator
 from sensors.cluster import (
     BrokerGoneSensor,
@@ -125,4 +126,5 @@ with DAG(
         task_id="final_health", cluster=CLUSTER, dry_run=DRY_RUN, interval_s=INTERVAL,
         timeout_s="{{ params.healthcheck_timeout_s }}",
     )
-    plan >> lock >> restart_broker.expand(broker=plan.output) >> final >> unlock.as_teardown(setups=lock)
+    forget = ForgetPlanOperator(task_id="forget_plan")
+    plan >> lock >> restart_broker.expand(broker=plan.output) >> final >> forget >> unlock.as_teardown(setups=lock)

@@ -136,6 +136,42 @@ def under_replicated_partitions(state: ClusterState) -> Verdict:
     return _verdict("urp", reasons)
 
 
+def broker_caught_up(state: ClusterState, broker_id: int) -> Verdict:
+    """Fails while ``broker_id`` is missing from the ISR of any partition it hosts.
+
+    The per-broker form of "URP = 0" for the step after a restart: the restarted broker has caught
+    up with every leader and rejoined every ISR (Kafka: a follower joins the ISR once its log end
+    offset reaches the leader's high watermark). Unlike the cluster-wide URP rule it still holds
+    when another broker is down, which a resumed run can meet.
+    Reason format: ``"orders-3: broker 2 not in isr [1, 3]"``.
+    """
+    return _verdict(
+        "caught-up",
+        [f"{p.name}: broker {broker_id} not in isr {_ids(p.isr)}"
+         for p in state.partitions_on(broker_id) if broker_id not in p.isr],
+    )
+
+
+def broker_leadership(state: ClusterState, broker_id: int, max_percentage: float | None = None) -> Verdict:
+    """Fails while ``broker_id`` does not lead enough of the partitions it is the preferred leader of.
+
+    The per-broker form of :func:`leader_imbalance` (same rule, Kafka's
+    ``leader.imbalance.per.broker.percentage``), for the step after a preferred leader election.
+    Reason format: ``"broker 2 leads 3 of its 12 preferred partitions (75% imbalance > 10%): orders-1, ..."``.
+    """
+    limit = state.leader_imbalance_percentage if max_percentage is None else max_percentage
+    preferred = state.partitions_preferring(broker_id)
+    not_led = [p for p in preferred if p.leader != broker_id]
+    if not preferred or 100.0 * len(not_led) / len(preferred) <= limit:
+        return _verdict("leadership", [])
+    pct = 100.0 * len(not_led) / len(preferred)
+    names = ", ".join(p.name for p in not_led[:10]) + (", ..." if len(not_led) > 10 else "")
+    return _verdict("leadership", [
+        f"broker {broker_id} leads {len(preferred) - len(not_led)} of its {len(preferred)} preferred partitions "
+        f"({pct:.0f}% imbalance > {limit:g}%): {names}"
+    ])
+
+
 def leader_imbalance_ratios(state: ClusterState) -> dict[int, tuple[int, int]]:
     """Per broker: (partitions it should lead but does not, partitions it should lead).
 

@@ -123,7 +123,7 @@ class ClusterProbeSensor(BaseSensorOperator):
             self.log.info("%s: %s", self.spec().describe(), event.get("message"))
             return
         raise AirflowSensorTimeout(
-            f"{self.task_id}: gave up after {self.timeout:.0f} s waiting until {self.spec().describe()}: "
+            f"{self.task_id}: gave up after {float(self.timeout_s):.0f} s waiting until {self.spec().describe()}: "
             f"{event.get('message')}"
         )
 
@@ -164,14 +164,16 @@ class BrokerRegisteredSensor(ClusterProbeSensor):
 
 
 class ISRCaughtUpSensor(ClusterProbeSensor):
-    """Wait until no partition is under-replicated (the restarted broker caught up and rejoined ISRs)."""
+    """Wait until ``broker`` is back in the ISR of every partition it hosts (caught up with its leaders);
+    without ``broker``, until no partition is under-replicated."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(probe_kind="caught_up", **kwargs)
 
 
 class LeadershipBalancedSensor(ClusterProbeSensor):
-    """Wait until leader imbalance per broker is within ``leader.imbalance.per.broker.percentage``."""
+    """Wait until ``broker`` (or, without it, every broker) leads its preferred partitions within
+    ``leader.imbalance.per.broker.percentage``."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(probe_kind="leadership", **kwargs)

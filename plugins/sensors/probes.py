@@ -11,8 +11,10 @@ Kinds:
   nothing left to protect and the next step brings it back.
 - ``gone``: ``broker_id`` is no longer in the cluster metadata (stopped).
 - ``registered``: ``broker_id`` is back in the metadata (and, with ZooKeeper, registered).
-- ``caught_up``: no under-replicated partition left (every follower back in its ISR).
-- ``leadership``: leader imbalance within ``leader.imbalance.per.broker.percentage`` again.
+- ``caught_up``: ``broker_id`` is back in the ISR of every partition it hosts (without a broker: no
+  under-replicated partition left in the cluster).
+- ``leadership``: ``broker_id`` leads its preferred partitions again within
+  ``leader.imbalance.per.broker.percentage`` (without a broker: every broker does).
 - ``healthy``: offline + URP + leader imbalance (the final check of an operation).
 """
 
@@ -52,8 +54,10 @@ class ProbeSpec:
             "gate": f"broker {self.broker_id} may be restarted",
             "gone": f"broker {self.broker_id} has left the cluster",
             "registered": f"broker {self.broker_id} is registered again",
-            "caught_up": "every replica is back in its ISR (URP = 0)",
-            "leadership": "preferred leaders lead again (leader imbalance within limits)",
+            "caught_up": (f"broker {self.broker_id} is back in every ISR" if self.broker_id is not None
+                          else "every replica is back in its ISR (URP = 0)"),
+            "leadership": (f"broker {self.broker_id} leads its preferred partitions again"
+                           if self.broker_id is not None else "preferred leaders lead again everywhere"),
             "healthy": "the cluster is healthy (no offline partitions, no URP, leaders balanced)",
         }
         return what[self.kind]
@@ -88,9 +92,13 @@ def run_probe(spec: ProbeSpec) -> ProbeResult:
         present = state.has_broker(broker)
         return ProbeResult(present, f"broker {broker} {'registered' if present else 'not registered yet'}")
     if spec.kind == "caught_up":
-        return _result(health.under_replicated_partitions(state))
+        if broker is None:
+            return _result(health.under_replicated_partitions(state))
+        return _result(health.broker_caught_up(state, broker))
     if spec.kind == "leadership":
-        return _result(health.leader_imbalance(state))
+        if broker is None:
+            return _result(health.leader_imbalance(state))
+        return _result(health.broker_leadership(state, broker))
     if spec.kind == "healthy":
         return _result(health.cluster_health(state))
     # gate

@@ -81,8 +81,9 @@ def run_dag(dag_id: str, conf: dict[str, Any], logical_date: datetime | None = N
     assert not bag.import_errors, bag.import_errors
     dag = bag.dags[dag_id]
     kwargs: dict[str, Any] = {"run_conf": conf}
-    if logical_date is not None:
+    if logical_date is not None:  # run_id derives from run_after: both pin the same DAG run
         kwargs["logical_date"] = logical_date
+        kwargs["run_after"] = logical_date
     run = dag.test(**kwargs)
     tis = list(run.get_task_instances())
     return DagRunResult(

@@ -337,3 +337,37 @@ def test_gate_fails_on_imbalance_with_custom_threshold():
     v = restart_gate(imbalanced_state(10, 2), 3, max_imbalance_percentage=10)
     assert not v.ok and v.reasons[0].startswith("leader-imbalance: broker 1")
     assert restart_gate(imbalanced_state(10, 2), 3, max_imbalance_percentage=50).ok
+
+
+# -- broker-scoped rules (the steps after a restart) ---------------------------------------------
+
+
+def test_broker_caught_up_only_looks_at_that_brokers_partitions():
+    from kafka_ops.cluster import Broker, ClusterState, Partition
+    from kafka_ops.health import broker_caught_up
+
+    state = ClusterState(
+        brokers=(Broker(1, "h1", 9092), Broker(2, "h2", 9092)),
+        partitions=(
+            Partition("t", 0, leader=1, replicas=(1, 2, 3), isr=(1, 2)),  # broker 3 down: not our concern
+            Partition("t", 1, leader=2, replicas=(2, 1), isr=(2,)),  # broker 1 still catching up
+        ),
+    )
+    assert broker_caught_up(state, 2).ok
+    verdict = broker_caught_up(state, 1)
+    assert not verdict.ok
+    assert verdict.reasons == ["t-1: broker 1 not in isr [2]"]
+
+
+def test_broker_leadership_uses_the_imbalance_percentage():
+    from kafka_ops.cluster import Broker, ClusterState, Partition
+    from kafka_ops.health import broker_leadership
+
+    parts = tuple(Partition("t", i, leader=1 if i < 9 else 2, replicas=(1, 2), isr=(1, 2)) for i in range(10))
+    state = ClusterState(brokers=(Broker(1, "h", 9092), Broker(2, "h", 9092)), partitions=parts)
+    assert broker_leadership(state, 1).ok, "10% imbalance is within the default 10%"
+    worse = ClusterState(brokers=state.brokers, partitions=tuple(
+        Partition("t", i, leader=1 if i < 8 else 2, replicas=(1, 2), isr=(1, 2)) for i in range(10)))
+    verdict = broker_leadership(worse, 1)
+    assert not verdict.ok and "leads 8 of its 10 preferred partitions (20% imbalance > 10%)" in verdict.reasons[0]
+    assert broker_leadership(state, 2).ok, "a broker preferred for nothing has nothing to lead"

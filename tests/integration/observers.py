@@ -1,0 +1,135 @@
+"""Independent observers of a sandbox cluster for tests: what real clients see from outside.
+
+confluent-kafka's AdminClient for metadata, kazoo for ZooKeeper, plus a background watcher that
+polls metadata during an operation and records every snapshot (to assert, e.g., that no partition
+was ever offline). Waits use deadlines, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T], timeout_s: float, interval_s: float = 0.2, what: str = "condition") -> T:
+    """Poll ``condition`` until it returns a truthy value (returned) or ``timeout_s`` passes.
+
+    Raises:
+        AssertionError: the deadline passed; the message names ``what`` and the last value.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        last = condition()
+        if last:
+            return last  # type: ignore[return-value]
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last value: {last!r}")
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """One metadata snapshot: live broker ids, controller id and every partition."""
+
+    at: float
+    brokers: frozenset[int]
+    controller: int
+    partitions: tuple[PartitionView, ...]
+
+    @property
+    def offline(self) -> list[PartitionView]:
+        return [p for p in self.partitions if p.leader == -1]
+
+    @property
+    def under_replicated(self) -> list[PartitionView]:
+        return [p for p in self.partitions if len(p.isr) < len(p.replicas)]
+
+    def led_by(self, broker: int) -> list[PartitionView]:
+        return [p for p in self.partitions if p.leader == broker]
+
+    def in_isr_of(self, broker: int) -> list[PartitionView]:
+        return [p for p in self.partitions if broker in p.isr]
+
+    def partition(self, topic: str, partition: int) -> PartitionView:
+        return next(p for p in self.partitions if p.topic == topic and p.partition == partition)
+
+
+def admin(bootstrap_servers: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+
+
+def snapshot(client: AdminClient) -> ClusterView:
+    """Metadata as confluent-kafka (librdkafka) reports it."""
+    md = client.list_topics(timeout=10)
+    partitions = tuple(
+        PartitionView(t.topic, p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+        for t in md.topics.values()
+        for p in t.partitions.values()
+    )
+    return ClusterView(time.monotonic(), frozenset(md.brokers), md.controller_id, partitions)
+
+
+def zk_client(connect: str) -> KazooClient:
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=10)
+    return zk
+
+
+def registration(zk: KazooClient, broker_id: int) -> dict | None:
+    """Kafka's ``/brokers/ids/<id>`` JSON, or None when the broker is not registered."""
+    if not zk.exists(f"/brokers/ids/{broker_id}"):
+        return None
+    data, _ = zk.get(f"/brokers/ids/{broker_id}")
+    return json.loads(data)
+
+
+@dataclass
+class MetadataWatcher:
+    """Polls metadata in a background thread every ``interval_s`` and keeps every snapshot."""
+
+    bootstrap_servers: str
+    interval_s: float = 0.25
+    views: list[ClusterView] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        client = admin(self.bootstrap_servers)
+        while not self._stop.is_set():
+            try:
+                self.views.append(snapshot(client))
+            except Exception as exc:  # a broker may be down: note it and keep polling
+                self.errors.append(str(exc))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> MetadataWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+    def ever_offline(self) -> list[tuple[float, list[PartitionView]]]:
+        return [(v.at, v.offline) for v in self.views if v.offline]

@@ -68,6 +68,11 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared):
     assert labels == {f"broker {b}" for b in before}, "each mapped group is labelled with its broker id"
     assert result.group_states("stop") == ["success"] * len(before)
     assert result.state_of("unlock_cluster") == "success"
+    spans = {(ti.task_id, ti.map_index): (ti.start_date, ti.end_date) for ti in result.task_instances}
+    for i in range(1, len(before)):
+        previous_done = spans[("restart_broker.soak", i - 1)][1]
+        first_step = spans[("restart_broker.gate", i)][0]
+        assert first_step >= previous_done, f"broker #{i + 1}'s gate started before broker #{i} finished"
 
 
 def test_dry_run_touches_nothing(shared):

@@ -17,6 +17,8 @@ broker and never restarts a finished one twice.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from airflow.sdk import DAG, Param, TriggerRule, task_group
 from operators.broker_service import BrokerServiceOperator
 from operators.leader_election import PreferredLeaderElectionOperator
@@ -34,6 +36,10 @@ from sensors.lock import ClusterLockSensor, ReleaseClusterLockOperator
 from sensors.turn import PreviousBrokerDoneSensor
 
 CLUSTER = "{{ params.cluster }}"
+# Reschedule-mode sensors are idempotent; Airflow 3.3's scheduler can fail one in a race
+# ("finished with state success, but the task instance's state attribute is queued",
+# apache/airflow#71172), so they retry rather than stop the roll.
+RESCHEDULE_RETRIES = {"retries": 3, "retry_delay": timedelta(seconds=5)}
 DRY_RUN = "{{ params.dry_run }}"
 INTERVAL = "{{ params.healthcheck_interval_s }}"
 BROKER_LABEL = "broker {{ task.broker['id'] }}"
@@ -83,7 +89,7 @@ with DAG(
     )
     lock = ClusterLockSensor(
         task_id="lock_cluster", cluster=CLUSTER, operation="rolling restart", wait="{{ params.lock_wait }}",
-        poke_interval=10, timeout=6 * 3600,
+        poke_interval=10, timeout=6 * 3600, **RESCHEDULE_RETRIES,
     )
     unlock = ReleaseClusterLockOperator(task_id="unlock_cluster", cluster=CLUSTER)
 
@@ -96,7 +102,7 @@ with DAG(
                    **after_skips}
         turn = PreviousBrokerDoneSensor(
             task_id="wait_turn", broker=broker, last_task_id="restart_broker.soak", poke_interval=5,
-            timeout=7 * 24 * 3600, map_index_template=BROKER_LABEL,
+            timeout=7 * 24 * 3600, map_index_template=BROKER_LABEL, **RESCHEDULE_RETRIES,
         )
         gate = RestartGateSensor(
             task_id="gate", consumer_groups="{{ ti.xcom_pull(task_ids='plan', key='consumer_groups') }}",

@@ -116,3 +116,21 @@ def test_port_in_use_is_named(tmp_path: Path) -> None:
                                                 venv_bin=Path(sys.prefix) / "bin", port=port)
         with pytest.raises(DemoError, match=f"port {port} is already in use"):
             airflow_proc.start(settings, {})
+
+
+def test_local_settings_policy_gives_sensors_retries() -> None:
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import BaseSensorOperator
+
+    class Waits(BaseSensorOperator):
+        def poke(self, context):  # pragma: no cover - never run
+            return True
+
+    namespace: dict = {}
+    exec(airflow_proc.LOCAL_SETTINGS, namespace)
+    sensor, own, op = Waits(task_id="w", mode="reschedule"), Waits(task_id="o", retries=3), EmptyOperator(task_id="e")
+    for task in (sensor, own, op):
+        namespace["task_policy"](task)
+    assert (sensor.retries, sensor.retry_delay.total_seconds()) == (50, 5)
+    assert own.retries == 50
+    assert op.retries == 0

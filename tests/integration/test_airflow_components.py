@@ -6,8 +6,9 @@ minimal context (``dag_run.run_after`` for the resume rule, ``dag`` / ``run_id``
 trigger's async generator is driven with asyncio. What the components report is checked against
 independent observers (confluent-kafka metadata, kazoo on ZooKeeper, SSH to the broker hosts).
 
-The shared ``sandbox`` is left healthy and balanced; tests that stop brokers or move replicas use
-``fresh_sandbox``. PreviousBrokerDoneSensor needs a task instance talking to the Airflow API
+The shared ``sandbox`` is left healthy and balanced; the tests that stop a broker or move a replica use a
+sandbox of this module's own (one ``sandbox up`` for both, like ``fresh_sandbox`` but module-scoped to keep
+the runtime down; slot 210). PreviousBrokerDoneSensor needs a task instance talking to the Airflow API
 (``ti.get_task_states``): its logic is unit-tested with a stub in tests/unit/test_components_pure.py and
 its real use is covered by the DAG tests in tests/dags.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from airflow.sdk.exceptions import (
     TaskDeferred,
 )
 from airflow_env import connection_env
+from broker_support import module_sandbox
 from confluent_kafka import ElectionType
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from hooks import cluster_lock
@@ -54,6 +55,7 @@ from sandbox.testing import RunningSandbox
 pytestmark = [pytest.mark.sandbox, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 CONN = "kafka_sandbox"
+SLOT_COMPONENTS = 210  # third address octet of this module's own sandbox (see tests/integration/broker_support.py)
 SSH_CONN = "sandbox_ssh"
 SSH_ENV = "AIRFLOW_CONN_SANDBOX_SSH"
 
@@ -167,6 +169,23 @@ def shared(sandbox: RunningSandbox) -> Iterator[RunningSandbox]:
         balance(sandbox)
 
 
+@pytest.fixture(scope="module")
+def own_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSandbox]:
+    """A sandbox of this module's own for the destructive tests (stops, reassignments): one ``sandbox up``
+    for both; each test starts from a healthy cluster and leaves it healthy."""
+    with module_sandbox(request, tmp_path_factory, SLOT_COMPONENTS, brokers=3, racks=3) as running:
+        yield running
+
+
+@pytest.fixture
+def destructible(own_cluster: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> RunningSandbox:
+    """The module's own sandbox, healthy and balanced, with the connections pointing at it for this test."""
+    point_connections(monkeypatch, own_cluster)
+    own_cluster.wait_healthy(timeout_s=60)
+    balance(own_cluster)
+    return own_cluster
+
+
 @pytest.fixture
 def free_lock(shared: RunningSandbox) -> Iterator[RunningSandbox]:
     """No operation lock on the shared sandbox before and after the test."""
@@ -206,7 +225,7 @@ def test_cluster_state_brokers_racks_controller_and_min_isr(shared: RunningSandb
     # the broker default from server.properties, not the library default (1)
     assert state.default_min_insync == 2
     assert state.leader_imbalance_percentage == 10
-    assert state.topic_min_insync == {}, "no topic overrides on a fresh sandbox"
+    assert state.topic_min_insync == {}, "no topic overrides in the sandbox"
     assert {(p.topic, p.partition): (p.leader, p.replicas, p.isr) for p in state.partitions} == {
         (p.topic, p.partition): (p.leader, p.replicas, p.isr) for p in seen.partitions}
 
@@ -334,13 +353,16 @@ def test_broker_shell_rejects_an_impostor_host_key(
     import paramiko
 
     host1 = shared.broker(1)["host"]
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
-    other = (tmp_path / "other.pub").read_text().split()[:2]
+    # another ed25519 key (the client key's public half) stands in for an impostor's host key
+    key_type, key = Path(shared.env["ssh"]["key_file"] + ".pub").read_text().split()[:2]
+    assert key not in Path(shared.env["ssh"]["known_hosts"]).read_text()
     known_hosts = tmp_path / "known_hosts"
-    known_hosts.write_text(f"[{host1}]:2222 {other[0]} {other[1]}\n")
+    known_hosts.write_text(f"[{host1}]:2222 {key_type} {key}\n")
     monkeypatch.setenv(SSH_ENV, ssh_env_with(shared, known_hosts=str(known_hosts)))
+    marker = tmp_path / "ran"
     with pytest.raises(paramiko.BadHostKeyException):
-        BrokerShell(SSH_CONN, host1).run("touch /tmp/should-not-run", timeout_s=30)
+        BrokerShell(SSH_CONN, host1).run(f"touch {marker}", timeout_s=30)
+    assert not marker.exists()
 
 
 # --- cluster lock ---------------------------------------------------------------------------------------
@@ -511,17 +533,12 @@ def test_broker_service_skips_what_it_should_not_run(shared: RunningSandbox, tmp
     assert shared.ssh(0, "kafka-service status")[:2] == (0, "active\n")
 
 
-# --- destructive: a broker stopped and started through the operators (fresh sandbox) -------------------------
+# --- destructive: a broker stopped and started through the operators (own sandbox) ----------------------------
 
 
 @pytest.mark.destructive
-def test_stop_start_cycle_seen_by_probes_sensors_and_trigger(
-    fresh_sandbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sb = fresh_sandbox()
-    point_connections(monkeypatch, sb)
-    sb.wait_healthy(timeout_s=60)
-    balance(sb)
+def test_stop_start_cycle_seen_by_probes_sensors_and_trigger(destructible: RunningSandbox) -> None:
+    sb = destructible
     controller = view(sb).controller
     victim = next(b for b in (1, 2, 0) if b != controller)
     other = next(b for b in (0, 1, 2) if b not in (victim,))
@@ -546,10 +563,14 @@ def test_stop_start_cycle_seen_by_probes_sensors_and_trigger(
     assert len(shown) + more == len(on_victim), lagging.message
     assert {r.split(":")[0] for r in shown} <= on_victim
     assert all(f": broker {victim} not in isr" in r for r in shown)
-    # the gate of another broker fails with the under-replicated partitions
-    gate = probe("gate", other)
-    assert not gate.ok and "urp (" in gate.message and "under-replicated" in gate.message, gate.message
-    assert f"(missing [{victim}])" in gate.message
+    # the gate of another broker fails with the under-replicated partitions (each probe asks a random broker:
+    # wait until that one's metadata shows the shrunk ISRs too)
+    gate = wait_for(lambda: (r := probe("gate", other)) and not r.ok and "urp (" in r.message and r, 15,
+                    what=f"the gate of broker {other} to name the URPs")
+    assert "under-replicated" in gate.message and f"(missing [{victim}])" in gate.message, gate.message
+    assert "can-restart (" in gate.message, "RF 3 partitions at min.insync.replicas 2 block the stop"
+    urp = probe("caught_up")
+    assert not urp.ok and urp.message.startswith("urp: ") and f"(missing [{victim}])" in urp.message
     # the stopped broker's own gate passes: nothing left to protect
     assert probe("gate", victim).message.startswith(f"broker {victim} is already down")
     assert not probe("registered", victim).ok and not probe("healthy").ok
@@ -594,13 +615,12 @@ def test_stop_start_cycle_seen_by_probes_sensors_and_trigger(
     wait_for(lambda: passing("healthy"), 30, what="a healthy cluster at the end")
 
 
-# --- destructive: partition reassignment through the hook (fresh sandbox) ------------------------------------
+# --- destructive: partition reassignment through the hook (own sandbox) ---------------------------------------
 
 
 @pytest.mark.destructive
-def test_partition_reassignment_through_the_hook(fresh_sandbox) -> None:
-    sb = fresh_sandbox()
-    sb.wait_healthy(timeout_s=60)
+def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -> None:
+    sb = destructible
     hook = KafkaAdminHook(bootstrap_servers=sb.bootstrap_servers, request_timeout_s=15)
     assert hook.list_partition_reassignments() == []
     part = next(p for p in view(sb).partitions if p.topic == "clicks")  # RF 2, the largest replicas
@@ -638,4 +658,5 @@ def test_partition_reassignment_through_the_hook(fresh_sandbox) -> None:
     copied = sizes(new)[("clicks", part.partition)]
     assert copied >= 24 * 1024 * 1024, f"the new replica holds the whole log ({copied} bytes)"
     wait_for(lambda: ("clicks", part.partition) not in sizes(drop), 15, what="the old replica deleted")
+    sb.wait_healthy(timeout_s=30)
     print(f"\n{name} {list(part.replicas)} -> {[keep, new]} in {time.monotonic() - began:.1f} s")

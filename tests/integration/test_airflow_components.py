@@ -228,6 +228,9 @@ def test_cluster_state_brokers_racks_controller_and_min_isr(shared: RunningSandb
     assert state.topic_min_insync == {}, "no topic overrides in the sandbox"
     assert {(p.topic, p.partition): (p.leader, p.replicas, p.isr) for p in state.partitions} == {
         (p.topic, p.partition): (p.leader, p.replicas, p.isr) for p in seen.partitions}
+    with KafkaAdminHook(CONN) as hook:
+        audit = hook.cluster_state(topics=["audit"])
+    assert audit.topics == ["audit"] and len(audit.partitions) == 3 and audit.broker_ids == [0, 1, 2]
 
 
 def test_cluster_state_sees_a_topic_min_insync_override(shared: RunningSandbox) -> None:
@@ -658,5 +661,18 @@ def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -
     copied = sizes(new)[("clicks", part.partition)]
     assert copied >= 24 * 1024 * 1024, f"the new replica holds the whole log ({copied} bytes)"
     wait_for(lambda: ("clicks", part.partition) not in sizes(drop), 15, what="the old replica deleted")
+
+    # back through ZooKeeper (what kafka-reassign-partitions.sh --zookeeper does): the ZooKeeper hook
+    # reports the request while the controller works on it
+    document = {"version": 1, "partitions": [{"topic": "clicks", "partition": part.partition,
+                                               "replicas": list(part.replicas)}]}
+    with sb.zk() as zk, ZooKeeperHook(hosts=sb.zookeeper_connect) as zk_hook:
+        assert zk_hook.reassignment_in_progress() is None
+        zk.create("/admin/reassign_partitions", json.dumps(document).encode())
+        assert zk_hook.reassignment_in_progress() == document
+        wait_for(lambda: zk_hook.reassignment_in_progress() is None, 60, interval_s=0.2,
+                 what="the controller to finish the ZooKeeper reassignment")
+    wait_for(lambda: view(sb).partition("clicks", part.partition).replicas == part.replicas, 15,
+             what="the original replicas back")
     sb.wait_healthy(timeout_s=30)
     print(f"\n{name} {list(part.replicas)} -> {[keep, new]} in {time.monotonic() - began:.1f} s")

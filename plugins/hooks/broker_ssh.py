@@ -1,11 +1,13 @@
 """SSH to one broker host through the SSH provider's ``SSHHook``, host key checking always on.
 
 One Airflow SSH connection serves every broker of a cluster: its login, key and options apply,
-and the remote host is set per broker. Host keys are checked against, in order: a ``known_hosts``
+and the remote host is set per broker. The broker host's key must be known: from a ``known_hosts``
 extra naming a known_hosts file (one entry per broker host, as a fleet has; the SSH provider
-itself only knows a single ``host_key`` extra), the connection's ``host_key`` extra, then the
-system known_hosts. ``no_host_key_check`` is refused: an ops tool that restarts brokers must not be
-pointed at an impostor host.
+itself only knows a single ``host_key`` extra), else the connection's ``host_key`` extra; paramiko
+also consults the system ``~/.ssh/known_hosts`` first, so an entry there for a broker host must
+agree. An unknown or mismatched key refuses the connection (the provider retries the connect a
+few times first, ~8 s). ``no_host_key_check`` is refused: an ops tool that restarts brokers must
+not be pointed at an impostor host.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-DEBIAN_PACKAGES := zookeeper burrow openssh-server openssh-client default-jre-headless procps
+DEBIAN_PACKAGES := zookeeper burrow openssh-server openssh-client default-jre-headless procps docker-compose
 WORKDIR ?= .sandbox
 PYTEST_ARGS ?=
 

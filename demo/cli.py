@@ -142,9 +142,6 @@ def wait_for_dag(client: AirflowClient, home: Path, timeout_s: float) -> None:
         return False
 
     _wait(f"the DAG {DAG_ID} to be parsed", timeout_s, parsed, home, None, poll_s=2.0)
-    # Load the plugins (our operators and their Kafka/ZooKeeper/SSH libraries) into the api-server now:
-    # otherwise its first execution-API call from a starting task does it and stalls every request.
-    client.request("GET", "/plugins")
 
 
 def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -> tuple[dict, list[dict]]:

@@ -54,5 +54,6 @@ sandbox-down:
 demo: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m demo
 
-down: sandbox-down
+# Airflow first (its tasks must not touch the sandbox mid-stop), then the sandbox: both in demo --down.
+down:
 	-test -x $(PY) && $(PY) -m demo --down

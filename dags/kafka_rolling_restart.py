@@ -38,8 +38,9 @@ from sensors.turn import PreviousBrokerDoneSensor
 CLUSTER = "{{ params.cluster }}"
 # Reschedule-mode sensors are idempotent; Airflow 3.3's scheduler can fail one in a race
 # ("finished with state success, but the task instance's state attribute is queued",
-# apache/airflow#71172), so they retry rather than stop the roll.
-RESCHEDULE_RETRIES = {"retries": 3, "retry_delay": timedelta(seconds=5)}
+# apache/airflow#71172, seen several times per run under load), so they retry rather than stop the roll;
+# their real failures (the previous broker failed, lock_wait=fail) raise AirflowFailException: no retry.
+RESCHEDULE_RETRIES = {"retries": 50, "retry_delay": timedelta(seconds=5)}
 DRY_RUN = "{{ params.dry_run }}"
 INTERVAL = "{{ params.healthcheck_interval_s }}"
 BROKER_LABEL = "broker {{ task.broker['id'] }}"

@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from hooks.broker_ssh import BrokerShell
 from hooks.cluster_profile import get_cluster_profile
 
+from operators.params import is_true
 from operators.resume import restarted_in_run
 
 ACTIONS = ("pre_stop", "stop", "pre_start", "start")
@@ -84,7 +85,7 @@ class BrokerServiceOperator(BaseOperator):
                 f"skipping {self.action}"
             )
         text = remote_command(command, broker_id)
-        if str(self.dry_run).lower() in ("true", "1"):
+        if is_true(self.dry_run):
             self.log.info("DRY RUN: would run on broker %s (%s): %s", broker_id, host, text)
             return {"broker": broker_id, "action": self.action, "dry_run": True}
         profile.require("ssh_conn_id")

@@ -9,6 +9,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 from hooks.kafka_admin import KafkaAdminHook
 
+from operators.params import is_true
+
 
 class PreferredLeaderElectionOperator(BaseOperator):
     """Elect preferred leaders for the partitions whose preferred leader (first replica) is ``broker``.
@@ -45,7 +47,7 @@ class PreferredLeaderElectionOperator(BaseOperator):
                 self.log.info("every partition is led by its preferred leader: nothing to elect")
                 return 0
             names = ", ".join(f"{t}-{p}" for t, p in partitions[:20])
-            if str(self.dry_run).lower() in ("true", "1"):
+            if is_true(self.dry_run):
                 self.log.info("DRY RUN: would elect preferred leaders of %d partitions: %s", len(partitions), names)
                 return 0
             results = admin.elect_preferred_leaders(partitions)

@@ -9,6 +9,8 @@ from typing import Any
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator
 
+from operators.params import is_true
+
 
 class SoakOperator(BaseOperator):
     """Wait ``soak_s`` seconds (deferred), then mark ``broker`` as done (XCom ``{"broker": id}``).
@@ -29,7 +31,7 @@ class SoakOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict:
         seconds = float(self.soak_s or 0)
-        if seconds > 0 and str(self.dry_run).lower() not in ("true", "1"):
+        if seconds > 0 and not is_true(self.dry_run):
             self.log.info("soaking %.0f s after broker %s", seconds, self.broker["id"])
             self.defer(trigger=TimeDeltaTrigger(timedelta(seconds=seconds)), method_name="execute_complete")
         return self.execute_complete(context)

@@ -13,6 +13,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 from hooks.cluster_profile import get_cluster_profile
+from operators.params import is_true
 from operators.resume import restarted_in_run
 from triggers.cluster_probe import ClusterProbeTrigger
 
@@ -79,7 +80,7 @@ class ClusterProbeSensor(BaseSensorOperator):
         return max(1, int(self.ok_streak))
 
     def _is_dry_run(self) -> bool:
-        return str(self.dry_run).lower() in ("true", "1")
+        return is_true(self.dry_run)
 
     def check(self) -> ProbeResult:
         result = run_probe(self.spec())

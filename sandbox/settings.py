@@ -13,7 +13,7 @@ Layout of a sandbox work directory (``--workdir``, default ``.sandbox``)::
     DIR/sandbox.json             orchestration state: owner pid, ports, broker ids
     DIR/zookeeper/               zoo.cfg, data, zookeeper.pid, zookeeper.log
     DIR/burrow/                  burrow.toml, burrow.pid, burrow.log
-    DIR/ssh/                     client key, known_hosts, host keys
+    DIR/ssh/                     client key, known_hosts (every host), the hosts' one shared host key
     DIR/workload/                workload.pid, workload.log, stall-<group> files
     DIR/hosts/<id>/              one "broker host" (127.0.0.11 + id):
         server.properties        read by the broker at start (broker.id, broker.rack, listeners, ...)
@@ -23,7 +23,7 @@ Layout of a sandbox work directory (``--workdir``, default ``.sandbox``)::
         data/                    log.dirs: the broker's persisted replica state
         logs/server.log          the broker's log (startup failures are written here)
         broker.pid               written by the broker process, removed at clean exit
-        sshd/                    sshd_config, sshd.pid, host key
+        sshd/                    sshd_config, sshd.pid
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kio.serial.writers import write_int16, write_int32, write_nullable_legacy_string
-from observers import ClusterView, MetadataWatcher, PartitionView, admin
+from observers import ClusterView, MetadataWatcher, PartitionView
 
 from sandbox import testing
 
@@ -98,17 +98,9 @@ def observe(client: AdminClient, timeout_s: float = 15.0) -> ClusterView:
                 raise AssertionError(f"no metadata within {timeout_s} s: {exc}") from exc
 
 
-class QuickWatcher(MetadataWatcher):
+def QuickWatcher(bootstrap_servers: str, interval_s: float = 0.25) -> MetadataWatcher:  # noqa: N802
     """A :class:`observers.MetadataWatcher` whose polls use :func:`quick_snapshot` (see there why)."""
-
-    def _run(self) -> None:
-        client = admin(self.bootstrap_servers)
-        while not self._stop.is_set():
-            try:
-                self.views.append(quick_snapshot(client))
-            except Exception as exc:  # a broker is going away: note it and poll again
-                self.errors.append(str(exc))
-            self._stop.wait(self.interval_s)
+    return MetadataWatcher(bootstrap_servers, interval_s=interval_s, take=quick_snapshot)
 
 
 def service(sandbox: testing.RunningSandbox, broker: int, action: str) -> tuple[int, str, str]:

@@ -107,6 +107,7 @@ class MetadataWatcher:
 
     bootstrap_servers: str
     interval_s: float = 0.25
+    take: Callable[[AdminClient], ClusterView] = snapshot  # how one poll reads the metadata
     views: list[ClusterView] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -118,7 +119,7 @@ class MetadataWatcher:
         client = admin(self.bootstrap_servers)
         while not self._stop.is_set():
             try:
-                self.views.append(snapshot(client))
+                self.views.append(self.take(client))
             except Exception as exc:  # a broker may be down: note it and keep polling
                 self.errors.append(str(exc))
             self._stop.wait(self.interval_s)

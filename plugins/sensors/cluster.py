@@ -116,7 +116,6 @@ class ClusterProbeSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         result = self.check()
         self._streak = self._streak + 1 if result.ok else 0
-        self._last_message = result.message
         return self._streak >= self._streak_needed()
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> None:

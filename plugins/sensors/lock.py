@@ -7,20 +7,13 @@ from typing import Any
 from airflow.sdk import BaseOperator, BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks import cluster_lock
-from hooks.cluster_profile import get_cluster_profile
-from kazoo.client import KazooClient
+from hooks.zookeeper import ZooKeeperHook
 
 
 def _holder(context: Any) -> str:
     return f"{context['dag'].dag_id}/{context['run_id']}"
 
 
-def _zk(conn_id: str) -> KazooClient:
-    profile = get_cluster_profile(conn_id)
-    profile.require("zookeeper")
-    client = KazooClient(hosts=profile.zookeeper, timeout=10)
-    client.start(timeout=10)
-    return client
 
 
 class ClusterLockSensor(BaseSensorOperator):
@@ -43,12 +36,8 @@ class ClusterLockSensor(BaseSensorOperator):
         self.wait = wait
 
     def poke(self, context: Any) -> bool:
-        zk = _zk(self.cluster)
-        try:
-            other = cluster_lock.try_acquire(zk, _holder(context), self.operation)
-        finally:
-            zk.stop()
-            zk.close()
+        with ZooKeeperHook(self.cluster) as zk:
+            other = cluster_lock.try_acquire(zk.get_conn(), _holder(context), self.operation)
         if other is None:
             self.log.info("cluster %s locked for %s", self.cluster, _holder(context))
             return True
@@ -70,11 +59,7 @@ class ReleaseClusterLockOperator(BaseOperator):
         self.cluster = cluster
 
     def execute(self, context: Any) -> bool:
-        zk = _zk(self.cluster)
-        try:
-            released = cluster_lock.release(zk, _holder(context))
-        finally:
-            zk.stop()
-            zk.close()
+        with ZooKeeperHook(self.cluster) as zk:
+            released = cluster_lock.release(zk.get_conn(), _holder(context))
         self.log.info("cluster %s lock %s", self.cluster, "released" if released else "was not held by this run")
         return released

@@ -155,3 +155,12 @@ def pending_brokers(
         missing from the mapping count as not restarted.
     """
     return [b for b in order if not already_restarted(registration_timestamps_ms.get(b), run_start_ms)]
+
+
+def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:
+    """Which Burrow groups the gate watches: ``None`` = no lag gate, ``[]`` = the profile's list,
+    else the given list (duplicates dropped, order kept). An empty result means no lag gate too."""
+    if requested is None:
+        return None
+    groups = list(dict.fromkeys(requested or profile_groups))
+    return groups or None

@@ -20,21 +20,12 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops.restart_plan import plan_restart
+from kafka_ops.restart_plan import plan_restart, resolve_groups
 
 
 def plan_variable_key(context: Any) -> str:
     """The Variable holding a run's frozen plan: ``kafka_ops_plan__<dag_id>__<run_id>``."""
     return f"kafka_ops_plan__{context['dag'].dag_id}__{context['run_id']}"
-
-
-def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:
-    """Which Burrow groups the gate watches: ``None`` = no lag gate, ``[]`` = the profile's list,
-    else the given list (duplicates dropped, order kept). An empty result means no lag gate too."""
-    if requested is None:
-        return None
-    groups = list(dict.fromkeys(requested or profile_groups))
-    return groups or None
 
 
 class RollingRestartPlanOperator(BaseOperator):
@@ -45,7 +36,7 @@ class RollingRestartPlanOperator(BaseOperator):
     :param cluster: ``kafka`` connection id (templated).
     :param brokers: broker ids to restart, [] = all (templated).
     :param keep_order: keep the given order (controller not moved last) (templated).
-    :param consumer_groups: see :func:`resolve_groups` (templated).
+    :param consumer_groups: see :func:`kafka_ops.restart_plan.resolve_groups` (templated).
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
     """
 

@@ -3,7 +3,7 @@
 - ``operators.broker_service.remote_command``: the exact text sent over SSH, checked by parsing it with
   ``shlex`` and by letting real shells (dash and bash) run it with a stand-in ``bash`` on PATH that only
   prints the arguments it got, so hostile commands are never executed.
-- ``operators.restart_planning.resolve_groups``, ``sensors.probes.ProbeSpec`` validation, the trigger's
+- ``kafka_ops.restart_plan.resolve_groups``, ``sensors.probes.ProbeSpec`` validation, the trigger's
   serialization, the non-deferrable sensor's OK-streak counting, ``PreviousBrokerDoneSensor`` with a stub
   task instance (its real ``ti.get_task_states`` needs the Airflow API: covered by the DAG tests).
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import normalize_log_dirs
+from kafka_ops.restart_plan import resolve_groups
 from operators.broker_service import BrokerServiceOperator, remote_command
-from operators.restart_planning import resolve_groups
 from sensors import cluster as cluster_sensors
 from sensors.probes import KINDS, ProbeResult, ProbeSpec
 from sensors.turn import PreviousBrokerDoneSensor

@@ -73,6 +73,10 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
             "service_status": "kafka-service status",
             "server_properties": f"{host_pattern}/server.properties",
             "kafka_home": f"{host_pattern}/kafka",
+            # what a run may choose by name for its pre-stop / pre-start steps (no ad-hoc shell text)
+            "commands": {
+                "show-broker": "echo \"broker $KAFKA_BROKER_ID on $(hostname): $(kafka-service status)\"",
+            },
         },
     }
     first = info.broker_specs[0]

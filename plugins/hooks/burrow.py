@@ -23,6 +23,10 @@ class BurrowError(RuntimeError):
     """Burrow answered with an unexpected HTTP status or body (not 200/404). Waiting may fix it."""
 
 
+class BurrowClusterUnknown(ValueError):
+    """Burrow does not know the profile's ``burrow_cluster`` (HTTP 404): a profile error, waiting cannot fix it."""
+
+
 def parse_status_response(group: str, http_status: int, body: Any) -> ConsumerGroupStatus:
     """Turn Burrow's /status answer into a :class:`kafka_ops.health.ConsumerGroupStatus`.
 
@@ -188,6 +192,29 @@ class BurrowHook(BaseHook):
             f"{self.base_url}/v3/kafka/{quote(self.cluster, safe='')}/consumer/"
             f"{quote(group, safe='')}/status"
         )
+
+    def cluster_servers(self) -> list[str]:
+        """The bootstrap servers Burrow's ``kafka`` cluster module uses for ``cluster``
+        (``GET /v3/kafka/{cluster}``, ``module.servers``), e.g. ``["10.0.0.1:9092"]``.
+
+        :raises BurrowClusterUnknown: Burrow has no cluster of that name (HTTP 404): a profile error.
+        :raises requests.RequestException: Burrow unreachable after the retries.
+        :raises BurrowError: unexpected HTTP status or body.
+        """
+        url = f"{self.base_url}/v3/kafka/{quote(self.cluster, safe='')}"
+        resp = self.get_conn().get(url, timeout=self.timeout, auth=self._auth)
+        if resp.status_code == 404:
+            raise BurrowClusterUnknown(f"Burrow at {self.base_url} has no Kafka cluster named {self.cluster!r} "
+                                       f"(HTTP 404 for {url}): check burrow_cluster in the profile")
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        module = body.get("module") if isinstance(body, dict) else None
+        if resp.status_code != 200 or not isinstance(module, dict) or not isinstance(module.get("servers"), list):
+            raise BurrowError(f"Burrow answered HTTP {resp.status_code} for {url} without module.servers: "
+                              f"{(body if body is not None else resp.text)!r}"[:500])
+        return [str(s) for s in module["servers"]]
 
     def group_status(self, group: str) -> ConsumerGroupStatus:
         """Burrow's status of one consumer group; ``NOTFOUND`` for HTTP 404.

@@ -44,18 +44,24 @@ def current_holder(zk: KazooClient) -> LockHolder | None:
     return LockHolder(doc.get("holder", "?"), int(doc.get("since_ms", 0)), doc.get("operation", "?"))
 
 
-def try_acquire(zk: KazooClient, holder: str, operation: str) -> LockHolder | None:
+def try_acquire(zk: KazooClient, holder: str, operation: str, attempts: int = 5) -> LockHolder | None:
     """Take the lock for ``holder``; returns None on success (or when ``holder`` already has it),
-    else the other holder."""
+    else the other holder.
+
+    :param attempts: how often to try when the lock is released between our create and our read
+        (each time another run may take it first).
+    :raises RuntimeError: the lock changed hands ``attempts`` times in a row (heavy contention).
+    """
     doc = {"holder": holder, "since_ms": int(time.time() * 1000), "operation": operation}
-    try:
-        zk.create(LOCK_PATH, json.dumps(doc).encode(), makepath=True)
-        return None
-    except NodeExistsError:
-        other = current_holder(zk)
-        if other is None:  # released between our create and our read: try once more
-            return try_acquire(zk, holder, operation)
-        return None if other.holder == holder else other
+    for _ in range(max(1, attempts)):
+        try:
+            zk.create(LOCK_PATH, json.dumps(doc).encode(), makepath=True)
+            return None
+        except NodeExistsError:
+            other = current_holder(zk)
+            if other is not None:
+                return None if other.holder == holder else other
+    raise RuntimeError(f"{LOCK_PATH}: released and re-taken {attempts} times while trying to take it")
 
 
 def release(zk: KazooClient, holder: str) -> bool:

@@ -130,7 +130,7 @@ class KafkaAdminHook(BaseHook):
 
     # -- metadata ------------------------------------------------------------------------------
 
-    def cluster_state(self, topics: Iterable[str] | None = None) -> ClusterState:
+    def cluster_state(self, topics: Iterable[str] | None = None, *, configs: bool = True) -> ClusterState:
         """Snapshot the cluster: brokers (with racks), partitions, controller, min-ISR settings.
 
         Sources: Metadata (list_topics) for brokers and partitions; DescribeCluster for the
@@ -140,6 +140,9 @@ class KafkaAdminHook(BaseHook):
         ``min.insync.replicas`` overrides.
 
         :param topics: limit partitions to these topics; None = all topics (internal ones included).
+        :param configs: False = Metadata and DescribeCluster only (two requests): the min-ISR and
+            leader-imbalance settings keep Kafka's defaults. For waits that need only brokers, leaders
+            and ISRs (gone, registered, caught up), which then cost no DescribeConfigs per poll.
         :raises confluent_kafka.KafkaException: metadata or config requests failed / timed out.
         """
         with self._client() as admin:
@@ -177,6 +180,8 @@ class KafkaAdminHook(BaseHook):
                     )
                 )
 
+        if not configs:
+            return ClusterState(brokers=brokers, partitions=tuple(partitions), controller_id=controller_id)
         # The controller runs the leader-imbalance check, so its config counts; any live broker
         # will do if the controller cannot answer (it may be moving right now).
         candidates = [controller_id] if controller_id >= 0 else []

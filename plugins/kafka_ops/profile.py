@@ -11,7 +11,11 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
 * the profile fields: ``ssh_conn_id``, ``zookeeper`` (ZK connect string with chroot, ZK-mode
   clusters only), ``burrow_conn_id`` + ``burrow_cluster``, ``consumer_groups`` (list),
   ``service_stop`` / ``service_start`` / ``service_status`` (shell commands; defaults
-  ``sudo systemctl stop|start|is-active kafka``), ``server_properties`` (path), ``kafka_home`` (path).
+  ``sudo systemctl stop|start|is-active kafka``), ``server_properties`` (path), ``kafka_home`` (path),
+  ``commands`` (``{"drain-lb": "shell command", ...}``: the commands a run may choose by name for its
+  pre-stop / pre-start / stop / start steps; owned by whoever owns the connection) and
+  ``allow_adhoc_commands`` (default false: a run's params may only name those commands, never carry shell
+  text of their own).
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -54,6 +58,12 @@ PROFILE_SCHEMA: dict[str, Any] = {
         "service_status": _COMMAND,
         "server_properties": _NON_EMPTY,
         "kafka_home": _NON_EMPTY,
+        "commands": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
+            "additionalProperties": _COMMAND,
+        },
+        "allow_adhoc_commands": {"type": "boolean"},
         "client": {
             "type": "object",
             "propertyNames": {"pattern": _CLIENT_KEY},
@@ -150,6 +160,9 @@ class ClusterProfile:
         ``{broker_id}`` placeholder (see :meth:`server_properties_for`).
     :param kafka_home: Kafka's install directory on the broker host, or None; may hold
         ``{broker_id}`` (see :meth:`kafka_home_for`).
+    :param commands: named shell commands a run may choose (``{"drain-lb": "..."}``), each may hold
+        ``{broker_id}``; see :meth:`command`.
+    :param allow_adhoc_commands: True lets a run's params carry shell text that is not a named command.
     """
 
     conn_id: str
@@ -165,9 +178,12 @@ class ClusterProfile:
     service_status: str = DEFAULT_SERVICE_STATUS
     server_properties: str | None = None
     kafka_home: str | None = None
+    commands: Mapping[str, str] = field(default_factory=dict)
+    allow_adhoc_commands: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
+        object.__setattr__(self, "commands", MappingProxyType(dict(self.commands)))
         object.__setattr__(self, "consumer_groups", tuple(self.consumer_groups))
 
     @classmethod
@@ -279,6 +295,32 @@ class ClusterProfile:
             raise ValueError(f"unknown service action {action!r}; expected one of {sorted(commands)}")
         return self.for_broker(commands[action], broker_id)
 
+    def command(self, choice: str | None, step: str, broker_id: int) -> tuple[str, str] | None:
+        """The shell text a run's ``choice`` for ``step`` means on this broker, and how it was chosen.
+
+        - None or blank: for ``stop`` / ``start`` the profile's ``service_stop`` / ``service_start``
+          (``"service command"``); for other steps None (nothing to run);
+        - a name in ``commands``: that command (``"profile command 'drain-lb'"``);
+        - other text: itself, only when ``allow_adhoc_commands`` (``"ad-hoc command"``).
+
+        ``{broker_id}`` is filled in every case (:meth:`for_broker`).
+
+        :raises ValueError: other text while ad-hoc commands are not allowed (names the named commands).
+        """
+        if choice is None or not str(choice).strip():
+            if step in ("stop", "start"):
+                return self.service_command(step, broker_id), f"service command (service_{step})"
+            return None
+        if choice in self.commands:
+            return self.for_broker(self.commands[choice], broker_id), f"profile command {choice!r}"
+        if self.allow_adhoc_commands:
+            return self.for_broker(choice, broker_id), "ad-hoc command (allow_adhoc_commands)"
+        where = f"connection {self.conn_id!r}" if self.conn_id else "the cluster profile"
+        raise ValueError(
+            f"{step} {choice!r} is not a command named in {where} (named commands: {sorted(self.commands)}); "
+            "shell text of a run's own needs allow_adhoc_commands: true in the profile"
+        )
+
     def require(self, *names: str) -> None:
         """Raise ValueError naming the connection and every field in ``names`` that is unset."""
         missing = [n for n in names if not getattr(self, n)]
@@ -301,6 +343,8 @@ class ClusterProfile:
             "service_status": self.service_status,
             "server_properties": self.server_properties,
             "kafka_home": self.kafka_home,
+            "commands": dict(self.commands),
+            "allow_adhoc_commands": self.allow_adhoc_commands,
         }
 
     def __repr__(self) -> str:

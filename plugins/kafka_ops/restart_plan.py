@@ -1,4 +1,4 @@
-"""Restart order for a rolling restart, and the resume rule.
+"""Restart order for a roll, who is down, and which Burrow groups the lag gate watches.
 
 Order (kafka_roller): a full restart takes every broker, sorted by id, with the controller moved
 last so the controller fails over once, at the end; a given subset keeps the caller's order, and
@@ -7,15 +7,13 @@ we move the controller by default because a controller restart is the costliest)
 broker: never touch the next broker before the previous one has caught up (Zalando's ops notes,
 seed 004; Strimzi's KafkaRoller restarts one pod at a time).
 
-Resume: a broker whose ZooKeeper registration timestamp (``/brokers/ids/<id>`` ``"timestamp"``, ms)
-is at or after the run's start counts as already restarted by this run and is skipped.
+Resume is the roll's own record (``kafka_ops.roll``), not registration timestamps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 
 def _check_ids(values: Iterable[object], what: str) -> list[int]:
@@ -62,28 +60,16 @@ def restart_order(
     return order
 
 
-def batches(order: Sequence[int], size: int = 1) -> list[list[int]]:
-    """Split ``order`` into consecutive batches of ``size`` brokers (rolling restarts use 1).
-
-    :raises ValueError: ``size`` < 1.
-    """
-    if size < 1:
-        raise ValueError(f"batch size must be >= 1, got {size}")
-    return [list(order[i : i + size]) for i in range(0, len(order), size)]
-
-
 @dataclass(frozen=True)
 class RestartPlan:
     """A resolved restart order with the reasons behind it (for the log and the Grid view).
 
     :param order: broker ids in restart order.
-    :param batches: ``order`` split into batches of 1.
     :param controller_id: controller at planning time (-1 = unknown).
     :param reasons: human-readable notes, e.g. ``"broker 2 goes last: it is the controller"``.
     """
 
     order: list[int]
-    batches: list[list[int]]
     controller_id: int
     reasons: list[str] = field(default_factory=list)
 
@@ -95,7 +81,7 @@ def plan_restart(
     *,
     keep_order: bool = False,
 ) -> RestartPlan:
-    """:func:`restart_order` plus batches of 1 and the reasons. Same arguments and errors."""
+    """:func:`restart_order` plus the reasons. Same arguments and errors."""
     order = restart_order(known_broker_ids, controller_id, requested, keep_order=keep_order)
     ctrl = -1 if controller_id is None else controller_id
     reasons = []
@@ -113,48 +99,31 @@ def plan_restart(
         reasons.append(f"controller {ctrl} is not restarted")
     else:
         reasons.append("controller unknown: no reordering")
-    return RestartPlan(order=order, batches=batches(order, 1), controller_id=ctrl, reasons=reasons)
+    return RestartPlan(order=order, controller_id=ctrl, reasons=reasons)
 
 
-# -- resume ----------------------------------------------------------------------------------------
+# -- who is down ----------------------------------------------------------------------------------
 
 
-def to_epoch_ms(moment: datetime) -> int:
-    """A timezone-aware datetime as ms since the epoch.
+def down_brokers(live_ids: Iterable[int], replica_ids: Iterable[int], requested: Sequence[int] | None) -> list[str]:
+    """Refusals for brokers that are down when a roll is planned (empty = none).
 
-    :raises ValueError: naive datetime (its zone is ambiguous; Airflow's dates are aware, UTC).
+    The brokers a cluster knows are the live registrations plus every id in a replica list: a broker that
+    holds replicas but is not registered is down (stopped, crashed, or left stopped by an earlier run). A
+    roll never drops such a broker silently: "all brokers" is refused while any is down, and so is naming
+    one. Naming only live brokers while another is down is left to the gate (which holds on the URP).
     """
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"datetime must be timezone-aware, got naive {moment.isoformat()}")
-    return int(moment.timestamp() * 1000)
-
-
-def already_restarted(registration_timestamp_ms: int | None, run_start_ms: int) -> bool:
-    """True when the broker registered at or after the run started (``timestamp >= run start``).
-
-    :param registration_timestamp_ms: ``/brokers/ids/<id>`` ``"timestamp"`` in ms since the epoch,
-        or None when the broker is not registered (down: not restarted yet).
-    :param run_start_ms: the run's start, ms since the epoch (see :func:`to_epoch_ms`).
-
-    The timestamp is written by the broker's own clock; keep broker and Airflow clocks in sync
-    (NTP). A broker that re-registered after a ZooKeeper session expiry also looks restarted.
-    """
-    if registration_timestamp_ms is None:
-        return False
-    return registration_timestamp_ms >= run_start_ms
-
-
-def pending_brokers(
-    order: Sequence[int],
-    registration_timestamps_ms: Mapping[int, int | None],
-    run_start_ms: int,
-) -> list[int]:
-    """Brokers of ``order`` not yet restarted in this run (order kept).
-
-    :param registration_timestamps_ms: broker id -> registration timestamp (ms) or None; brokers
-        missing from the mapping count as not restarted.
-    """
-    return [b for b in order if not already_restarted(registration_timestamps_ms.get(b), run_start_ms)]
+    live = set(live_ids)
+    down = sorted(set(replica_ids) - live)
+    if not down:
+        return []
+    named = sorted(set(requested or []) & set(down))
+    if named:
+        return [f"broker {b} is down (it holds replicas but is not registered): start it first" for b in named]
+    if not requested:
+        return [f"brokers {down} are down (they hold replicas but are not registered): a roll of every broker "
+                "would leave them out; start them first, or name the brokers to restart"]
+    return []
 
 
 def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:

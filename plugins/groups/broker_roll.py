@@ -1,0 +1,60 @@
+"""``broker_roll(roll_id, ...)``: one roll of brokers as a task group, the building block of every
+operation that restarts brokers (rolling restart; upgrade phases; stopping drained brokers).
+
+Tasks (ids derived from ``roll_id``): ``<roll_id>.plan`` (validate, freeze the plan in the roll's record)
+-> ``<roll_id>.broker`` (mapped over the plan, one instance per broker, strictly one after another,
+labelled "broker <id> (<position>/<total>)"). Each roll has its own record, so one DAG run can hold
+several rolls over the same brokers (an upgrade restarts every broker once per phase) and a resumed run
+continues each roll where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow.sdk import TaskGroup
+from kafka_ops.roll import NeedsAction, requested
+from operators.broker_roll import BeforeStart, BrokerRollOperator
+from operators.roll_plan import RollPlanOperator
+from runtime.params import FromParam
+
+#: The settings a roll reads, by default from the DAG params of the same names.
+ROLL_SETTINGS: dict[str, Any] = {
+    name: FromParam(name)
+    for name in ("cluster", "brokers", "keep_order", "consumer_groups", "pre_stop", "pre_start", "stop_command",
+                 "start_command", "healthcheck_interval_s", "healthcheck_timeout_s", "lag_ok_consecutive",
+                 "soak_s", "dry_run")
+}
+
+LABEL = "broker {{ task.broker['id'] }} ({{ task.broker['position'] }}/{{ task.broker['total'] }})"
+
+
+def broker_roll(
+    roll_id: str,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    operation: str = "rolling restart",
+    before_start: BeforeStart | None = None,
+    needs_action: NeedsAction = requested,
+    facts: Callable[[Any, Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    tooltip: str = "one broker at a time: gate, stop, start, caught up, leadership back",
+) -> TaskGroup:
+    """Build the roll's task group inside the current DAG context.
+
+    :param roll_id: a task-id-safe name, unique in the DAG ("restart", "binaries", "ibp").
+    :param settings: overrides of :data:`ROLL_SETTINGS` (values or ``FromParam``); the cluster, broker list,
+        intervals, lag gate, commands and dry run come from the DAG params by default.
+    :param before_start: / :param needs_action: / :param facts: see ``operators.broker_roll``.
+    """
+    cfg = {**ROLL_SETTINGS, **(settings or {})}
+    with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
+        plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg)
+        BrokerRollOperator.partial(
+            task_id="broker", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
+            needs_action=needs_action, facts=facts, map_index_template=LABEL,
+            # one broker at a time: a running (or deferred) instance blocks the next, and the scheduler starts
+            # them in map-index order; no retries, since an instance waiting to retry would not block
+            max_active_tis_per_dagrun=1, retries=0,
+        ).expand(broker=plan.output)
+    return group

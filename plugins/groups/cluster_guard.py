@@ -1,0 +1,44 @@
+"""``cluster_guard(body, ...)``: what every operation DAG wraps its body in.
+
+``check_params`` (conf keys, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
+-> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown: runs after failures too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from operators.cluster_checks import CheckParamsOperator, ForgetRollsOperator, WaitForClusterOperator
+from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
+from runtime.params import FromParam
+
+GUARD_SETTINGS: dict[str, Any] = {
+    **LOCK_SETTINGS,
+    **{name: FromParam(name) for name in ("dry_run", "healthcheck_interval_s", "healthcheck_timeout_s",
+                                          "pre_stop", "pre_start", "stop_command", "start_command")},
+}
+
+
+def cluster_guard(body: Any, *, operation: str, roll_ids: Sequence[str] = (),
+                  settings: Mapping[str, Any] | None = None) -> Any:
+    """Wire ``body`` (a task or task group, or a list of them in order) between the lock and the final
+    health check; returns the teardown task.
+
+    :param operation: the lock's label ("rolling restart").
+    :param roll_ids: the rolls inside ``body``, whose records are deleted when the run succeeds.
+    :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
+        None, ...}``).
+    """
+    cfg = {**GUARD_SETTINGS, **(settings or {})}
+    check = CheckParamsOperator(task_id="check_params", settings=cfg)
+    lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
+    final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg)
+    forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=list(roll_ids))
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg)
+    parts = list(body) if isinstance(body, (list, tuple)) else [body]
+    check >> lock >> parts[0]
+    for before, after in zip(parts, parts[1:], strict=False):
+        before >> after
+    parts[-1] >> final >> forget >> unlock.as_teardown(setups=lock)
+    return unlock

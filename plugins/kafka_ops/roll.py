@@ -1,0 +1,244 @@
+"""A broker roll's own record and the one decision rule every step of it follows.
+
+A *roll* restarts a list of brokers one at a time (a rolling restart is one roll; an upgrade is three:
+binaries, IBP, LMF). Each roll keeps its own record (:class:`RollRecord`) of what it did to each broker,
+written before and after every action on a broker, so that a resumed run (failed tasks cleared) acts
+only on what this roll left unfinished and never on what someone else did:
+
+``None`` (untouched) -> ``stopping`` (stop sent) -> ``stopped`` (gone from the metadata) -> ``prepared``
+(the roll's ``before_start`` step done) -> ``starting`` (start sent) -> ``done`` (back in every ISR,
+leadership back, soaked) — or ``done`` at once when the roll's *needs-action rule* says the broker needs
+nothing ("running 3.7.1, target 3.7.1").
+
+:func:`decide` turns (step, the broker's record, whether the broker is alive now) into act / skip / fail
+with a reason that is logged verbatim ("broker 3: skip stop: this roll stopped it at 12:01:07 UTC").
+The rules follow Strimzi's KafkaRoller: every action on a node carries its reason; a node found in a
+state the roll did not cause is not touched (a failure the operator must look at). Nothing here needs
+ZooKeeper, so KRaft clusters resume the same way.
+
+Pure: no Airflow, no I/O. Times are ms since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+#: A broker's progress in one roll, in order.
+PHASES = ("stopping", "stopped", "prepared", "starting", "done")
+#: Steps that can skip, in the order a broker goes through them.
+STEPS = ("gate", "pre_stop", "stop", "wait_gone", "before_start", "pre_start", "start")
+
+
+def clock(ms: int) -> str:
+    """``ms`` since the epoch as ``"12:01:07 UTC"`` (the day is left out: rolls last hours, not days)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S UTC")
+
+
+def _rank(phase: str | None) -> int:
+    return -1 if phase is None else PHASES.index(phase)
+
+
+@dataclass(frozen=True)
+class BrokerProgress:
+    """What this roll did to one broker: the last ``phase`` reached (one of :data:`PHASES`), when (ms),
+    and why (for ``done``: "restarted", or the needs-action reason it was left alone)."""
+
+    broker_id: int
+    phase: str
+    at_ms: int
+    reason: str = ""
+    took_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"unknown roll phase {self.phase!r}; expected one of {PHASES}")
+
+
+@dataclass(frozen=True)
+class RollRecord:
+    """One roll's record: its id (``"restart"``, ``"ibp"``), when it began (ms), the planned brokers in
+    order (step dicts ``{"id", "host", "rack", "position", "total"}``), each broker's progress, and the
+    Burrow groups its lag gate watches (None = no lag gate), frozen with the plan.
+
+    JSON shape (:meth:`to_dict`): ``{"roll_id", "began_ms", "steps": [...], "consumer_groups": [...] | null,
+    "brokers": {"3": {"phase", "at_ms", "reason", "took_s"}}}``.
+    """
+
+    roll_id: str
+    began_ms: int
+    steps: tuple[Mapping[str, Any], ...] = ()
+    brokers: Mapping[int, BrokerProgress] = field(default_factory=dict)
+    consumer_groups: tuple[str, ...] | None = None
+
+    @property
+    def order(self) -> list[int]:
+        """Planned broker ids, in roll order."""
+        return [int(s["id"]) for s in self.steps]
+
+    def progress(self, broker_id: int) -> BrokerProgress | None:
+        """The broker's progress in this roll, or None when the roll has not touched it."""
+        return self.brokers.get(int(broker_id))
+
+    def phase(self, broker_id: int) -> str | None:
+        """The broker's phase, or None (untouched)."""
+        p = self.progress(broker_id)
+        return p.phase if p else None
+
+    def is_done(self, broker_id: int) -> bool:
+        return self.phase(broker_id) == "done"
+
+    def mark(self, broker_id: int, phase: str, at_ms: int, reason: str = "", took_s: float = 0.0) -> RollRecord:
+        """A copy with ``broker_id`` at ``phase``.
+
+        :raises ValueError: going back to an earlier phase (a roll never un-does progress), or an
+            unknown phase.
+        """
+        current = self.phase(broker_id)
+        if _rank(phase) < _rank(current):
+            raise ValueError(f"broker {broker_id}: roll {self.roll_id!r} cannot go from {current} back to {phase}")
+        brokers = dict(self.brokers)
+        brokers[int(broker_id)] = BrokerProgress(int(broker_id), phase, int(at_ms), reason, float(took_s))
+        return replace(self, brokers=brokers)
+
+    def finished(self) -> list[int]:
+        """Brokers done in this roll, in roll order."""
+        return [b for b in self.order if self.is_done(b)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "roll_id": self.roll_id,
+            "began_ms": self.began_ms,
+            "steps": [dict(s) for s in self.steps],
+            "consumer_groups": None if self.consumer_groups is None else list(self.consumer_groups),
+            "brokers": {
+                str(b): {"phase": p.phase, "at_ms": p.at_ms, "reason": p.reason, "took_s": p.took_s}
+                for b, p in sorted(self.brokers.items())
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RollRecord:
+        """Inverse of :meth:`to_dict`.
+
+        :raises ValueError: missing fields or an unknown phase (a corrupted record: say so, do not guess).
+        """
+        try:
+            brokers = {
+                int(b): BrokerProgress(int(b), p["phase"], int(p["at_ms"]), p.get("reason", ""),
+                                       float(p.get("took_s", 0)))
+                for b, p in (data.get("brokers") or {}).items()
+            }
+            groups = data.get("consumer_groups")
+            return cls(str(data["roll_id"]), int(data["began_ms"]), tuple(data.get("steps") or ()), brokers,
+                       None if groups is None else tuple(groups))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"roll record is malformed ({exc!r}): {dict(data)!r}"[:500]) from None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action`` is ``"act"``, ``"skip"`` or ``"fail"``; ``reason`` is the sentence to log (first words
+    first: the broker, then what happens)."""
+
+    action: str
+    reason: str
+
+    @property
+    def act(self) -> bool:
+        return self.action == "act"
+
+
+def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decision:
+    """May ``step`` act on ``broker_id`` now, given this roll's record and whether the broker is alive
+    (in the cluster metadata)?
+
+    - a broker done in this roll: every step skips;
+    - ``gate`` / ``pre_stop`` / ``stop``: act on a running broker the roll has not stopped (or whose stop
+      it sent but which still runs); skip when the roll stopped it; **fail** when the broker is down and
+      the roll did not stop it (a crash or another operation: nothing of ours to resume);
+    - ``wait_gone``: act until the roll has seen it gone;
+    - ``before_start``: act on a broker the roll stopped and has not prepared; **fail** when it runs again
+      although the roll never started it (someone else did, unprepared);
+    - ``pre_start`` / ``start``: act while the broker the roll stopped is down; skip when it runs again.
+
+    :raises ValueError: unknown step.
+    """
+    if step not in STEPS:
+        raise ValueError(f"unknown roll step {step!r}; expected one of {STEPS}")
+    who = f"broker {broker_id}"
+    progress = record.progress(broker_id)
+    phase = progress.phase if progress else None
+    when = clock(progress.at_ms) if progress else ""
+    roll = f"roll {record.roll_id!r}"
+    if phase == "done":
+        return Decision("skip", f"{who}: skip {step}: finished in {roll} at {when} ({progress.reason})")
+    if step in ("gate", "pre_stop", "stop"):
+        if phase is None:
+            if alive:
+                return Decision("act", f"{who}: {step}")
+            return Decision("fail", f"{who} is down and {roll} did not stop it: a crash or another operation. "
+                                    f"Start it (or find out who stopped it), then clear this task")
+        if phase == "stopping" and alive:
+            return Decision("act", f"{who}: {step} again: {roll} sent a stop at {when} but the broker still runs")
+        return Decision("skip", f"{who}: skip {step}: {roll} stopped it at {when}")
+    if step == "wait_gone":
+        if phase in ("stopping", "stopped"):
+            return Decision("act", f"{who}: waiting until it has left the cluster metadata")
+        return Decision("skip", f"{who}: skip {step}: gone since before {when}")
+    if phase is None:
+        return Decision("fail", f"{who}: {step} refused: {roll} has not stopped this broker")
+    if step == "before_start":
+        if _rank(phase) >= _rank("prepared"):
+            return Decision("skip", f"{who}: skip {step}: done at {when}")
+        if alive:
+            return Decision("fail", f"{who} runs again although {roll} never started it (stopped at {when}): "
+                                    f"someone else started it before its {step} step. Check the broker, then "
+                                    f"clear this task")
+        return Decision("act", f"{who}: {step}")
+    # pre_start, start
+    if alive:
+        return Decision("skip", f"{who}: skip {step}: already running again ({roll}: {phase} at {when})")
+    return Decision("act", f"{who}: {step}")
+
+
+def turn(position: int, record: RollRecord, previous_failed: bool) -> Decision:
+    """May the broker at ``position`` (0-based, in :attr:`RollRecord.order`) begin?
+
+    Only when every broker before it is done in this roll: ``act``. When the previous broker's task
+    failed (or was marked failed): ``fail``, naming it, so a failed broker stops the roll before the next
+    one is touched. Otherwise ``skip`` = not yet (the previous broker is still going).
+    """
+    order = record.order
+    if not 0 <= position < len(order):
+        raise ValueError(f"position {position} outside the roll's {len(order)} brokers")
+    pending = [b for b in order[:position] if not record.is_done(b)]
+    me = order[position]
+    if not pending:
+        return Decision("act", f"broker {me}: its turn ({position + 1}/{len(order)})")
+    if previous_failed:
+        return Decision("fail", f"broker {me} NOT touched: broker {pending[-1]} (before it in roll "
+                                f"{record.roll_id!r}) did not finish; resume by clearing the failed tasks")
+    return Decision("skip", f"broker {me}: waiting for broker {pending[-1]} to finish")
+
+
+#: A needs-action rule: (broker id, facts about it) -> (act?, reason). Facts are what the roll's probe
+#: observed (for a restart nothing is needed; an upgrade passes the broker's running version).
+NeedsAction = Callable[[int, Mapping[str, Any]], tuple[bool, str]]
+
+
+def requested(broker_id: int, facts: Mapping[str, Any]) -> tuple[bool, str]:
+    """The rolling restart's rule: every planned broker is acted on, because the operator asked."""
+    return True, "requested"
+
+
+def eta_s(record: RollRecord) -> float | None:
+    """Seconds until the roll ends: the mean time of the brokers restarted so far (``took_s`` of those done
+    with a time) times the brokers not done yet; None before the first broker is done."""
+    took = [p.took_s for b, p in record.brokers.items() if p.phase == "done" and p.took_s > 0]
+    if not took:
+        return None
+    remaining = len([b for b in record.order if not record.is_done(b)])
+    return sum(took) / len(took) * remaining

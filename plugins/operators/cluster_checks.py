@@ -1,0 +1,97 @@
+"""An operation's bookends: check the trigger's params before anything else, wait for the cluster to be
+healthy at the end, forget the run's roll records once it succeeded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from probes.cluster import PROBES, ClusterProber
+from runtime.params import is_true, resolve_settings, unknown_conf_keys
+from runtime.roll_store import forget
+from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+
+from operators.roll_plan import check_commands, profile_or_fail
+
+
+class CheckParamsOperator(BaseOperator):
+    """First task of an operation (before the lock): the trigger's conf has no key that is not a param
+    ("unknown param 'broker'; did you mean 'brokers'?"), the cluster connection holds a valid profile, and
+    the commands the run names are allowed by that profile. Touches no cluster.
+
+    :param settings: ``cluster`` and the command choices (values or ``FromParam``).
+    :raises AirflowFailException: naming every problem found.
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    def execute(self, context: Any) -> None:
+        conf = getattr(context.get("dag_run"), "conf", None) or {}
+        problems = unknown_conf_keys(conf, context["params"].keys())
+        if problems:
+            raise AirflowFailException("; ".join(problems) + " (nothing was done)")
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        for chosen in check_commands(profile, cfg, {"id": 0, "host": "?"}):
+            self.log.info("command %s", chosen)
+        who = getattr(context.get("dag_run"), "triggering_user_name", None)
+        self.log.info("cluster %s (%s); triggered by %s%s", profile.conn_id, profile.bootstrap_servers,
+                      who or "unknown", "; DRY RUN: nothing will be touched" if is_true(cfg.get("dry_run")) else "")
+
+
+class WaitForClusterOperator(BaseOperator):
+    """Wait (in this task's process) until probe ``kind`` passes for the whole cluster, e.g. ``"healthy"``
+    (no offline partition, no URP, leaders balanced) as an operation's final check.
+
+    :param kind: a kind of ``probes.cluster.PROBES`` that needs no broker.
+    :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``.
+    :raises AirflowFailException: at the timeout, naming what is still unhealthy; at once for a fatal error.
+    """
+
+    ui_color = "#e8f4fd"
+
+    def __init__(self, *, kind: str, settings: dict, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kind not in PROBES or PROBES[kind].needs_broker:
+            raise ValueError(f"kind must be a cluster-wide probe, got {kind!r}")
+        self.kind = kind
+        self.settings = settings
+
+    def execute(self, context: Any) -> str:
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        what = PROBES[self.kind].describe(None)
+        with ClusterProber(profile) as prober:
+            def check() -> Check:
+                verdict = prober.look(self.kind)
+                return Check(verdict.ok, verdict.message())
+
+            if is_true(cfg.get("dry_run", False)):
+                result = check()
+                self.log.info("DRY RUN: %s: %s", what, result.message)
+                return result.message
+            try:
+                return wait_until(check, what=what, interval_s=float(cfg.get("healthcheck_interval_s", 5)),
+                                  timeout_s=float(cfg.get("healthcheck_timeout_s", 900)), log=self.log).message
+            except (WaitTimeout, WaitAborted) as exc:
+                raise AirflowFailException(str(exc)) from exc
+
+
+class ForgetRollsOperator(BaseOperator):
+    """Delete this run's roll records (the run succeeded: nothing left to resume)."""
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, roll_ids: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.roll_ids = list(roll_ids)
+
+    def execute(self, context: Any) -> list[str]:
+        deleted = forget(context, self.roll_ids)
+        self.log.info("deleted roll records: %s", deleted or "none")
+        return deleted

@@ -1,0 +1,167 @@
+"""The per-cluster operation lock as tasks: take it (setup), check it before every action, release it
+(teardown). The lock itself is ``hooks.cluster_lock`` (a znode in the cluster's ZooKeeper).
+
+Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
+waited out up to the deadline with the cause logged; another holder is never waited out by a step that
+acts on the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from hooks import cluster_lock
+from hooks.cluster_profile import get_cluster_profile
+from hooks.zookeeper import ZooKeeperHook
+from kafka_ops.profile import ClusterProfile
+from runtime.failures import Misconfiguration
+from runtime.params import FromParam, resolve_settings
+from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+
+
+class LockHeldByOther(Exception):
+    """Another run holds the cluster (fatal for a step that would act on it)."""
+
+
+def holder_of(context: Any) -> str:
+    """This run's lock holder string: ``"<dag_id>/<run_id>"``."""
+    return f"{context['dag'].dag_id}/{context['run_id']}"
+
+
+def _zookeeper(profile: ClusterProfile) -> ZooKeeperHook:
+    if not profile.zookeeper:
+        raise Misconfiguration(
+            f"connection {profile.conn_id!r}: the cluster lock lives in ZooKeeper and the profile sets no "
+            "'zookeeper' (KRaft clusters are not supported yet)"
+        )
+    return ZooKeeperHook(profile=profile)
+
+
+def take(profile: ClusterProfile, holder: str, operation: str) -> tuple[bool, cluster_lock.LockHolder | None]:
+    """Try once: (held by ``holder`` now, the other holder if not). (True, None) also when it was ours."""
+    with _zookeeper(profile) as zk:
+        other = cluster_lock.try_acquire(zk.get_conn(), holder, operation)
+    return other is None, other
+
+
+def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any, timeout_s: float = 120.0) -> None:
+    """Make sure this run holds the cluster's lock before it acts: re-take it when it is free (a run resumed
+    by clearing only its failed tasks never re-runs the lock task), fail when another run holds it.
+
+    :raises AirflowFailException: another run holds it (named), or ZooKeeper stayed unreachable
+        ``timeout_s`` seconds.
+    """
+    holder = holder_of(context)
+
+    def check() -> Check:
+        with _zookeeper(profile) as zk:
+            before = cluster_lock.current_holder(zk.get_conn())
+            other = cluster_lock.try_acquire(zk.get_conn(), holder, operation)
+        if other is not None:
+            raise LockHeldByOther(
+                f"cluster {profile.conn_id} is held by {other.describe()}, not by this run ({holder}): "
+                "not acting on it"
+            )
+        if before is None:
+            log.warning("cluster %s: this run did not hold the lock (resumed without its lock task?): "
+                        "took it again", profile.conn_id)
+        return Check(True, f"held by {holder}")
+
+    try:
+        wait_until(check, what=f"this run holds the lock of cluster {profile.conn_id}", interval_s=5,
+                   timeout_s=timeout_s, log=log)
+    except (WaitAborted, WaitTimeout) as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+class LockClusterOperator(BaseOperator):
+    """Take the cluster's operation lock for this run (the setup of :func:`groups.cluster_guard.cluster_guard`).
+
+    :param settings: ``cluster`` (connection id) and ``lock_wait`` (``"wait"``: poll until free, up to
+        ``lock_timeout_s``; ``"fail"``: fail at once naming the holder); values or
+        :class:`runtime.params.FromParam`.
+    :param operation: label stored with the lock ("rolling restart").
+    :param lock_timeout_s: longest wait for another operation, seconds (default 6 h).
+    :param interval_s: seconds between tries (default 10).
+    """
+
+    ui_color = "#fff4d6"
+
+    def __init__(self, *, settings: dict, operation: str, lock_timeout_s: float = 6 * 3600,
+                 interval_s: float = 10, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.operation = operation
+        self.lock_timeout_s = lock_timeout_s
+        self.interval_s = interval_s
+
+    def execute(self, context: Any) -> str:
+        cfg = resolve_settings(self.settings, context["params"])
+        try:
+            profile = get_cluster_profile(cfg["cluster"])
+        except Exception as exc:
+            raise AirflowFailException(f"cluster {cfg['cluster']!r}: {exc}") from exc
+        holder = holder_of(context)
+
+        def check() -> Check:
+            ok, other = take(profile, holder, self.operation)
+            if ok:
+                return Check(True, f"locked for {holder}")
+            message = f"cluster {profile.conn_id} is busy: {other.describe()}"
+            if cfg.get("lock_wait", "wait") == "fail":
+                raise LockHeldByOther(message + " (lock_wait=fail)")
+            return Check(False, message)
+
+        try:
+            wait_until(check, what=f"cluster {profile.conn_id} is locked for this run", interval_s=self.interval_s,
+                       timeout_s=self.lock_timeout_s, log=self.log)
+        except (WaitAborted, WaitTimeout) as exc:
+            raise AirflowFailException(str(exc)) from exc
+        return holder
+
+
+class UnlockClusterOperator(BaseOperator):
+    """Release the lock if this run holds it (the teardown: runs after failures too). Retries transient
+    ZooKeeper errors for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand."""
+
+    ui_color = "#fff4d6"
+
+    def __init__(self, *, settings: dict, timeout_s: float = 300, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.timeout_s = timeout_s
+
+    def execute(self, context: Any) -> bool:
+        cfg = resolve_settings(self.settings, context["params"])
+        try:
+            profile = get_cluster_profile(cfg["cluster"])
+        except Exception as exc:  # nothing could have been locked on a cluster we cannot even read
+            self.log.warning("cluster %r: %s: no lock to release", cfg["cluster"], exc)
+            return False
+        if not profile.zookeeper:
+            self.log.info("cluster %s has no ZooKeeper: no lock to release", profile.conn_id)
+            return False
+        holder = holder_of(context)
+        released: list[bool] = []
+
+        def check() -> Check:
+            with _zookeeper(profile) as zk:
+                released.append(cluster_lock.release(zk.get_conn(), holder))
+            return Check(True, "released" if released[-1] else "was not held by this run")
+
+        try:
+            wait_until(check, what=f"the lock of cluster {profile.conn_id} is released", interval_s=5,
+                       timeout_s=self.timeout_s, log=self.log)
+        except (WaitAborted, WaitTimeout) as exc:
+            raise AirflowFailException(
+                f"{exc}. The lock may still be held by {holder}: clear this task to try again, or break it by "
+                f"hand after checking no run works on the cluster: zkCli.sh -server '{profile.zookeeper}' "
+                f"delete {cluster_lock.LOCK_PATH}"
+            ) from exc
+        return released[-1]
+
+
+#: The settings every operation's lock tasks read (the DAG's params of the same names).
+LOCK_SETTINGS = {"cluster": FromParam("cluster"), "lock_wait": FromParam("lock_wait")}

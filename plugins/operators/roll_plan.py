@@ -1,0 +1,138 @@
+"""A roll's plan: validated against the live cluster under the cluster lock, frozen in the roll's record.
+
+Checks (each failure names the bad value and touches nothing): the cluster connection holds a valid
+profile with an SSH connection; requested broker ids are known, not repeated and running; no broker of
+the cluster is down when every broker is to be rolled (``kafka_ops.restart_plan.down_brokers``); the
+commands the run names exist in the profile (or ad-hoc commands are allowed); for a lag gate, Burrow knows
+the cluster, watches these brokers, and knows every group. The order puts the controller last unless
+``keep_order``.
+
+The first computation is frozen in the roll's record (``runtime.roll_store``): clearing the plan task, or
+the whole run, resumes the same brokers in the same order, including one the failure left stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.burrow import BurrowHook
+from hooks.cluster_profile import get_cluster_profile
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.profile import ClusterProfile
+from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
+from kafka_ops.roll import RollRecord, clock
+from runtime.broker_commands import BrokerCommand
+from runtime.params import is_true, resolve_settings
+from runtime.roll_store import RollStore, now_ms
+
+COMMAND_SETTINGS = {"pre_stop": "pre_stop", "stop_command": "stop", "pre_start": "pre_start", "start_command": "start"}
+
+
+def profile_or_fail(conn_id: str) -> ClusterProfile:
+    """The cluster profile, with an SSH connection named.
+
+    :raises AirflowFailException: unknown connection or invalid profile (named; waiting cannot fix it).
+    """
+    try:
+        profile = get_cluster_profile(conn_id)
+        profile.require("ssh_conn_id")
+    except Exception as exc:
+        raise AirflowFailException(f"cluster {conn_id!r}: {exc}") from exc
+    return profile
+
+
+def check_commands(profile: ClusterProfile, cfg: dict[str, Any], broker: dict) -> list[str]:
+    """The run's command choices (``pre_stop``, ``stop_command``, ...) as the profile resolves them for
+    ``broker``; raises AirflowFailException naming a choice the profile does not allow."""
+    chosen = []
+    for setting, step in COMMAND_SETTINGS.items():
+        if setting not in cfg:
+            continue
+        try:
+            command = BrokerCommand.choose(profile, step, cfg[setting], broker)
+        except ValueError as exc:
+            raise AirflowFailException(f"param {setting}: {exc}") from exc
+        if command is not None:
+            chosen.append(f"{step}: {command.origin}")
+    return chosen
+
+
+def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> None:
+    """Burrow knows the profile's cluster, watches these brokers and knows every group.
+
+    :raises AirflowFailException: Burrow not configured, cluster unknown or another cluster, unknown groups.
+    """
+    try:
+        with BurrowHook.from_profile(profile) as burrow:
+            servers = burrow.cluster_servers()
+            statuses = burrow.group_statuses(groups)
+    except ValueError as exc:  # profile without Burrow, or Burrow without this cluster
+        raise AirflowFailException(f"cluster {profile.conn_id!r}: lag gate needs Burrow: {exc}") from exc
+    if not {s.strip() for s in servers} & live_servers:
+        raise AirflowFailException(
+            f"Burrow cluster {profile.burrow_cluster!r} watches {sorted(servers)}, none of which is a broker of "
+            f"cluster {profile.conn_id!r} ({sorted(live_servers)}): its lag answers would be about another "
+            "cluster; fix burrow_cluster / burrow_conn_id in the profile"
+        )
+    unknown = [s.group for s in statuses if s.status == "NOTFOUND"]
+    if unknown:
+        raise AirflowFailException(f"consumer groups unknown to Burrow ({profile.burrow_cluster}): {unknown}")
+
+
+class RollPlanOperator(BaseOperator):
+    """Validate a roll's params and freeze its plan; returns the brokers in roll order, one dict each
+    (the mapped input of the roll's broker task): ``{"id", "host", "rack", "position", "total"}``.
+
+    :param roll_id: the roll's id (its record's key).
+    :param settings: ``cluster``, ``brokers`` ([] = all), ``keep_order``, ``consumer_groups`` and the
+        command choices ``pre_stop`` / ``pre_start`` / ``stop_command`` / ``start_command``: values or
+        :class:`runtime.params.FromParam`.
+    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, roll_id: str, settings: dict, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.roll_id = roll_id
+        self.settings = settings
+
+    def execute(self, context: Any) -> list[dict]:
+        store = RollStore(context, self.roll_id)
+        frozen = store.load()
+        if frozen is not None:
+            done = frozen.finished()
+            self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
+                          clock(frozen.began_ms), frozen.order, done or "none")
+            return [dict(s) for s in frozen.steps]
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        with KafkaAdminHook(profile=profile) as admin:
+            state = admin.cluster_state(configs=False)
+        requested = list(cfg.get("brokers") or [])
+        replica_ids = {r for p in state.partitions for r in p.replicas}
+        refusals = down_brokers(state.broker_ids, replica_ids, requested)
+        if refusals:
+            raise AirflowFailException(f"cluster {profile.conn_id!r}: " + "; ".join(refusals))
+        try:
+            plan = plan_restart(state.broker_ids, state.controller_id, requested,
+                                keep_order=is_true(cfg.get("keep_order", False)))
+        except ValueError as exc:
+            raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
+        steps = []
+        for position, broker_id in enumerate(plan.order):
+            broker = state.broker(broker_id)
+            steps.append({"id": broker_id, "host": broker.host, "rack": broker.rack,
+                          "position": position + 1, "total": len(plan.order)})
+        for chosen in check_commands(profile, cfg, steps[0]) if steps else []:
+            self.log.info("command %s", chosen)
+        groups = resolve_groups(cfg.get("consumer_groups", None), profile.consumer_groups)
+        if groups:
+            check_burrow(profile, groups, {f"{b.host}:{b.port}" for b in state.brokers})
+        for reason in plan.reasons:
+            self.log.info("plan: %s", reason)
+        self.log.info("roll %r: order %s; lag gate on %s", self.roll_id, plan.order, groups or "no groups")
+        store.save(RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups)))
+        return steps

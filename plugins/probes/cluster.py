@@ -1,0 +1,122 @@
+"""Cluster probes: one look at the cluster (Metadata, and configs where the rule needs them) judged by a
+rule of ``kafka_ops.health``. A registry ``{kind: Probe}``; :class:`ClusterProber` keeps one admin client
+for a whole wait (a new client per poll costs a connection and a bootstrap round trip each time).
+
+Kinds (``broker`` = the broker the step is about):
+- ``gone``: the broker is no longer in the metadata (its controlled shutdown finished);
+- ``registered``: the broker is in the metadata again;
+- ``caught_up``: the broker is back in the ISR of every partition it hosts (without a broker: URP = 0);
+- ``leadership``: the broker leads its preferred partitions within ``leader.imbalance.per.broker.percentage``
+  (without a broker: every broker does);
+- ``healthy``: no offline partition, no URP, leaders balanced (an operation's final check);
+- ``gate``: the cluster may lose the broker now: healthy, and stopping it drops no partition below
+  ``min.insync.replicas`` (``kafka_ops.health.restart_gate`` without the lag part; the Burrow part is
+  separate because only it needs several OK polls in a row).
+Only ``gate``, ``leadership`` and ``healthy`` read configs (DescribeConfigs); the others cost one
+Metadata and one DescribeCluster request per poll.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops import health
+from kafka_ops.cluster import ClusterState
+from kafka_ops.health import Verdict
+from kafka_ops.profile import ClusterProfile
+
+
+def _present(state: ClusterState, broker: int | None) -> Verdict:
+    ok = state.has_broker(broker)
+    return Verdict(ok, [] if ok else [f"broker {broker} not in the metadata yet"], "registered")
+
+
+def _gone(state: ClusterState, broker: int | None) -> Verdict:
+    present = state.has_broker(broker)
+    return Verdict(not present, [f"broker {broker} still in the metadata"] if present else [], "gone")
+
+
+def _caught_up(state: ClusterState, broker: int | None) -> Verdict:
+    if broker is None:
+        return health.under_replicated_partitions(state)
+    return health.broker_caught_up(state, broker)
+
+
+def _leadership(state: ClusterState, broker: int | None) -> Verdict:
+    if broker is None:
+        return health.leader_imbalance(state)
+    return health.broker_leadership(state, broker)
+
+
+def _gate(state: ClusterState, broker: int | None) -> Verdict:
+    if not state.has_broker(broker):
+        return Verdict(False, [f"broker {broker} is not in the metadata (down)"], "gate")
+    return health.restart_gate(state, broker, lag=None)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A probe kind: its rule, whether it needs configs, whether it is about one broker, and the
+    condition in words (``{broker}`` filled in)."""
+
+    rule: Callable[[ClusterState, int | None], Verdict]
+    configs: bool
+    needs_broker: bool
+    what: str
+    what_cluster: str = ""
+
+    def describe(self, broker: int | None) -> str:
+        if broker is None and self.what_cluster:
+            return self.what_cluster
+        return self.what.format(broker=broker)
+
+
+PROBES: dict[str, Probe] = {
+    "gone": Probe(_gone, False, True, "broker {broker} has left the cluster metadata"),
+    "registered": Probe(_present, False, True, "broker {broker} is registered again"),
+    "caught_up": Probe(_caught_up, False, False, "broker {broker} is back in every ISR",
+                       "every replica is back in its ISR (URP = 0)"),
+    "leadership": Probe(_leadership, True, False, "broker {broker} leads its preferred partitions again",
+                        "preferred leaders lead again everywhere"),
+    "healthy": Probe(lambda state, _: health.cluster_health(state), True, False,
+                     "the cluster is healthy (no offline partitions, no URP, leaders balanced)"),
+    "gate": Probe(_gate, True, True, "broker {broker} may be stopped (cluster healthy, min ISR kept)"),
+}
+
+
+class ClusterProber:
+    """Looks at one cluster with one admin client (close it, or use as a context manager).
+
+    :param profile: the cluster's profile.
+    :param request_timeout_s: timeout of each admin request, seconds.
+    """
+
+    def __init__(self, profile: ClusterProfile, request_timeout_s: float = 15.0) -> None:
+        self.profile = profile
+        self.admin = KafkaAdminHook(profile=profile, request_timeout_s=request_timeout_s)
+
+    def state(self, configs: bool = True) -> ClusterState:
+        """A fresh snapshot (see ``KafkaAdminHook.cluster_state``)."""
+        return self.admin.cluster_state(configs=configs)
+
+    def look(self, kind: str, broker: int | None = None) -> Verdict:
+        """Judge the cluster by probe ``kind``.
+
+        :raises KeyError: unknown kind. :raises ValueError: ``broker`` missing where the kind needs one.
+        :raises confluent_kafka.KafkaException: the cluster could not be asked (transient).
+        """
+        probe = PROBES[kind]
+        if probe.needs_broker and broker is None:
+            raise ValueError(f"probe {kind!r} needs a broker")
+        return probe.rule(self.state(configs=probe.configs), broker)
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def __enter__(self) -> ClusterProber:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

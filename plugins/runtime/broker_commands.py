@@ -1,0 +1,93 @@
+"""Commands on a broker host over SSH: the service stop / start and a run's pre-stop / pre-start steps.
+
+What may run is owned by whoever owns the cluster connection, not by whoever triggers a run: a run's
+param names a command of the profile's ``commands`` (or, for stop / start, nothing = the profile's
+``service_stop`` / ``service_start``); shell text of its own runs only where the profile says
+``allow_adhoc_commands: true`` (:meth:`kafka_ops.profile.ClusterProfile.command`). The command runs as
+``KAFKA_BROKER_ID=<id> bash -c '<command>'``, every value quoted with ``shlex.quote``; a non-zero exit fails
+the step with the command's stderr. The log says which command ran, why it was chosen, and who triggered
+the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from dataclasses import dataclass
+
+from hooks.broker_ssh import BrokerShell
+from kafka_ops.profile import ClusterProfile
+
+STEPS = ("pre_stop", "stop", "pre_start", "start")
+
+
+def remote_command(command: str, broker_id: int) -> str:
+    """The exact text sent over SSH: ``KAFKA_BROKER_ID=<id> bash -c '<command>'`` (quoted)."""
+    return f"KAFKA_BROKER_ID={shlex.quote(str(broker_id))} bash -c {shlex.quote(command)}"
+
+
+class BrokerCommandFailed(Exception):
+    """The command ran and exited non-zero, or could not be run (SSH refused, host key unknown)."""
+
+
+@dataclass(frozen=True)
+class BrokerCommand:
+    """One step's command on one broker host.
+
+    :param step: ``pre_stop``, ``stop``, ``pre_start`` or ``start``.
+    :param text: the shell text (``{broker_id}`` already filled).
+    :param origin: how it was chosen ("profile command 'drain-lb'", "service command (service_stop)").
+    """
+
+    step: str
+    broker_id: int
+    host: str
+    text: str
+    origin: str
+
+    @classmethod
+    def choose(cls, profile: ClusterProfile, step: str, choice: str | None, broker: dict) -> BrokerCommand | None:
+        """The command a run's ``choice`` means for ``step`` on ``broker`` (``{"id", "host"}``); None =
+        nothing to run (a pre-step not asked for).
+
+        :raises ValueError: unknown step, or shell text the profile does not allow (named).
+        """
+        if step not in STEPS:
+            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
+        chosen = profile.command(choice, step, int(broker["id"]))
+        if chosen is None:
+            return None
+        return cls(step, int(broker["id"]), str(broker["host"]), chosen[0], chosen[1])
+
+    def describe(self) -> str:
+        return f"broker {self.broker_id} ({self.host}): {self.step}: {self.origin}: {self.text}"
+
+    def run(self, ssh_conn_id: str, timeout_s: float, log: logging.Logger, dry_run: bool = False,
+            triggered_by: str | None = None) -> int:
+        """Run it (or, with ``dry_run``, only log it); returns the exit code (0).
+
+        :param timeout_s: the command's time limit, seconds (a controlled shutdown of a large broker
+            takes minutes).
+        :raises BrokerCommandFailed: non-zero exit (with stderr), SSH failure (host named, cause given).
+        """
+        who = f" (run triggered by {triggered_by})" if triggered_by else ""
+        if dry_run:
+            log.info("DRY RUN: would run %s%s", self.describe(), who)
+            return 0
+        log.info("running %s%s", self.describe(), who)
+        try:
+            rc, out, err = BrokerShell(ssh_conn_id, self.host).run(remote_command(self.text, self.broker_id), timeout_s)
+        except Exception as exc:
+            raise BrokerCommandFailed(
+                f"{self.step} on broker {self.broker_id}: could not run it on {self.host} over SSH "
+                f"connection {ssh_conn_id!r}: {type(exc).__name__}: {exc}. Check that the host is up, its sshd "
+                f"answers and its host key is known; nothing ran"
+            ) from exc
+        for line in out.splitlines():
+            log.info("stdout: %s", line)
+        for line in err.splitlines():
+            log.info("stderr: %s", line)
+        if rc != 0:
+            tail = err.strip()[-500:] or out.strip()[-500:]
+            raise BrokerCommandFailed(f"{self.step} on broker {self.broker_id} ({self.host}) exited {rc}: {tail}")
+        return rc

@@ -1,0 +1,69 @@
+"""Where a roll's record lives: one Airflow Variable per (DAG, run, roll).
+
+Key ``kafka_ops_roll__<dag_id>__<run_id>__<roll_id>``, value :meth:`kafka_ops.roll.RollRecord.to_dict`.
+A Variable, not an XCom: clearing a task deletes its XComs, and the record must survive exactly that
+(it is what a resumed run reads). Only one task of a roll writes at a time (the brokers go one after the
+other), so a plain read-modify-write is enough. :func:`forget` deletes the records of a run when it has
+succeeded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from airflow.sdk import Variable
+from kafka_ops.roll import RollRecord
+
+PREFIX = "kafka_ops_roll"
+
+
+def key(dag_id: str, run_id: str, roll_id: str) -> str:
+    """The Variable key of one roll's record."""
+    return f"{PREFIX}__{dag_id}__{run_id}__{roll_id}"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RollStore:
+    """Load and save one roll's record for the running task (``context``) and ``roll_id``."""
+
+    def __init__(self, context: Any, roll_id: str) -> None:
+        self.roll_id = roll_id
+        self.key = key(context["dag"].dag_id, context["run_id"], roll_id)
+
+    def load(self) -> RollRecord | None:
+        """The record, or None before the roll's plan was frozen.
+
+        :raises ValueError: the Variable holds something else (named).
+        """
+        data = Variable.get(self.key, default=None, deserialize_json=True)
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise ValueError(f"Variable {self.key} does not hold a roll record: {data!r}"[:300])
+        return RollRecord.from_dict(data)
+
+    def save(self, record: RollRecord) -> None:
+        Variable.set(self.key, record.to_dict(), serialize_json=True,
+                     description="kafka-ops: one roll's frozen plan and what it did to each broker "
+                                 "(deleted when the run succeeds; read when failed tasks are cleared)")
+
+    def mark(self, record: RollRecord, broker_id: int, phase: str, reason: str = "", took_s: float = 0.0) -> RollRecord:
+        """Record ``broker_id`` at ``phase`` now, save, and return the new record."""
+        updated = record.mark(broker_id, phase, now_ms(), reason, took_s)
+        self.save(updated)
+        return updated
+
+
+def forget(context: Any, roll_ids: list[str]) -> list[str]:
+    """Delete this run's records of ``roll_ids``; returns the keys deleted."""
+    deleted = []
+    for roll_id in roll_ids:
+        k = key(context["dag"].dag_id, context["run_id"], roll_id)
+        if Variable.get(k, default=None) is not None:
+            Variable.delete(k)
+            deleted.append(k)
+    return deleted

@@ -1,0 +1,82 @@
+"""Waiting for a condition inside a task: check at once, then every ``interval_s`` until ``timeout_s``.
+
+One loop for every wait of an operation (gate, broker gone, registered, caught up, leadership, final
+health, the lock). It runs in the task's own process: no deferral and no reschedule, so the scheduler
+races of Airflow 3.3 around deferred and rescheduled tasks (apache/airflow#71172, #72716) cannot fail a
+step, at the cost of one worker slot held while the operation runs (as kafka_roller holds one process).
+Transient errors (:mod:`runtime.failures`) are logged and polled through up to the deadline; fatal ones
+fail at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runtime.failures import describe, is_transient
+
+
+@dataclass(frozen=True)
+class Check:
+    """One look: ``ok`` and the verdict text (names partitions, brokers, groups)."""
+
+    ok: bool
+    message: str
+
+
+class WaitTimeout(Exception):
+    """The condition was not reached by the deadline; the message names what was still wrong."""
+
+
+class WaitAborted(Exception):
+    """A fatal error while checking (see :mod:`runtime.failures`); the message names the cause."""
+
+
+def wait_until(
+    check: Callable[[], Check],
+    *,
+    what: str,
+    interval_s: float,
+    timeout_s: float,
+    log: logging.Logger,
+    not_yet: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Check:
+    """Poll ``check`` until it passes; return the passing :class:`Check`.
+
+    :param what: the condition in words, for the log and errors ("broker 3 is back in every ISR").
+    :param interval_s: seconds between checks (the first check is immediate).
+    :param timeout_s: the absolute deadline, seconds from the call.
+    :param not_yet: the sentence for a failing check, logged at WARNING ("broker 2 may NOT be stopped
+        yet"); None logs "<what>: not yet" at INFO.
+    :raises WaitTimeout: not reached by the deadline; names ``what``, the timeout and the last verdict
+        (or the last transient error).
+    :raises WaitAborted: ``check`` raised a fatal error.
+    """
+    deadline = clock() + timeout_s
+    last = "no check yet"
+    polls = 0
+    while True:
+        polls += 1
+        try:
+            result = check()
+        except Exception as exc:  # typed below: transient -> keep polling, else stop at once
+            if not is_transient(exc):
+                raise WaitAborted(f"{what}: cannot check: {describe(exc)} (waiting cannot fix this)") from exc
+            last = f"could not check: {describe(exc)}"
+            log.warning("%s: %s; trying again in %.0f s", what, last, interval_s)
+        else:
+            if result.ok:
+                log.info("%s: yes (%s)", what, result.message)
+                return result
+            last = result.message
+            if not_yet:
+                log.warning("%s: %s", not_yet, last)
+            else:
+                log.info("%s: not yet: %s", what, last)
+        if clock() + interval_s > deadline:
+            raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}")
+        sleep(interval_s)

@@ -16,8 +16,11 @@ are planned by
   ``.venv-bench`` (``--setup-bench-venv`` creates it: ``pip install kafka-utils==4.1.0``).
 
 Columns: moved/LB = bytes copied / lower bound (summary.json's definition); bytes, count, leaders =
-max/mean over the kept brokers of bytes, replicas and preferred leaders; rack viol = partitions
-spanning fewer than min(RF, racks) racks; time = seconds of planning.
+skews ``1 + max over the kept brokers |load / mean - 1|`` of bytes, replicas and preferred leaders
+(summary.json's byte_skew, replica_skew, leader_skew: an under-filled broker counts as much as an
+over-filled one); rack bound = the best byte skew the racks allow (summary.json's
+rack_bound.byte_skew, 1.000 when racks are even); rack viol = partitions spanning fewer than
+min(RF, racks) racks; time = seconds of planning.
 
 Scaling: ``spark-submit --master local[2] spark/reassignment_plan.py`` on 200 brokers (190 + 10 new)
 for each partition count: wall seconds, CPU seconds of the whole job (JVM + Python; on a shared
@@ -42,7 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "spark"))
 
 from planner.balance import PlanOptions, resolve_request  # noqa: E402
-from planner.output import lower_bound_bytes, per_broker, rack_violations  # noqa: E402
+from planner.output import lower_bound_bytes, per_broker, rack_violations, skew  # noqa: E402
 from planner.pipeline import make_plan  # noqa: E402
 from planner.snapshot import build_snapshot, parse_brokers  # noqa: E402
 from planner.synthetic import generate_cluster, kafka_default_assignment, write_snapshot  # noqa: E402
@@ -109,23 +112,22 @@ def metrics(snap, new, kept, drained) -> dict:
     lb = lower_bound_bytes(snap, kept, drained)
     on_drained = int(np.isin(new, np.nonzero(drained)[0]).sum()) if drained.any() else 0
 
-    def skew(v):
-        return float(v[kept].max() / v[kept].mean())
-
     return {
         "moved_lb": moved / lb if lb else float("nan"),
-        "bytes": skew(b1),
-        "count": skew(c1),
-        "leaders": skew(l1),
+        "bytes": skew(b1[kept]),
+        "count": skew(c1[kept]),
+        "leaders": skew(l1[kept]),
         "rack_viol": rack_violations(snap, new, kept),
         "left_on_drained": on_drained,
     }
 
 
-def run_ours(snap, opts):
-    """Our planner in-process: (final replicas matrix, planning seconds)."""
+def run_ours(snap, opts, summary_out: dict | None = None):
+    """Our planner in-process: (final replicas matrix, planning seconds); summary into summary_out."""
     started = time.monotonic()
     result = make_plan(snap, opts)
+    if summary_out is not None:
+        summary_out.update(result.summary)
     return result.replicas, time.monotonic() - started
 
 
@@ -205,6 +207,14 @@ SCENARIOS = [
     ),
     ("decommission 27-3, 7k", dict(n_brokers=27, n_partitions=7000, seed=2), "decommission", (0, 13, 26)),
     ("rebalance skewed 24, 7k", dict(n_brokers=24, n_partitions=7000, skew=0.5, seed=3), "rebalance", ()),
+    # racks left uneven (8, 8, 9 brokers): balance still reachable with RF 2-3, bounded with RF 3 only
+    ("decommission 27-2, 7k", dict(n_brokers=27, n_partitions=7000, seed=2), "decommission", (0, 13)),
+    (
+        "decommission 27-2, 7k RF3",
+        dict(n_brokers=27, n_partitions=7000, rf_choices=(3,), seed=6),
+        "decommission",
+        (0, 13),
+    ),
     (
         "scale-out 60+6, 20k RF3",
         dict(n_brokers=60, new_brokers=6, n_partitions=20000, rf_choices=(3,), seed=4),
@@ -226,7 +236,7 @@ def quality(quick: bool, ku_timeout: float) -> None:
     print(f"# reference: {ku_status}")
     header = (
         f"{'scenario':26} {'method':18} {'moved/LB':>8} {'bytes':>6} {'count':>6} {'leaders':>7} "
-        f"{'rack viol':>9} {'time s':>7}"
+        f"{'rack bound':>10} {'rack viol':>9} {'time s':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -240,10 +250,11 @@ def quality(quick: bool, ku_timeout: float) -> None:
         before = metrics(snap, snap.replicas, np.ones(len(kept), bool), np.zeros(len(kept), bool))
         print(
             f"{name:26} {'(before)':18} {'':>8} {before['bytes']:6.3f} {before['count']:6.3f} "
-            f"{before['leaders']:7.3f} {before['rack_viol']:9d} {'':>7}"
+            f"{before['leaders']:7.3f} {'':>10} {before['rack_viol']:9d} {'':>7}"
         )
+        ours: dict = {}
         rows = [
-            ("ours", lambda snap=snap, opts=opts: run_ours(snap, opts)),
+            ("ours", lambda snap=snap, opts=opts, ours=ours: run_ours(snap, opts, ours)),
             ("kafka --generate", lambda snap=snap, kept=kept: run_generate(snap, kept)),
         ]
         if py:
@@ -268,9 +279,11 @@ def quality(quick: bool, ku_timeout: float) -> None:
             extra = (
                 f"  ({m['left_on_drained']} replicas left on drained brokers)" if m["left_on_drained"] else ""
             )
+            bound = (ours.get("rack_bound") or {}).get("byte_skew") if method == "ours" else None
+            shown = f"{bound:10.3f}" if bound is not None else f"{'':>10}"
             print(
                 f"{'':26} {method:18} {m['moved_lb']:8.3f} {m['bytes']:6.3f} {m['count']:6.3f} "
-                f"{m['leaders']:7.3f} {m['rack_viol']:9d} {seconds:7.2f}{extra}"
+                f"{m['leaders']:7.3f} {shown} {m['rack_viol']:9d} {seconds:7.2f}{extra}"
             )
         sys.stdout.flush()
 
@@ -280,7 +293,7 @@ def scaling(sizes: list, workdir: str) -> None:
     print("\n# scaling: spark-submit --master local[2], 200 brokers (190 + 10 new), scale-out")
     header = (
         f"{'partitions':>10} {'replicas':>9} {'wall s':>7} {'cpu s':>7} {'load':>6} "
-        f"{'read s':>7} {'plan s':>7} {'moved/LB':>8} {'bytes':>6}"
+        f"{'read s':>7} {'plan s':>7} {'moved/LB':>8} {'bytes':>6} {'count':>6} {'leaders':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -333,7 +346,8 @@ def scaling(sizes: list, workdir: str) -> None:
         print(
             f"{n:>10} {nrep:>9} {wall:7.1f} {cpu:7.1f} {load:6.1f} "
             f"{t.get('read_validate_aggregate_s', 0):7.1f} {t.get('plan_s', 0):7.1f} "
-            f"{s['moved_over_lower_bound']:8.3f} {s['skew_after']['bytes']:6.3f}"
+            f"{s['moved_over_lower_bound']:8.3f} {s['byte_skew']:6.3f} {s['replica_skew']:6.3f} "
+            f"{s['leader_skew']:7.3f}"
         )
         sys.stdout.flush()
 

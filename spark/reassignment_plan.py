@@ -6,7 +6,7 @@
 
 Reads ``DIR/brokers.json`` and ``DIR/partitions.jsonl`` and writes ``reassignment.json``,
 ``rollback.json``, ``waves.json``, ``summary.json`` and ``balance.png`` into OUT (formats in
-DESIGN.md "Planner files"). Bad input (malformed lines, unknown or missing broker ids, a
+docs/architecture.md, "Planner files"). Bad input (malformed lines, unknown or missing broker ids, a
 decommission leaving fewer brokers than the largest replication factor, fewer racks than a
 partition spans, caps below what draining needs) prints ``reassignment_plan: error: ...`` on stderr
 and exits 2 without writing anything.
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--balance-tolerance",
         type=_tolerance,
         default=0.02,
-        help="accepted per-broker byte max/mean - 1 (default 0.02)",
+        help="accepted per-broker byte imbalance |bytes / mean - 1| (default 0.02)",
     )
     ap.add_argument(
         "--engine",
@@ -217,6 +217,10 @@ def main(argv=None) -> int:
             "lower_bound_bytes",
             "moved_over_lower_bound",
             "skew_after",
+            "byte_skew",
+            "replica_skew",
+            "leader_skew",
+            "weighting",
             "waves",
             "notes",
         )

@@ -1,33 +1,45 @@
 """Replica placement: move the least data that reaches balance, keeping Kafka's placement rules.
 
-Rules kept by every plan (Kafka's, see DESIGN.md and the issue):
+Rules kept by every plan (Kafka's; formats in docs/architecture.md, "Planner files"):
 
 - replicas of a partition stay on distinct brokers, the replication factor is unchanged, and only
   kept brokers (all but the drained ones) hold replicas;
 - rack diversity: a partition must span ``min(RF, racks among kept brokers)`` racks (the rule of
   Kafka's rack-aware assignment); a partition spanning more racks than the kept brokers have is bad
   input;
+- (planner's own, for leader balance) while placing and balancing counts, a broker takes an RF-1
+  partition only while it holds fewer than ``ceil(P / K)`` of them: that replica leads wherever it
+  is, and reordering cannot fix it (byte balancing may break this: bytes come first);
 - the caps ``max_moves`` (replica moves) and ``max_bytes`` (bytes copied) hold; draining is
   mandatory, so a decommission over the caps is bad input.
 
-Algorithm (all steps work on the weights ``w``: partition size in bytes, or 1 per replica when no
-size is known):
+Balance is measured as a skew ``1 + max over kept brokers |load / mean - 1|`` (bytes, replica
+counts, preferred leaders): an under-filled broker (a new one left at 0.8 of the mean) counts as much
+as an overloaded one, which max/mean would not see.
 
+Algorithm (all steps work on the weights ``w``: partition size in bytes, or 1 per replica when every
+size is 0 or absent, i.e. replica counts are balanced instead, see ``Plan.weighting``):
+
+0. targets (:func:`rack_targets`): every kept broker aims at the mean, unless the rack-diversity rule
+   keeps a rack above or below it (uneven racks); then each rack's load is clamped to what the rule
+   allows and the rest is spread evenly (``Plan.rack_bound`` reports the resulting best skew);
 1. mandatory moves: replicas on drained brokers, and the extra replicas of a partition crowded into
    one rack, leave their broker (their slot is emptied);
 2. shedding (one independent sub-problem per overloaded broker, :func:`select_shed`): a broker above
-   the mean ``T`` picks replicas whose weights add up to its excess ``load - T`` and whose count is
-   close to its count excess, so that receivers get a representative mix of sizes;
+   its target ``T_b`` picks replicas whose weights add up to its excess ``load - T_b`` and whose count
+   is close to its count excess, so that receivers get a representative mix of sizes. One replica per
+   partition is shed; brokers whose picks were taken by another broker shed again (a few rounds);
 3. assignment (global, sequential): emptied slots, largest first (mandatory first under caps), go to the
-   allowed receiver with the most remaining deficit per missing replica, never far past ``T``;
+   allowed receiver with the most remaining deficit per missing replica, never far past its target;
    optional replicas that fit nowhere go back home (no move);
-4. refinement (global, sequential): the most loaded broker hands a replica of about the right size
-   to an underloaded one (or swaps a large one for a small one) until the byte maximum is within
-   ``tolerance / 2`` of the mean, then the same for replica counts (moving small replicas, or
-   trading k small replicas for one replica of the same total weight).
+4. refinement (global, sequential): the broker furthest outside ``T_b +- tolerance / 2 x mean``,
+   over- or under-filled, trades with the brokers furthest on the other side (a replica of about the
+   right size, or a large one swapped for a small one); then the same for replica counts within
+   ``+- 3 %`` (moving small replicas, or trading k small replicas for one replica of the same total
+   weight) while bytes stay in their band; alternated until both hold.
 
-Only brokers above the mean send and only brokers below it receive, so the bytes moved stay close to
-the lower bound ``sum over kept brokers of max(0, T - load_before)``.
+Only brokers above their target send and only brokers below it receive, so the bytes moved stay close
+to the lower bound ``sum over kept brokers of max(0, T - load_before)``.
 """
 
 from __future__ import annotations
@@ -55,8 +67,9 @@ class PlanOptions:
         brokers: broker ids for scale-out / decommission.
         max_moves: cap on replica moves (None: no cap).
         max_bytes: cap on bytes copied (None: no cap).
-        tolerance: accepted per-broker byte imbalance, max/mean - 1 (default 0.02); the planner aims
-            at half of it.
+        tolerance: accepted per-broker byte imbalance ``|bytes / target - 1|`` (a fraction of the
+            mean, default 0.02; the target is the mean unless uneven racks forbid it); the planner
+            aims at half of it.
     """
 
     mode: str
@@ -77,6 +90,9 @@ class Plan:
         replicas: int32 array (P, R) of broker indexes after the plan, padded with -1; column 0 is
             the preferred leader (after leader balancing).
         notes: human-readable remarks (caps reached, balance not reached and why).
+        weighting: what was balanced: ``"bytes"``, or ``"replica-count (no partition sizes
+            known)"`` when every size is 0 or absent (each replica then weighs 1).
+        rack_bound: the balance uneven racks allow (see :func:`_rack_bound`), None without racks.
     """
 
     snapshot: Snapshot
@@ -84,6 +100,8 @@ class Plan:
     drained: np.ndarray
     replicas: np.ndarray
     notes: list = field(default_factory=list)
+    weighting: str = "bytes"
+    rack_bound: dict | None = None
 
 
 # A shed selector solves the per-broker sub-problems of step 2. It gets the weights, the current
@@ -254,6 +272,67 @@ def distinct_racks(replicas: np.ndarray, rack_idx: np.ndarray) -> np.ndarray:
     return distinct - (~valid).sum(axis=1)
 
 
+def rack_targets(weights: np.ndarray, replicas: np.ndarray, kept: np.ndarray, rack_idx: np.ndarray):
+    """Per-broker load targets that the rack-diversity rule allows, closest to the mean.
+
+    Rule (Kafka's rack-aware assignment, kept by every plan): a partition with RF ``r`` spans
+    ``min(r, N)`` of the ``N`` racks of the kept brokers, so a rack holds at most one replica of it
+    when ``r <= N`` and at least one when ``r >= N``. Summed over partitions this bounds each rack's
+    load: ``lo_R <= load_R <= hi_R`` (in units of ``weights``: bytes, or 1 per replica). With 3 racks
+    and RF <= 3 these bounds describe exactly which rack loads are reachable; with more racks they are
+    a relaxation (the bound below is then a lower bound on the skew).
+
+    The rack loads closest to "every kept broker at the mean ``M``" are ``clamp(n_R * x, lo_R, hi_R)``
+    with one ``x`` such that they add up to the total (water filling; ``n_R`` = kept brokers in rack
+    R); each broker's target is its rack's load divided by ``n_R``. Even racks (or no racks) give
+    every kept broker the mean.
+
+    Args:
+        weights: float array (P,), weight of one replica of each partition.
+        replicas: int array (P, R) of broker indexes, -1 padded (only the RF per partition is used).
+        kept: bool array (B,), brokers that hold replicas after the plan.
+        rack_idx: int array (B,), rack per broker (-1 everywhere: no rack information).
+
+    Returns (targets, racks): float array (B,) of targets (0 for brokers not kept) and, per rack
+    index, ``(brokers, lo_R, hi_R, load_R)``; racks is empty without rack information.
+    """
+    rf = (replicas >= 0).sum(axis=1)
+    total = float((weights * rf).sum())
+    nk = int(kept.sum())
+    mean = total / nk
+    tgt = np.where(kept, mean, 0.0)
+    if (rack_idx < 0).all():
+        return tgt, {}
+    names = sorted(set(rack_idx[kept].tolist()))
+    n = np.array([int((kept & (rack_idx == r)).sum()) for r in names], dtype=np.float64)
+    nr = len(names)
+    rfs, inverse = np.unique(rf, return_inverse=True)
+    wsum = np.bincount(inverse, weights=weights, minlength=len(rfs))
+    lo = np.zeros(nr)
+    hi = np.zeros(nr)
+    for r, w in zip(rfs.tolist(), wsum.tolist(), strict=True):
+        # at most one replica per rack if r <= N, else up to the rack's brokers and r - (N - 1)
+        most = np.ones(nr) if r <= nr else np.minimum(n, r - nr + 1)
+        least = np.maximum(1.0 if r >= nr else 0.0, r - (most.sum() - most))
+        lo += w * least
+        hi += w * np.maximum(most, least)
+    a, b = 0.0, total
+    for _ in range(200):
+        x = 0.5 * (a + b)
+        if np.clip(n * x, lo, hi).sum() < total:
+            a = x
+        else:
+            b = x
+    load = np.clip(n * 0.5 * (a + b), lo, hi)
+    racks = {}
+    for i, r in enumerate(names):
+        tgt[kept & (rack_idx == r)] = load[i] / n[i]
+        racks[r] = (int(n[i]), float(lo[i]), float(hi[i]), float(load[i]))
+    # water filling is exact up to float rounding: spread the rounding evenly
+    tgt[kept] *= total / tgt[kept].sum()
+    return tgt, racks
+
+
 class _State:
     """Mutable placement state shared by the steps (weights, loads, counts, move counters)."""
 
@@ -280,12 +359,22 @@ class _State:
         nk = int(kept.sum())
         self.target = float(self.load.sum()) / nk
         self.count_target = float(self.count.sum()) / nk
+        # per-broker targets: the mean, unless uneven racks force some racks above or below it
+        self.tgt, byte_racks = rack_targets(self.weights, self.new, kept, self.rack_idx)
+        self.ctgt, count_racks = rack_targets(np.ones(len(self.weights)), self.new, kept, self.rack_idx)
+        self.rack_info = (byte_racks, count_racks)
         self.tolerance = opts.tolerance
         self.max_moves = opts.max_moves
         self.max_bytes = opts.max_bytes
         self.moves = 0
         self.bytes = 0
         self.lists: dict[int, tuple[list, list]] = {}
+        # an RF-1 partition's only replica is its leader wherever it goes (reordering cannot help):
+        # a broker holding more than ceil(P / K) of them exceeds the leader cap whatever the order
+        self.solo = snap.rf == 1
+        self.solo_count = np.bincount(self.new[self.solo, 0], minlength=nb).astype(np.int64)
+        self.solo_cap = math.ceil(len(snap.rf) / nk)
+        self.solo_rule = True  # off while balancing bytes: bytes come first (RF-1 clusters)
 
     # --- per-broker sorted replica lists (weights, keys), built lazily -------------------------
     def items(self, b: int) -> tuple[list, list]:
@@ -327,8 +416,14 @@ class _State:
             mask[others] = False
             if self.rack_aware:
                 oracks = self.rack_idx[others]
-                if len(set(oracks.tolist())) < self.needed[p]:
-                    mask &= ~np.isin(self.rack_idx, oracks)
+                distinct = set(oracks.tolist())
+                if len(distinct) < self.needed[p]:
+                    for r in distinct:
+                        mask &= self.rack_idx != r
+        if self.solo[p]:
+            room = mask & (self.solo_count < self.solo_cap)
+            if room.any():
+                mask = room
         return mask
 
     def allowed(self, p: int, s: int, b: int) -> bool:
@@ -338,11 +433,27 @@ class _State:
         others = [int(x) for i, x in enumerate(row) if i != s and x >= 0]
         if b in others:
             return False
+        if self.solo_rule and self.solo[p] and self.solo_count[b] >= self.solo_cap and row[s] != b:
+            return False
         if self.rack_aware:
             oracks = {int(self.rack_idx[x]) for x in others}
             if len(oracks) < self.needed[p] and int(self.rack_idx[b]) in oracks:
                 return False
         return True
+
+    def allowed_many(self, keys: np.ndarray, b: int) -> np.ndarray:
+        """:meth:`allowed` for many slot keys (``p * R + s``) and one broker b, bool array."""
+        keys = np.asarray(keys, dtype=np.int64)
+        p, s = keys // self.width, keys % self.width
+        rows = self.new[p].copy()
+        rows[np.arange(len(keys)), s] = -1
+        ok = np.full(len(keys), bool(self.kept[b])) & ~(rows == b).any(axis=1)
+        if self.solo_rule and self.solo_count[b] >= self.solo_cap:
+            ok &= ~self.solo[p]
+        if self.rack_aware:
+            same = ((rows >= 0) & (self.rack_idx[np.maximum(rows, 0)] == self.rack_idx[b])).any(axis=1)
+            ok &= ~same | (distinct_racks(rows, self.rack_idx) >= self.needed[p])
+        return ok
 
     def move_cost(self, p: int, s: int, b: int) -> tuple[int, int]:
         """(delta moves, delta bytes) of putting slot (p, s) on broker b (b = -1: empty slot)."""
@@ -367,11 +478,13 @@ class _State:
         if old >= 0:
             self.load[old] -= w
             self.count[old] -= 1
+            self.solo_count[old] -= self.solo[p]
             self._list_remove(old, key)
         self.new[p, s] = b
         if b >= 0:
             self.load[b] += w
             self.count[b] += 1
+            self.solo_count[b] += self.solo[p]
             self._list_add(b, key)
 
 
@@ -407,8 +520,8 @@ def _assign(state: _State, keys: list, mandatory: set, home: dict, notes: list) 
     """Step 3: place emptied slots, largest first (mandatory ones first when caps apply)."""
     w = state.weights
     width = state.width
-    t = state.target
-    slack = 0.25 * state.tolerance * t
+    tgt = state.tgt
+    slack = 0.25 * state.tolerance * state.target
     # with caps, mandatory moves go first so that optional ones cannot use up the budget
     capped = state.max_moves is not None or state.max_bytes is not None
     # replicas locked to one rack (RF >= racks) go before those that may change rack, which then
@@ -423,8 +536,8 @@ def _assign(state: _State, keys: list, mandatory: set, home: dict, notes: list) 
         p, s = divmod(key, width)
         x = float(w[p])
         mask = state.allowed_mask(p, s)
-        room = t - state.load
-        need = state.count_target - state.count
+        room = tgt - state.load
+        need = state.ctgt - state.count
         fits = mask & (x <= room)
         if not fits.any():
             fits = mask & (room > 0) & (x <= room + slack)
@@ -451,24 +564,28 @@ def _assign(state: _State, keys: list, mandatory: set, home: dict, notes: list) 
 
 
 def _best_single(state: _State, h: int, lo: int, want: float, upper: float):
-    """A replica on h, weight <= upper and closest to want, that broker lo may take."""
+    """A replica on h, weight in (0, upper] and closest to want, that broker lo may take.
+
+    A replica that already moved in (not on h before the plan) moves on at no extra cost, so its
+    distance to ``want`` counts half. The 256 closest candidates are checked against the placement
+    rules at once (a rack-constrained receiver may accept only a few partitions).
+    """
     ws, ks = state.items(h)
     if not ws:
         return None
-    j = bisect.bisect_right(ws, want)
-    cands = list(range(j - 1, max(j - 48, 0) - 1, -1))
-    k = j
-    while k < len(ws) and ws[k] <= upper and k < j + 16:
-        cands.append(k)
-        k += 1
-    # a replica that already moved in (not on h before the plan) moves on at no extra cost
-    orig = state.orig.ravel()
-    cands.sort(key=lambda i: abs(ws[i] - want) * (0.5 if orig[ks[i]] != h else 1.0))
-    for i in cands:
-        if ws[i] <= 0 or ws[i] > upper:
-            continue
-        p, s = divmod(ks[i], state.width)
-        if state.allowed(p, s, lo) and state.within_caps(*state.move_cost(p, s, lo)):
+    n = bisect.bisect_right(ws, upper)
+    first = bisect.bisect_right(ws, 0.0)
+    if n <= first:
+        return None
+    w = np.asarray(ws[first:n])
+    keys = np.asarray(ks[first:n], dtype=np.int64)
+    moved_in = state.orig.ravel()[keys] != h
+    score = np.abs(w - want) * np.where(moved_in, 0.5, 1.0)
+    order = np.argsort(score, kind="stable")[:256]
+    ok = order[state.allowed_many(keys[order], lo)]
+    for i in ok[:16].tolist():
+        p, s = divmod(int(keys[i]), state.width)
+        if state.within_caps(*state.move_cost(p, s, lo)):
             return p, s
     return None
 
@@ -507,57 +624,124 @@ def _best_swap(state: _State, h: int, lo: int, want: float, upper: float):
     return None
 
 
+def _limits(state: _State, band: float, counts: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(upper, lower) accepted load per broker: its target +- ``band`` x the mean.
+
+    In replica counts (``counts``, or weights when no size is known) a broker holds whole replicas,
+    so ``ceil(target)`` and ``floor(target)`` are always accepted (the best any plan can do).
+    """
+    tgt = state.ctgt if counts else state.tgt
+    mean = state.count_target if counts else state.target
+    hi = tgt + band * mean
+    lo = tgt - band * mean
+    if counts or state.count_based:
+        hi = np.maximum(hi, np.ceil(tgt - 1e-9))
+        lo = np.minimum(lo, np.floor(tgt + 1e-9))
+    return hi, lo
+
+
+def _worst_and_partners(state, values, target, hi, lo, stuck, limit=None):
+    """The kept broker furthest outside [lo, hi] and the brokers on the other side of their target.
+
+    Returns (pairs, worst): pairs of (sender, receiver) to try, the worst broker in each, or
+    (None, None) when every kept broker (not stuck) is within its band.
+    """
+    live = state.kept & ~stuck
+    over = np.where(live, values - hi, -np.inf)
+    under = np.where(live, lo - values, -np.inf)
+    io, iu = int(np.argmax(over)), int(np.argmax(under))
+    if over[io] <= 0 and under[iu] <= 0:
+        return None, None
+    dev = np.where(state.kept, values - target, 0.0)
+    if over[io] >= under[iu]:
+        cand = np.nonzero(state.kept & (dev < 0))[0]
+        cand = cand[np.argsort(dev[cand], kind="stable")][:limit]
+        return [(io, int(b)) for b in cand], io
+    cand = np.nonzero(state.kept & (dev > 0))[0]
+    cand = cand[np.argsort(-dev[cand], kind="stable")][:limit]
+    return [(int(b), iu) for b in cand], iu
+
+
 def _refine_bytes(state: _State, band: float, max_steps: int) -> None:
-    """Step 4a: move (or swap) replicas from the most to the least loaded brokers."""
-    t = state.target
-    limit = t * (1 + band)
-    if state.count_based:  # whole replicas: the best reachable maximum is ceil(mean)
-        limit = max(limit, math.ceil(t))
+    """Step 4a: move (or swap) replicas between brokers above and below their byte targets.
+
+    Each step takes the broker furthest outside ``target +- band x mean`` (over- or under-filled)
+    and trades with the brokers furthest on the other side. A trade always narrows the pair's gap
+    (the worst deviation of the two shrinks), so the loop ends; trades keeping both brokers in their
+    band are preferred. Brokers that find no trade are set aside (``stuck``).
+    """
+    hi, lo = _limits(state, band)
+    tgt = state.tgt
     stuck = np.zeros(len(state.kept), dtype=bool)
+    try:
+        _refine_bytes_steps(state, hi, lo, tgt, stuck, max_steps)
+    finally:
+        state.solo_rule = True
+
+
+def _refine_bytes_steps(state: _State, hi, lo, tgt, stuck, max_steps: int) -> None:
     for _ in range(max_steps):
-        load = np.where(state.kept & ~stuck, state.load, -np.inf)
-        h = int(np.argmax(load))
-        if load[h] <= limit:
+        pairs, worst = _worst_and_partners(state, state.load, tgt, hi, lo, stuck)
+        if pairs is None:
             return
-        receivers = np.nonzero(state.kept & (state.load < t))[0]
-        receivers = receivers[np.argsort(state.load[receivers], kind="stable")][:12]
         done = False
-        for lo in receivers.tolist():
-            want = min(state.load[h] - t, t - state.load[lo])
-            upper = min(state.load[h] - state.load[lo], limit - state.load[lo])
-            if upper <= 0:
-                continue
-            got = _best_single(state, h, lo, want, upper)
-            if got:
-                state.set_slot(got[0], got[1], lo)
-                done = True
+        # first trades that keep both brokers in their band; then (whole replicas cannot always
+        # land in a narrow band, e.g. equal sizes) any trade that narrows the pair's gap
+        tiers = ((False, False), (False, True), (True, False))
+        for relaxed, use_swap, solo in [(*t, True) for t in tiers] + [(*t, False) for t in tiers]:
+            if not solo and not state.solo.any():
+                break
+            state.solo_rule = solo  # the RF-1 rule gives way last (bytes come first)
+            for h, r in pairs:
+                dh, dr = state.load[h] - tgt[h], state.load[r] - tgt[r]
+                want = min(dh, -dr)
+                upper = dh - dr - 1e-9 * state.target
+                if not relaxed:
+                    upper = min(upper, hi[r] - state.load[r], state.load[h] - lo[h])
+                if upper <= 0:
+                    continue
+                if not use_swap:
+                    got = _best_single(state, h, r, want, upper)
+                    if got:
+                        state.set_slot(got[0], got[1], r)
+                        done = True
+                        break
+                else:
+                    got = _best_swap(state, h, r, want, upper)
+                    if got:
+                        (pa, sa), (pb, sb) = got
+                        state.set_slot(pa, sa, r)
+                        state.set_slot(pb, sb, h)
+                        done = True
+                        break
+            if done:
                 break
         if not done:
-            for lo in receivers.tolist():
-                want = min(state.load[h] - t, t - state.load[lo])
-                upper = min(state.load[h] - state.load[lo], limit - state.load[lo])
-                got = _best_swap(state, h, lo, want, upper) if upper > 0 else None
-                if got:
-                    (pa, sa), (pb, sb) = got
-                    state.set_slot(pa, sa, lo)
-                    state.set_slot(pb, sb, h)
-                    done = True
-                    break
-        if not done:
-            stuck[h] = True
+            stuck[worst] = True
 
 
-def _exchange(state: _State, h: int, lo: int, k: int, byte_limit: float) -> bool:
+def _bytes_ok(state: _State, b: int, delta: float, hi: np.ndarray, lo: np.ndarray) -> bool:
+    """Whether broker b may gain ``delta`` weight: it stays in its byte band or gets closer to it."""
+    new = state.load[b] + delta
+    if lo[b] <= new <= hi[b]:
+        return True
+    return abs(new - state.tgt[b]) <= abs(state.load[b] - state.tgt[b])
+
+
+def _exchange(state: _State, h: int, lo: int, k: int, bhi: np.ndarray, blo: np.ndarray) -> bool:
     """Give k small replicas of h to lo and take back one replica of about their total weight.
 
     Moves k - 1 replicas' worth of count from h to lo while bytes barely change (for brokers whose
     bytes are balanced but whose counts are not: lo holds large partitions, h many small ones).
     """
     ws, ks = state.items(h)
+    if not ks:
+        return False
+    ok = np.nonzero(state.allowed_many(np.array(ks, dtype=np.int64), lo))[0]
     picks, parts, total = [], set(), 0.0
-    for i in range(min(len(ws), 4 * k + 16)):
+    for i in ok.tolist():
         p, s = divmod(ks[i], state.width)
-        if p not in parts and state.allowed(p, s, lo):
+        if p not in parts:
             picks.append((p, s))
             parts.add(p)
             total += ws[i]
@@ -572,9 +756,7 @@ def _exchange(state: _State, h: int, lo: int, k: int, byte_limit: float) -> bool
         pb, sb = divmod(kl[jj], state.width)
         if pb in parts or not state.allowed(pb, sb, h):
             continue
-        if state.load[lo] + total - y > byte_limit or state.load[h] - total + y > max(
-            byte_limit, state.load[h]
-        ):
+        if not (_bytes_ok(state, lo, total - y, bhi, blo) and _bytes_ok(state, h, y - total, bhi, blo)):
             continue
         dm, db = state.move_cost(pb, sb, h)
         for p, s in picks:
@@ -589,43 +771,149 @@ def _exchange(state: _State, h: int, lo: int, k: int, byte_limit: float) -> bool
     return False
 
 
+def _move_small(state: _State, h: int, r: int, bhi: np.ndarray, blo: np.ndarray) -> bool:
+    """Move one of the smallest replicas of h to r within both byte bands (free moves first)."""
+    ws, ks = state.items(h)
+    if not ks:
+        return False
+    w = np.array(ws)
+    # weights both brokers accept (sorted ascending): r stays in or nears its band, and so does h
+    room_r = max(bhi[r] - state.load[r], 2 * (state.tgt[r] - state.load[r]))
+    room_h = max(state.load[h] - blo[h], 2 * (state.load[h] - state.tgt[h]))
+    n = int(np.searchsorted(w, min(room_r, room_h), side="right"))
+    for lo_i, hi_i in ((0, min(n, 128)), (min(n, 128), n)):
+        if lo_i >= hi_i:
+            continue
+        keys = np.array(ks[lo_i:hi_i], dtype=np.int64)
+        ok = state.allowed_many(keys, r)
+        if not ok.any():
+            continue
+        # a replica that moved in already moves on (or home) at no extra cost: those first
+        home = state.orig.ravel()[keys]
+        free = ok & ((home != h) | (home == r))
+        for cand in (np.nonzero(free)[0], np.nonzero(ok & ~free)[0]):
+            for i in cand[:16].tolist():
+                p, s = divmod(int(keys[i]), state.width)
+                if state.within_caps(*state.move_cost(p, s, r)):
+                    state.set_slot(p, s, r)
+                    return True
+    return False
+
+
 def _refine_counts(state: _State, band: float, byte_band: float, max_steps: int) -> None:
-    """Step 4b: move the smallest replicas from the fullest to the emptiest brokers (by count)."""
-    c = state.count_target
-    limit = max(c * (1 + band), math.ceil(c))
-    byte_limit = state.target * (1 + byte_band)
+    """Step 4b: even out replica counts (both sides of the target) keeping bytes in their band.
+
+    The broker furthest outside ``count target +- band x mean count`` trades with the brokers on
+    the other side: one small replica moves, or k small replicas go one way and one replica of the
+    same total weight the other way (:func:`_exchange`).
+    """
     if state.count_based:
         return
+    chi, clo = _limits(state, band, counts=True)
+    bhi, blo = _limits(state, byte_band)
+    ctgt = state.ctgt
     stuck = np.zeros(len(state.kept), dtype=bool)
     for _ in range(max_steps):
-        cnt = np.where(state.kept & ~stuck, state.count, -1)
-        h = int(np.argmax(cnt))
-        if cnt[h] <= limit:
+        pairs, worst = _worst_and_partners(state, state.count.astype(np.float64), ctgt, chi, clo, stuck)
+        if pairs is None:
             return
-        receivers = np.nonzero(state.kept & (state.count < math.floor(c)))[0]
-        receivers = receivers[np.argsort(state.count[receivers], kind="stable")][:12]
-        ws, ks = state.items(h)
         done = False
-        for lo in receivers.tolist():
-            room = byte_limit - state.load[lo]
-            for i in range(min(len(ws), 64)):
-                if ws[i] > room:
-                    break
-                p, s = divmod(ks[i], state.width)
-                if state.allowed(p, s, lo) and state.within_caps(*state.move_cost(p, s, lo)):
-                    state.set_slot(p, s, lo)
-                    done = True
-                    break
-            if done:
-                break
-        if not done:
-            for lo in receivers.tolist():
-                k = int(min(16, max(2, min(state.count[h] - c, c - state.count[lo]) + 1)))
-                if _exchange(state, h, lo, k, byte_limit):
+        for h, r in pairs:
+            dh, dr = state.count[h] - ctgt[h], state.count[r] - ctgt[r]
+            if dh - dr > 1 + 1e-9 and state.count[r] + 1 <= chi[r] and state.count[h] - 1 >= clo[h]:
+                if _move_small(state, h, r, bhi, blo):
                     done = True
                     break
         if not done:
-            stuck[h] = True
+            for h, r in pairs:
+                dh, dr = state.count[h] - ctgt[h], state.count[r] - ctgt[r]
+                k = int(min(16, max(2, min(dh, -dr) + 1)))
+                if dh - dr > k - 1 and _exchange(state, h, r, k, bhi, blo):
+                    done = True
+                    break
+        if not done:
+            stuck[worst] = True
+
+
+def _shed(state: _State, kept: np.ndarray, mandatory: list, home: dict, selector, rounds: int = 3) -> list:
+    """Step 2 in rounds: senders pick replicas to give away; empty their slots; return the keys.
+
+    One replica per partition is shed (the others stay as anchors). Replicas of one partition have
+    the same weight on every broker, so senders picking similar sizes often pick the same partition;
+    the duplicates are dropped and their brokers' remaining excess is shed in the next round, with
+    every slot of an already emptied partition excluded.
+    """
+    width = state.width
+    tol = state.tolerance
+    optional: list = []
+    taken = {k // width for k in mandatory}
+    for _ in range(rounds):
+        senders = np.nonzero(kept & (state.load > state.tgt + 0.25 * tol * state.target))[0]
+        targets = {
+            int(b): (float(state.load[b] - state.tgt[b]), float(state.count[b] - state.ctgt[b])) for b in senders
+        }
+        if not targets:
+            break
+        excluded = {p * width + s for p in taken for s in range(width)}
+        shed = selector(state.weights, state.new, targets, excluded)
+        added = 0
+        for key in sorted(int(k) for k in shed):
+            p, s = divmod(key, width)
+            b = int(state.new[p, s])
+            if b < 0 or not kept[b] or p in taken:
+                continue
+            taken.add(p)
+            home[key] = b
+            state.set_slot(p, s, -1)
+            optional.append(key)
+            added += 1
+        if not added:
+            break
+    return optional
+
+
+def _rack_bound(state: _State, snap: Snapshot) -> dict | None:
+    """The balance uneven racks allow (summary.json ``rack_bound``), None without rack information.
+
+    Per rack (see :func:`rack_targets`): kept brokers, the least and most bytes and replicas the
+    rack-diversity rule lets it hold, and the per-broker targets the planner aims at; plus the best
+    byte and replica-count skews (``1 + max |target / mean - 1|``) those bounds allow. ``binding`` is
+    true when some rack cannot reach the mean. ``lower_bound_bytes``: the bytes that must reach the
+    brokers below their targets (``sum max(0, target - bytes_before)``), the rack-aware counterpart
+    of summary.json's ``lower_bound_bytes`` (which fills every kept broker to the mean, ignoring
+    racks). Byte fields are None when no size is known.
+    """
+    byte_racks, count_racks = state.rack_info
+    if not byte_racks:
+        return None
+    names = sorted({r for r in snap.racks if r is not None})
+    racks = {}
+    for r, (n, lo, hi, load) in byte_racks.items():
+        _, clo, chi, cload = count_racks[r]
+        racks[names[r]] = {
+            "brokers": n,
+            "min_bytes": None if state.count_based else int(round(lo)),
+            "max_bytes": None if state.count_based else int(round(hi)),
+            "target_bytes_per_broker": None if state.count_based else int(round(load / n)),
+            "min_replicas": int(round(clo)),
+            "max_replicas": int(round(chi)),
+            "target_replicas_per_broker": round(float(cload / n), 3),
+        }
+    kept = state.kept
+    # bytes every broker below its target must receive (drained brokers' bytes are part of it)
+    valid = state.orig >= 0
+    sizes = np.broadcast_to(state.sizes[:, None], state.orig.shape)[valid].astype(np.float64)
+    before = np.bincount(state.orig[valid], weights=sizes, minlength=len(kept))
+    fill = float(np.maximum(0.0, state.tgt - before)[kept].sum())
+    byte_skew = 1.0 + float(np.abs(state.tgt[kept] / state.target - 1).max())
+    count_skew = 1.0 + float(np.abs(state.ctgt[kept] / state.count_target - 1).max())
+    return {
+        "racks": racks,
+        "byte_skew": None if state.count_based else round(byte_skew, 6),
+        "replica_skew": round(count_skew, 6),
+        "binding": bool(max(byte_skew, count_skew) > 1 + 1e-6),
+        "lower_bound_bytes": None if state.count_based else int(round(fill)),
+    }
 
 
 def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector | None = None) -> Plan:
@@ -651,42 +939,38 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
         ]
         if busy:
             notes.append(f"scale-out brokers {busy} already hold more than half the mean load")
+    if state.count_based:
+        notes.append("no partition sizes known: balancing replica counts (and leaders) instead of bytes")
     mandatory = _mandatory(state, drained)
     home = {k: -1 for k in mandatory}
-    t, c = state.target, state.count_target
-    senders = np.nonzero(kept & (state.load > t * (1 + state.tolerance / 4)))[0]
-    targets = {int(b): (float(state.load[b] - t), float(state.count[b] - c)) for b in senders}
-    selector = shed_selector or local_shed_selector
-    shed = selector(state.weights, state.new, targets, set(mandatory)) if targets else []
-    optional = []
-    shed_parts: set = set()
-    for key in sorted(int(k) for k in shed):
-        p, s = divmod(key, state.width)
-        b = int(state.new[p, s])
-        if b < 0 or not kept[b] or p in shed_parts:
-            continue
-        shed_parts.add(p)
-        home[key] = b
-        state.set_slot(p, s, -1)
-        optional.append(key)
+    optional = _shed(state, kept, mandatory, home, shed_selector or local_shed_selector)
     _assign(state, mandatory + optional, set(mandatory), home, notes)
     steps = 4 * len(snap.rf) + 1000
     band = state.tolerance / 2
     _refine_bytes(state, band, steps)
-    _refine_counts(state, 0.03, band, steps)
-    _refine_bytes(state, band, steps)
-    reachable = t * (1 + state.tolerance)
-    if state.count_based:
-        reachable = max(reachable, math.ceil(t))
-    if state.load[kept].max() > reachable:
+    for _ in range(2):
+        _refine_counts(state, 0.03, band, steps)
+        _refine_bytes(state, band, steps)
+    rack_bound = _rack_bound(state, snap)
+    t = state.target
+    skew = 1.0 + float(np.abs(state.load[kept] / t - 1).max())
+    best = 1.0 + float(np.abs(state.tgt[kept] / t - 1).max())
+    # reached: every kept broker within its target +- tolerance x mean (whole replicas: ceil/floor)
+    hi, lo = _limits(state, state.tolerance)
+    if ((state.load > hi + 1e-9) | (state.load < lo - 1e-9))[kept].any():
         what = "replica-count balance (sizes unknown)" if state.count_based else "byte balance"
         why = [f"largest partition {state.weights.max() / t:.3f} of the mean broker load"]
-        if state.rack_aware:
-            per_rack = {}
-            for b in np.nonzero(kept)[0].tolist():
-                name = snap.racks[b]
-                per_rack[name] = per_rack.get(name, 0) + 1
-            if len(set(per_rack.values())) > 1:
-                why.append(f"kept brokers per rack {dict(sorted(per_rack.items()))} are uneven")
-        notes.append(f"{what} not reached: max/mean {state.load[kept].max() / t:.3f} ({'; '.join(why)})")
-    return Plan(snapshot=snap, kept=kept, drained=drained, replicas=state.new, notes=notes)
+        if rack_bound and rack_bound["binding"]:
+            why.append(f"uneven racks allow at best {best:.3f}")
+        if opts.max_moves is not None or opts.max_bytes is not None:
+            why.append("caps on moves or bytes")
+        notes.append(f"{what} not reached: skew {skew:.3f} ({'; '.join(why)})")
+    return Plan(
+        snapshot=snap,
+        kept=kept,
+        drained=drained,
+        replicas=state.new,
+        notes=notes,
+        weighting="replica-count (no partition sizes known)" if state.count_based else "bytes",
+        rack_bound=rack_bound,
+    )

@@ -10,7 +10,9 @@ placement purely by choosing which replica goes first:
 2. greedily hand leadership from brokers above ``ceil(P / K)`` to follower brokers below it, and
    pull it to brokers below ``floor(P / K)``;
 3. for what greedy leaves, shift leadership along a chain (augmenting path) h -> v1 -> ... -> u
-   found by breadth-first search over "leads a partition where the next broker is a follower".
+   found by breadth-first search over "leads a partition where the next broker is a follower";
+4. the same backwards for brokers left below ``floor(P / K)``: u takes leadership from v1, v1 from
+   v2, ... until a broker above the floor gives one up.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
         max_paths: bound on rounds of augmenting-path searches (each round rebuilds the leader ->
             follower adjacency, O(P * R log(P * R))).
 
-    Returns the leader per partition, int array (P,). Every broker ends at most ``ceil(P / K)``
-    leaders when the replica placement allows it (K = kept brokers).
+    Returns the leader per partition, int array (P,). Every kept broker ends with at most
+    ``ceil(P / K)`` and at least ``floor(P / K)`` leaders when the replica placement allows it
+    (K = kept brokers), i.e. a leader skew ``1 + max |leaders / (P / K) - 1|`` as low as integers allow.
     """
     nb = len(kept)
     lead = initial_leaders(orig, new)
@@ -92,6 +95,26 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
                 progress = True
         if not progress:
             break
+    # 4. the same for what is left below floor: u takes leadership from v1, v1 from v2, ... until a
+    #    broker above floor gives one up (a new broker holding only followers gets its share)
+    for _ in range(max_paths):
+        under = np.nonzero(kept & (counts < floor))[0]
+        if not len(under):
+            break
+        radj = _adjacency(lead, new, valid, nb, by_follower=True)
+        progress = False
+        for u in under.tolist():
+            while counts[u] < floor:
+                path = _find_path(radj, lead, counts, u, floor, pull=True)
+                if path is None:
+                    break
+                for p, frm, to in path:
+                    lead[p] = to
+                    counts[frm] -= 1
+                    counts[to] += 1
+                progress = True
+        if not progress:
+            break
     return lead
 
 
@@ -113,13 +136,19 @@ class _Edges:
         return None
 
 
-def _adjacency(lead, new, valid, nb):
-    """{leader v: [(follower u, _Edges), ...]} over all partitions (O(P * R log) numpy)."""
+def _adjacency(lead, new, valid, nb, by_follower=False):
+    """{leader v: [(follower u, _Edges), ...]} over all partitions (O(P * R log) numpy).
+
+    ``by_follower``: {follower u: [(leader v, _Edges), ...]} instead (the edges still hold the
+    partitions led by v with u as a follower).
+    """
     width = new.shape[1]
     frm = np.repeat(lead[:, None], width, axis=1)[valid]
     to = new[valid].astype(np.int64)
     pidx = np.repeat(np.arange(len(lead))[:, None], width, axis=1)[valid]
     keep = frm != to
+    if by_follower:
+        frm, to = to, frm
     code = frm[keep].astype(np.int64) * nb + to[keep]
     pidx = pidx[keep]
     if not len(code):
@@ -135,8 +164,12 @@ def _adjacency(lead, new, valid, nb):
     return adj
 
 
-def _find_path(adj, lead, counts, start, cap):
-    """BFS from ``start`` to a broker under cap; returns [(partition, from, to), ...] or None."""
+def _find_path(adj, lead, counts, start, cap, pull=False):
+    """BFS from ``start`` to a broker under ``cap``; returns [(partition, from, to), ...] or None.
+
+    ``pull`` (with a ``by_follower`` adjacency): BFS from a broker below ``cap`` (the floor) to one
+    above it; each step hands leadership of a partition from its leader to the follower before it.
+    """
     prev = {start: None}
     queue = deque([start])
     while queue:
@@ -144,16 +177,16 @@ def _find_path(adj, lead, counts, start, cap):
         for u, edges in adj.get(v, []):
             if u in prev:
                 continue
-            p = edges.next_valid(lead, v)
+            p = edges.next_valid(lead, u if pull else v)
             if p is None:
                 continue
             prev[u] = (v, p)
-            if counts[u] < cap:
+            if (counts[u] > cap) if pull else (counts[u] < cap):
                 path = []
                 node = u
                 while prev[node] is not None:
                     frm, part = prev[node]
-                    path.append((part, frm, node))
+                    path.append((part, node, frm) if pull else (part, frm, node))
                     node = frm
                 return path[::-1]
             queue.append(u)

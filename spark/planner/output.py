@@ -1,4 +1,4 @@
-"""Plan files (DESIGN.md "Planner files"), the summary and the chart."""
+"""Plan files (docs/architecture.md, "Planner files"), the summary and the chart."""
 
 from __future__ import annotations
 
@@ -53,9 +53,15 @@ def rack_violations(snap: Snapshot, replicas: np.ndarray, brokers_mask: np.ndarr
     return int((distinct_racks(replicas, rack_idx) < needed).sum())
 
 
-def _skew(values: np.ndarray) -> float:
-    mean = values.mean()
-    return float(values.max() / mean) if mean > 0 else 1.0
+def skew(values: np.ndarray) -> float:
+    """``1 + max over brokers |load / mean - 1|`` (1.0 = perfectly even; 0 mean counts as even).
+
+    Unlike max/mean this also sees an under-filled broker (a new broker left at 0.8 of the mean gives
+    1.2). Used for bytes, replica counts and preferred-leader counts alike.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    mean = values.mean() if len(values) else 0.0
+    return float(1.0 + np.abs(values / mean - 1.0).max()) if mean > 0 else 1.0
 
 
 def summarize(
@@ -68,15 +74,21 @@ def summarize(
     waves: list,
     notes: list,
     options: dict | None = None,
+    weighting: str = "bytes",
+    rack_bound: dict | None = None,
 ) -> dict:
     """The ``summary.json`` document.
 
     Holds ``replica_moves`` (replicas placed on a broker that did not hold one of the partition),
     ``partitions_changed`` (listed in reassignment.json, reorders included), ``leader_changes``,
     ``bytes_moved`` (bytes copied), ``lower_bound_bytes`` (see :func:`lower_bound_bytes`),
-    ``moved_over_lower_bound``, max/mean skews of bytes, replicas and preferred leaders over the
-    brokers before (all) and after (kept), rack violations before/after, the waves' sizes, notes, and
-    ``brokers``: per broker id ``bytes_before/after``, ``replicas_before/after``,
+    ``moved_over_lower_bound``; skews (see :func:`skew`: ``1 + max |load / mean - 1|``) of bytes,
+    replicas and preferred leaders over the brokers before (all, ``skew_before``) and after (kept,
+    ``skew_after`` and the same three as ``byte_skew``, ``replica_skew``, ``leader_skew``);
+    ``weighting`` (``"bytes"``, or ``"replica-count (no partition sizes known)"`` when every size is
+    0 or absent); ``rack_bound`` (the balance uneven racks allow, see
+    :func:`planner.balance._rack_bound`; None without racks); rack violations before/after, the waves'
+    sizes, notes, and ``brokers``: per broker id ``bytes_before/after``, ``replicas_before/after``,
     ``leaders_before/after`` (bytes in bytes).
     """
     orig = snap.replicas
@@ -112,8 +124,13 @@ def summarize(
         "moved_over_lower_bound": (moved_bytes / lb) if lb else None,
         "total_bytes": int(b0.sum()),
         "mean_bytes_after": float(b1[kept].mean()),
-        "skew_before": {"bytes": _skew(b0), "replicas": _skew(c0), "leaders": _skew(l0)},
-        "skew_after": {"bytes": _skew(b1[kept]), "replicas": _skew(c1[kept]), "leaders": _skew(l1[kept])},
+        "skew_before": {"bytes": skew(b0), "replicas": skew(c0), "leaders": skew(l0)},
+        "skew_after": {"bytes": skew(b1[kept]), "replicas": skew(c1[kept]), "leaders": skew(l1[kept])},
+        "byte_skew": skew(b1[kept]),
+        "replica_skew": skew(c1[kept]),
+        "leader_skew": skew(l1[kept]),
+        "weighting": weighting,
+        "rack_bound": rack_bound,
         "rack_violations_before": rack_violations(snap, orig, everyone),
         "rack_violations_after": rack_violations(snap, new, kept),
         "waves": len(waves),
@@ -161,7 +178,7 @@ def write_chart(path: str, summary: dict) -> None:
     ratio = f", {summary['bytes_moved'] / lb:.3f} x lower bound" if lb else ""
     ax.set_title(
         f"{summary['mode']}: {summary['bytes_moved'] / gib:,.1f} GiB moved{ratio}\n"
-        f"{summary['replica_moves']} replica moves, byte max/mean {summary['skew_after']['bytes']:.3f}",
+        f"{summary['replica_moves']} replica moves, byte skew {summary['skew_after']['bytes']:.3f}",
         fontsize=10,
     )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)

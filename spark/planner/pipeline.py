@@ -49,7 +49,17 @@ def make_plan(
         "balance_tolerance": opts.tolerance,
     }
     summary = summarize(
-        snap, final, plan.kept, plan.drained, opts.mode, opts.brokers, waves, plan.notes, options
+        snap,
+        final,
+        plan.kept,
+        plan.drained,
+        opts.mode,
+        opts.brokers,
+        waves,
+        plan.notes,
+        options,
+        weighting=plan.weighting,
+        rack_bound=plan.rack_bound,
     )
     summary["planning_seconds"] = round(time.monotonic() - started, 3)
     return Result(snapshot=snap, plan=plan, replicas=final, waves=waves, summary=summary)

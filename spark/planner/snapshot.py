@@ -1,4 +1,4 @@
-"""Snapshot directory -> columnar arrays (fixed format, see DESIGN.md "Planner files").
+"""Snapshot directory -> columnar arrays (fixed format, see docs/architecture.md, "Planner files").
 
 ``brokers.json``: ``[{"id": 0, "rack": "rack-a" | null, "host": "...", "port": 9092}]``.
 ``partitions.jsonl``: one JSON object per line,

@@ -50,10 +50,11 @@ class Checked:
                     out[b] += 1
         return out
 
-    def skew(self, kind, brokers):
-        values = [self.load(self.after, kind)[b] for b in brokers]
+    def skew(self, kind, brokers, assignment=None):
+        """``1 + max over brokers |load / mean - 1|``: sees under-filled brokers as well as full ones."""
+        values = [self.load(self.after if assignment is None else assignment, kind)[b] for b in brokers]
         mean = sum(values) / len(values)
-        return max(values) / mean if mean else 1.0
+        return 1 + max(abs(v / mean - 1) for v in values) if mean else 1.0
 
     def moved(self):
         moves = nbytes = 0
@@ -111,14 +112,21 @@ def check_rules(c: Checked, kept: set, leaders_balanced: bool = True) -> None:
     assert s["replica_moves"] == moves
     assert s["bytes_moved"] == nbytes
     assert s["partitions_changed"] == len(c.plan)
+    loads = {
+        (when, kind): c.load(assignment, kind)
+        for when, assignment in (("before", c.before), ("after", c.after))
+        for kind in ("bytes", "replicas", "leaders")
+    }
     for b in c.brokers:
         per = s["brokers"][str(b)]
-        assert per["bytes_before"] == c.load(c.before, "bytes")[b]
-        assert per["bytes_after"] == c.load(c.after, "bytes")[b]
-        assert per["replicas_before"] == c.load(c.before, "replicas")[b]
-        assert per["replicas_after"] == c.load(c.after, "replicas")[b]
-        assert per["leaders_before"] == c.load(c.before, "leaders")[b]
-        assert per["leaders_after"] == c.load(c.after, "leaders")[b]
+        for (when, kind), load in loads.items():
+            assert per[f"{kind}_{when}"] == load[b], (b, kind, when)
+    # skews as the issue defines them: 1 + max |load / mean - 1| over the kept brokers
+    for field, kind in (("byte_skew", "bytes"), ("replica_skew", "replicas"), ("leader_skew", "leaders")):
+        assert abs(s[field] - c.skew(kind, kept)) <= 1e-9, field
+        assert s["skew_after"][{"byte_skew": "bytes", "replica_skew": "replicas"}.get(field, "leaders")] == s[field]
+    sized = any(c.sizes.values())
+    assert s["weighting"] == ("bytes" if sized else "replica-count (no partition sizes known)")
     bb = c.load(c.before, "bytes")
     mean_after = sum(bb.values()) / len(kept)
     drained = set(c.brokers) - kept

@@ -1,54 +1,50 @@
-"""Integration tests of the plugins' hooks, operators, sensors and trigger against real sandboxes.
+"""Integration tests of the plugins' hooks, probes, operators and broker commands against real sandboxes.
 
 The Airflow connections come from a sandbox's ``airflow.env`` (``AIRFLOW_CONN_*`` environment variables,
-see tests/dags/airflow_env.py); no scheduler runs: operators and sensors are executed directly with a
-minimal context (``dag_run.run_after`` for the resume rule, ``dag`` / ``run_id`` for the lock) and the
-trigger's async generator is driven with asyncio. What the components report is checked against
-independent observers (confluent-kafka metadata, kazoo on ZooKeeper, SSH to the broker hosts).
+see tests/dags/airflow_env.py); no scheduler runs: operators are executed directly with a minimal context
+(``params``, ``dag`` / ``run_id`` for the lock holder, ``ti``) and probes, waits and broker commands are
+called as the broker roll calls them. What the components report is checked against independent observers
+(confluent-kafka metadata, kazoo on ZooKeeper, SSH to the broker hosts).
 
 The shared ``sandbox`` is left healthy and balanced; the tests that stop a broker or move a replica use a
 sandbox of this module's own (one ``sandbox up`` for both, like ``fresh_sandbox`` but module-scoped to keep
-the runtime down; slot 210). PreviousBrokerDoneSensor needs a task instance talking to the Airflow API
-(``ti.get_task_states``): its logic is unit-tested with a stub in tests/unit/test_components_pure.py and
-its real use is covered by the DAG tests in tests/dags.
+the runtime down; slot 210). ``BrokerRollOperator`` (turn, record, resume) needs the Airflow API
+(``ti.get_task_states``, Variables): it is covered by the DAG tests in tests/dags; its rules are unit-tested
+in tests/unit/test_roll.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 import re
+import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import (
-    AirflowException,
-    AirflowFailException,
-    AirflowSensorTimeout,
-    AirflowSkipException,
-    TaskDeferred,
-)
+from airflow.sdk.exceptions import AirflowFailException
 from airflow_env import connection_env
 from broker_support import module_sandbox
 from confluent_kafka import ElectionType
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from hooks import cluster_lock
 from hooks.broker_ssh import BrokerHostKeyError, BrokerShell
-from hooks.burrow import BurrowHook
+from hooks.burrow import BurrowClusterUnknown, BurrowHook
 from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_admin import KafkaAdminHook
 from hooks.zookeeper import ZooKeeperHook
+from kafka_ops.health import Verdict
+from kafka_ops.profile import ClusterProfile
 from observers import ClusterView, admin, registration, snapshot, wait_for
-from operators.broker_service import BrokerServiceOperator
-from operators.leader_election import PreferredLeaderElectionOperator
-from sensors.cluster import ClusterHealthySensor, ISRCaughtUpSensor, RestartGateSensor
-from sensors.lock import ClusterLockSensor, ReleaseClusterLockOperator
-from sensors.probes import ProbeResult, ProbeSpec, run_probe
-from triggers.cluster_probe import ClusterProbeTrigger
+from operators.cluster_checks import WaitForClusterOperator
+from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator, ensure_held
+from probes.cluster import PROBES, ClusterProber
+from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.params import FromParam
+from runtime.waiting import Check, WaitTimeout, wait_until
 
 from sandbox.testing import RunningSandbox
 
@@ -58,6 +54,8 @@ CONN = "kafka_sandbox"
 SLOT_COMPONENTS = 210  # third address octet of this module's own sandbox (see tests/integration/broker_support.py)
 SSH_CONN = "sandbox_ssh"
 SSH_ENV = "AIRFLOW_CONN_SANDBOX_SSH"
+KAFKA_ENV = "AIRFLOW_CONN_KAFKA_SANDBOX"
+LOG = logging.getLogger("test_airflow_components")
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -69,23 +67,24 @@ def point_connections(mp: pytest.MonkeyPatch, sb: RunningSandbox) -> None:
         mp.setenv(name, value)
 
 
-def run_context(run_after: datetime) -> dict:
-    """The part of a task context the resume rule reads: the DAG run's ``run_after``."""
-    return {"dag_run": SimpleNamespace(run_after=run_after, start_date=run_after)}
+def op_context(run_id: str, dag_id: str = "kafka_rolling_restart", **params) -> dict:
+    """The part of a task context the operators read: ``params`` (cluster = the sandbox, lock_wait = wait,
+    overridden by ``params``), ``dag.dag_id`` and ``run_id`` (the lock holder), ``ti``."""
+    ti = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id="t", map_index=-1)
+    return {"params": {"cluster": CONN, "lock_wait": "wait", "dry_run": False, **params},
+            "dag": SimpleNamespace(dag_id=dag_id), "run_id": run_id, "ti": ti, "dag_run": None}
 
 
-def lock_context(run_id: str, dag_id: str = "kafka_rolling_restart") -> dict:
-    return {"dag": SimpleNamespace(dag_id=dag_id), "run_id": run_id}
+def look(kind: str, broker: int | None = None, conn_id: str = CONN) -> Verdict:
+    """One probe with a prober of its own (``ClusterProber.look``)."""
+    with ClusterProber(get_cluster_profile(conn_id), request_timeout_s=10) as prober:
+        return prober.look(kind, broker)
 
 
-def probe(kind: str, broker: int | None = None, groups: list[str] | None = None) -> ProbeResult:
-    return run_probe(ProbeSpec(kind=kind, conn_id=CONN, broker_id=broker, consumer_groups=groups))
-
-
-def passing(kind: str, broker: int | None = None, groups: list[str] | None = None) -> ProbeResult | None:
-    """The probe's result when it passes, else None (for wait_for)."""
-    result = probe(kind, broker, groups)
-    return result if result.ok else None
+def passing(kind: str, broker: int | None = None) -> Verdict | None:
+    """The probe's verdict when it passes, else None (for wait_for)."""
+    verdict = look(kind, broker)
+    return verdict if verdict.ok else None
 
 
 def view(sb: RunningSandbox) -> ClusterView:
@@ -120,17 +119,6 @@ def alter_topic_config(sb: RunningSandbox, topic: str, name: str, value: str | N
         future.result(timeout=30)
 
 
-def collect(trigger: ClusterProbeTrigger) -> tuple[list[dict], float]:
-    """Drive the trigger's async generator to its end: (event payloads, seconds it took)."""
-
-    async def drain() -> list[dict]:
-        return [event.payload async for event in trigger.run()]
-
-    began = time.monotonic()
-    events = asyncio.run(drain())
-    return events, time.monotonic() - began
-
-
 def reasons_of(message: str) -> tuple[list[str], int]:
     """Split a verdict message ``"rule: r1; r2; ... and N more"`` into (shown reasons, N)."""
     body = message.split(": ", 1)[1]
@@ -151,6 +139,23 @@ def ssh_env_with(sb: RunningSandbox, **extra_changes) -> str:
         else:
             conn["extra"][key] = value
     return json.dumps(conn)
+
+
+def kafka_env_with(sb: RunningSandbox, **extra_changes) -> str:
+    """The sandbox's ``kafka_sandbox`` connection (JSON) with extras changed (None = removed)."""
+    conn = json.loads(connection_env(Path(sb.workdir))[KAFKA_ENV])
+    for key, value in extra_changes.items():
+        if value is None:
+            conn["extra"].pop(key, None)
+        else:
+            conn["extra"][key] = value
+    return json.dumps(conn)
+
+
+def on_host(sb: RunningSandbox, broker: int) -> dict:
+    """A roll plan entry for ``broker`` (what ``BrokerCommand.choose`` reads: id and host)."""
+    return {"id": broker, "host": sb.broker(broker)["host"], "rack": sb.broker(broker)["rack"], "position": 1,
+            "total": 1}
 
 
 # --- fixtures --------------------------------------------------------------------------------------
@@ -308,6 +313,17 @@ def test_burrow_hook_ok_groups_and_notfound_for_an_unknown_group(shared: Running
     assert unknown.status == "NOTFOUND" and not unknown.ok
 
 
+def test_burrow_hook_cluster_servers_are_the_sandbox_brokers(shared: RunningSandbox) -> None:
+    profile = get_cluster_profile(CONN)
+    with BurrowHook.from_profile(profile) as hook:
+        servers = hook.cluster_servers()
+    assert sorted(servers) == sorted(shared.bootstrap_servers.split(",")) == sorted(
+        f"{shared.broker(b)['host']}:{shared.broker(b)['port']}" for b in (0, 1, 2))
+    with BurrowHook(profile.burrow_conn_id, cluster="no-such-cluster") as hook:
+        with pytest.raises(BurrowClusterUnknown, match=r"has no Kafka cluster named 'no-such-cluster' \(HTTP 404"):
+            hook.cluster_servers()
+
+
 # --- hooks: SSH to broker hosts -----------------------------------------------------------------------
 
 
@@ -398,106 +414,180 @@ def test_cluster_lock_semantics_on_zookeeper(free_lock: RunningSandbox) -> None:
         assert not observer.exists(cluster_lock.LOCK_PATH)
 
 
-def test_cluster_lock_sensor_and_release_operator(free_lock: RunningSandbox) -> None:
-    run_a, run_b = lock_context("manual__a"), lock_context("manual__b")
-    take = ClusterLockSensor(task_id="lock_cluster", cluster=CONN, operation="rolling restart", wait="fail")
-    take_waiting = ClusterLockSensor(task_id="lock_cluster_w", cluster=CONN, operation="rolling restart")
-    release = ReleaseClusterLockOperator(task_id="unlock_cluster", cluster=CONN)
+def test_lock_and_unlock_operators(free_lock: RunningSandbox) -> None:
+    run_a, run_b = op_context("manual__a"), op_context("manual__b")
+    take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
+                               interval_s=0.2)
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS, timeout_s=30)
 
-    assert take.poke(run_a) is True
+    assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
     with free_lock.zk() as zk:
         stored = json.loads(zk.get(cluster_lock.LOCK_PATH)[0])
     assert stored["holder"] == "kafka_rolling_restart/manual__a" and stored["operation"] == "rolling restart"
-    assert take.poke(run_a) is True, "the holder's run takes it again (cleared setup task)"
-    with pytest.raises(AirflowFailException, match=r"busy: kafka_rolling_restart/manual__a \(rolling restart"):
-        take.poke(run_b)
-    assert take_waiting.poke(run_b) is False, "wait mode keeps poking"
-    assert release.execute(run_b) is False, "another run cannot release it"
+    assert take.execute(run_a) == "kafka_rolling_restart/manual__a", "re-entrant: a cleared lock task takes it again"
+
+    # lock_wait=fail: fails at once, naming the holder
+    began = time.monotonic()
+    with pytest.raises(AirflowFailException, match=r"cluster kafka_sandbox is busy: kafka_rolling_restart/manual__a "
+                                                   r"\(rolling restart, held for \d+ s\) \(lock_wait=fail\)"):
+        take.execute(op_context("manual__b", lock_wait="fail"))
+    assert time.monotonic() - began < 10, "another holder is not waited out with lock_wait=fail"
+    # lock_wait=wait: polls until its timeout, then fails naming the holder
+    impatient = LockClusterOperator(task_id="lock_w", settings=LOCK_SETTINGS, operation="rolling restart",
+                                    lock_timeout_s=1, interval_s=0.3)
+    with pytest.raises(AirflowFailException, match=r"gave up after 1 s \(\d+ checks\) waiting until cluster "
+                                                   r"kafka_sandbox is locked for this run: cluster kafka_sandbox is "
+                                                   r"busy: kafka_rolling_restart/manual__a"):
+        impatient.execute(run_b)
+
+    # another run's unlock never releases it
+    assert unlock.execute(run_b) is False
     with free_lock.zk() as zk:
-        assert zk.exists(cluster_lock.LOCK_PATH)
-    assert release.execute(run_a) is True
+        assert json.loads(zk.get(cluster_lock.LOCK_PATH)[0])["holder"] == "kafka_rolling_restart/manual__a"
+    # a waiting run gets it once the holder releases it
+    patient = LockClusterOperator(task_id="lock_p", settings=LOCK_SETTINGS, operation="decommission",
+                                  lock_timeout_s=30, interval_s=0.3)
+    releaser = threading.Timer(1.0, lambda: unlock.execute(run_a))
+    releaser.start()
+    try:
+        began = time.monotonic()
+        assert patient.execute(op_context("manual__b", dag_id="kafka_decommission")) == "kafka_decommission/manual__b"
+        assert time.monotonic() - began >= 0.9, "it waited for the release"
+    finally:
+        releaser.join()
+    with free_lock.zk() as zk:
+        stored = json.loads(zk.get(cluster_lock.LOCK_PATH)[0])
+    assert (stored["holder"], stored["operation"]) == ("kafka_decommission/manual__b", "decommission")
+    assert unlock.execute(op_context("manual__b", dag_id="kafka_decommission")) is True
     with free_lock.zk() as zk:
         assert not zk.exists(cluster_lock.LOCK_PATH)
-    assert take_waiting.poke(run_b) is True, "free again: the waiting run gets it"
-    assert release.execute(run_b) is True
+    assert unlock.execute(run_a) is False, "releasing a free lock is a no-op"
 
 
-# --- probes, sensors and the trigger on the healthy shared cluster -----------------------------------------
+def test_ensure_held_retakes_a_free_lock_and_fails_when_another_run_holds_it(
+    free_lock: RunningSandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    profile = get_cluster_profile(CONN)
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    run_a = op_context("manual__a")
+    # resumed without its lock task: the lock is free, ensure_held takes it again and says so
+    ensure_held(profile, run_a, "rolling restart", LOG, timeout_s=30)
+    assert "this run did not hold the lock" in caplog.text
+    with free_lock.zk() as zk:
+        assert json.loads(zk.get(cluster_lock.LOCK_PATH)[0])["holder"] == "kafka_rolling_restart/manual__a"
+    caplog.clear()
+    ensure_held(profile, run_a, "rolling restart", LOG, timeout_s=30)
+    assert "did not hold the lock" not in caplog.text, "held already: nothing to say"
+    # another run holds it: fail at once, naming it (never waited out by a step that acts)
+    began = time.monotonic()
+    with pytest.raises(AirflowFailException, match=r"cluster kafka_sandbox is held by kafka_rolling_restart/manual__a "
+                                                   r"\(rolling restart, held for \d+ s\), not by this run "
+                                                   r"\(kafka_rolling_restart/manual__b\): not acting on it"):
+        ensure_held(profile, op_context("manual__b"), "rolling restart", LOG, timeout_s=60)
+    assert time.monotonic() - began < 15
+    with free_lock.zk() as zk:
+        assert json.loads(zk.get(cluster_lock.LOCK_PATH)[0])["holder"] == "kafka_rolling_restart/manual__a"
+
+
+def test_lock_operators_on_a_cluster_without_zookeeper_or_connection(
+    free_lock: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_NOZK", kafka_env_with(free_lock, zookeeper=None))
+    take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
+                               lock_timeout_s=60, interval_s=1)
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS)
+    began = time.monotonic()
+    with pytest.raises(AirflowFailException, match=r"cannot check: Misconfiguration: connection 'kafka_nozk': the "
+                                                   r"cluster lock lives in ZooKeeper and the profile sets no "
+                                                   r"'zookeeper'.*waiting cannot fix this"):
+        take.execute(op_context("manual__a", cluster="kafka_nozk"))
+    assert time.monotonic() - began < 15, "a misconfiguration is not waited out"
+    assert unlock.execute(op_context("manual__a", cluster="kafka_nozk")) is False
+    with pytest.raises(AirflowFailException, match="cluster 'no_such_cluster'"):
+        take.execute(op_context("manual__a", cluster="no_such_cluster"))
+    assert unlock.execute(op_context("manual__a", cluster="no_such_cluster")) is False
+    with free_lock.zk() as zk:
+        assert not zk.exists(cluster_lock.LOCK_PATH)
+
+
+# --- probes and waits on the healthy shared cluster -----------------------------------------------------------
 
 
 def test_probes_on_a_healthy_cluster(shared: RunningSandbox) -> None:
-    groups = shared.env["consumer_groups"]
-    gate = wait_for(lambda: passing("gate", 1, groups), 30, what="the gate with every group OK")
-    assert gate.message == "gate broker 1: OK"
-    for kind in ("caught_up", "leadership", "healthy"):
-        assert probe(kind).ok, (kind, probe(kind).message)
-    for kind in ("registered", "caught_up", "leadership"):
-        result = probe(kind, 2)
-        assert result.ok, (kind, result.message)
-    assert probe("registered", 2).message == "broker 2 registered"
-    gone = probe("gone", 2)
-    assert (gone.ok, gone.message) == (False, "broker 2 still in the metadata")
-    assert not probe("registered", 3).ok, "the spare host runs no broker"
-    # a watched group Burrow does not know closes the gate, named
-    unknown = probe("gate", 1, ["nobody-reads-this"])
-    assert not unknown.ok
-    assert "group nobody-reads-this: NOTFOUND" in unknown.message and "urp" not in unknown.message
+    with ClusterProber(get_cluster_profile(CONN), request_timeout_s=10) as prober:
+        gate = wait_for(lambda: (v := prober.look("gate", 1)).ok and v, 30, what="the gate of broker 1")
+        assert gate.message() == "gate broker 1: OK"
+        for kind in ("caught_up", "leadership", "healthy"):
+            verdict = prober.look(kind)
+            assert verdict.ok, (kind, verdict.message())
+        assert prober.look("healthy").message() == "cluster-health: OK"
+        for kind in ("registered", "caught_up", "leadership"):
+            verdict = prober.look(kind, 2)
+            assert verdict.ok, (kind, verdict.message())
+        assert prober.look("registered", 2).message() == "registered: OK"
+        gone = prober.look("gone", 2)
+        assert (gone.ok, gone.message()) == (False, "gone: broker 2 still in the metadata")
+        # the spare host runs no broker: not registered, and its gate fails (nothing of ours to stop)
+        assert prober.look("registered", 3).message() == "registered: broker 3 not in the metadata yet"
+        assert prober.look("gone", 3).ok
+        assert prober.look("gate", 3).message() == "gate: broker 3 is not in the metadata (down)"
+        # probes that need no configs skip DescribeConfigs: the broker default stays Kafka's (1)
+        assert prober.state(configs=False).default_min_insync == 1
+        assert prober.state().default_min_insync == 2
+        with pytest.raises(ValueError, match="probe 'gone' needs a broker"):
+            prober.look("gone")
 
 
-def test_trigger_yields_ok_at_once_and_timeout_with_the_last_verdict(shared: RunningSandbox) -> None:
-    healthy = ClusterProbeTrigger(ProbeSpec("healthy", CONN).to_dict(), poll_interval_s=0.2, timeout_s=30,
-                                  ok_streak=2)
-    events, took = collect(healthy)
-    assert events == [{"status": "ok", "message": "cluster-health: OK"}]
-    assert took < 15
-    never = ClusterProbeTrigger(ProbeSpec("gone", CONN, broker_id=1).to_dict(), poll_interval_s=0.3, timeout_s=1.5)
-    events, took = collect(never)
-    assert events == [{"status": "timeout", "message": "broker 1 still in the metadata"}]
-    assert 1.5 <= took < 15
-    # serialize() rebuilds an equal trigger (the triggerer process does this)
-    path, kwargs = never.serialize()
-    assert path == "triggers.cluster_probe.ClusterProbeTrigger"
-    assert ClusterProbeTrigger(**kwargs).serialize() == (path, kwargs)
+def test_waiting_on_a_probe_passes_at_once_or_names_the_verdict(shared: RunningSandbox) -> None:
+    with ClusterProber(get_cluster_profile(CONN), request_timeout_s=10) as prober:
+        def check(kind: str, broker: int | None) -> Check:
+            verdict = prober.look(kind, broker)
+            return Check(verdict.ok, verdict.message())
+
+        began = time.monotonic()
+        result = wait_until(lambda: check("caught_up", 1), what=PROBES["caught_up"].describe(1), interval_s=1,
+                            timeout_s=30, log=LOG)
+        assert result == Check(True, "caught-up: OK") and time.monotonic() - began < 15
+        with pytest.raises(WaitTimeout, match=r"gave up after 2 s \(\d+ checks\) waiting until broker 1 has left the "
+                                              r"cluster metadata: gone: broker 1 still in the metadata"):
+            wait_until(lambda: check("gone", 1), what=PROBES["gone"].describe(1), interval_s=0.5, timeout_s=2,
+                       log=LOG)
 
 
-def test_trigger_counts_errors_as_failing_polls(shared: RunningSandbox) -> None:
-    unknown = ClusterProbeTrigger(ProbeSpec("healthy", "no_such_cluster").to_dict(), poll_interval_s=0.2,
-                                  timeout_s=0.5)
-    events, _ = collect(unknown)
-    assert len(events) == 1 and events[0]["status"] == "timeout"
-    assert events[0]["message"].startswith("probe failed:") and "no_such_cluster" in events[0]["message"]
+def test_waiting_on_an_unreachable_cluster_polls_through_the_errors(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    nowhere = ClusterProfile(conn_id="nowhere", bootstrap_servers="127.0.0.1:9")
+    with ClusterProber(nowhere, request_timeout_s=1) as prober:
+        with pytest.raises(WaitTimeout, match=r"gave up after 4 s \(\d+ checks\) waiting until the cluster is "
+                                              r"healthy.*: could not check: KafkaException"):
+            wait_until(lambda: Check(prober.look("healthy").ok, "?"), what=PROBES["healthy"].describe(None),
+                       interval_s=0.5, timeout_s=4, log=LOG)
+    assert any("could not check: KafkaException" in r.getMessage() and r.levelno == logging.WARNING
+               for r in caplog.records)
 
 
-def test_sensor_passes_at_once_when_reached_and_defers_otherwise(shared: RunningSandbox) -> None:
-    healthy = ClusterHealthySensor(task_id="final_health", cluster=CONN, interval_s=2, timeout_s=60)
-    assert healthy.execute({}) is None, "reached on the first look: no deferral"
-    gone = RestartGateSensor(task_id="gate", cluster=CONN, broker={"id": 1, "host": "x"}, interval_s="3",
-                             timeout_s="40", ok_streak="2", consumer_groups=["nobody-reads-this"])
-    with pytest.raises(TaskDeferred) as deferred:
-        gone.execute(run_context(datetime.now(UTC)))
-    trigger = deferred.value.trigger
-    assert isinstance(trigger, ClusterProbeTrigger)
-    assert (trigger.poll_interval_s, trigger.timeout_s, trigger.ok_streak) == (3.0, 40.0, 2)
-    assert trigger.probe == ProbeSpec("gate", CONN, broker_id=1, consumer_groups=["nobody-reads-this"]).to_dict()
-    assert deferred.value.method_name == "execute_complete"
-    with pytest.raises(AirflowSensorTimeout, match=r"gave up after 40 s .* group nobody-reads-this: NOTFOUND"):
-        gone.execute_complete({}, {"status": "timeout", "message": "consumer-lag: group nobody-reads-this: NOTFOUND"})
-    assert gone.execute_complete({}, {"status": "ok", "message": "gate broker 1: OK"}) is None
-    # dry run: looks once and passes although the gate is closed
-    dry = RestartGateSensor(task_id="gate_dry", cluster=CONN, broker={"id": 1, "host": "x"}, dry_run="True",
-                            consumer_groups=["nobody-reads-this"])
-    assert dry.execute(run_context(datetime.now(UTC))) is None
+def health_op(kind: str = "healthy", timeout_s: float = 30) -> WaitForClusterOperator:
+    return WaitForClusterOperator(task_id="final_health", kind=kind, settings={
+        "cluster": FromParam("cluster"), "dry_run": FromParam("dry_run"), "healthcheck_interval_s": 0.5,
+        "healthcheck_timeout_s": timeout_s})
 
 
-# --- BrokerServiceOperator on the shared cluster (commands that change nothing) -----------------------------
+def test_wait_for_cluster_operator_on_a_healthy_cluster(shared: RunningSandbox) -> None:
+    began = time.monotonic()
+    assert health_op().execute(op_context("manual__a")) == "cluster-health: OK"
+    assert time.monotonic() - began < 20
+    assert health_op("caught_up").execute(op_context("manual__a")) == "urp: OK"
+    assert health_op("leadership").execute(op_context("manual__a", dry_run=True)) == "leader-imbalance: OK"
+    with pytest.raises(AirflowFailException, match="cluster 'no_such_cluster'"):
+        health_op().execute(op_context("manual__a", cluster="no_such_cluster"))
 
 
-def service_op(sb: RunningSandbox, broker: int, action: str, command: str | None, **kwargs) -> BrokerServiceOperator:
-    return BrokerServiceOperator(task_id=action, cluster=CONN, broker={"id": broker, "host": sb.broker(broker)["host"]},
-                                 action=action, command=command, command_timeout_s=60, **kwargs)
+# --- broker commands on the shared cluster (commands that change nothing) ----------------------------------------
 
 
-def test_pre_stop_command_reaches_the_host_verbatim(shared: RunningSandbox, tmp_path: Path) -> None:
+def test_a_named_profile_command_reaches_the_host_verbatim(
+    shared: RunningSandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     verbatim, evaluated = tmp_path / "verbatim.txt", tmp_path / "evaluated.txt"
     # quotes, $(...), `;`, a backslash and a glob: bash -c must receive exactly this text as one argument
     # ($BASH_EXECUTION_STRING is the -c argument as bash got it)
@@ -505,117 +595,192 @@ def test_pre_stop_command_reaches_the_host_verbatim(shared: RunningSandbox, tmp_
         f'printf %s "$BASH_EXECUTION_STRING" > {verbatim}; '
         f'echo "id=$KAFKA_BROKER_ID sub=$(echo \'a;b\') it\'s \\"q\\" star=*" > {evaluated}'
     )
-    result = service_op(shared, 1, "pre_stop", command).execute(run_context(datetime.now(UTC)))
-    assert result == {"broker": 1, "action": "pre_stop", "exit_code": 0}
+    monkeypatch.setenv(KAFKA_ENV, kafka_env_with(shared, commands={"record": command}))
+    profile = get_cluster_profile(CONN)
+    chosen = BrokerCommand.choose(profile, "pre_stop", "record", on_host(shared, 1))
+    assert (chosen.text, chosen.origin) == (command, "profile command 'record'")
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    assert chosen.run(profile.ssh_conn_id, 60, LOG, triggered_by="alice") == 0
+    assert f"running broker 1 ({shared.broker(1)['host']}): pre_stop: profile command 'record': " in caplog.text
+    assert "(run triggered by alice)" in caplog.text
     rc, out, _ = shared.ssh(1, f"cat {verbatim}")
     assert (rc, out) == (0, command)
     rc, out, _ = shared.ssh(1, f"cat {evaluated}")
     assert (rc, out) == (0, 'id=1 sub=a;b it\'s "q" star=*\n')
 
 
-def test_broker_service_step_failure_carries_stderr(shared: RunningSandbox) -> None:
-    failing = service_op(shared, 2, "pre_start", "echo partial; echo 'disk check failed on $HOSTNAME' >&2; exit 7")
-    with pytest.raises(AirflowException, match=r"pre_start on broker 2 \(.*\) exited 7: disk check failed on "):
-        failing.execute(run_context(datetime.now(UTC)))
+def test_the_sandbox_profile_command_runs_on_the_broker_host(
+    shared: RunningSandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    profile = get_cluster_profile(CONN)
+    assert "show-broker" in profile.commands
+    BrokerCommand.choose(profile, "pre_start", "show-broker", on_host(shared, 2)).run(SSH_CONN, 60, LOG)
+    assert any(re.fullmatch(r"stdout: broker 2 on .*: active", m) for m in caplog.messages), caplog.messages
 
 
-def test_broker_service_skips_what_it_should_not_run(shared: RunningSandbox, tmp_path: Path) -> None:
+def test_adhoc_shell_text_is_refused_by_the_sandbox_profile(shared: RunningSandbox, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    registered = registration_ms(shared, 0)
-    # the run began before broker 0's registration: it counts as already restarted by this run
-    earlier = datetime.fromtimestamp((registered - 60_000) / 1000, UTC)
-    for action in ("pre_stop", "stop"):
-        with pytest.raises(AirflowSkipException, match="broker 0 already restarted in this run"):
-            service_op(shared, 0, action, f"touch {marker}").execute(run_context(earlier))
-    with pytest.raises(AirflowSkipException, match="no pre-start command given"):
-        service_op(shared, 0, "pre_start", "  ").execute(run_context(datetime.now(UTC)))
-    dry = service_op(shared, 0, "stop", None, dry_run="true").execute(run_context(datetime.now(UTC)))
-    assert dry == {"broker": 0, "action": "stop", "dry_run": True}
+    with pytest.raises(ValueError, match=r"pre_stop 'touch .*' is not a command named in connection 'kafka_sandbox' "
+                                         r"\(named commands: \['show-broker'\]\)"):
+        BrokerCommand.choose(get_cluster_profile(CONN), "pre_stop", f"touch {marker}", on_host(shared, 0))
     assert not marker.exists()
+
+
+def test_a_failing_command_raises_with_its_stderr(shared: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = "echo partial; echo 'disk check failed on '$(hostname) >&2; exit 7"
+    monkeypatch.setenv(KAFKA_ENV, kafka_env_with(shared, commands={"disk-check": failing}))
+    command = BrokerCommand.choose(get_cluster_profile(CONN), "pre_start", "disk-check", on_host(shared, 2))
+    host = re.escape(shared.broker(2)["host"])
+    with pytest.raises(BrokerCommandFailed,
+                       match=rf"^pre_start on broker 2 \({host}\) exited 7: disk check failed on "):
+        command.run(SSH_CONN, 60, LOG)
+
+
+def test_a_command_that_cannot_reach_the_host_names_it(shared: RunningSandbox, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    monkeypatch.setenv(SSH_ENV, ssh_env_with(shared, known_hosts=str(known_hosts)))
+    command = BrokerCommand.choose(get_cluster_profile(CONN), "stop", None, on_host(shared, 0))
+    with pytest.raises(BrokerCommandFailed, match=r"stop on broker 0: could not run it on .* over SSH connection "
+                                                  r"'sandbox_ssh': BrokerHostKeyError: .*nothing ran") as err:
+        command.run(SSH_CONN, 60, LOG)
+    assert isinstance(err.value.__cause__, BrokerHostKeyError)
+    assert shared.ssh(0, "kafka-service status")[:2] == (0, "active\n"), "broker 0 was not touched"
+
+
+def test_broker_id_placeholders_in_the_service_commands_are_filled(
+    shared: RunningSandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Service commands that name the broker: ``{broker_id}`` filled by the profile, ``$KAFKA_BROKER_ID`` set by
+    remote_command; run for real over SSH, but writing files instead of stopping anything."""
+    stop = f"echo stop {{broker_id}} $KAFKA_BROKER_ID $(hostname) > {tmp_path}/stopped-{{broker_id}}"
+    start = f"echo start {{broker_id}} > {tmp_path}/started-{{broker_id}}"
+    monkeypatch.setenv(KAFKA_ENV, kafka_env_with(shared, service_stop=stop, service_start=start))
+    profile = get_cluster_profile(CONN)
+    for broker in (0, 2):
+        command = BrokerCommand.choose(profile, "stop", None, on_host(shared, broker))
+        assert command.origin == "service command (service_stop)"
+        assert command.text == f"echo stop {broker} $KAFKA_BROKER_ID $(hostname) > {tmp_path}/stopped-{broker}"
+        assert command.run(profile.ssh_conn_id, 60, LOG) == 0
+        rc, out, _ = shared.ssh(broker, f"cat {tmp_path}/stopped-{broker}")
+        hostname = shared.ssh(broker, "hostname")[1].strip()
+        assert (rc, out) == (0, f"stop {broker} {broker} {hostname}\n")
+    BrokerCommand.choose(profile, "start", "", on_host(shared, 1)).run(SSH_CONN, 60, LOG)
+    assert shared.ssh(1, f"cat {tmp_path}/started-1")[:2] == (0, "start 1\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started-1", "stopped-0", "stopped-2"]
+    assert shared.registered_brokers() == [0, 1, 2], "nothing was stopped"
+
+
+def test_a_dry_run_command_runs_nothing(shared: RunningSandbox, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    registered = registration_ms(shared, 0)
+    command = BrokerCommand.choose(get_cluster_profile(CONN), "stop", None, on_host(shared, 0))
+    assert command.text == "kafka-service stop"
+    assert command.run(SSH_CONN, 60, LOG, dry_run=True) == 0
+    assert [r.getMessage() for r in caplog.records if r.name == LOG.name] == [
+        f"DRY RUN: would run broker 0 ({shared.broker(0)['host']}): stop: service command (service_stop): "
+        "kafka-service stop"]
     assert registration_ms(shared, 0) == registered, "broker 0 was not touched"
     assert shared.ssh(0, "kafka-service status")[:2] == (0, "active\n")
 
 
-# --- destructive: a broker stopped and started through the operators (own sandbox) ----------------------------
+# --- destructive: a broker stopped and started through broker commands, seen by the probes (own sandbox) ---------
 
 
 @pytest.mark.destructive
-def test_stop_start_cycle_seen_by_probes_sensors_and_trigger(destructible: RunningSandbox) -> None:
+def test_stop_start_cycle_seen_by_the_probes(destructible: RunningSandbox) -> None:
     sb = destructible
+    profile = get_cluster_profile(CONN)
     controller = view(sb).controller
     victim = next(b for b in (1, 2, 0) if b != controller)
     other = next(b for b in (0, 1, 2) if b not in (victim,))
-    run = run_context(datetime.now(UTC))
-    assert registration_ms(sb, victim) < int(time.time() * 1000)
+    began_ms = int(time.time() * 1000)
+    assert registration_ms(sb, victim) < began_ms
     on_victim = {f"{p.topic}-{p.partition}" for p in view(sb).partitions if victim in p.replicas}
     preferring = {f"{p.topic}-{p.partition}" for p in view(sb).partitions if p.replicas[0] == victim}
+    prober = ClusterProber(profile, request_timeout_s=10)
 
-    # stop through the operator (the profile's service_stop over SSH)
-    assert service_op(sb, victim, "stop", None).execute(run)["exit_code"] == 0
-    gone = wait_for(lambda: passing("gone", victim), 30, what=f"broker {victim} gone")
-    assert gone.message == f"broker {victim} gone from the metadata"
-    assert victim not in sb.registered_brokers()
+    def check(kind: str, broker: int | None = None) -> Check:
+        verdict = prober.look(kind, broker)
+        return Check(verdict.ok, verdict.message())
 
-    # caught_up for the stopped broker fails, naming exactly its partitions
-    def caught_up_failure() -> ProbeResult | None:
-        result = probe("caught_up", victim)
-        return None if result.ok else result
+    try:
+        assert check("gate", victim).ok, "the victim may be stopped"
+        # stop through the profile's service_stop over SSH; wait as the roll does
+        stop = BrokerCommand.choose(profile, "stop", None, on_host(sb, victim))
+        assert stop.run(profile.ssh_conn_id, 120, LOG) == 0
+        gone = wait_until(lambda: check("gone", victim), what=PROBES["gone"].describe(victim), interval_s=0.5,
+                          timeout_s=30, log=LOG)
+        assert gone.message == "gone: OK"
+        assert victim not in sb.registered_brokers()
 
-    lagging = wait_for(caught_up_failure, 15, what="caught_up to fail")
-    shown, more = reasons_of(lagging.message)
-    assert len(shown) + more == len(on_victim), lagging.message
-    assert {r.split(":")[0] for r in shown} <= on_victim
-    assert all(f": broker {victim} not in isr" in r for r in shown)
-    # the gate of another broker fails with the under-replicated partitions (each probe asks a random broker:
-    # wait until that one's metadata shows the shrunk ISRs too)
-    gate = wait_for(lambda: (r := probe("gate", other)) and not r.ok and "urp (" in r.message and r, 15,
-                    what=f"the gate of broker {other} to name the URPs")
-    assert "under-replicated" in gate.message and f"(missing [{victim}])" in gate.message, gate.message
-    assert "can-restart (" in gate.message, "RF 3 partitions at min.insync.replicas 2 block the stop"
-    urp = probe("caught_up")
-    assert not urp.ok and urp.message.startswith("urp: ") and f"(missing [{victim}])" in urp.message
-    # the stopped broker's own gate passes: nothing left to protect
-    assert probe("gate", victim).message.startswith(f"broker {victim} is already down")
-    assert not probe("registered", victim).ok and not probe("healthy").ok
-    # the deferrable wait times out naming the broker; the sensor turns that into a named failure
-    events, _ = collect(ClusterProbeTrigger(ProbeSpec("caught_up", CONN, broker_id=victim).to_dict(), 0.3, 1.0))
-    assert events[0]["status"] == "timeout" and f"broker {victim} not in isr" in events[0]["message"]
-    sensor = ISRCaughtUpSensor(task_id="wait_caught_up", cluster=CONN, broker={"id": victim, "host": "x"},
-                               interval_s=1, timeout_s=5)
-    with pytest.raises(TaskDeferred):
-        sensor.execute(run)
-    with pytest.raises(AirflowSensorTimeout, match=f"broker {victim} not in isr"):
-        sensor.execute_complete(run, events[0])
+        # caught_up for the stopped broker fails, naming exactly its partitions
+        # (a failing Verdict is falsy: wait_for gets it in a tuple)
+        lagging, = wait_for(lambda: None if (v := prober.look("caught_up", victim)).ok else (v,), 15,
+                            what="caught_up to fail")
+        shown, more = reasons_of(lagging.message())
+        assert len(shown) + more == len(on_victim), lagging.message()
+        assert {r.split(":")[0] for r in shown} <= on_victim
+        assert all(f": broker {victim} not in isr" in r for r in shown)
+        # the gate of another broker fails with the under-replicated partitions (each look asks a random broker:
+        # wait until that one's metadata shows the shrunk ISRs too)
+        gate, = wait_for(lambda: (v,) if "urp (" in (v := prober.look("gate", other)).message() else None, 15,
+                         what=f"the gate of broker {other} to name the URPs")
+        assert not gate.ok
+        assert "under-replicated" in gate.message() and f"(missing [{victim}])" in gate.message(), gate.message()
+        assert "can-restart (" in gate.message(), "RF 3 partitions at min.insync.replicas 2 block the stop"
+        urp = prober.look("caught_up")
+        assert not urp.ok and urp.message().startswith("urp: ") and f"(missing [{victim}])" in urp.message()
+        # the stopped broker's own gate fails: it is down
+        assert prober.look("gate", victim).message() == f"gate: broker {victim} is not in the metadata (down)"
+        assert not prober.look("registered", victim).ok and not prober.look("healthy").ok
+        # a wait for it times out naming the broker; the final-health operator fails the same way
+        with pytest.raises(WaitTimeout, match=rf"gave up after 1 s .*broker {victim} not in isr"):
+            wait_until(lambda: check("caught_up", victim), what=PROBES["caught_up"].describe(victim),
+                       interval_s=0.3, timeout_s=1, log=LOG)
+        with pytest.raises(AirflowFailException, match=rf"gave up after 2 s .*every replica is back in its ISR "
+                                                       rf"\(URP = 0\): urp: .*\(missing \[{victim}\]\)"):
+            health_op("caught_up", timeout_s=2).execute(op_context("manual__cycle"))
+        dry = health_op("healthy", timeout_s=2).execute(op_context("manual__cycle", dry_run=True))
+        assert dry.startswith("cluster-health: ") and dry != "cluster-health: OK", "a dry run only looks"
 
-    # start through the operator; the trigger sees it registered and caught up within deadlines
-    assert service_op(sb, victim, "start", None).execute(run)["exit_code"] == 0
-    events, _ = collect(ClusterProbeTrigger(ProbeSpec("registered", CONN, broker_id=victim).to_dict(), 0.3, 30))
-    assert events == [{"status": "ok", "message": f"broker {victim} registered"}], events
-    events, _ = collect(ClusterProbeTrigger(ProbeSpec("caught_up", CONN, broker_id=victim).to_dict(), 0.5, 60,
-                                            ok_streak=2))
-    assert events == [{"status": "ok", "message": "caught-up: OK"}], events
-    assert registration_ms(sb, victim) >= int(run["dag_run"].run_after.timestamp() * 1000)
+        # start through the profile's service_start; registered and caught up within deadlines
+        start = BrokerCommand.choose(profile, "start", None, on_host(sb, victim))
+        assert start.run(profile.ssh_conn_id, 120, LOG) == 0
+        back = wait_until(lambda: check("registered", victim), what=PROBES["registered"].describe(victim),
+                          interval_s=0.3, timeout_s=30, log=LOG)
+        assert back.message == "registered: OK"
+        caught_up = wait_until(lambda: check("caught_up", victim), what=PROBES["caught_up"].describe(victim),
+                               interval_s=0.5, timeout_s=60, log=LOG)
+        assert caught_up.message == "caught-up: OK"
+        assert registration_ms(sb, victim) >= began_ms
 
-    # resume: the same run does not stop it again, and its gate skips itself
-    before = registration_ms(sb, victim)
-    for action in ("pre_stop", "stop"):
-        with pytest.raises(AirflowSkipException, match=f"broker {victim} already restarted in this run"):
-            service_op(sb, victim, action, "kafka-service stop").execute(run)
-    gate_sensor = RestartGateSensor(task_id="gate", cluster=CONN, broker={"id": victim, "host": "x"})
-    with pytest.raises(AirflowSkipException, match="already restarted"):
-        gate_sensor.execute(run)
-    assert registration_ms(sb, victim) == before
+        # leadership stays away until the preferred leader election moves it back (what the roll does)
+        led_away = prober.look("leadership", victim)
+        assert not led_away.ok
+        assert f"broker {victim} leads 0 of its {len(preferring)} preferred" in led_away.message()
+        todo = [(p.topic, p.partition) for p in prober.state().partitions_preferring(victim)
+                if not p.is_led_by_preferred]
+        assert {f"{t}-{p}" for t, p in todo} == preferring
+        assert set(prober.admin.elect_preferred_leaders(todo)) == preferring
 
-    # leadership stays away until the preferred leader election moves it back
-    led_away = probe("leadership", victim)
-    assert not led_away.ok and f"broker {victim} leads 0 of its {len(preferring)} preferred" in led_away.message
-    elect = PreferredLeaderElectionOperator(task_id="elect_preferred", cluster=CONN, broker={"id": victim})
-    assert elect.execute({}) == len(preferring)
-    wait_for(lambda: passing("leadership", victim), 20, what="leadership back")
-    now = view(sb)
-    assert {f"{p.topic}-{p.partition}" for p in now.led_by(victim)} == preferring
-    assert elect.execute({}) == 0, "nothing left to elect"
-    wait_for(lambda: passing("healthy"), 30, what="a healthy cluster at the end")
+        def elected() -> Check:  # elect again what is still led away (the preferred replica may lag a moment)
+            left = [(p.topic, p.partition) for p in prober.state().partitions_preferring(victim)
+                    if not p.is_led_by_preferred]
+            if left:
+                prober.admin.elect_preferred_leaders(left)
+            return check("leadership", victim)
+
+        wait_until(elected, what=PROBES["leadership"].describe(victim), interval_s=0.5, timeout_s=30, log=LOG)
+        now = view(sb)
+        assert {f"{p.topic}-{p.partition}" for p in now.led_by(victim)} == preferring
+        assert health_op("healthy", timeout_s=30).execute(op_context("manual__cycle")) == "cluster-health: OK"
+    finally:
+        prober.close()
+        if victim not in sb.registered_brokers():  # a failure above: leave the cluster running for the next test
+            BrokerCommand.choose(profile, "start", None, on_host(sb, victim)).run(profile.ssh_conn_id, 120, LOG)
 
 
 # --- destructive: partition reassignment through the hook (own sandbox) ---------------------------------------

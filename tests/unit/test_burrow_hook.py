@@ -1,4 +1,5 @@
-"""BurrowHook against a local http.server stub: statuses, 404 = NOTFOUND, retries, timeouts."""
+"""BurrowHook against a local http.server stub: statuses, 404 = NOTFOUND, retries, timeouts, the cluster's
+servers (404 = an unknown cluster, a profile error)."""
 
 import json
 import threading
@@ -7,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
-from hooks.burrow import BurrowError, BurrowHook, parse_status_response
+from hooks.burrow import BurrowClusterUnknown, BurrowError, BurrowHook, parse_status_response
 from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 
@@ -204,3 +205,46 @@ def test_from_profile_requires_burrow_fields():
     )
     hook = BurrowHook.from_profile(prof, retries=1)
     assert hook.burrow_conn_id == "burrow_sandbox" and hook.cluster == "sandbox" and hook.retries == 1
+
+
+# --- cluster_servers --------------------------------------------------------------------------------
+
+
+def cluster_body(servers):
+    return {"error": False, "message": "cluster module detail returned",
+            "module": {"class-name": "kafka", "servers": servers, "client-profile": {}},
+            "request": {"url": "/v3/kafka/sandbox", "host": "burrow"}}
+
+
+def test_cluster_servers(burrow):
+    burrow.routes["/v3/kafka/sandbox"] = [(200, cluster_body(["127.0.0.11:9092", "127.0.0.12:9092"]), 0)]
+    assert hook_for(burrow).cluster_servers() == ["127.0.0.11:9092", "127.0.0.12:9092"]
+    assert burrow.requests == ["/v3/kafka/sandbox"]
+
+
+def test_cluster_servers_url_quotes_the_cluster_name(burrow):
+    burrow.routes["/v3/kafka/prod%2Feu%201"] = [(200, cluster_body(["b1:9092"]), 0)]
+    assert BurrowHook(base_url=burrow.url, cluster="prod/eu 1", backoff_factor=0).cluster_servers() == ["b1:9092"]
+
+
+def test_cluster_servers_of_an_unknown_cluster_is_a_profile_error(burrow):
+    hook = BurrowHook(base_url=burrow.url, cluster="prod-eu", backoff_factor=0)
+    with pytest.raises(BurrowClusterUnknown, match=r"Burrow at http://127\.0\.0\.1:\d+ has no Kafka cluster named "
+                                                   r"'prod-eu' \(HTTP 404 for .*/v3/kafka/prod-eu\): check "
+                                                   r"burrow_cluster in the profile"):
+        hook.cluster_servers()
+    assert isinstance(BurrowClusterUnknown("x"), ValueError), "a misconfiguration, not something to wait out"
+
+
+@pytest.mark.parametrize("answer", [
+    (200, {"error": False, "module": {"class-name": "kafka"}}, 0),
+    (200, {"error": False, "module": {"servers": "b1:9092"}}, 0),
+    (200, {"error": False}, 0),
+    (200, b"<html>proxy</html>", 0),
+    (500, {"error": True, "message": "boom"}, 0),
+])
+def test_cluster_servers_without_module_servers_raise_burrow_error(burrow, answer):
+    burrow.routes["/v3/kafka/sandbox"] = [answer]
+    with pytest.raises(BurrowError, match=f"Burrow answered HTTP {answer[0]} for .*/v3/kafka/sandbox without "
+                                          "module.servers"):
+        hook_for(burrow, retries=0).cluster_servers()

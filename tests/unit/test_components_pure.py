@@ -1,104 +1,225 @@
-"""Pure parts of the plugins' operators, sensors and trigger: no servers.
+"""Pure parts of the plugins' probes, operators and task groups: no servers.
 
-- ``operators.broker_service.remote_command``: the exact text sent over SSH, checked by parsing it with
-  ``shlex`` and by letting real shells (dash and bash) run it with a stand-in ``bash`` on PATH that only
-  prints the arguments it got, so hostile commands are never executed.
-- ``kafka_ops.restart_plan.resolve_groups``, ``sensors.probes.ProbeSpec`` validation, the trigger's
-  serialization, the non-deferrable sensor's OK-streak counting, ``PreviousBrokerDoneSensor`` with a stub
-  task instance (its real ``ti.get_task_states`` needs the Airflow API: covered by the DAG tests).
+- ``probes.cluster.PROBES``: each kind's rule on hand-built cluster states, and ``ClusterProber.look`` with
+  a stubbed snapshot (which kinds read configs, which need a broker);
+- the operators' constructor checks and defaults (``WaitForClusterOperator``, ``BrokerRollOperator``);
+- ``groups.broker_roll`` / ``groups.cluster_guard``: the task graph they build in a DAG;
+- ``runtime.roll_store.key``, ``runtime.grid.show_step`` outside a task runner;
+- ``kafka_ops.restart_plan.resolve_groups``, ``hooks.kafka_admin.normalize_log_dirs``.
 
-The cluster lock is tested against a real ZooKeeper in tests/integration/test_airflow_components.py
-(kazoo ships no in-memory test double).
+The text sent over SSH (``runtime.broker_commands.remote_command``) is tested in tests/unit/test_runtime.py;
+the cluster lock and the operators' ``execute`` against real sandboxes in
+tests/integration/test_airflow_components.py (kazoo ships no in-memory test double).
 """
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-from pathlib import Path
+import logging
+from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import normalize_log_dirs
+from kafka_ops.cluster import Broker, ClusterState, Partition
+from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import resolve_groups
-from operators.broker_service import BrokerServiceOperator, remote_command
-from sensors import cluster as cluster_sensors
-from sensors.probes import KINDS, ProbeResult, ProbeSpec
-from sensors.turn import PreviousBrokerDoneSensor
-from triggers.cluster_probe import ClusterProbeTrigger
+from probes.cluster import PROBES, ClusterProber
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-HOSTILE = [
-    "kafka-service stop",
-    'echo "double quoted" \'single quoted\'',
-    "it's",
-    "$(touch /tmp/kafka-ops-pwned) `touch /tmp/kafka-ops-pwned`",
-    "a; b && c || d | e & f",
-    "line one\nline two",
-    "back\\slash \\' \\\" $HOME ${PATH} * ? [a] ~",
-    "",
-    "   leading and trailing spaces   ",
-    "'; rm -rf / #",
-    "ünïcødé ✓",
-]
+BROKERS = tuple(Broker(b, f"10.0.0.{b}", 9092, f"r{b}") for b in (0, 1, 2))
 
 
-# --- remote_command --------------------------------------------------------------------------------
+def state(partitions: list[Partition], brokers: tuple[Broker, ...] = BROKERS, **kwargs) -> ClusterState:
+    kwargs.setdefault("default_min_insync", 2)
+    return ClusterState(brokers=brokers, partitions=tuple(partitions), controller_id=0, **kwargs)
 
 
-@pytest.mark.parametrize("command", HOSTILE)
-def test_remote_command_parses_back_to_one_bash_c_argument(command: str) -> None:
-    text = remote_command(command, 3)
-    assert shlex.split(text) == ["KAFKA_BROKER_ID=3", "bash", "-c", command]
-    assert text.startswith("KAFKA_BROKER_ID=3 bash -c ")
+HEALTHY = state([Partition("orders", p, p, (p, (p + 1) % 3, (p + 2) % 3), (0, 1, 2)) for p in range(3)])
+# broker 2 stopped: gone from the metadata and from every ISR; it led orders-2, which moved to 0
+WITHOUT_2 = state([Partition("orders", 0, 0, (0, 1, 2), (0, 1)), Partition("orders", 1, 1, (1, 2, 0), (1, 0)),
+                   Partition("orders", 2, 0, (2, 0, 1), (0, 1))], brokers=BROKERS[:2])
+# broker 2 back and caught up, but orders-2 is still led by 0
+BACK_UNBALANCED = state([Partition("orders", 0, 0, (0, 1, 2), (0, 1, 2)),
+                         Partition("orders", 1, 1, (1, 2, 0), (1, 2, 0)),
+                         Partition("orders", 2, 0, (2, 0, 1), (0, 1, 2))])
+
+
+# --- probes: rules ---------------------------------------------------------------------------------
+
+
+def test_every_probe_kind_is_registered() -> None:
+    assert sorted(PROBES) == ["caught_up", "gate", "gone", "healthy", "leadership", "registered"]
+    assert {k for k, p in PROBES.items() if p.needs_broker} == {"gate", "gone", "registered"}
+    # only these cost a DescribeConfigs per poll
+    assert {k for k, p in PROBES.items() if p.configs} == {"gate", "healthy", "leadership"}
+
+
+def test_probe_descriptions() -> None:
+    assert PROBES["gone"].describe(3) == "broker 3 has left the cluster metadata"
+    assert PROBES["caught_up"].describe(3) == "broker 3 is back in every ISR"
+    assert PROBES["caught_up"].describe(None) == "every replica is back in its ISR (URP = 0)"
+    assert PROBES["leadership"].describe(None) == "preferred leaders lead again everywhere"
+    assert PROBES["healthy"].describe(None).startswith("the cluster is healthy")
+    assert "None" not in PROBES["healthy"].describe(None)
+
+
+def test_gone_and_registered() -> None:
+    assert PROBES["gone"].rule(WITHOUT_2, 2).ok and not PROBES["registered"].rule(WITHOUT_2, 2).ok
+    assert PROBES["registered"].rule(WITHOUT_2, 2).message() == "registered: broker 2 not in the metadata yet"
+    still = PROBES["gone"].rule(HEALTHY, 2)
+    assert not still.ok and still.message() == "gone: broker 2 still in the metadata"
+    assert PROBES["registered"].rule(HEALTHY, 2).message() == "registered: OK"
+
+
+def test_caught_up_for_a_broker_and_for_the_cluster() -> None:
+    missing = PROBES["caught_up"].rule(WITHOUT_2, 2)
+    assert not missing.ok and missing.reasons == ["orders-0: broker 2 not in isr [0, 1]",
+                                                  "orders-1: broker 2 not in isr [1, 0]",
+                                                  "orders-2: broker 2 not in isr [0, 1]"]
+    assert PROBES["caught_up"].rule(WITHOUT_2, 1).ok, "broker 1 is in every ISR it belongs to"
+    urp = PROBES["caught_up"].rule(WITHOUT_2, None)
+    assert not urp.ok and urp.rule == "urp" and len(urp.reasons) == 3
+    assert PROBES["caught_up"].rule(BACK_UNBALANCED, 2).ok and PROBES["caught_up"].rule(BACK_UNBALANCED, None).ok
+
+
+def test_leadership_for_a_broker_and_for_the_cluster() -> None:
+    away = PROBES["leadership"].rule(BACK_UNBALANCED, 2)
+    assert not away.ok and "broker 2 leads 0 of its 1 preferred partitions" in away.message()
+    assert PROBES["leadership"].rule(BACK_UNBALANCED, 1).ok
+    assert not PROBES["leadership"].rule(BACK_UNBALANCED, None).ok
+    assert PROBES["leadership"].rule(HEALTHY, 2).ok and PROBES["leadership"].rule(HEALTHY, None).ok
+
+
+def test_healthy() -> None:
+    assert PROBES["healthy"].rule(HEALTHY, None).message() == "cluster-health: OK"
+    assert not PROBES["healthy"].rule(WITHOUT_2, None).ok
+    assert not PROBES["healthy"].rule(BACK_UNBALANCED, None).ok
+
+
+def test_gate_passes_on_a_healthy_cluster_and_names_the_blockers() -> None:
+    assert PROBES["gate"].rule(HEALTHY, 1).message() == "gate broker 1: OK"
+    closed = PROBES["gate"].rule(WITHOUT_2, 1)
+    assert not closed.ok
+    assert "urp (3)" in closed.message() and "can-restart (3)" in closed.message()
+
+
+def test_gate_of_a_broker_that_is_down_fails() -> None:
+    down = PROBES["gate"].rule(WITHOUT_2, 2)
+    assert not down.ok and down.message() == "gate: broker 2 is not in the metadata (down)"
+
+
+# --- probes: ClusterProber -------------------------------------------------------------------------
 
 
 @pytest.fixture
-def fake_bash(tmp_path: Path) -> Path:
-    """A directory with a ``bash`` that prints $KAFKA_BROKER_ID and its arguments, NUL-separated."""
-    stub = tmp_path / "bin" / "bash"
-    stub.parent.mkdir()
-    stub.write_text('#!/bin/sh\nprintf "%s\\0" "$KAFKA_BROKER_ID" "$@"\n')
-    stub.chmod(0o755)
-    return stub.parent
+def prober(monkeypatch: pytest.MonkeyPatch) -> ClusterProber:
+    """A prober whose snapshots come from ``prober.snapshots`` (no cluster), recording ``configs``."""
+    p = ClusterProber(ClusterProfile(conn_id="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1)
+    p.asked = []
+    p.snapshot = HEALTHY
+
+    def fake_state(configs: bool = True) -> ClusterState:
+        p.asked.append(configs)
+        return p.snapshot
+
+    monkeypatch.setattr(p, "state", fake_state)
+    return p
 
 
-@pytest.mark.parametrize("login_shell", ["/bin/sh", "/bin/bash"])
-@pytest.mark.parametrize("command", HOSTILE)
-def test_remote_shell_hands_bash_exactly_the_command(fake_bash: Path, login_shell: str, command: str,
-                                                     tmp_path: Path) -> None:
-    """What sshd does with the text: ``<login shell> -c TEXT``; bash must get ``-c`` and the command."""
-    if not Path(login_shell).exists():
-        pytest.skip(f"{login_shell} not installed")
-    env = {**os.environ, "PATH": f"{fake_bash}:{os.environ['PATH']}"}
-    out = subprocess.run([login_shell, "-c", remote_command(command, 12)], env=env, capture_output=True,
-                         check=True, cwd=tmp_path, timeout=10).stdout
-    assert out.decode().split("\0")[:-1] == ["12", "-c", command]
-    assert list(tmp_path.iterdir()) == [fake_bash], "nothing in the command was executed"
-    assert not Path("/tmp/kafka-ops-pwned").exists()
+def test_prober_look_judges_a_fresh_snapshot(prober: ClusterProber) -> None:
+    assert prober.look("gate", 1).ok
+    assert not prober.look("gone", 1).ok
+    prober.snapshot = WITHOUT_2
+    assert prober.look("gone", 2).ok and not prober.look("caught_up").ok
+    assert prober.asked == [True, False, False, False]
 
 
-def test_remote_command_runs_the_command_in_real_bash(tmp_path: Path) -> None:
-    if shutil.which("bash") is None:
-        pytest.skip("bash not installed")
-    command = 'printf %s "$BASH_EXECUTION_STRING"; echo " id=$KAFKA_BROKER_ID sub=$(echo \'a;b\')"'
-    out = subprocess.run(["/bin/sh", "-c", remote_command(command, 5)], capture_output=True, check=True,
-                         text=True, timeout=10).stdout
-    assert out == command + " id=5 sub=a;b\n"
+@pytest.mark.parametrize("kind", ["caught_up", "leadership", "healthy"])
+def test_prober_configs_only_where_the_rule_needs_them(prober: ClusterProber, kind: str) -> None:
+    prober.look(kind)
+    assert prober.asked == [PROBES[kind].configs]
 
 
-def test_remote_command_quotes_a_hostile_broker_id() -> None:
-    text = remote_command("true", "1; touch /tmp/kafka-ops-pwned")  # type: ignore[arg-type]
-    assert shlex.split(text)[0] == "KAFKA_BROKER_ID=1; touch /tmp/kafka-ops-pwned"
-    assert len(shlex.split(text)) == 4
+@pytest.mark.parametrize("kind", ["gate", "gone", "registered"])
+def test_prober_refuses_a_broker_probe_without_a_broker(prober: ClusterProber, kind: str) -> None:
+    with pytest.raises(ValueError, match=f"probe '{kind}' needs a broker"):
+        prober.look(kind)
+    assert prober.asked == [], "nothing was asked"
 
 
-def test_broker_service_operator_rejects_an_unknown_action() -> None:
-    with pytest.raises(ValueError, match="action must be one of"):
-        BrokerServiceOperator(task_id="x", cluster="c", broker={"id": 1, "host": "h"}, action="restart")
+def test_prober_refuses_an_unknown_kind(prober: ClusterProber) -> None:
+    with pytest.raises(KeyError, match="healthy_ish"):
+        prober.look("healthy_ish")
+
+
+# --- operators and groups --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["gate", "gone", "registered", "healthy_ish"])
+def test_wait_for_cluster_needs_a_cluster_wide_probe(kind: str) -> None:
+    from operators.cluster_checks import WaitForClusterOperator
+
+    with pytest.raises(ValueError, match=f"kind must be a cluster-wide probe, got '{kind}'"):
+        WaitForClusterOperator(task_id="final_health", kind=kind, settings={})
+    assert WaitForClusterOperator(task_id="ok", kind="healthy", settings={}).kind == "healthy"
+
+
+def test_broker_roll_operator_runs_one_broker_at_a_time_without_retries() -> None:
+    from operators.broker_roll import BrokerRollOperator
+
+    op = BrokerRollOperator(task_id="broker", roll_id="restart", broker={"id": 1}, settings={})
+    assert op.max_active_tis_per_dagrun == 1 and op.retries == 0
+
+
+def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
+    from airflow.sdk import DAG
+    from groups.broker_roll import broker_roll
+    from groups.cluster_guard import cluster_guard
+
+    with DAG(dag_id="roll_shape", schedule=None, params={}) as dag:
+        unlock = cluster_guard(broker_roll("restart"), operation="rolling restart", roll_ids=["restart"])
+    ids = set(dag.task_dict)
+    assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health",
+                   "forget_rolls", "unlock_cluster"}
+    tasks = dag.task_dict
+
+    def downstream(task_id: str) -> set[str]:
+        return set(tasks[task_id].downstream_task_ids)
+
+    assert downstream("check_params") == {"lock_cluster"}
+    assert downstream("lock_cluster") == {"restart.plan", "unlock_cluster"}
+    assert downstream("restart.plan") == {"restart.broker"}
+    assert downstream("restart.broker") == {"final_health"}
+    assert downstream("final_health") == {"forget_rolls"}
+    assert downstream("forget_rolls") == {"unlock_cluster"}
+    assert unlock.task_id == "unlock_cluster" and unlock.is_teardown and tasks["lock_cluster"].is_setup
+    broker = tasks["restart.broker"]
+    assert broker.partial_kwargs.get("max_active_tis_per_dagrun", getattr(broker, "max_active_tis_per_dagrun",
+                                                                             None)) == 1
+    assert tasks["forget_rolls"].roll_ids == ["restart"]
+
+
+# --- runtime: roll store key, grid label -----------------------------------------------------------
+
+
+def test_roll_store_key_names_dag_run_and_roll() -> None:
+    from runtime.roll_store import RollStore, key
+
+    assert key("kafka_rolling_restart", "manual__2026-11-22T10:00:00", "restart") == (
+        "kafka_ops_roll__kafka_rolling_restart__manual__2026-11-22T10:00:00__restart")
+    context = {"dag": SimpleNamespace(dag_id="kafka_upgrade"), "run_id": "manual__1"}
+    assert RollStore(context, "ibp").key == "kafka_ops_roll__kafka_upgrade__manual__1__ibp"
+    assert RollStore(context, "ibp").key != RollStore(context, "lmf").key
+
+
+def test_grid_label_outside_a_task_runner_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    from runtime.grid import show_step
+
+    ti = SimpleNamespace(map_index=2, rendered_map_index="broker 3 (3/3)")
+    caplog.set_level(logging.DEBUG, logger="runtime.grid")
+    show_step({"ti": ti}, "broker 3 (3/3) · caught up?" + "x" * 300)
+    assert ti.rendered_map_index == "broker 3 (3/3)"
+    show_step({}, "no task instance")  # never raises
 
 
 # --- resolve_groups --------------------------------------------------------------------------------
@@ -117,101 +238,6 @@ def test_broker_service_operator_rejects_an_unknown_action() -> None:
 )
 def test_resolve_groups(requested, profile, expected) -> None:
     assert resolve_groups(requested, profile) == expected
-
-
-# --- ProbeSpec -------------------------------------------------------------------------------------
-
-
-def test_probe_spec_rejects_an_unknown_kind() -> None:
-    with pytest.raises(ValueError, match=r"unknown probe kind 'healthy_ish'; expected one of \('gate'"):
-        ProbeSpec(kind="healthy_ish", conn_id="c")
-
-
-@pytest.mark.parametrize("kind", ["gate", "gone", "registered"])
-def test_broker_probes_need_a_broker(kind: str) -> None:
-    with pytest.raises(ValueError, match=f"probe '{kind}' needs a broker_id"):
-        ProbeSpec(kind=kind, conn_id="c")
-
-
-@pytest.mark.parametrize("kind", ["caught_up", "leadership", "healthy"])
-def test_cluster_wide_probes_need_no_broker(kind: str) -> None:
-    spec = ProbeSpec(kind=kind, conn_id="c")
-    assert spec.broker_id is None and "broker None" not in spec.describe()
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_probe_spec_round_trips_through_a_dict(kind: str) -> None:
-    spec = ProbeSpec(kind=kind, conn_id="kafka_prod", broker_id=4, consumer_groups=["g1"], request_timeout_s=3.0)
-    assert ProbeSpec(**spec.to_dict()) == spec
-    assert ("broker 4" in spec.describe()) == (kind != "healthy")  # healthy is cluster-wide
-
-
-# --- trigger and sensors ---------------------------------------------------------------------------
-
-
-def test_trigger_serializes_its_arguments_and_needs_one_ok_at_least() -> None:
-    probe = ProbeSpec("gate", "c", broker_id=2, consumer_groups=["g"]).to_dict()
-    trigger = ClusterProbeTrigger(probe, poll_interval_s=2.5, timeout_s=60, ok_streak=0)
-    path, kwargs = trigger.serialize()
-    assert path == "triggers.cluster_probe.ClusterProbeTrigger"
-    assert kwargs == {"probe": probe, "poll_interval_s": 2.5, "timeout_s": 60, "ok_streak": 1}
-    assert ClusterProbeTrigger(**kwargs).serialize() == (path, kwargs)
-
-
-def test_poking_sensor_needs_ok_streak_passes_in_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = iter([True, False, True, True, False, True, True, True])
-    monkeypatch.setattr(cluster_sensors, "run_probe", lambda spec: ProbeResult(next(answers), "verdict"))
-    sensor = cluster_sensors.ClusterHealthySensor(task_id="h", cluster="c", ok_streak="3", deferrable=False)
-    assert [sensor.poke({}) for _ in range(8)] == [False, False, False, False, False, False, False, True]
-
-
-def test_sensor_dry_run_and_template_strings() -> None:
-    sensor = cluster_sensors.ClusterHealthySensor(task_id="h", cluster="c", dry_run="True", ok_streak="0")
-    assert sensor._is_dry_run() and sensor._streak_needed() == 1
-    assert not cluster_sensors.ClusterHealthySensor(task_id="h2", cluster="c", dry_run="False")._is_dry_run()
-
-
-class StubTI:
-    """The task instance fields PreviousBrokerDoneSensor reads, with canned ``get_task_states`` answers."""
-
-    def __init__(self, map_index: int, states: dict[str, str | None]) -> None:
-        self.map_index, self.dag_id, self.run_id = map_index, "kafka_rolling_restart", "manual__1"
-        self.states = states
-        self.calls: list[dict] = []
-
-    def get_task_states(self, **kwargs):
-        self.calls.append(kwargs)
-        return {self.run_id: self.states}
-
-
-def turn_sensor() -> PreviousBrokerDoneSensor:
-    return PreviousBrokerDoneSensor(task_id="wait_turn", broker={"id": 2, "position": 2, "previous": 0},
-                                    last_task_id="restart_broker.soak")
-
-
-def test_first_broker_never_waits() -> None:
-    ti = StubTI(0, {})
-    assert turn_sensor().poke({"ti": ti}) is True
-    assert ti.calls == []
-
-
-def test_turn_waits_for_the_previous_broker_last_step() -> None:
-    running = StubTI(1, {"restart_broker.gate_0": "success", "restart_broker.stop_0": "running",
-                         "restart_broker.soak_0": None})
-    assert turn_sensor().poke({"ti": running}) is False
-    assert running.calls == [{"dag_id": "kafka_rolling_restart", "map_index": 0, "task_group_id": "restart_broker",
-                              "run_ids": ["manual__1"]}]
-    done = StubTI(1, {"restart_broker.stop_0": "success", "restart_broker.soak_0": "success"})
-    assert turn_sensor().poke({"ti": done}) is True
-
-
-@pytest.mark.parametrize("state", ["failed", "upstream_failed"])
-def test_turn_fails_at_once_when_the_previous_broker_failed(state: str) -> None:
-    ti = StubTI(1, {"restart_broker.gate_0": "success", "restart_broker.wait_caught_up_0": state,
-                    "restart_broker.soak_0": None})
-    with pytest.raises(AirflowFailException, match=r"broker 0 \(previous in the restart order\) did not finish: "
-                                                   r"restart_broker.wait_caught_up_0 failed; not touching broker 2"):
-        turn_sensor().poke({"ti": ti})
 
 
 # --- describe_log_dirs normalization -----------------------------------------------------------------
@@ -235,8 +261,3 @@ def test_normalize_log_dirs_flattens_and_reports_log_dir_errors() -> None:
          "is_future": False},
         {"broker": 1, "log_dir": "/d2", "error_code": 57},
     ]
-
-
-def test_turn_sensor_reschedules_by_default() -> None:
-    # waiting for the previous broker can last long: no worker slot is held between pokes
-    assert turn_sensor().mode == "reschedule"

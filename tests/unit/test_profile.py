@@ -47,6 +47,7 @@ def test_full_profile():
     assert prof.service_start == DEFAULT_SERVICE_START
     assert prof.server_properties == "/etc/kafka/server.properties"
     assert prof.kafka_home == "/opt/kafka"
+    assert dict(prof.commands) == {} and prof.allow_adhoc_commands is False
 
 
 def test_minimal_profile_defaults():
@@ -114,6 +115,14 @@ def test_bootstrap_from_extra_when_host_empty():
         ("b1", {"security.protocol": ["SSL"]}, "field 'security.protocol'"),
         ("b1", {"client": {"Bad Key": 1}}, "field 'client'"),
         ("b1", {"client": {"ssl.ca.location": "/a"}, "ssl.ca.location": "/b"}, "given both at top level"),
+        ("b1", {"commands": ["drain-lb"]}, "field 'commands': \\['drain-lb'\\] is not of type 'object'"),
+        ("b1", {"commands": {"drain lb": "x"}}, "field 'commands'"),
+        ("b1", {"commands": {"-x": "x"}}, "field 'commands'"),
+        ("b1", {"commands": {"x" * 65: "x"}}, "field 'commands'"),
+        ("b1", {"commands": {"drain": "  "}}, "field 'commands/drain'"),
+        ("b1", {"commands": {"drain": 5}}, "field 'commands/drain': 5 is not of type 'string'"),
+        ("b1", {"allow_adhoc_commands": "true"}, "field 'allow_adhoc_commands': 'true' is not of type 'boolean'"),
+        ("b1", {"command": {}}, "unknown field\\(s\\) \\['command'\\]"),
     ],
 )
 def test_invalid_profiles_name_the_field(host, extra, message):
@@ -168,11 +177,13 @@ def test_require_names_missing_fields():
 
 
 def test_profile_is_immutable():
-    prof = ClusterProfile.from_connection_fields("c", "b1", {"security.protocol": "SSL"})
+    prof = ClusterProfile.from_connection_fields("c", "b1", {"security.protocol": "SSL", "commands": {"a": "b"}})
     with pytest.raises(AttributeError):
         prof.ssh_conn_id = "x"
     with pytest.raises(TypeError):
         prof.client_config["security.protocol"] = "PLAINTEXT"
+    with pytest.raises(TypeError):
+        prof.commands["a"] = "rm -rf /"
 
 
 def test_normalize_bootstrap_servers():
@@ -260,8 +271,80 @@ def test_sandbox_connection_shape_is_accepted():
         "service_status": "kafka-service status",
         "server_properties": "/w/hosts/{broker_id}/server.properties",
         "kafka_home": "/w/hosts/{broker_id}/kafka",
+        "commands": {"show-broker": "echo \"broker $KAFKA_BROKER_ID on $(hostname): $(kafka-service status)\""},
     }
     prof = ClusterProfile.from_connection_fields("kafka_sandbox", servers, extra)
+    assert prof.command("show-broker", "pre_stop", 1)[1] == "profile command 'show-broker'"
     assert prof.bootstrap_servers == servers
     assert dict(prof.client_config) == {}
     assert prof.confluent_config() == {"bootstrap.servers": servers}
+
+
+# --- named commands ---------------------------------------------------------------------------------
+
+COMMANDS = {"drain-lb": "lb-ctl drain kafka-{broker_id}", "show_broker.v2": "echo $KAFKA_BROKER_ID"}
+
+
+def commands_profile(**extra):
+    base = {"service_stop": "kafka-service stop {broker_id}", "service_start": "kafka-service start",
+            "commands": COMMANDS}
+    return ClusterProfile.from_connection_fields("kafka_prod", "b1", {**base, **extra})
+
+
+def test_commands_and_allow_adhoc_are_read_from_extra():
+    prof = commands_profile(allow_adhoc_commands=True)
+    assert dict(prof.commands) == COMMANDS and prof.allow_adhoc_commands is True
+    assert prof.redacted()["commands"] == COMMANDS and prof.redacted()["allow_adhoc_commands"] is True
+    assert "'drain-lb': 'lb-ctl drain kafka-{broker_id}'" in repr(prof)
+
+
+@pytest.mark.parametrize("choice", [None, "", "   "])
+def test_no_choice_means_the_service_command_for_stop_and_start(choice):
+    prof = commands_profile()
+    assert prof.command(choice, "stop", 3) == ("kafka-service stop 3", "service command (service_stop)")
+    assert prof.command(choice, "start", 3) == ("kafka-service start", "service command (service_start)")
+
+
+@pytest.mark.parametrize("step", ["pre_stop", "pre_start"])
+@pytest.mark.parametrize("choice", [None, "", "   "])
+def test_no_choice_means_nothing_to_run_for_the_pre_steps(step, choice):
+    assert commands_profile().command(choice, step, 3) is None
+
+
+def test_default_service_commands_when_the_profile_sets_none():
+    prof = ClusterProfile.from_connection_fields("c", "b1", {})
+    assert prof.command(None, "stop", 1) == (DEFAULT_SERVICE_STOP, "service command (service_stop)")
+    assert prof.command(None, "start", 1) == (DEFAULT_SERVICE_START, "service command (service_start)")
+
+
+@pytest.mark.parametrize("step", ["pre_stop", "stop", "pre_start", "start"])
+def test_a_named_command_with_the_broker_id_filled(step):
+    prof = commands_profile()
+    assert prof.command("drain-lb", step, 7) == ("lb-ctl drain kafka-7", "profile command 'drain-lb'")
+    # shell variables stay for the shell
+    assert prof.command("show_broker.v2", step, 7) == ("echo $KAFKA_BROKER_ID", "profile command 'show_broker.v2'")
+
+
+@pytest.mark.parametrize("choice", ["rm -rf /data", "drain", "Drain-LB", " drain-lb"])
+def test_adhoc_shell_text_is_refused_naming_the_named_commands(choice):
+    with pytest.raises(ValueError) as err:
+        commands_profile().command(choice, "pre_stop", 1)
+    message = str(err.value)
+    assert message.startswith(f"pre_stop {choice!r} is not a command named in connection 'kafka_prod' "
+                              "(named commands: ['drain-lb', 'show_broker.v2'])")
+    assert "allow_adhoc_commands: true" in message
+
+
+def test_adhoc_refusal_without_a_connection_or_commands():
+    prof = ClusterProfile(conn_id="", bootstrap_servers="b1:9092")
+    with pytest.raises(ValueError, match=r"stop 'halt' is not a command named in the cluster profile "
+                                         r"\(named commands: \[\]\)"):
+        prof.command("halt", "stop", 1)
+
+
+def test_adhoc_shell_text_where_the_profile_allows_it():
+    prof = commands_profile(allow_adhoc_commands=True)
+    assert prof.command("touch /tmp/{broker_id}.done ${HOME}", "pre_start", 2) == (
+        "touch /tmp/2.done ${HOME}", "ad-hoc command (allow_adhoc_commands)")
+    # a named command still wins over ad-hoc text
+    assert prof.command("drain-lb", "pre_start", 2)[1] == "profile command 'drain-lb'"

@@ -1,16 +1,11 @@
-"""Restart order (controller last, subsets, validation), batches, and the resume rule."""
+"""Restart order (controller last, subsets, validation), its reasons, and who is down.
 
-from datetime import UTC, datetime, timedelta, timezone
+(``resolve_groups`` is tested in tests/unit/test_components_pure.py; resume is the roll's own record now:
+tests/unit/test_roll.py.)
+"""
 
 import pytest
-from kafka_ops.restart_plan import (
-    already_restarted,
-    batches,
-    pending_brokers,
-    plan_restart,
-    restart_order,
-    to_epoch_ms,
-)
+from kafka_ops.restart_plan import down_brokers, plan_restart, restart_order
 
 
 def test_all_brokers_sorted_with_controller_last():
@@ -52,18 +47,9 @@ def test_non_integer_ids_rejected(bad):
         restart_order([1, 2], controller_id=1, requested=bad)
 
 
-def test_batches_of_one_and_more():
-    assert batches([4, 1, 3]) == [[4], [1], [3]]
-    assert batches([1, 2, 3], 2) == [[1, 2], [3]]
-    assert batches([]) == []
-    with pytest.raises(ValueError, match="batch size must be >= 1"):
-        batches([1], 0)
-
-
 def test_plan_restart_reasons_name_the_controller():
     plan = plan_restart([1, 2, 3], controller_id=1)
     assert plan.order == [2, 3, 1]
-    assert plan.batches == [[2], [3], [1]]
     assert plan.controller_id == 1
     assert "broker 1 goes last: it is the controller" in plan.reasons
 
@@ -83,26 +69,44 @@ def test_plan_restart_propagates_validation_errors():
         plan_restart([1], 1, requested=[5])
 
 
-# -- resume ----------------------------------------------------------------------------------------
+def test_plan_restart_reasons_for_a_subset_and_an_untouched_order():
+    plan = plan_restart([1, 2, 3], controller_id=2, requested=[2, 3])
+    assert plan.order == [3, 2]
+    assert plan.reasons == ["requested brokers: [2, 3]", "broker 2 goes last: it is the controller"]
+    plan = plan_restart([1, 2, 3], controller_id=2)
+    assert plan.reasons == ["all registered brokers, by id: [1, 2, 3]", "broker 2 goes last: it is the controller"]
+    assert plan_restart([1, 2], None).controller_id == -1
 
 
-def test_to_epoch_ms():
-    assert to_epoch_ms(datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)) == 1500
-    assert to_epoch_ms(datetime(1970, 1, 1, 1, 0, 0, tzinfo=timezone(timedelta(hours=1)))) == 0
-    with pytest.raises(ValueError, match="timezone-aware"):
-        to_epoch_ms(datetime(2026, 1, 1))
+# -- who is down -------------------------------------------------------------------------------------
 
 
-def test_already_restarted_rule():
-    start = 1_000_000
-    assert already_restarted(start, start)  # registered exactly at the run start: counts
-    assert already_restarted(start + 1, start)
-    assert not already_restarted(start - 1, start)
-    assert not already_restarted(None, start)  # not registered = down, not restarted yet
+def test_nobody_down_means_no_refusal():
+    assert down_brokers([0, 1, 2], [0, 1, 2], None) == []
+    assert down_brokers([0, 1, 2], [0, 1, 2], [1]) == []
+    # a live broker without replicas (a spare) is not down either
+    assert down_brokers([0, 1, 2, 3], [0, 1, 2], []) == []
 
 
-def test_pending_brokers_skips_restarted_ones_and_keeps_order():
-    start = 5000
-    ts = {1: 6000, 2: 4000, 3: None}
-    assert pending_brokers([2, 3, 1, 4], ts, start) == [2, 3, 4]
-    assert pending_brokers([1], {1: 5000}, start) == []
+@pytest.mark.parametrize("requested", [None, []])
+def test_all_brokers_refused_while_any_is_down(requested):
+    refusals = down_brokers([0, 2], [0, 1, 2, 4], requested)
+    assert refusals == ["brokers [1, 4] are down (they hold replicas but are not registered): a roll of every "
+                        "broker would leave them out; start them first, or name the brokers to restart"]
+
+
+def test_naming_a_down_broker_is_refused_for_each_one_named():
+    assert down_brokers([0, 2], [0, 1, 2, 4], [4, 0, 1]) == [
+        "broker 1 is down (it holds replicas but is not registered): start it first",
+        "broker 4 is down (it holds replicas but is not registered): start it first",
+    ]
+
+
+def test_naming_only_live_brokers_while_another_is_down_is_left_to_the_gate():
+    assert down_brokers([0, 2], [0, 1, 2], [2, 0]) == []
+
+
+def test_down_brokers_takes_any_iterables():
+    live = (b for b in [0, 1])
+    replicas = {0, 1, 2}
+    assert down_brokers(live, replicas, None)[0].startswith("brokers [2] are down")

@@ -1,0 +1,329 @@
+"""The broker roll's record and decision rules (``kafka_ops.roll``): pure, no servers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kafka_ops.roll import (
+    PHASES,
+    STEPS,
+    BrokerProgress,
+    Decision,
+    RollRecord,
+    clock,
+    decide,
+    eta_s,
+    requested,
+    turn,
+)
+
+T0 = 1_700_000_000_000  # 22:13:20 UTC
+STEPS_3 = tuple({"id": b, "host": f"h{b}", "rack": None, "position": i + 1, "total": 3}
+                for i, b in enumerate([2, 0, 1]))
+
+
+def record(**phases: str | None) -> RollRecord:
+    """A roll over brokers [2, 0, 1] with ``b<id>=<phase>`` progress, each phase reached at T0."""
+    rec = RollRecord("restart", T0, STEPS_3)
+    for name, phase in phases.items():
+        if phase is not None:
+            rec = rec.mark(int(name.removeprefix("b")), phase, T0, "restarted" if phase == "done" else "")
+    return rec
+
+
+# --- clock -----------------------------------------------------------------------------------------
+
+
+def test_clock_is_utc_time_of_day() -> None:
+    assert clock(T0) == "22:13:20 UTC"
+    assert clock(0) == "00:00:00 UTC"
+    assert clock(T0 + 61_999) == "22:14:21 UTC"
+
+
+# --- the record ------------------------------------------------------------------------------------
+
+
+def test_an_empty_record() -> None:
+    rec = RollRecord("restart", T0, STEPS_3)
+    assert rec.order == [2, 0, 1]
+    assert rec.progress(2) is None and rec.phase(2) is None and not rec.is_done(2)
+    assert rec.finished() == []
+
+
+def test_mark_returns_a_copy_and_walks_forward() -> None:
+    empty = RollRecord("restart", T0, STEPS_3)
+    stopping = empty.mark(0, "stopping", T0 + 1, "stop sent by alice")
+    assert empty.phase(0) is None, "mark does not change the record it was called on"
+    assert stopping.progress(0) == BrokerProgress(0, "stopping", T0 + 1, "stop sent by alice", 0.0)
+    rec = stopping
+    for i, phase in enumerate(PHASES[1:], start=2):
+        rec = rec.mark(0, phase, T0 + i)
+        assert rec.phase(0) == phase
+    assert rec.is_done(0) and rec.finished() == [0]
+    # the same phase again is allowed (a resumed start is sent again)
+    assert rec.mark(0, "done", T0 + 99, "restarted", 12.5).progress(0).took_s == 12.5
+    # a phase can be skipped (a broker that needs nothing goes straight to done)
+    assert empty.mark(1, "done", T0, "left alone: running 3.7.1").phase(1) == "done"
+
+
+@pytest.mark.parametrize("current, back", [("stopped", "stopping"), ("done", "starting"), ("prepared", "stopped"),
+                                           ("starting", "prepared")])
+def test_mark_refuses_to_go_back_a_phase(current: str, back: str) -> None:
+    rec = RollRecord("ibp", T0, STEPS_3).mark(1, current, T0)
+    with pytest.raises(ValueError, match=f"broker 1: roll 'ibp' cannot go from {current} back to {back}"):
+        rec.mark(1, back, T0 + 1)
+    assert rec.phase(1) == current
+
+
+def test_mark_refuses_an_unknown_phase() -> None:
+    # (the message is tuple.index's "x not in tuple": _rank() runs before BrokerProgress validates the phase)
+    with pytest.raises(ValueError):
+        RollRecord("restart", T0, STEPS_3).mark(1, "restarting", T0)
+    with pytest.raises(ValueError):
+        RollRecord("restart", T0, STEPS_3).mark(1, "stopping", T0).mark(1, "restarting", T0)
+
+
+def test_finished_keeps_roll_order() -> None:
+    rec = record(b1="done", b2="done", b0="starting")
+    assert rec.finished() == [2, 1]
+
+
+def test_to_dict_from_dict_round_trip_through_json() -> None:
+    rec = (RollRecord("restart", T0, STEPS_3, consumer_groups=("billing", "search"))
+           .mark(2, "done", T0 + 5, "restarted", 81.5)
+           .mark(0, "stopping", T0 + 9, "stop sent by alice"))
+    data = rec.to_dict()
+    assert data == {
+        "roll_id": "restart",
+        "began_ms": T0,
+        "steps": [dict(s) for s in STEPS_3],
+        "consumer_groups": ["billing", "search"],
+        "brokers": {
+            "0": {"phase": "stopping", "at_ms": T0 + 9, "reason": "stop sent by alice", "took_s": 0.0},
+            "2": {"phase": "done", "at_ms": T0 + 5, "reason": "restarted", "took_s": 81.5},
+        },
+    }
+    back = RollRecord.from_dict(json.loads(json.dumps(data)))
+    assert back.to_dict() == data
+    assert back.order == [2, 0, 1] and back.consumer_groups == ("billing", "search")
+    assert back.progress(2) == rec.progress(2) and back.phase(0) == "stopping" and back.phase(1) is None
+
+
+def test_no_lag_gate_survives_the_round_trip_as_none() -> None:
+    rec = RollRecord("restart", T0, STEPS_3)
+    assert rec.to_dict()["consumer_groups"] is None
+    assert RollRecord.from_dict(rec.to_dict()).consumer_groups is None
+    assert RollRecord.from_dict({**rec.to_dict(), "consumer_groups": []}).consumer_groups == ()
+
+
+def test_from_dict_fills_optional_fields() -> None:
+    rec = RollRecord.from_dict({"roll_id": "restart", "began_ms": "5", "brokers": {"3": {"phase": "stopped",
+                                                                                          "at_ms": 7}}})
+    assert (rec.began_ms, rec.steps, rec.consumer_groups) == (5, (), None)
+    assert rec.progress(3) == BrokerProgress(3, "stopped", 7, "", 0.0)
+
+
+@pytest.mark.parametrize("data, cause", [
+    ({"began_ms": T0}, "KeyError('roll_id')"),
+    ({"roll_id": "r"}, "KeyError('began_ms')"),
+    ({"roll_id": "r", "began_ms": "soon"}, "ValueError"),
+    ({"roll_id": "r", "began_ms": T0, "brokers": {"1": {"at_ms": T0}}}, "KeyError('phase')"),
+    ({"roll_id": "r", "began_ms": T0, "brokers": {"1": {"phase": "rebooted", "at_ms": T0}}}, "unknown roll phase"),
+    ({"roll_id": "r", "began_ms": T0, "brokers": {"one": {"phase": "done", "at_ms": T0}}}, "ValueError"),
+    ({"roll_id": "r", "began_ms": T0, "brokers": {"1": "done"}}, "TypeError"),
+    ({"roll_id": "r", "began_ms": T0, "brokers": {"1": None}}, "TypeError"),
+    ({"roll_id": "r", "began_ms": None}, "TypeError"),
+])
+def test_malformed_records_are_refused_with_the_cause(data: dict, cause: str) -> None:
+    with pytest.raises(ValueError, match="roll record is malformed") as err:
+        RollRecord.from_dict(data)
+    assert cause in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_broker_progress_refuses_an_unknown_phase() -> None:
+    with pytest.raises(ValueError, match="unknown roll phase 'gone'"):
+        BrokerProgress(1, "gone", T0)
+
+
+# --- decide ----------------------------------------------------------------------------------------
+
+
+def test_decision_act_property() -> None:
+    assert Decision("act", "x").act and not Decision("skip", "x").act and not Decision("fail", "x").act
+
+
+def test_decide_refuses_an_unknown_step() -> None:
+    with pytest.raises(ValueError, match="unknown roll step 'reboot'"):
+        decide("reboot", 1, record(), True)
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("alive", [True, False])
+def test_a_broker_done_in_this_roll_skips_every_step_with_the_reason(step: str, alive: bool) -> None:
+    rec = RollRecord("restart", T0, STEPS_3).mark(0, "done", T0, "left alone: running 3.7.1")
+    d = decide(step, 0, rec, alive)
+    assert d == Decision("skip", f"broker 0: skip {step}: finished in roll 'restart' at 22:13:20 UTC "
+                                 "(left alone: running 3.7.1)")
+
+
+@pytest.mark.parametrize("step", ["gate", "pre_stop", "stop"])
+def test_stop_side_acts_on_a_running_untouched_broker(step: str) -> None:
+    assert decide(step, 1, record(), True) == Decision("act", f"broker 1: {step}")
+
+
+@pytest.mark.parametrize("step", ["gate", "pre_stop", "stop"])
+def test_stop_side_fails_on_an_untouched_broker_that_is_down(step: str) -> None:
+    d = decide(step, 1, record(), False)
+    assert d.action == "fail"
+    assert d.reason.startswith("broker 1 is down and roll 'restart' did not stop it: a crash or another operation")
+    assert "then clear this task" in d.reason
+
+
+@pytest.mark.parametrize("step", ["gate", "pre_stop", "stop"])
+def test_stop_side_acts_again_when_the_stop_was_sent_but_the_broker_still_runs(step: str) -> None:
+    d = decide(step, 1, record(b1="stopping"), True)
+    assert d == Decision("act", f"broker 1: {step} again: roll 'restart' sent a stop at 22:13:20 UTC but the "
+                                "broker still runs")
+
+
+@pytest.mark.parametrize("step", ["gate", "pre_stop", "stop"])
+@pytest.mark.parametrize("phase, alive", [("stopping", False), ("stopped", False), ("stopped", True),
+                                          ("prepared", False), ("starting", True), ("starting", False)])
+def test_stop_side_skips_a_broker_this_roll_stopped(step: str, phase: str, alive: bool) -> None:
+    d = decide(step, 1, record(b1=phase), alive)
+    assert d == Decision("skip", f"broker 1: skip {step}: roll 'restart' stopped it at 22:13:20 UTC")
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_wait_gone_acts_after_the_stop_was_sent(alive: bool) -> None:
+    assert decide("wait_gone", 1, record(b1="stopping"), alive) == Decision(
+        "act", "broker 1: waiting until it has left the cluster metadata")
+
+
+@pytest.mark.parametrize("phase", ["stopped", "prepared", "starting"])
+@pytest.mark.parametrize("alive", [True, False])
+def test_wait_gone_skips_once_the_roll_saw_it_gone(phase: str, alive: bool) -> None:
+    d = decide("wait_gone", 1, record(b1=phase), alive)
+    assert d == Decision("skip", "broker 1: skip wait_gone: roll 'restart' saw it gone by 22:13:20 UTC")
+
+
+def test_before_start_acts_on_a_stopped_broker_that_is_down() -> None:
+    assert decide("before_start", 1, record(b1="stopped"), False) == Decision("act", "broker 1: before_start")
+    assert decide("before_start", 1, record(b1="stopping"), False).act
+
+
+@pytest.mark.parametrize("phase", ["stopping", "stopped"])
+def test_before_start_fails_when_the_broker_runs_again_unprepared(phase: str) -> None:
+    d = decide("before_start", 1, record(b1=phase), True)
+    assert d.action == "fail"
+    assert d.reason.startswith("broker 1 runs again although roll 'restart' never started it (stopped at "
+                               "22:13:20 UTC): someone else started it before its before_start step")
+
+
+@pytest.mark.parametrize("phase", ["prepared", "starting"])
+@pytest.mark.parametrize("alive", [True, False])
+def test_before_start_skips_once_prepared(phase: str, alive: bool) -> None:
+    assert decide("before_start", 1, record(b1=phase), alive) == Decision(
+        "skip", "broker 1: skip before_start: done at 22:13:20 UTC")
+
+
+@pytest.mark.parametrize("step", ["before_start", "pre_start", "start"])
+@pytest.mark.parametrize("alive", [True, False])
+def test_start_side_refuses_a_broker_the_roll_never_stopped(step: str, alive: bool) -> None:
+    d = decide(step, 1, record(), alive)
+    assert d == Decision("fail", f"broker 1: {step} refused: roll 'restart' has not stopped this broker")
+
+
+@pytest.mark.parametrize("step", ["pre_start", "start"])
+@pytest.mark.parametrize("phase", ["stopping", "stopped", "prepared", "starting"])
+def test_start_side_acts_while_the_stopped_broker_is_down(step: str, phase: str) -> None:
+    assert decide(step, 1, record(b1=phase), False) == Decision("act", f"broker 1: {step}")
+
+
+@pytest.mark.parametrize("step", ["pre_start", "start"])
+@pytest.mark.parametrize("phase", ["stopped", "prepared", "starting"])
+def test_start_side_skips_when_the_broker_runs_again(step: str, phase: str) -> None:
+    d = decide(step, 1, record(b1=phase), True)
+    assert d == Decision("skip", f"broker 1: skip {step}: already running again (roll 'restart': {phase} at "
+                                 "22:13:20 UTC)")
+
+
+def test_one_broker_through_a_whole_roll() -> None:
+    """The decisions an uninterrupted roll of broker 0 meets, step by step."""
+    rec = record()
+    assert decide("gate", 0, rec, True).act and decide("stop", 0, rec, True).act
+    rec = rec.mark(0, "stopping", T0)
+    assert decide("wait_gone", 0, rec, True).act
+    rec = rec.mark(0, "stopped", T0)
+    assert not decide("stop", 0, rec, False).act
+    assert decide("before_start", 0, rec, False).act
+    rec = rec.mark(0, "prepared", T0)
+    assert decide("pre_start", 0, rec, False).act and decide("start", 0, rec, False).act
+    rec = rec.mark(0, "starting", T0)
+    assert decide("start", 0, rec, True).action == "skip"
+    rec = rec.mark(0, "done", T0, "restarted")
+    assert {decide(s, 0, rec, True).action for s in STEPS} == {"skip"}
+
+
+# --- turn ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("previous_failed", [False, True])
+def test_the_first_broker_acts_at_once(previous_failed: bool) -> None:
+    assert turn(0, record(), previous_failed) == Decision("act", "broker 2: its turn (1/3)")
+
+
+def test_a_broker_acts_once_every_broker_before_it_is_done() -> None:
+    assert turn(1, record(b2="done"), False) == Decision("act", "broker 0: its turn (2/3)")
+    assert turn(2, record(b2="done", b0="done"), True) == Decision("act", "broker 1: its turn (3/3)")
+
+
+def test_a_broker_waits_while_the_previous_one_is_not_done() -> None:
+    assert turn(1, record(b2="starting"), False) == Decision("skip", "broker 0: waiting for broker 2 to finish")
+    assert turn(2, record(b2="done"), False) == Decision("skip", "broker 1: waiting for broker 0 to finish")
+
+
+def test_a_failed_previous_broker_fails_the_turn_naming_it() -> None:
+    d = turn(2, record(b2="done", b0="stopped"), True)
+    assert d.action == "fail"
+    assert d.reason == ("broker 1 NOT touched: broker 0 (before it in roll 'restart') did not finish; resume by "
+                        "clearing the failed tasks")
+    # the one named is the last unfinished broker before it (here the first one, 0 being done)
+    assert turn(2, record(b0="done"), True).reason.startswith("broker 1 NOT touched: broker 2 (before it")
+    assert turn(2, record(), True).reason.startswith("broker 1 NOT touched: broker 0 (before it")
+
+
+@pytest.mark.parametrize("position", [-1, 3])
+def test_turn_refuses_a_position_outside_the_roll(position: int) -> None:
+    with pytest.raises(ValueError, match=f"position {position} outside the roll's 3 brokers"):
+        turn(position, record(), False)
+
+
+# --- needs-action and eta --------------------------------------------------------------------------
+
+
+def test_requested_acts_on_every_broker() -> None:
+    assert requested(3, {}) == (True, "requested")
+    assert requested(0, {"version": "3.7.1"}) == (True, "requested")
+
+
+def test_eta_is_none_before_a_broker_is_done() -> None:
+    assert eta_s(record()) is None
+    assert eta_s(record(b2="starting")) is None
+    # a broker left alone (took_s 0) gives no time to go by
+    assert eta_s(RollRecord("r", T0, STEPS_3).mark(2, "done", T0, "left alone")) is None
+
+
+def test_eta_is_the_mean_time_per_restart_times_the_brokers_left() -> None:
+    rec = RollRecord("restart", T0, STEPS_3).mark(2, "done", T0, "restarted", 100.0)
+    assert eta_s(rec) == pytest.approx(200.0)
+    rec = rec.mark(0, "done", T0, "restarted", 50.0)
+    assert eta_s(rec) == pytest.approx(75.0)
+    # a broker left alone counts as done but not in the mean
+    rec = rec.mark(1, "done", T0, "left alone")
+    assert eta_s(rec) == pytest.approx(0.0)
+    # a broker in progress counts as left
+    mid = RollRecord("restart", T0, STEPS_3).mark(2, "done", T0, "", 30.0).mark(0, "starting", T0)
+    assert eta_s(mid) == pytest.approx(60.0)

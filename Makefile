@@ -21,7 +21,7 @@ debs:
 	fi
 
 # The venv from the lock file; the Spark provider's pyspark-client overwrites pyspark's files,
-# so pyspark is reinstalled last (see DESIGN.md) and its version checked.
+# so pyspark is reinstalled last (see docs/architecture.md) and its version checked.
 $(VENV)/.installed: requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -6,13 +6,14 @@ AIRFLOW_HOME, SQLite, ``airflow db migrate``; the sandbox's connections in its e
 sandbox, and prints a table:
 
 - wall: ``dag.test()`` from call to return (plan, lock, every broker, final health, unlock), seconds;
-- unavoidable, per broker, from the task instances' start/end dates:
-  stop = ``stop`` start -> ``wait_gone`` end (controlled shutdown until the broker is gone),
-  start = ``start`` start -> ``wait_registered`` end (process start until registered in ZooKeeper),
-  catch-up = ``wait_caught_up`` start -> end (until URP = 0);
-  these include the sensors' poll latency (up to ``healthcheck_interval_s`` each), so they are upper
+- unavoidable, per broker, from the marks the roll's broker task returns (``restart.broker`` XCom):
+  stop = stop sent -> gone from the metadata (controlled shutdown until the broker is gone),
+  start = start sent -> registered again,
+  catch-up = registered -> back in every ISR;
+  these include the waits' poll latency (up to ``healthcheck_interval_s`` each), so they are upper
   bounds of the cluster's own time and the ratio is a conservative (low) estimate of the overhead;
-- ratio = wall / sum of unavoidable.
+- ratio = wall / sum of unavoidable; overhead per broker = (wall - fixed - unavoidable) / brokers, where
+  fixed = trigger to the first stop + the last broker's leadership back to the run's end.
 
 Usage: ``.venv/bin/python bench/restart_overhead.py [--sizes 3 6] [--conf '{"healthcheck_interval_s": 5}']``.
 The sandboxes are always stopped (also on errors and Ctrl-C); their workdirs are removed after a successful
@@ -36,10 +37,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 DAG_ID = "kafka_rolling_restart"
 ADDRESS_BASES = {3: "127.0.20.11", 6: "127.0.21.11"}
-UNAVOIDABLE = {  # name -> (task whose start begins it, task whose end ends it)
-    "stop": ("stop", "wait_gone"),
-    "start": ("start", "wait_registered"),
-    "catch_up": ("wait_caught_up", "wait_caught_up"),
+UNAVOIDABLE = {  # name -> (mark that begins it, mark that ends it)
+    "stop": ("stop_sent", "gone"),
+    "start": ("start_sent", "registered"),
+    "catch_up": ("registered", "caught_up"),
 }
 RUN_TIMEOUT_S = 3600
 
@@ -71,21 +72,16 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     return (end - start).total_seconds() if start and end else None
 
 
-def broker_waits(tis: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def broker_waits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per broker (by map index): its label and the unavoidable waits in seconds (None when a step was
-    skipped, e.g. a resumed broker). ``tis`` are dicts with task_id, map_index, rendered_map_index,
-    start_date, end_date (datetimes)."""
-    by_index: dict[int, dict[str, dict[str, Any]]] = {}
-    for ti in tis:
-        if ti["task_id"].startswith("restart_broker.") and ti["map_index"] >= 0:
-            by_index.setdefault(ti["map_index"], {})[ti["task_id"].removeprefix("restart_broker.")] = ti
+    skipped, e.g. a resumed broker). ``rows`` are dicts with map_index, rendered_map_index and ``marks``
+    (the broker task's XCom marks, epoch seconds)."""
     out = []
-    for index, steps in sorted(by_index.items()):
-        row: dict[str, Any] = {"broker": steps.get("stop", {}).get("rendered_map_index") or f"map {index}"}
+    for r in sorted(rows, key=lambda r: r["map_index"]):
+        marks = r.get("marks") or {}
+        row: dict[str, Any] = {"broker": r.get("rendered_map_index") or f"map {r['map_index']}", "marks": marks}
         for name, (first, last) in UNAVOIDABLE.items():
-            a, b = steps.get(first, {}), steps.get(last, {})
-            ok = a.get("state") == "success" and b.get("state") == "success"
-            row[name] = _seconds(a.get("start_date"), b.get("end_date")) if ok else None
+            row[name] = marks[last] - marks[first] if first in marks and last in marks else None
         out.append(row)
     return out
 
@@ -94,25 +90,34 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
     """In the child process (environment prepared by the parent): run the DAG with ``dag.test()`` and
     write ``{"state", "wall_s", "failed", "brokers": [...]}`` to ``result_path``. Returns 0."""
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")
     dag = bag.dags[DAG_ID]
-    t0 = time.monotonic()
+    t0, began = time.monotonic(), time.time()
     run = dag.test(run_conf=conf)
-    wall = time.monotonic() - t0
-    tis = [
-        {"task_id": t.task_id, "map_index": t.map_index, "rendered_map_index": t.rendered_map_index,
-         "state": str(t.state.value if hasattr(t.state, "value") else t.state),
-         "start_date": t.start_date, "end_date": t.end_date}
-        for t in run.get_task_instances()
-    ]
+    wall, ended = time.monotonic() - t0, time.time()
+    tis = list(run.get_task_instances())
+    rows = []
+    with create_session() as session:
+        for t in tis:
+            if t.task_id == "restart.broker" and t.map_index >= 0:
+                value = XComModel.get_many(run_id=t.run_id, dag_ids=t.dag_id, task_ids=t.task_id,
+                                           map_indexes=t.map_index, key="return_value", session=session).first()
+                rows.append({"map_index": t.map_index, "rendered_map_index": t.rendered_map_index,
+                             "marks": (XComModel.deserialize_value(value) or {}).get("marks") if value else {}})
+    brokers = broker_waits(rows)
+    stops = [b["marks"]["stop_sent"] for b in brokers if "stop_sent" in b["marks"]]
+    backs = [b["marks"]["leadership"] for b in brokers if "leadership" in b["marks"]]
     result = {
         "state": str(run.state.value if hasattr(run.state, "value") else run.state),
         "wall_s": wall,
-        "failed": sorted(f"{t['task_id']}[{t['map_index']}]" for t in tis if t["state"] == "failed"),
-        "brokers": broker_waits(tis),
+        "fixed_s": (min(stops) - began) + (ended - max(backs)) if stops and backs else None,
+        "failed": sorted(f"{t.task_id}[{t.map_index}]" for t in tis if str(t.state) == "failed"),
+        "brokers": brokers,
     }
     result_path.write_text(json.dumps(result, indent=1))
     return 0
@@ -172,16 +177,18 @@ def _fmt(x: float | None) -> str:
 def table(results: list[dict[str, Any]]) -> str:
     """The summary table (one row per size) followed by per-broker detail lines."""
     head = f"{'brokers':>7} {'state':>8} {'wall_s':>7} {'stop_s':>7} {'start_s':>7} {'catchup_s':>9} " \
-           f"{'unavoid_s':>9} {'ratio':>6} {'overhead_s/broker':>17}"
+           f"{'unavoid_s':>9} {'ratio':>6} {'fixed_s':>7} {'overhead_s/broker':>17}"
     lines = [head, "-" * len(head)]
     detail = []
     for r in results:
         sums = {k: sum(b[k] or 0 for b in r["brokers"]) for k in UNAVOIDABLE}
         unavoidable = sum(sums.values())
         ratio = r["wall_s"] / unavoidable if unavoidable else None
-        per_broker = (r["wall_s"] - unavoidable) / max(1, len(r["brokers"]))
+        fixed = r.get("fixed_s") or 0.0
+        per_broker = (r["wall_s"] - fixed - unavoidable) / max(1, len(r["brokers"]))
         lines.append(f"{r['size']:>7} {r['state']:>8} {r['wall_s']:>7.1f} {sums['stop']:>7.1f} {sums['start']:>7.1f} "
-                     f"{sums['catch_up']:>9.1f} {unavoidable:>9.1f} {_fmt(ratio):>6} {per_broker:>17.1f}")
+                     f"{sums['catch_up']:>9.1f} {unavoidable:>9.1f} {_fmt(ratio):>6} {_fmt(r.get('fixed_s')):>7} "
+                     f"{per_broker:>17.1f}")
         for b in r["brokers"]:
             detail.append(f"  {r['size']} brokers, {b['broker']}: stop {_fmt(b['stop'])} s, "
                           f"start {_fmt(b['start'])} s, catch-up {_fmt(b['catch_up'])} s")

@@ -69,47 +69,9 @@ TUNING = {
     "AIRFLOW__CORE__PARALLELISM": "8",
 }
 
-# A cluster policy for the demo's Airflow only ($AIRFLOW_HOME/config/airflow_local_settings.py). The scheduler
-# fails a reschedule-mode sensor (wait_turn, lock_cluster) when a poke's executor "success" arrives after the
-# next poke was queued ("finished with state success, but the task instance's state attribute is queued",
-# apache/airflow#71172, open for 3.3): 5 times in one 2-minute 3-broker run here, 3 of them on one sensor.
-# The DAG now gives those two sensors 50 retries itself; this policy stays as a floor for any other sensor the
-# demo's Airflow loads. With retries a race becomes up_for_retry and the sensor goes on.
-# Real sensor failures are not retried: our sensors raise AirflowFailException /
-# AirflowSensorTimeout, which skip retries.
-LOCAL_SETTINGS = '''"""Written by `python -m demo` (demo/airflow_proc.py): every sensor gets at least SENSOR_RETRIES
-retries (5 s apart if it had none), against apache/airflow#71172 (reschedule-mode sensors failed by a
-scheduler race; kafka_rolling_restart sets 50 on its own reschedule sensors, this is a floor for the rest)."""
-
-from datetime import timedelta
-
-from airflow.sdk import BaseSensorOperator
-
-SENSOR_RETRIES = 50
-
-
-def task_policy(task):
-    cls = getattr(task, "operator_class", None)  # a mapped task: the class it maps
-    is_sensor = isinstance(task, BaseSensorOperator) or (isinstance(cls, type) and issubclass(cls, BaseSensorOperator))
-    if is_sensor and (task.retries or 0) < SENSOR_RETRIES:
-        if not task.retries:
-            task.retry_delay = timedelta(seconds=5)
-        task.retries = SENSOR_RETRIES
-'''
-
-
-def write_local_settings(home: Path) -> str:
-    """Write :data:`LOCAL_SETTINGS` to ``home/config/airflow_local_settings.py``; returns its digest."""
-    path = home / "config" / "airflow_local_settings.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(LOCAL_SETTINGS)
-    return hashlib.sha256(LOCAL_SETTINGS.encode()).hexdigest()[:16]
-
-
 def demo_env(settings: AirflowSettings, connections: dict[str, str]) -> dict[str, str]:
     """The variables the demo sets for ``airflow standalone``: the sandbox's ``connections``, the Airflow
-    settings (home, folders, no examples, port and base URL, :data:`TUNING`), PATH, the process marker and
-    the digest of :data:`LOCAL_SETTINGS` (so a changed policy restarts Airflow)."""
+    settings (home, folders, no examples, port and base URL, :data:`TUNING`), PATH and the process marker."""
     env = {k: v for k, v in TUNING.items() if k not in os.environ}
     env.update(connections)
     env.update(
@@ -122,7 +84,6 @@ def demo_env(settings: AirflowSettings, connections: dict[str, str]) -> dict[str
             "AIRFLOW__API__BASE_URL": settings.base_url,
             "PATH": f"{settings.venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
             MARKER_ENV: str(settings.home),
-            "KOPS_DEMO_LOCAL_SETTINGS": hashlib.sha256(LOCAL_SETTINGS.encode()).hexdigest()[:16],
         }
     )
     return env
@@ -209,7 +170,9 @@ def start(settings: AirflowSettings, extra_env: dict[str, str]) -> StandaloneRec
     if not airflow.exists():
         raise DemoError(f"{airflow} is missing: run `make install` first")
     settings.home.mkdir(parents=True, exist_ok=True)
-    write_local_settings(settings.home)
+    stale_policy = settings.home / "config" / "airflow_local_settings.py"  # written by earlier demos
+    if stale_policy.exists():
+        stale_policy.unlink()
     log = open(settings.home / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(

@@ -4,7 +4,7 @@
 Connections (ids in :data:`KAFKA_CONN_ID`, :data:`SSH_CONN_ID`, :data:`BURROW_CONN_ID`):
 
 - ``kafka_sandbox`` (conn type ``kafka``): host = the bootstrap servers, extra = librdkafka settings
-  (``bootstrap.servers``) plus the cluster profile of DESIGN.md. Paths that differ per broker host
+  (``bootstrap.servers``) plus the cluster profile (docs/architecture.md). Paths that differ per broker host
   carry a ``{broker_id}`` placeholder (``server_properties``, ``kafka_home``): profile code fills them
   with ``str.format(broker_id=...)``, a no-op for the fixed paths of a real fleet.
 - ``sandbox_ssh`` (conn type ``ssh``): login, port 2222, extra ``key_file`` and ``host_key`` (the

@@ -1,6 +1,6 @@
 """A cluster profile: everything an operation needs to reach one Kafka cluster.
 
-DESIGN.md, "A cluster is an Airflow connection": each cluster is a connection of conn type
+docs/architecture.md, "A cluster is an Airflow connection": each cluster is a connection of conn type
 ``kafka``. Its ``host`` holds the bootstrap servers (``"b1:9092,b2:9092"``; a host without a port
 gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, become
 ``sasl.username`` / ``sasl.password``; its ``extra`` JSON holds:

@@ -96,6 +96,8 @@ class RollRecord:
         :raises ValueError: going back to an earlier phase (a roll never un-does progress), or an
             unknown phase.
         """
+        if phase not in PHASES:
+            raise ValueError(f"unknown roll phase {phase!r}; expected one of {PHASES}")
         current = self.phase(broker_id)
         if _rank(phase) < _rank(current):
             raise ValueError(f"broker {broker_id}: roll {self.roll_id!r} cannot go from {current} back to {phase}")
@@ -134,8 +136,8 @@ class RollRecord:
             groups = data.get("consumer_groups")
             return cls(str(data["roll_id"]), int(data["began_ms"]), tuple(data.get("steps") or ()), brokers,
                        None if groups is None else tuple(groups))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"roll record is malformed ({exc!r}): {dict(data)!r}"[:500]) from None
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"roll record is malformed ({exc!r}): {data!r}"[:500]) from None
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decisi
     - ``gate`` / ``pre_stop`` / ``stop``: act on a running broker the roll has not stopped (or whose stop
       it sent but which still runs); skip when the roll stopped it; **fail** when the broker is down and
       the roll did not stop it (a crash or another operation: nothing of ours to resume);
-    - ``wait_gone``: act until the roll has seen it gone;
+    - ``wait_gone``: act after the roll sent its stop, until it has seen the broker gone (``stopped``);
     - ``before_start``: act on a broker the roll stopped and has not prepared; **fail** when it runs again
       although the roll never started it (someone else did, unprepared);
     - ``pre_start`` / ``start``: act while the broker the roll stopped is down; skip when it runs again.
@@ -185,9 +187,9 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decisi
             return Decision("act", f"{who}: {step} again: {roll} sent a stop at {when} but the broker still runs")
         return Decision("skip", f"{who}: skip {step}: {roll} stopped it at {when}")
     if step == "wait_gone":
-        if phase in ("stopping", "stopped"):
+        if phase == "stopping":
             return Decision("act", f"{who}: waiting until it has left the cluster metadata")
-        return Decision("skip", f"{who}: skip {step}: gone since before {when}")
+        return Decision("skip", f"{who}: skip {step}: {roll} saw it gone by {when}")
     if phase is None:
         return Decision("fail", f"{who}: {step} refused: {roll} has not stopped this broker")
     if step == "before_start":

@@ -53,6 +53,10 @@ class BrokerRollOperator(BaseOperator):
     :param before_start: see :data:`BeforeStart`; None = nothing between gone and start.
     :param needs_action: ``kafka_ops.roll.NeedsAction``; default: every planned broker (``requested``).
     :param facts: ``facts(profile, broker) -> dict`` handed to ``needs_action``; default none.
+
+    Returns (XCom) ``{"broker", "action", "marks"}``: ``marks`` are epoch seconds of ``began``,
+    ``stop_sent``, ``gone``, ``start_sent``, ``registered``, ``caught_up``, ``leadership``, ``done`` (those
+    reached), for progress reports and ``bench/restart_overhead.py``.
     """
 
     ui_color = "#fde8e8"
@@ -126,6 +130,7 @@ class BrokerRollOperator(BaseOperator):
                           p.reason)
             return {"broker": bid, "action": "skip"}
         self.log.info("%s", decision.reason)
+        self.marks: dict[str, float] = {"began": time.time()}
         profile = profile_or_fail(cfg["cluster"])
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
         begun = time.monotonic()
@@ -140,7 +145,8 @@ class BrokerRollOperator(BaseOperator):
                 took = time.monotonic() - begun
                 record = store.mark(record, bid, "done", "dry run" if self.dry_run else "restarted", took)
         self._report(context, record, bid)
-        return {"broker": bid, "action": "dry run" if self.dry_run else "restarted"}
+        self.marks["done"] = time.time()
+        return {"broker": bid, "action": "dry run" if self.dry_run else "restarted", "marks": self.marks}
 
     def _left_state(self, record: RollRecord, prober: ClusterProber) -> str:
         """What the failure leaves behind, for the task's last error line."""
@@ -196,13 +202,14 @@ class BrokerRollOperator(BaseOperator):
             if step == "stop" and not self.dry_run:
                 ensure_held(profile, context, self.operation, self.log)
                 record = store.mark(record, bid, "stopping", f"stop sent by {who or 'this run'}")
+                self.marks["stop_sent"] = time.time()
             command.run(profile.ssh_conn_id, ssh_timeout, self.log, self.dry_run, who)
         # gone
-        if step_decision("wait_gone"):
+        if not self.dry_run and step_decision("wait_gone"):
             self._label(context, "gone?")
-            if not self.dry_run:
-                self._wait(lambda: self._probe(prober, "gone", bid), PROBES["gone"].describe(bid))
-                record = store.mark(record, bid, "stopped")
+            self._wait(lambda: self._probe(prober, "gone", bid), PROBES["gone"].describe(bid))
+            self.marks["gone"] = time.time()
+            record = store.mark(record, bid, "stopped")
         # before start
         if self.before_start is not None and not self.dry_run and step_decision("before_start"):
             self._label(context, "before start")
@@ -219,6 +226,7 @@ class BrokerRollOperator(BaseOperator):
             if step == "start" and not self.dry_run:
                 ensure_held(profile, context, self.operation, self.log)
                 record = store.mark(record, bid, "starting", f"start sent by {who or 'this run'}")
+                self.marks["start_sent"] = time.time()
             command.run(profile.ssh_conn_id, ssh_timeout, self.log, self.dry_run, who)
         if self.dry_run:
             self.log.info("DRY RUN: would wait until broker %s is registered, back in every ISR and leads its "
@@ -227,10 +235,13 @@ class BrokerRollOperator(BaseOperator):
         # back: registered, caught up, leadership
         self._label(context, "registered?")
         self._wait(lambda: self._probe(prober, "registered", bid), PROBES["registered"].describe(bid))
+        self.marks["registered"] = time.time()
         self._label(context, "caught up?")
         self._wait(lambda: self._probe(prober, "caught_up", bid), PROBES["caught_up"].describe(bid))
+        self.marks["caught_up"] = time.time()
         self._label(context, "leadership?")
         self._wait(lambda: self._leadership(prober, bid), PROBES["leadership"].describe(bid))
+        self.marks["leadership"] = time.time()
         soak = float(cfg.get("soak_s", 0) or 0)
         if soak > 0:
             self._label(context, f"soak {soak:.0f} s")

@@ -27,7 +27,8 @@ def _transient_types() -> tuple[type[BaseException], ...]:
     from kazoo.handlers.threading import KazooTimeoutError
 
     return (KafkaException, KafkaPythonError, requests.RequestException, BurrowError, KazooException,
-            KazooTimeoutError, paramiko.SSHException, ConnectionError, socket.timeout, TimeoutError, EOFError)
+            KazooTimeoutError, paramiko.SSHException, paramiko.ssh_exception.NoValidConnectionsError,
+            ConnectionError, socket.timeout, TimeoutError, EOFError)
 
 
 def _fatal_types() -> tuple[type[BaseException], ...]:

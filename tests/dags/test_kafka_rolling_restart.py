@@ -1,21 +1,25 @@
-"""The kafka_rolling_restart DAG run end to end (``dag.test()``) against sandbox clusters.
+"""The kafka_rolling_restart DAG (and a two-roll test DAG built from the same parts) run end to end
+(``dag.test()``) against sandbox clusters.
 
-Observers are independent of the DAG: ZooKeeper registrations (restart = new registration
-timestamp), a background metadata watcher (offline partitions, the order brokers left), Burrow.
+Observers are independent of the DAG: ZooKeeper registrations (restart = new registration timestamp), a
+background metadata watcher (offline partitions, the order brokers left), the lock znode, files the
+broker hosts' commands write.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from airflow_env import run_dag
-from kazoo.client import KazooClient
 from observers import MetadataWatcher, admin, snapshot, wait_for
 
 DAG_ID = "kafka_rolling_restart"
 FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
+LOCK = "/kafka-ops/operation-lock"
 
 
 def registrations(sandbox) -> dict[int, int]:
@@ -32,6 +36,13 @@ def controller(sandbox) -> int:
         return int(json.loads(zk.get("/controller")[0])["brokerid"])
 
 
+def lock_holder(sandbox) -> str | None:
+    with sandbox.zk() as zk:
+        if not zk.exists(LOCK):
+            return None
+        return json.loads(zk.get(LOCK)[0])["holder"]
+
+
 def departures(watcher: MetadataWatcher) -> list[int]:
     """Brokers in the order they left the metadata, one entry per departure."""
     left, previous = [], None
@@ -42,6 +53,24 @@ def departures(watcher: MetadataWatcher) -> list[int]:
     return left
 
 
+def brokers_in_order(result, task_id: str = "restart.broker") -> list[int]:
+    """Broker ids by roll position, from the Grid labels "broker <id> (<pos>/<total>)"."""
+    return [int(label.split()[1]) for label in result.mapped_labels(task_id)]
+
+
+def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:
+    """Change the kafka_sandbox connection's profile (extra) for this test."""
+    import os
+
+    conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
+    conn["extra"] = {**conn["extra"], **changes}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SANDBOX", json.dumps(conn))
+
+
+def output(capfd, caplog) -> str:
+    return capfd.readouterr().out + caplog.text
+
+
 @pytest.fixture
 def shared(sandbox, use_sandbox):
     use_sandbox(sandbox.workdir)
@@ -49,7 +78,10 @@ def shared(sandbox, use_sandbox):
     return sandbox
 
 
-def test_rolling_restart_restarts_every_broker_once_controller_last(shared):
+def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monkeypatch, tmp_path):
+    marks = tmp_path / "stops"
+    # {broker_id} in service_stop is filled per broker (by the profile, not the shell)
+    with_profile(monkeypatch, service_stop=f"echo {{broker_id}} >> {marks} && kafka-service stop")
     before = registrations(shared)
     first_controller = controller(shared)
     with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
@@ -64,41 +96,63 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared):
     assert watcher.ever_offline() == [], "no partition was ever offline during the roll"
     end = snapshot(admin(shared.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
-    labels = {result.labels[("restart_broker.stop", i)] for i in range(len(before))}
-    assert labels == {f"broker {b}" for b in before}, "each mapped group is labelled with its broker id"
-    assert result.group_states("stop") == ["success"] * len(before)
-    assert result.state_of("unlock_cluster") == "success"
-    spans = {(ti.task_id, ti.map_index): (ti.start_date, ti.end_date) for ti in result.task_instances}
-    for i in range(1, len(before)):
-        previous_done = spans[("restart_broker.soak", i - 1)][1]
-        first_step = spans[("restart_broker.gate", i)][0]
-        assert first_step >= previous_done, f"broker #{i + 1}'s gate started before broker #{i} finished"
+    order = brokers_in_order(result)
+    assert sorted(order) == sorted(before) and order == departures(watcher), "labels name the brokers in order"
+    assert result.mapped_labels() == [f"broker {b} ({i + 1}/{len(order)})" for i, b in enumerate(order)]
+    assert marks.read_text().split() == [str(b) for b in order], "the {broker_id} placeholder was filled"
+    assert result.mapped_states() == ["success"] * len(before)
+    assert result.state_of("unlock_cluster") == "success" and lock_holder(shared) is None
+    spans = sorted((ti.start_date, ti.end_date) for ti in result.task_instances
+                   if ti.task_id == "restart.broker" and ti.state == "success")
+    for (_, previous_end), (next_start, _) in zip(spans, spans[1:], strict=False):
+        assert next_start >= previous_end, "a broker's task started before the previous broker finished"
 
 
-def test_dry_run_touches_nothing(shared):
+def test_two_rolls_in_one_run_restart_every_broker_exactly_twice(shared):
     before = registrations(shared)
-    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, **FAST})
+    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+        result = run_dag("kafka_two_rolls_test", {"cluster": "kafka_sandbox", **FAST})
     assert result.state == "success", result.states
-    assert result.group_states("stop") == ["success"] * len(before)
+    assert result.mapped_states("first.broker") == ["success"] * len(before)
+    assert result.mapped_states("second.broker") == ["success"] * len(before)
+    left = departures(watcher)
+    assert sorted(left) == sorted(list(before) * 2), f"each broker left exactly twice: {left}"
+    assert watcher.ever_offline() == []
+    assert all(registrations(shared)[b] > before[b] for b in before)
+
+
+def test_dry_run_touches_nothing(shared, capfd, caplog):
+    before = registrations(shared)
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, "pre_stop": "show-broker", **FAST})
+    assert result.state == "success", result.states
+    assert result.mapped_states() == ["success"] * len(before)
     assert registrations(shared) == before, "a dry run restarts no broker"
+    out = output(capfd, caplog)
+    assert "DRY RUN: would run broker" in out and "profile command 'show-broker'" in out
 
 
 @pytest.mark.parametrize(
-    "conf, expected",
+    "conf, failed_task, expected",
     [
-        ({"cluster": "kafka_sandbox", "brokers": [7]}, "unknown broker ids [7]"),
-        ({"cluster": "no_such_cluster"}, "no_such_cluster"),
-        ({"cluster": "kafka_sandbox", "consumer_groups": ["nobody-consumes-this"]}, "nobody-consumes-this"),
+        ({"cluster": "kafka_sandbox", "brokers": [7]}, "restart.plan", "unknown broker ids [7]"),
+        ({"cluster": "no_such_cluster"}, "check_params", "no_such_cluster"),
+        ({"cluster": "kafka_sandbox", "consumer_groups": ["nobody-consumes-this"]}, "restart.plan",
+         "nobody-consumes-this"),
+        ({"cluster": "kafka_sandbox", "broker": [1], "dry_run": True}, "check_params",
+         "unknown param 'broker'; did you mean 'brokers'?"),
+        ({"cluster": "kafka_sandbox", "pre_stop": "true; touch /tmp/kafka-ops-adhoc"}, "check_params",
+         "is not a command named in connection 'kafka_sandbox'"),
     ],
 )
-def test_bad_params_fail_before_any_ssh(shared, conf, expected, capfd, caplog):
+def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, expected, capfd, caplog):
     before = registrations(shared)
     result = run_dag(DAG_ID, {**FAST, **conf})
     assert result.state == "failed"
-    assert result.state_of("plan") == "failed"
-    assert result.state_of("lock_cluster") == "upstream_failed", "nothing after the plan ran"
-    assert expected in capfd.readouterr().out + caplog.text
+    assert result.state_of(failed_task) == "failed"
+    assert set(result.mapped_states()) <= {"upstream_failed", None}, "no broker task ran"
+    assert expected in output(capfd, caplog)
     assert registrations(shared) == before
+    assert lock_holder(shared) is None, "the lock is not left behind"
 
 
 def test_param_schema_rejects_malformed_values(shared):
@@ -108,24 +162,44 @@ def test_param_schema_rejects_malformed_values(shared):
         run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": "all"})
 
 
+def test_params_reach_the_code_exactly_as_typed(shared, monkeypatch, tmp_path, capfd, caplog):
+    """A string that parses as a Python literal stays a string (no native rendering of params)."""
+    marker = tmp_path / "typed"
+    with_profile(monkeypatch, commands={"0": f"echo zero >> {marker}", "None": f"echo none >> {marker}"})
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0], "pre_stop": "0", "pre_start": "None",
+                              **FAST})
+    assert result.state == "success", result.states
+    assert marker.read_text().split() == ["zero", "none"], "'0' and 'None' were taken as command names"
+
+
+def test_fatal_misconfiguration_fails_at_once_not_at_the_timeout(shared, monkeypatch, capfd, caplog):
+    with_profile(monkeypatch, burrow_cluster="some-other-cluster")
+    before = registrations(shared)
+    started = time.monotonic()
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "healthcheck_interval_s": 5, "healthcheck_timeout_s": 600})
+    took = time.monotonic() - started
+    assert result.state == "failed"
+    assert result.state_of("restart.plan") == "failed"
+    assert "no Kafka cluster named 'some-other-cluster'" in output(capfd, caplog)
+    assert took < 120, f"a misconfiguration failed after {took:.0f} s, not at once"
+    assert registrations(shared) == before
+
+
 def test_lock_held_by_another_operation_fails_fast(shared, capfd, caplog):
     with shared.zk() as zk:
-        zk.create("/kafka-ops/operation-lock", json.dumps(
-            {"holder": "kafka_decommission/manual__other", "since_ms": 0, "operation": "decommission"}).encode(),
-            makepath=True)
+        zk.create(LOCK, json.dumps({"holder": "kafka_decommission/manual__other", "since_ms": 0,
+                                    "operation": "decommission"}).encode(), makepath=True)
     try:
         before = registrations(shared)
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "lock_wait": "fail", **FAST})
         assert result.state == "failed"
         assert result.state_of("lock_cluster") == "failed"
-        assert "kafka_decommission/manual__other" in capfd.readouterr().out + caplog.text
+        assert "kafka_decommission/manual__other" in output(capfd, caplog)
         assert registrations(shared) == before
-        with shared.zk() as zk:
-            holder = json.loads(zk.get("/kafka-ops/operation-lock")[0])["holder"]
-        assert holder == "kafka_decommission/manual__other", "the teardown never releases another run's lock"
+        assert lock_holder(shared) == "kafka_decommission/manual__other", "never releases another run's lock"
     finally:
         with shared.zk() as zk:
-            zk.delete("/kafka-ops/operation-lock")
+            zk.delete(LOCK)
 
 
 def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, capfd, caplog):
@@ -139,50 +213,108 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
     result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "healthcheck_interval_s": 2,
                               "healthcheck_timeout_s": 20, "lag_ok_consecutive": 1})
     assert result.state == "failed"
-    assert result.group_states("gate")[0] == "failed"
-    assert result.group_states("stop")[0] == "upstream_failed"
-    assert set(result.group_states("wait_turn")[1:]) <= {"failed", "upstream_failed", None}
-    out = capfd.readouterr().out + caplog.text
+    states = result.mapped_states()
+    assert states[0] == "failed" and set(states[1:]) == {"failed"}, states
+    out = output(capfd, caplog)
+    assert "broker" in out and "may NOT be stopped yet" in out
     assert "group orders-service: ERR" in out or "group orders-service: WARN" in out
     assert "gave up after 20 s" in out
+    assert "NOT touched" in out, "the next broker says why it was not touched"
     assert registrations(sandbox) == before, "no broker was touched"
-    assert result.state_of("unlock_cluster") == "success", "the lock is released after a failure"
+    assert result.state_of("unlock_cluster") == "success" and lock_holder(sandbox) is None
 
 
-def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, use_sandbox, tmp_path):
+def _resume_profile(monkeypatch, flag: Path, second: int) -> None:
+    # fails on the second broker's pre-start while the flag exists: that broker is left stopped
+    with_profile(monkeypatch, commands={"block-second": f'test "$KAFKA_BROKER_ID" != {second} || test ! -e {flag}'})
+
+
+def _first_two(sandbox) -> tuple[int, int]:
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, **FAST})
+    assert result.state == "success", result.states
+    order = brokers_in_order(result)
+    return order[0], order[1]
+
+
+@pytest.mark.parametrize("clear", ["whole run", "only failed"])
+def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
+                                                                   clear):
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
-    order_probe = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, **FAST})
-    assert order_probe.state == "success"
-    second = int(order_probe.labels[("restart_broker.stop", 1)].split()[-1])
+    first, second = _first_two(sandbox)
     flag = tmp_path / "block-pre-start"
     flag.touch()
-    conf = {
-        "cluster": "kafka_sandbox",
-        # fails on the second broker only, while the flag exists: that broker is left stopped
-        "pre_start": f'test "$KAFKA_BROKER_ID" != {second} || test ! -e {flag}',
-        **FAST,
-    }
+    _resume_profile(monkeypatch, flag, second)
+    conf = {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST}
     logical_date = datetime.now(UTC).replace(microsecond=0)
     before = registrations(sandbox)
     failed = run_dag(DAG_ID, conf, logical_date=logical_date)
     assert failed.state == "failed"
-    assert failed.group_states("pre_start")[1] == "failed"
+    assert failed.mapped_states()[:2] == ["success", "failed"], failed.states
     after_failure = registrations(sandbox)
-    first = int(failed.labels[("restart_broker.stop", 0)].split()[-1])
     assert after_failure[first] > before[first], "the first broker was restarted"
     assert second not in after_failure, "the second broker was stopped and left down"
+    assert lock_holder(sandbox) is None, "the teardown released the lock after the failure"
 
     flag.unlink()
-    resumed = run_dag(DAG_ID, conf, logical_date=logical_date)  # same run, every task cleared
+    resumed = run_dag(DAG_ID, conf, logical_date=logical_date, only_failed=clear == "only failed")
     after = registrations(sandbox)
     assert resumed.state == "success", resumed.states
     assert after[first] == after_failure[first], "the finished broker was not restarted twice"
-    assert resumed.group_states("stop")[0] == "skipped"
     assert all(after[b] > before[b] for b in before), "the others were restarted"
-    zk = KazooClient(hosts=sandbox.zookeeper_connect)
-    zk.start()
+    assert lock_holder(sandbox) is None, "the lock is released at the end"
+
+
+def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
+                                                          capfd, caplog):
+    """Clearing only the failed tasks does not re-run lock_cluster: the broker step itself checks the lock."""
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    first, second = _first_two(sandbox)
+    flag = tmp_path / "block-pre-start"
+    flag.touch()
+    _resume_profile(monkeypatch, flag, second)
+    conf = {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST}
+    logical_date = datetime.now(UTC).replace(microsecond=0)
+    failed = run_dag(DAG_ID, conf, logical_date=logical_date)
+    assert failed.state == "failed"
+    down = registrations(sandbox)
+    assert second not in down
+    with sandbox.zk() as zk:  # meanwhile another operation takes the cluster
+        zk.create(LOCK, json.dumps({"holder": "kafka_upgrade/manual__other", "since_ms": 0,
+                                    "operation": "upgrade"}).encode(), makepath=True)
+    flag.unlink()
     try:
-        assert not zk.exists("/kafka-ops/operation-lock"), "the lock is released at the end"
+        resumed = run_dag(DAG_ID, conf, logical_date=logical_date, only_failed=True)
+        assert resumed.state == "failed"
+        assert resumed.state_of("lock_cluster") == "success", "the lock task was not cleared"
+        assert resumed.mapped_states()[1] == "failed"
+        assert "kafka_upgrade/manual__other" in output(capfd, caplog)
+        assert registrations(sandbox) == down, "nothing was started or stopped without the lock"
+        assert lock_holder(sandbox) == "kafka_upgrade/manual__other"
     finally:
-        zk.stop()
+        with sandbox.zk() as zk:
+            zk.delete(LOCK)
+
+
+def test_a_run_only_skips_what_it_did_itself(fresh_sandbox, use_sandbox, monkeypatch, tmp_path):
+    """An old failed run cleared after another run restarted every broker restarts them itself (its record
+    says it never did), instead of reporting restarts it did not do."""
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    first, _ = _first_two(sandbox)
+    flag = tmp_path / "block-pre-stop"
+    flag.touch()
+    _resume_profile(monkeypatch, flag, first)  # the first broker's pre-stop fails: nothing stopped
+    conf = {"cluster": "kafka_sandbox", "pre_stop": "block-second", **FAST}
+    old_date = datetime.now(UTC).replace(microsecond=0)
+    failed = run_dag(DAG_ID, conf, logical_date=old_date)
+    assert failed.state == "failed" and failed.mapped_states()[0] == "failed"
+    flag.unlink()
+    other = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})  # another run restarts every broker
+    assert other.state == "success", other.states
+    before = registrations(sandbox)
+    resumed = run_dag(DAG_ID, conf, logical_date=old_date, only_failed=True)
+    assert resumed.state == "success", resumed.states
+    after = registrations(sandbox)
+    assert all(after[b] > before[b] for b in before), "the old run restarted every broker itself"

@@ -1,0 +1,41 @@
+"""The trigger-form params every DAG built on ``broker_roll`` and ``cluster_guard`` shares.
+
+Commands are *names* of the profile's ``commands`` (shell text only where the profile allows ad-hoc
+commands), empty by default so the form submits with its defaults.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import Param
+
+COMMAND = {"type": ["null", "string"], "maxLength": 4096}
+
+
+def roll_params() -> dict[str, Param]:
+    """Params read by ``groups.cluster_guard`` and ``groups.broker_roll`` (fresh objects per DAG)."""
+    return {
+        "cluster": Param("kafka_sandbox", type="string", minLength=1,
+                         description="Airflow connection id (conn type kafka) of the cluster profile"),
+        "brokers": Param([], type="array", items={"type": "integer", "minimum": 0}, uniqueItems=True,
+                         description="Broker ids to restart; empty = all, controller last"),
+        "keep_order": Param(False, type="boolean",
+                            description="Keep the given broker order (do not move the controller last)"),
+        "pre_stop": Param(None, **COMMAND, description="Name of a profile command to run on the broker host "
+                          "before stopping (non-zero exit fails the step); empty = none"),
+        "pre_start": Param(None, **COMMAND, description="Name of a profile command to run before starting"),
+        "stop_command": Param(None, **COMMAND, description="Name of a profile command replacing service_stop"),
+        "start_command": Param(None, **COMMAND, description="Name of a profile command replacing service_start"),
+        "healthcheck_interval_s": Param(5, type="integer", minimum=1, maximum=600,
+                                        description="Seconds between health checks"),
+        "healthcheck_timeout_s": Param(900, type="integer", minimum=10, maximum=86400,
+                                       description="A wait fails after this many seconds, naming what is unhealthy"),
+        "consumer_groups": Param([], type=["array", "null"], items={"type": "string"},
+                                 description="Burrow-watched groups: [] = the profile's list, null = no lag gate"),
+        "lag_ok_consecutive": Param(3, type="integer", minimum=1, maximum=100,
+                                    description="Burrow must say OK this many polls in a row before a stop"),
+        "soak_s": Param(0, type="integer", minimum=0, maximum=86400,
+                        description="Pause after each broker, seconds"),
+        "dry_run": Param(False, type="boolean", description="Plan and log every step; touch nothing"),
+        "lock_wait": Param("wait", type="string", enum=["wait", "fail"],
+                           description="Another operation holds the cluster: wait for it, or fail at once"),
+    }

@@ -22,38 +22,34 @@ def _ti(task: str, state: str | None, index: int = -1, label: str | None = None)
 def test_progress_lines_per_broker_only_when_changed() -> None:
     printer = progress.ProgressPrinter()
     tis = [
-        _ti("plan", "success"),
+        _ti("restart.plan", "success"),
         _ti("lock_cluster", "success"),
-        _ti("restart_broker.wait_turn", "success", 0, "broker 1"),
-        _ti("restart_broker.gate", "success", 0, "broker 1"),
-        _ti("restart_broker.stop", "running", 0, "broker 1"),
-        _ti("restart_broker.wait_turn", "up_for_reschedule", 1, "broker 2"),
-        _ti("restart_broker.gate", None, 1),
+        _ti("check_params", "success"),
+        _ti("restart.broker", "success", 0, "broker 1 (1/2)"),
+        _ti("restart.broker", "running", 1, "broker 2 (2/2) · caught up?"),
         _ti("final_health", None),
     ]
     assert printer.changes(tis) == [
-        "plan: ok",
-        "lock_cluster: ok",
-        "broker 1 [1/2]: turn ok, gate ok, stop ...",
-        "broker 2 [2/2]: turn waiting",
+        "check_params: done",
+        "lock_cluster: done",
+        "restart.plan: done",
+        "restart: broker 1 (1/2): done",
+        "restart: broker 2 (2/2) · caught up?: running",
     ]
     assert printer.changes(tis) == []
-    tis[4]["state"] = "success"
-    assert printer.changes(tis) == ["broker 1 [1/2]: turn ok, gate ok, stop ok"]
-    tis[6]["state"] = "failed"
-    assert progress.label(tis[6]) == "restart_broker.gate (map index 1)"
-    assert progress.label(tis[3]) == "restart_broker.gate (broker 1)"
+    tis[4].update(state="failed", rendered_map_index="broker 2 (2/2)")
+    assert printer.changes(tis) == ["restart: broker 2 (2/2): FAILED"]
+    assert progress.label(tis[4]) == "restart.broker (broker 2 (2/2))"
+    assert progress.label(tis[1]) == "lock_cluster"
 
 
 def test_progress_before_rendering_and_after_a_failure() -> None:
     printer = progress.ProgressPrinter()
     # before a mapped task renders its label, the API shows the bare map index as rendered_map_index
-    tis = [_ti("restart_broker.wait_turn", "running", 0, "0")]
-    assert printer.changes(tis) == ["map index 0 [1/1]: turn ..."]
-    tis = [_ti("restart_broker.wait_turn", "failed", 0, "broker 3")] + [
-        _ti(f"restart_broker.{step}", "upstream_failed", 0, "broker 3") for step in ("gate", "stop", "soak")
-    ]
-    assert printer.changes(tis) == ["broker 3 [1/1]: turn FAILED, 3 steps not run (upstream failed)"]
+    tis = [_ti("restart.broker", "queued", 0, "0")]
+    assert printer.changes(tis) == ["restart: broker #1 (not started): queued"]
+    tis = [_ti("restart.broker", "failed", 0, "broker 3 (1/2)"), _ti("restart.broker", "failed", 1, "1")]
+    assert printer.changes(tis) == ["restart: broker 3 (1/2): FAILED", "restart: broker #2 (not started): FAILED"]
 
 
 def test_connection_env_parses_airflow_env(tmp_path: Path) -> None:
@@ -116,21 +112,3 @@ def test_port_in_use_is_named(tmp_path: Path) -> None:
                                                 venv_bin=Path(sys.prefix) / "bin", port=port)
         with pytest.raises(DemoError, match=f"port {port} is already in use"):
             airflow_proc.start(settings, {})
-
-
-def test_local_settings_policy_gives_sensors_retries() -> None:
-    from airflow.providers.standard.operators.empty import EmptyOperator
-    from airflow.sdk import BaseSensorOperator
-
-    class Waits(BaseSensorOperator):
-        def poke(self, context):  # pragma: no cover - never run
-            return True
-
-    namespace: dict = {}
-    exec(airflow_proc.LOCAL_SETTINGS, namespace)
-    sensor, own, op = Waits(task_id="w", mode="reschedule"), Waits(task_id="o", retries=3), EmptyOperator(task_id="e")
-    for task in (sensor, own, op):
-        namespace["task_policy"](task)
-    assert (sensor.retries, sensor.retry_delay.total_seconds()) == (50, 5)
-    assert own.retries == 50
-    assert op.retries == 0

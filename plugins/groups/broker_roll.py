@@ -27,7 +27,8 @@ ROLL_SETTINGS: dict[str, Any] = {
                  "soak_s", "dry_run")
 }
 
-LABEL = "broker {{ task.broker['id'] }} ({{ task.broker['position'] }}/{{ task.broker['total'] }})"
+LABEL = ("broker {{ task.broker['id'] }} ({{ task.broker['position'] }}/{{ task.broker['total'] }})"
+         "{{ ' · dry run' if params.dry_run else '' }}")
 
 
 def broker_roll(

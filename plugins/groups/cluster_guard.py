@@ -34,8 +34,8 @@ def cluster_guard(body: Any, *, operation: str, roll_ids: Sequence[str] = (),
     check = CheckParamsOperator(task_id="check_params", settings=cfg)
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
     final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg)
-    forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=list(roll_ids))
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg)
+    forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=list(roll_ids), settings=cfg)
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg, roll_ids=list(roll_ids))
     parts = list(body) if isinstance(body, (list, tuple)) else [body]
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):

@@ -1,4 +1,5 @@
-"""Read a :class:`kafka_ops.profile.ClusterProfile` from an Airflow ``kafka`` connection."""
+"""Read a :class:`kafka_ops.profile.ClusterProfile` from an Airflow ``kafka`` connection, and the base of
+the hooks that reach a cluster through one (Kafka admin, ZooKeeper)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,30 @@ def get_cluster_profile(conn_id: str) -> ClusterProfile:
         login=conn.login,
         password=conn.password,
     )
+
+
+class ClusterProfileHook(BaseHook):
+    """Base of the hooks built from a ``kafka`` connection id or an already parsed profile.
+
+    :param kafka_conn_id: the connection id (read on first use of :attr:`profile`).
+    :param profile: an already parsed profile (tests, scripts, or a caller that has one).
+    """
+
+    conn_name_attr = "kafka_conn_id"
+    default_conn_name = "kafka_default"
+    conn_type = "kafka"
+
+    def __init__(self, kafka_conn_id: str | None = None, profile: ClusterProfile | None = None) -> None:
+        super().__init__()
+        self.kafka_conn_id = kafka_conn_id
+        self._profile = profile
+
+    @property
+    def profile(self) -> ClusterProfile:
+        """The cluster profile (read from the connection on first use).
+
+        :raises ValueError: invalid profile. Connection lookups raise the SDK's not-found error.
+        """
+        if self._profile is None:
+            self._profile = get_cluster_profile(self.kafka_conn_id or self.default_conn_name)
+        return self._profile

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from airflow.sdk import BaseHook
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 from kafka_ops.cluster import (
@@ -24,6 +23,8 @@ from kafka_ops.cluster import (
     Partition,
 )
 from kafka_ops.profile import ClusterProfile, normalize_bootstrap_servers
+
+from hooks.cluster_profile import ClusterProfileHook
 
 MIN_INSYNC = "min.insync.replicas"
 LEADER_IMBALANCE = "leader.imbalance.per.broker.percentage"
@@ -39,7 +40,7 @@ def _int_config(value: str | None, default: int, name: str) -> int:
         raise ValueError(f"config {name} has a non-numeric value {value!r}") from None
 
 
-class KafkaAdminHook(BaseHook):
+class KafkaAdminHook(ClusterProfileHook):
     """Admin access to one Kafka cluster.
 
     Build it from exactly one of:
@@ -57,9 +58,6 @@ class KafkaAdminHook(BaseHook):
     calls, ``kafka.errors.KafkaError`` subclasses.
     """
 
-    conn_name_attr = "kafka_conn_id"
-    default_conn_name = "kafka_default"
-    conn_type = "kafka"
     hook_name = "Kafka cluster (kafka-ops)"
 
     def __init__(
@@ -71,7 +69,6 @@ class KafkaAdminHook(BaseHook):
         client_config: Mapping[str, Any] | None = None,
         request_timeout_s: float = 30.0,
     ) -> None:
-        super().__init__()
         given = [x is not None for x in (kafka_conn_id, profile, bootstrap_servers)]
         if sum(given) != 1:
             raise ValueError("give exactly one of kafka_conn_id, profile, bootstrap_servers")
@@ -83,21 +80,11 @@ class KafkaAdminHook(BaseHook):
                 bootstrap_servers=normalize_bootstrap_servers(bootstrap_servers),
                 client_config=dict(client_config or {}),
             )
-        self.kafka_conn_id = kafka_conn_id
-        self._profile = profile
+        super().__init__(kafka_conn_id, profile)
         self.request_timeout_s = request_timeout_s
         self._admin: AdminClient | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
-
-    @property
-    def profile(self) -> ClusterProfile:
-        """The cluster profile (read from the connection on first use)."""
-        if self._profile is None:
-            from hooks.cluster_profile import get_cluster_profile
-
-            self._profile = get_cluster_profile(self.kafka_conn_id or self.default_conn_name)
-        return self._profile
 
     def get_conn(self) -> AdminClient:
         """The confluent-kafka ``AdminClient`` (created on first call)."""
@@ -211,14 +198,6 @@ class KafkaAdminHook(BaseHook):
             leader_imbalance_percentage=imbalance_pct,
         )
 
-    def controller_id(self) -> int:
-        """The active controller's broker id (DescribeCluster), -1 when the cluster reports none."""
-        with self._client() as admin:
-            desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
-                timeout=self.request_timeout_s + 5
-            )
-        return desc.controller.id if desc.controller is not None else -1
-
     # -- configs ---------------------------------------------------------------------------------
 
     def describe_broker_configs(
@@ -235,19 +214,6 @@ class KafkaAdminHook(BaseHook):
             entries = futures[resource].result(timeout=self.request_timeout_s + 5)
         wanted = None if names is None else set(names)
         return {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
-
-    def describe_topic_configs(
-        self, topics: Iterable[str], names: Iterable[str] | None = None
-    ) -> dict[str, dict[str, str | None]]:
-        """Effective topic configs: topic -> {name -> value}. Batches of 200 topics per request.
-
-        :raises confluent_kafka.KafkaException: a request failed (e.g. unknown topic).
-        """
-        wanted = None if names is None else set(names)
-        return {
-            topic: {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
-            for topic, entries in self._topic_config_entries(topics).items()
-        }
 
     def _topic_config_entries(
         self, topics: Iterable[str], skip_unknown: bool = False

@@ -10,18 +10,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow.sdk import BaseHook
 from kafka_ops.cluster import BrokerRegistration, parse_broker_registration, parse_controller
 from kafka_ops.profile import ClusterProfile
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+
+from hooks.cluster_profile import ClusterProfileHook
 
 BROKER_IDS_PATH = "/brokers/ids"
 CONTROLLER_PATH = "/controller"
 REASSIGN_PATH = "/admin/reassign_partitions"
 
 
-class ZooKeeperHook(BaseHook):
+class ZooKeeperHook(ClusterProfileHook):
     """Read Kafka's ZooKeeper layout.
 
     Build it from exactly one of:
@@ -37,9 +38,6 @@ class ZooKeeperHook(BaseHook):
     no ``zookeeper`` (KRaft cluster or misconfigured connection: retrying cannot help).
     """
 
-    conn_name_attr = "kafka_conn_id"
-    default_conn_name = "kafka_default"
-    conn_type = "kafka"
     hook_name = "Kafka ZooKeeper (kafka-ops)"
 
     def __init__(
@@ -50,13 +48,11 @@ class ZooKeeperHook(BaseHook):
         hosts: str | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        super().__init__()
         if sum(x is not None for x in (kafka_conn_id, profile, hosts)) != 1:
             raise ValueError("give exactly one of kafka_conn_id, profile, hosts")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        self.kafka_conn_id = kafka_conn_id
-        self._profile = profile
+        super().__init__(kafka_conn_id, profile)
         self._hosts = hosts
         self.timeout_s = timeout_s
         self._client: KazooClient | None = None
@@ -65,13 +61,8 @@ class ZooKeeperHook(BaseHook):
     def hosts(self) -> str:
         """The ZooKeeper connect string (with chroot)."""
         if self._hosts is None:
-            profile = self._profile
-            if profile is None:
-                from hooks.cluster_profile import get_cluster_profile
-
-                profile = get_cluster_profile(self.kafka_conn_id or self.default_conn_name)
-            profile.require("zookeeper")
-            self._hosts = profile.zookeeper
+            self.profile.require("zookeeper")
+            self._hosts = self.profile.zookeeper
         return self._hosts  # type: ignore[return-value]
 
     def get_conn(self) -> KazooClient:
@@ -133,10 +124,6 @@ class ZooKeeperHook(BaseHook):
             if reg is not None:
                 out[broker_id] = reg
         return out
-
-    def registration_timestamps_ms(self) -> dict[int, int]:
-        """Broker id -> registration timestamp (ms since the epoch), for the restart resume rule."""
-        return {b: r.timestamp_ms for b, r in self.broker_registrations().items()}
 
     def reassignment_in_progress(self) -> dict[str, Any] | None:
         """The parsed ``/admin/reassign_partitions`` document while a ZK reassignment runs, else None.

@@ -143,13 +143,19 @@ def broker_caught_up(state: ClusterState, broker_id: int) -> Verdict:
     up with every leader and rejoined every ISR (Kafka: a follower joins the ISR once its log end
     offset reaches the leader's high watermark). Unlike the cluster-wide URP rule it still holds
     when another broker is down, which a resumed run can meet.
-    Reason format: ``"orders-3: broker 2 not in isr [1, 3]"``.
+    Reason format: ``"orders-3: broker 2 not in isr [1, 3]"``; a partition without a leader says so:
+    ``"orders-3: OFFLINE (no leader; isr [2], replicas down [2])"``.
     """
-    return _verdict(
-        "caught-up",
-        [f"{p.name}: broker {broker_id} not in isr {_ids(p.isr)}"
-         for p in state.partitions_on(broker_id) if broker_id not in p.isr],
-    )
+    reasons = []
+    for p in state.partitions_on(broker_id):
+        if broker_id in p.isr:
+            continue
+        if p.is_offline:
+            down = [r for r in p.replicas if not state.has_broker(r)]
+            reasons.append(f"{p.name}: OFFLINE (no leader; isr {_ids(p.isr)}, replicas down {_ids(down)})")
+        else:
+            reasons.append(f"{p.name}: broker {broker_id} not in isr {_ids(p.isr)}")
+    return _verdict("caught-up", reasons)
 
 
 def broker_leadership(state: ClusterState, broker_id: int, max_percentage: float | None = None) -> Verdict:

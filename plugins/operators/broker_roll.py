@@ -31,7 +31,7 @@ from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
-from operators.cluster_lock import ensure_held
+from operators.cluster_lock import ensure_held, release_held
 from operators.roll_plan import profile_or_fail
 
 FAILED_STATES = {"failed", "upstream_failed"}
@@ -104,7 +104,8 @@ class BrokerRollOperator(BaseOperator):
 
     def _label(self, context: Any, step: str) -> None:
         b = self.broker
-        show_step(context, f"broker {b['id']} ({b['position']}/{b['total']}) · {step}")
+        dry = " · dry run" if self.dry_run else ""
+        show_step(context, f"broker {b['id']} ({b['position']}/{b['total']}){dry} · {step}")
 
     # -- the broker -------------------------------------------------------------------------------------
 
@@ -137,10 +138,11 @@ class BrokerRollOperator(BaseOperator):
         with ClusterProber(profile) as prober:
             try:
                 record = self._roll(context, cfg, profile, prober, store, record, who)
-            except AirflowFailException as exc:
-                raise AirflowFailException(f"{exc}{self._left_state(store.load() or record, prober)}") from exc
-            except BrokerCommandFailed as exc:
-                raise AirflowFailException(f"{exc}{self._left_state(store.load() or record, prober)}") from exc
+            except (AirflowFailException, BrokerCommandFailed) as exc:
+                left = self._left_state(store.load() or record, prober)
+                if not self.dry_run:
+                    release_held(profile, context, self.log, "the roll stops at this broker")
+                raise AirflowFailException(f"{exc}{left}") from exc
             if not record.is_done(bid):
                 took = time.monotonic() - begun
                 record = store.mark(record, bid, "done", "dry run" if self.dry_run else "restarted", took)

@@ -12,6 +12,7 @@ from runtime.params import is_true, resolve_settings, unknown_conf_keys
 from runtime.roll_store import forget
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
+from operators.cluster_lock import release_held
 from operators.roll_plan import check_commands, profile_or_fail
 
 
@@ -32,7 +33,8 @@ class CheckParamsOperator(BaseOperator):
 
     def execute(self, context: Any) -> None:
         conf = getattr(context.get("dag_run"), "conf", None) or {}
-        problems = unknown_conf_keys(conf, context["params"].keys())
+        # context["params"] already holds the conf merged in; the DAG's own params are the declared ones
+        problems = unknown_conf_keys(conf, context["dag"].params.keys())
         if problems:
             raise AirflowFailException("; ".join(problems) + " (nothing was done)")
         cfg = resolve_settings(self.settings, context["params"])
@@ -83,15 +85,23 @@ class WaitForClusterOperator(BaseOperator):
 
 
 class ForgetRollsOperator(BaseOperator):
-    """Delete this run's roll records (the run succeeded: nothing left to resume)."""
+    """The run succeeded: delete its roll records (nothing left to resume) and release the cluster lock if
+    this run holds it (a run resumed by clearing only failed tasks took it back in a broker task, and its
+    ``unlock_cluster`` teardown, which succeeded before, does not run again).
+
+    :param settings: ``cluster`` (value or ``FromParam``).
+    """
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, roll_ids: list[str], **kwargs: Any) -> None:
+    def __init__(self, *, roll_ids: list[str], settings: dict, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.roll_ids = list(roll_ids)
+        self.settings = settings
 
     def execute(self, context: Any) -> list[str]:
         deleted = forget(context, self.roll_ids)
         self.log.info("deleted roll records: %s", deleted or "none")
+        cfg = resolve_settings(self.settings, context["params"])
+        release_held(profile_or_fail(cfg["cluster"]), context, self.log, "the run succeeded")
         return deleted

@@ -8,6 +8,7 @@ acts on the cluster.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -76,6 +77,20 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
         raise AirflowFailException(str(exc)) from exc
 
 
+def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> None:
+    """Release the lock if this run holds it (best effort, logged). A run resumed by clearing only its failed
+    tasks re-takes the lock in its broker tasks (:func:`ensure_held`) while its ``unlock_cluster`` teardown,
+    which succeeded before, is not run again: so the task that ends such a run releases it itself."""
+    if not profile.zookeeper:
+        return
+    try:
+        with _zookeeper(profile) as zk:
+            if cluster_lock.release(zk.get_conn(), holder_of(context)):
+                log.warning("cluster %s: lock released (%s)", profile.conn_id, why)
+    except Exception as exc:  # the teardown, when it runs, tries again
+        log.warning("cluster %s: could not release the lock (%s): %s", profile.conn_id, why, exc)
+
+
 class LockClusterOperator(BaseOperator):
     """Take the cluster's operation lock for this run (the setup of :func:`groups.cluster_guard.cluster_guard`).
 
@@ -124,13 +139,21 @@ class LockClusterOperator(BaseOperator):
 
 class UnlockClusterOperator(BaseOperator):
     """Release the lock if this run holds it (the teardown: runs after failures too). Retries transient
-    ZooKeeper errors for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand."""
+    ZooKeeper errors for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand.
+
+    As the run's last task it ends the log with the run's summary (:func:`run_summary`): failed tasks,
+    brokers down, URP, offline partitions, what each roll did, the lock, and the next action.
+
+    :param roll_ids: the rolls of the run, for the summary.
+    """
 
     ui_color = "#fff4d6"
 
-    def __init__(self, *, settings: dict, timeout_s: float = 300, **kwargs: Any) -> None:
+    def __init__(self, *, settings: dict, roll_ids: list[str] | None = None, timeout_s: float = 300,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
+        self.roll_ids = list(roll_ids or [])
         self.timeout_s = timeout_s
 
     def execute(self, context: Any) -> bool:
@@ -160,8 +183,63 @@ class UnlockClusterOperator(BaseOperator):
                 f"hand after checking no run works on the cluster: zkCli.sh -server '{profile.zookeeper}' "
                 f"delete {cluster_lock.LOCK_PATH}"
             ) from exc
+        lock = "released" if released[-1] else "not held by this run (released earlier, or never taken)"
+        for line in run_summary(context, profile, self.roll_ids, f"cluster lock {lock}"):
+            level = logging.WARNING if line.startswith(("FAILED", "next:")) else logging.INFO
+            self.log.log(level, "%s", line)
         return released[-1]
 
 
 #: The settings every operation's lock tasks read (the DAG's params of the same names).
 LOCK_SETTINGS = {"cluster": FromParam("cluster"), "lock_wait": FromParam("lock_wait")}
+
+
+def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock: str) -> list[str]:
+    """The run's closing lines: ``FAILED ...`` naming the failed tasks (or "run succeeded"), the cluster as
+    it is now (brokers down = in replica lists but not registered, URP, offline partitions), what each roll
+    did, the lock, and the next action. Best effort: a part that cannot be read says so."""
+    from kafka_ops.roll import clock
+    from probes.cluster import ClusterProber
+    from runtime.roll_store import RollStore
+
+    ti = context["ti"]
+    lines = []
+    try:
+        states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id]).get(ti.run_id, {})
+        failed = sorted(k for k, v in states.items() if v in ("failed", "upstream_failed") and not
+                        k.startswith(ti.task_id))
+    except Exception as exc:  # the summary must never fail the teardown
+        failed, lines = [], [f"task states unreadable: {exc}"]
+    dry = " (DRY RUN: nothing was touched)" if str(context["params"].get("dry_run")).lower() == "true" else ""
+    lines.insert(0, (f"FAILED: {', '.join(failed)}" if failed else "run succeeded") + dry)
+    try:
+        with ClusterProber(profile) as prober:
+            state = prober.state(configs=False)
+        down = sorted({r for p in state.partitions for r in p.replicas} - set(state.broker_ids))
+        lines.append(f"cluster {profile.conn_id}: brokers down {down or 'none'}; "
+                     f"{len(state.under_replicated_partitions())} under-replicated, "
+                     f"{len(state.offline_partitions())} offline partitions")
+    except Exception as exc:
+        down = []
+        lines.append(f"cluster {profile.conn_id}: could not be read ({type(exc).__name__}: {exc})"[:300])
+    for roll_id in roll_ids:
+        try:
+            record = RollStore(context, roll_id).load()
+        except Exception as exc:
+            lines.append(f"roll {roll_id!r}: record unreadable ({exc})")
+            continue
+        if record is None:
+            lines.append(f"roll {roll_id!r}: not planned")
+            continue
+        done = record.finished()
+        other = [f"broker {b} {record.phase(b)} at {clock(record.progress(b).at_ms)}" for b in record.order
+                 if record.phase(b) not in (None, "done")]
+        lines.append(f"roll {roll_id!r}: done {done or 'none'} of {record.order}"
+                     + (f"; left {'; '.join(other)}" if other else ""))
+    lines.append(lock)
+    if failed:
+        run = context["run_id"]
+        lines.append(f"next: fix the cause named at the end of the failed task's log, then clear the failed tasks "
+                     f"(UI: the run -> Clear Run -> Only failed; CLI: airflow dags clear {ti.dag_id} --run-id "
+                     f"{run} --only-failed --yes)" + (f"; brokers {down} are down" if down else ""))
+    return lines

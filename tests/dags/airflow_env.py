@@ -74,6 +74,7 @@ class DagRunResult:
     states: dict[tuple[str, int], str | None]
     labels: dict[tuple[str, int], str | None]
     task_instances: list[Any]
+    run_id: str = ""
 
     def state_of(self, task_id: str, map_index: int = -1) -> str | None:
         return self.states.get((task_id, map_index))
@@ -89,38 +90,76 @@ class DagRunResult:
         return [self.labels[k] for k in keys]
 
 
-def run_dag(dag_id: str, conf: dict[str, Any], logical_date: datetime | None = None,
-            only_failed: bool = False) -> DagRunResult:
-    """Run ``dag_id`` with ``dag.test()`` in this process; with the same ``logical_date`` a second call
-    clears and re-runs that DAG run: every task (the UI's "Clear" of the whole run), or with ``only_failed``
-    only the failed and upstream-failed ones (the UI's "Clear" with "Only failed", ``airflow tasks clear
-    --only-failed``), the way the README's resume recipe does it."""
-    from contextlib import ExitStack
-    from unittest import mock
-
+def _dag(dag_id: str) -> Any:
     from airflow.dag_processing.dagbag import DagBag
-    from airflow.serialization.definitions.dag import SerializedDAG
 
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     assert not bag.import_errors, bag.import_errors
-    dag = bag.dags[dag_id]
-    kwargs: dict[str, Any] = {"run_conf": conf}
-    if logical_date is not None:  # run_id derives from run_after: both pin the same DAG run
-        kwargs["logical_date"] = logical_date
-        kwargs["run_after"] = logical_date
-    with ExitStack() as stack:
-        if only_failed:
-            clear = SerializedDAG.clear_dags
+    return bag.dags[dag_id]
 
-            def clear_only_failed(*args: Any, **kw: Any) -> Any:
-                return clear(*args, **{**kw, "only_failed": True})
 
-            stack.enter_context(mock.patch.object(SerializedDAG, "clear_dags", clear_only_failed))
-        run = dag.test(**kwargs)
+def _result(run: Any) -> DagRunResult:
     tis = list(run.get_task_instances())
     return DagRunResult(
         state=str(run.state),
         states={(ti.task_id, ti.map_index): (str(ti.state) if ti.state else None) for ti in tis},
         labels={(ti.task_id, ti.map_index): ti.rendered_map_index for ti in tis},
         task_instances=tis,
+        run_id=run.run_id,
     )
+
+
+def run_dag(dag_id: str, conf: dict[str, Any], logical_date: datetime | None = None) -> DagRunResult:
+    """Run ``dag_id`` with ``dag.test()`` in this process. ``dag.test()`` deletes an existing run of the same
+    ``logical_date`` and starts a new one with the same run id: to resume a run the way an operator does, use
+    :func:`clear_and_resume`."""
+    dag = _dag(dag_id)
+    kwargs: dict[str, Any] = {"run_conf": conf}
+    if logical_date is not None:  # run_id derives from run_after: both pin the same DAG run
+        kwargs["logical_date"] = logical_date
+        kwargs["run_after"] = logical_date
+    return _result(dag.test(**kwargs))
+
+
+def clear_and_resume(dag_id: str, run_id: str, only_failed: bool) -> DagRunResult:
+    """Resume a finished run the way the README says: ``airflow dags clear DAG --run-id RUN [--only-failed]
+    --yes`` (what the UI's "Clear Run" does, with or without "Only failed"), then run the cleared tasks in this
+    process with ``dag.test()``'s scheduling loop (dependencies, trigger rules and reschedules as the
+    scheduler applies them), on the same run: nothing else of it is reset."""
+    import time
+
+    from airflow import settings
+    from airflow.models.dagrun import DagRun
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from sqlalchemy import select
+
+    airflow = Path(sys.executable).with_name("airflow")
+    command = [str(airflow), "dags", "clear", dag_id, "--run-id", run_id, "--yes"]
+    if only_failed:
+        command.insert(-1, "--only-failed")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{' '.join(command)} failed: {done.stderr[-2000:]}"
+    dag = _dag(dag_id)
+    session = settings.Session()
+    run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+    run.dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+    run.state = DagRunState.RUNNING  # the scheduler moves a cleared (queued) run to running
+    session.commit()
+    while run.state == DagRunState.RUNNING:
+        session.expire_all()
+        schedulable, _ = run.update_state(session=session)
+        for ti in schedulable:
+            if ti.state != TaskInstanceState.UP_FOR_RESCHEDULE:
+                ti.try_number += 1
+            ti.state = TaskInstanceState.SCHEDULED
+        session.commit()
+        scheduled = [ti for ti in run.get_task_instances(session=session) if ti.state == TaskInstanceState.SCHEDULED]
+        if not scheduled:
+            time.sleep(1)
+        for ti in scheduled:
+            _run_task(ti=ti, task=dag.task_dict[ti.task_id], run_triggerer=True)
+    result = _result(run)
+    session.close()
+    return result

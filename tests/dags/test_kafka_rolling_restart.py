@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from airflow_env import run_dag
+from airflow_env import clear_and_resume, run_dag
 from observers import MetadataWatcher, admin, snapshot, wait_for
 
 DAG_ID = "kafka_rolling_restart"
@@ -224,6 +223,40 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
     assert result.state_of("unlock_cluster") == "success" and lock_holder(sandbox) is None
 
 
+def test_a_broker_down_at_plan_time_is_refused_not_dropped(fresh_sandbox, use_sandbox, capfd, caplog):
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    rc, _, err = sandbox.ssh(1, "kafka-service stop")
+    assert rc == 0, err
+    wait_for(lambda: 1 not in registrations(sandbox), 60, what="broker 1 to leave ZooKeeper")
+    before = registrations(sandbox)
+    every = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
+    assert every.state == "failed" and every.state_of("restart.plan") == "failed"
+    assert "brokers [1] are down" in output(capfd, caplog)
+    named = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [2, 1], **FAST})
+    assert named.state == "failed" and named.state_of("restart.plan") == "failed"
+    assert "broker 1 is down (it holds replicas but is not registered): start it first" in output(capfd, caplog)
+    assert registrations(sandbox) == before, "nothing was touched"
+    assert lock_holder(sandbox) is None
+    rc, _, err = sandbox.ssh(1, "kafka-service start")
+    assert rc == 0, err
+
+
+def test_a_burrow_watching_another_cluster_is_refused(shared, fresh_sandbox, monkeypatch, capfd, caplog):
+    """The lag gate would otherwise accept answers about another cluster that has the same Burrow cluster name."""
+    from airflow_env import connection_env
+
+    other = fresh_sandbox()  # its own Burrow, with a cluster of the same name
+    monkeypatch.setenv("AIRFLOW_CONN_OTHER_BURROW", connection_env(other.workdir)["AIRFLOW_CONN_SANDBOX_BURROW"])
+    with_profile(monkeypatch, burrow_conn_id="other_burrow")
+    before = registrations(shared)
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
+    assert result.state == "failed" and result.state_of("restart.plan") == "failed"
+    out = output(capfd, caplog)
+    assert "none of which is a broker of cluster 'kafka_sandbox'" in out, out[-3000:]
+    assert registrations(shared) == before
+
+
 def _resume_profile(monkeypatch, flag: Path, second: int) -> None:
     # fails on the second broker's pre-start while the flag exists: that broker is left stopped
     with_profile(monkeypatch, commands={"block-second": f'test "$KAFKA_BROKER_ID" != {second} || test ! -e {flag}'})
@@ -246,9 +279,8 @@ def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, 
     flag.touch()
     _resume_profile(monkeypatch, flag, second)
     conf = {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST}
-    logical_date = datetime.now(UTC).replace(microsecond=0)
     before = registrations(sandbox)
-    failed = run_dag(DAG_ID, conf, logical_date=logical_date)
+    failed = run_dag(DAG_ID, conf)
     assert failed.state == "failed"
     assert failed.mapped_states()[:2] == ["success", "failed"], failed.states
     after_failure = registrations(sandbox)
@@ -257,7 +289,7 @@ def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, 
     assert lock_holder(sandbox) is None, "the teardown released the lock after the failure"
 
     flag.unlink()
-    resumed = run_dag(DAG_ID, conf, logical_date=logical_date, only_failed=clear == "only failed")
+    resumed = clear_and_resume(DAG_ID, failed.run_id, only_failed=clear == "only failed")
     after = registrations(sandbox)
     assert resumed.state == "success", resumed.states
     assert after[first] == after_failure[first], "the finished broker was not restarted twice"
@@ -275,8 +307,7 @@ def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_san
     flag.touch()
     _resume_profile(monkeypatch, flag, second)
     conf = {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST}
-    logical_date = datetime.now(UTC).replace(microsecond=0)
-    failed = run_dag(DAG_ID, conf, logical_date=logical_date)
+    failed = run_dag(DAG_ID, conf)
     assert failed.state == "failed"
     down = registrations(sandbox)
     assert second not in down
@@ -285,7 +316,7 @@ def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_san
                                     "operation": "upgrade"}).encode(), makepath=True)
     flag.unlink()
     try:
-        resumed = run_dag(DAG_ID, conf, logical_date=logical_date, only_failed=True)
+        resumed = clear_and_resume(DAG_ID, failed.run_id, only_failed=True)
         assert resumed.state == "failed"
         assert resumed.state_of("lock_cluster") == "success", "the lock task was not cleared"
         assert resumed.mapped_states()[1] == "failed"
@@ -307,14 +338,13 @@ def test_a_run_only_skips_what_it_did_itself(fresh_sandbox, use_sandbox, monkeyp
     flag.touch()
     _resume_profile(monkeypatch, flag, first)  # the first broker's pre-stop fails: nothing stopped
     conf = {"cluster": "kafka_sandbox", "pre_stop": "block-second", **FAST}
-    old_date = datetime.now(UTC).replace(microsecond=0)
-    failed = run_dag(DAG_ID, conf, logical_date=old_date)
+    failed = run_dag(DAG_ID, conf)
     assert failed.state == "failed" and failed.mapped_states()[0] == "failed"
     flag.unlink()
     other = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})  # another run restarts every broker
     assert other.state == "success", other.states
     before = registrations(sandbox)
-    resumed = run_dag(DAG_ID, conf, logical_date=old_date, only_failed=True)
+    resumed = clear_and_resume(DAG_ID, failed.run_id, only_failed=True)
     assert resumed.state == "success", resumed.states
     after = registrations(sandbox)
     assert all(after[b] > before[b] for b in before), "the old run restarted every broker itself"

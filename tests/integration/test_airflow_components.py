@@ -290,7 +290,7 @@ def test_zookeeper_hook_registrations_and_controller(shared: RunningSandbox) -> 
         assert hook.controller_id() == controller
         registrations = hook.broker_registrations()
         assert hook.broker_registration(3) is None, "the spare host is not registered"
-        assert hook.registration_timestamps_ms() == {b: int(raw[b]["timestamp"]) for b in (0, 1, 2)}
+        assert {b: r.timestamp_ms for b, r in registrations.items()} == {b: int(raw[b]["timestamp"]) for b in (0, 1, 2)}
         assert hook.reassignment_in_progress() is None
     assert sorted(registrations) == [0, 1, 2]
     for b, reg in registrations.items():

@@ -371,3 +371,14 @@ def test_broker_leadership_uses_the_imbalance_percentage():
     verdict = broker_leadership(worse, 1)
     assert not verdict.ok and "leads 8 of its 10 preferred partitions (20% imbalance > 10%)" in verdict.reasons[0]
     assert broker_leadership(state, 2).ok, "a broker preferred for nothing has nothing to lead"
+
+
+def test_broker_caught_up_names_an_offline_partition_and_the_brokers_down():
+    from kafka_ops.cluster import Broker, ClusterState, Partition
+    from kafka_ops.health import broker_caught_up
+
+    state = ClusterState(
+        brokers=(Broker(1, "h1", 9092),),
+        partitions=(Partition("orders", 3, leader=-1, replicas=(1, 2), isr=(2,)),),
+    )
+    assert broker_caught_up(state, 1).reasons == ["orders-3: OFFLINE (no leader; isr [2], replicas down [2])"]

@@ -81,6 +81,10 @@ def demo_env(settings: AirflowSettings, connections: dict[str, str]) -> dict[str
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(settings.plugins_folder),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__API__PORT": str(settings.port),
+            # the log servers' fixed defaults (8793, 8794) collide with any other Airflow on the machine:
+            # derive them from the API port (8080 -> Airflow's own defaults)
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(settings.port + 713),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(settings.port + 714),
             "AIRFLOW__API__BASE_URL": settings.base_url,
             "PATH": f"{settings.venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
             MARKER_ENV: str(settings.home),

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sandbox address of broker 0 (default: the sandbox's, 127.0.0.11 or $SANDBOX_ADDRESS_BASE)")
     p.add_argument("--airflow-home", type=Path, default=REPO / ".airflow", help="AIRFLOW_HOME (default %(default)s)")
     p.add_argument("--port", type=int, default=8080, help="Airflow UI/API port (default %(default)s)")
+    p.add_argument("--brokers", type=int, default=3, help="sandbox brokers (default %(default)s)")
     p.add_argument("--cluster", default="kafka_sandbox", help="the DAG's cluster param (default %(default)s)")
     p.add_argument("--conf", type=json.loads, default={}, help='extra run conf as JSON, e.g. \'{"soak_s": 5}\'')
     p.add_argument("--start-timeout", type=float, default=600, help="seconds for Airflow to become healthy "
@@ -190,10 +191,12 @@ def up(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     workdir = args.workdir.resolve()
     say(f"sandbox in {workdir}")
-    sandbox_env.up(REPO, workdir, args.address_base)
+    sandbox_env.up(REPO, workdir, args.address_base, args.brokers)
     connections = sandbox_env.connection_env(workdir)
     settings = ensure_airflow(args, connections)
     client, password = login(settings, args.start_timeout)
+    say(f"UI: {settings.base_url}  login: admin / {password} (from {settings.home / airflow_proc.PASSWORD_FILE}); "
+        "the Airflow CLI against this demo: demo/airflow ... (e.g. demo/airflow dags list-runs kafka_rolling_restart)")
     wait_for_dag(client, settings.home, args.start_timeout)
     client.set_paused(DAG_ID, False)
     conf = {"cluster": args.cluster, **args.conf}

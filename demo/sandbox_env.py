@@ -27,15 +27,16 @@ def _run_sandbox(repo: Path, args: list[str], timeout_s: float) -> None:
         raise DemoError(f"`{shlex.join(cmd[1:])}` failed (exit {rc}; see its message above)")
 
 
-def up(repo: Path, workdir: Path, address_base: str | None) -> None:
-    """Start the sandbox in ``workdir`` unless it is already up (``sandbox up`` is idempotent).
+def up(repo: Path, workdir: Path, address_base: str | None, brokers: int = 3) -> None:
+    """Start the sandbox of ``brokers`` brokers in ``workdir`` unless it is already up with those settings
+    (``sandbox up`` is idempotent).
 
     ``address_base`` None means the sandbox's default (127.0.0.11 or ``$SANDBOX_ADDRESS_BASE``).
 
     Raises:
         DemoError: the sandbox could not start or runs but is unhealthy.
     """
-    args = ["up", "--workdir", str(workdir)]
+    args = ["up", "--workdir", str(workdir), "--brokers", str(brokers)]
     if address_base:
         args += ["--address-base", address_base]
     _run_sandbox(repo, args, UP_TIMEOUT_S)

@@ -35,6 +35,8 @@ from operators.cluster_lock import ensure_held, release_held
 from operators.roll_plan import profile_or_fail
 
 FAILED_STATES = {"failed", "upstream_failed"}
+#: The roll phase written just before a step's command is sent (so a resume knows it may have happened).
+SENT = {"stop": "stopping", "start": "starting"}
 
 #: A roll's optional step between "gone" and "start" (an upgrade switches binaries or edits
 #: server.properties there): ``before_start(profile, broker, log, dry_run)``; raise to fail the broker.
@@ -189,23 +191,28 @@ class BrokerRollOperator(BaseOperator):
                 self.log.info("%s", d.reason)
             return d.act
 
+        def commands(*steps: tuple[str, str]) -> None:
+            """Run the steps' commands; before the main one (stop / start) check the lock and record it."""
+            nonlocal record
+            for step, setting in steps:
+                if not self.dry_run and not step_decision(step):
+                    continue
+                command = BrokerCommand.choose(profile, step, cfg.get(setting), self.broker)
+                if command is None:
+                    continue
+                self._label(context, step.replace("_", "-"))
+                if step in SENT and not self.dry_run:
+                    ensure_held(profile, context, self.operation, self.log)
+                    record = store.mark(record, bid, SENT[step], f"{step} sent by {who or 'this run'}")
+                    self.marks[f"{step}_sent"] = time.time()
+                command.run(profile.ssh_conn_id, ssh_timeout, self.log, self.dry_run, who)
+
         # gate
         if step_decision("gate"):
             self._label(context, "gate")
             self._gate(profile, prober, bid, record.consumer_groups, int(cfg.get("lag_ok_consecutive", 3)))
         # pre-stop, stop
-        for step, setting in (("pre_stop", "pre_stop"), ("stop", "stop_command")):
-            if not step_decision(step):
-                continue
-            command = BrokerCommand.choose(profile, step, cfg.get(setting), self.broker)
-            if command is None:
-                continue
-            self._label(context, step.replace("_", "-"))
-            if step == "stop" and not self.dry_run:
-                ensure_held(profile, context, self.operation, self.log)
-                record = store.mark(record, bid, "stopping", f"stop sent by {who or 'this run'}")
-                self.marks["stop_sent"] = time.time()
-            command.run(profile.ssh_conn_id, ssh_timeout, self.log, self.dry_run, who)
+        commands(("pre_stop", "pre_stop"), ("stop", "stop_command"))
         # gone
         if not self.dry_run and step_decision("wait_gone"):
             self._label(context, "gone?")
@@ -218,18 +225,7 @@ class BrokerRollOperator(BaseOperator):
             self.before_start(profile, self.broker, self.log, self.dry_run)
             record = store.mark(record, bid, "prepared")
         # pre-start, start
-        for step, setting in (("pre_start", "pre_start"), ("start", "start_command")):
-            if not self.dry_run and not step_decision(step):
-                continue
-            command = BrokerCommand.choose(profile, step, cfg.get(setting), self.broker)
-            if command is None:
-                continue
-            self._label(context, step.replace("_", "-"))
-            if step == "start" and not self.dry_run:
-                ensure_held(profile, context, self.operation, self.log)
-                record = store.mark(record, bid, "starting", f"start sent by {who or 'this run'}")
-                self.marks["start_sent"] = time.time()
-            command.run(profile.ssh_conn_id, ssh_timeout, self.log, self.dry_run, who)
+        commands(("pre_start", "pre_start"), ("start", "start_command"))
         if self.dry_run:
             self.log.info("DRY RUN: would wait until broker %s is registered, back in every ISR and leads its "
                           "preferred partitions again, then soak %s s", bid, cfg.get("soak_s", 0))

@@ -26,6 +26,7 @@ from kafka_ops.roll import RollRecord, clock
 from runtime.broker_commands import BrokerCommand
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore, now_ms
+from runtime.waiting import WaitAborted, WaitTimeout, call_until_answered
 
 COMMAND_SETTINGS = {"pre_stop": "pre_stop", "stop_command": "stop", "pre_start": "pre_start", "start_command": "start"}
 
@@ -81,6 +82,16 @@ def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[s
         raise AirflowFailException(f"consumer groups unknown to Burrow ({profile.burrow_cluster}): {unknown}")
 
 
+def _ask(call: Any, what: str, waits: dict) -> Any:
+    """``call()``, waiting out transient errors (a controller or Burrow restarting) up to the health-check
+    timeout; AirflowFailException for a fatal error or the deadline."""
+    try:
+        return call_until_answered(call, what=what, **waits)
+    except (WaitAborted, WaitTimeout) as exc:
+        cause = exc.__cause__
+        raise AirflowFailException(str(cause if isinstance(cause, AirflowFailException) else exc)) from exc
+
+
 class RollPlanOperator(BaseOperator):
     """Validate a roll's params and freeze its plan; returns the brokers in roll order, one dict each
     (the mapped input of the roll's broker task): ``{"id", "host", "rack", "position", "total"}``.
@@ -109,8 +120,10 @@ class RollPlanOperator(BaseOperator):
             return [dict(s) for s in frozen.steps]
         cfg = resolve_settings(self.settings, context["params"])
         profile = profile_or_fail(cfg["cluster"])
+        waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
+                 "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
         with KafkaAdminHook(profile=profile) as admin:
-            state = admin.cluster_state(configs=False)
+            state = _ask(lambda: admin.cluster_state(configs=False), "the cluster's metadata", waits)
         requested = list(cfg.get("brokers") or [])
         replica_ids = {r for p in state.partitions for r in p.replicas}
         refusals = down_brokers(state.broker_ids, replica_ids, requested)
@@ -130,7 +143,8 @@ class RollPlanOperator(BaseOperator):
             self.log.info("command %s", chosen)
         groups = resolve_groups(cfg.get("consumer_groups", None), profile.consumer_groups)
         if groups:
-            check_burrow(profile, groups, {f"{b.host}:{b.port}" for b in state.brokers})
+            live = {f"{b.host}:{b.port}" for b in state.brokers}
+            _ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})", waits)
         for reason in plan.reasons:
             self.log.info("plan: %s", reason)
         self.log.info("roll %r: order %s; lag gate on %s", self.roll_id, plan.order, groups or "no groups")

@@ -14,8 +14,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from runtime.failures import describe, is_transient
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -80,3 +83,29 @@ def wait_until(
         if clock() + interval_s > deadline:
             raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}")
         sleep(interval_s)
+
+
+def call_until_answered(
+    call: Callable[[], T],
+    *,
+    what: str,
+    interval_s: float,
+    timeout_s: float,
+    log: logging.Logger,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``call()``'s result, calling again while it raises a transient error (a dependency restarting), up to
+    ``timeout_s`` seconds; a fatal error or the deadline raises as in :func:`wait_until`.
+
+    :param what: what is being asked, for the log ("the cluster's metadata").
+    :raises WaitTimeout: / :raises WaitAborted: see :func:`wait_until`.
+    """
+    answer: list[T] = []
+
+    def check() -> Check:
+        answer.append(call())
+        return Check(True, "answered")
+
+    wait_until(check, what=what, interval_s=interval_s, timeout_s=timeout_s, log=log, sleep=sleep, clock=clock)
+    return answer[-1]

@@ -269,19 +269,25 @@ def _first_two(sandbox) -> tuple[int, int]:
     return order[0], order[1]
 
 
+def _fail_at_second_broker(sandbox, monkeypatch, tmp_path):
+    """A run that restarts the first broker and fails at the second one's pre-start (left stopped) while a
+    flag file exists; returns (first, second, flag, the failed run)."""
+    first, second = _first_two(sandbox)
+    flag = tmp_path / "block-pre-start"
+    flag.touch()
+    _resume_profile(monkeypatch, flag, second)
+    failed = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST})
+    assert failed.state == "failed"
+    return first, second, flag, failed
+
+
 @pytest.mark.parametrize("clear", ["whole run", "only failed"])
 def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                                    clear):
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
-    first, second = _first_two(sandbox)
-    flag = tmp_path / "block-pre-start"
-    flag.touch()
-    _resume_profile(monkeypatch, flag, second)
-    conf = {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST}
     before = registrations(sandbox)
-    failed = run_dag(DAG_ID, conf)
-    assert failed.state == "failed"
+    first, second, flag, failed = _fail_at_second_broker(sandbox, monkeypatch, tmp_path)
     assert failed.mapped_states()[:2] == ["success", "failed"], failed.states
     after_failure = registrations(sandbox)
     assert after_failure[first] > before[first], "the first broker was restarted"
@@ -302,13 +308,7 @@ def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_san
     """Clearing only the failed tasks does not re-run lock_cluster: the broker step itself checks the lock."""
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
-    first, second = _first_two(sandbox)
-    flag = tmp_path / "block-pre-start"
-    flag.touch()
-    _resume_profile(monkeypatch, flag, second)
-    conf = {"cluster": "kafka_sandbox", "pre_start": "block-second", **FAST}
-    failed = run_dag(DAG_ID, conf)
-    assert failed.state == "failed"
+    first, second, flag, failed = _fail_at_second_broker(sandbox, monkeypatch, tmp_path)
     down = registrations(sandbox)
     assert second not in down
     with sandbox.zk() as zk:  # meanwhile another operation takes the cluster
@@ -348,3 +348,62 @@ def test_a_run_only_skips_what_it_did_itself(fresh_sandbox, use_sandbox, monkeyp
     assert resumed.state == "success", resumed.states
     after = registrations(sandbox)
     assert all(after[b] > before[b] for b in before), "the old run restarted every broker itself"
+
+
+def _pid(sandbox, name: str) -> int:
+    from sandbox.layout import Workdir
+    from sandbox.state import running_processes
+
+    return running_processes(Workdir(Path(sandbox.workdir)))[name]
+
+
+def test_zookeeper_frozen_right_after_a_stop_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch, capfd, caplog):
+    """ZooKeeper SIGSTOPped for 40 s as the first broker stops: the lock check before its start waits it out
+    (logging the cause), the broker comes back, the run succeeds and releases its lock."""
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    zk = _pid(sandbox, "zookeeper")
+    freeze = (f"kafka-service stop && kill -STOP {zk} && "
+              f"(nohup sh -c 'sleep 40; kill -CONT {zk}' >/dev/null 2>&1 </dev/null &)")
+    with_profile(monkeypatch, commands={"stop-and-freeze-zookeeper": freeze})
+    before = registrations(sandbox)
+    started = time.monotonic()
+    try:
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0], "stop_command":
+                                  "stop-and-freeze-zookeeper", **FAST})
+    finally:
+        import os
+        import signal
+
+        os.kill(zk, signal.SIGCONT)  # never leave it frozen, whatever happened
+    took = time.monotonic() - started
+    assert result.state == "success", result.states
+    assert took >= 40, "the run did not go past the freeze"
+    assert registrations(sandbox)[0] > before[0], "broker 0 was restarted"
+    assert lock_holder(sandbox) is None, "the lock was released"
+    out = output(capfd, caplog)
+    assert "could not check" in out and "trying again" in out, "the transient ZooKeeper error was logged and waited out"
+
+
+def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, capfd, caplog):
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    import os
+    import signal
+    import threading
+
+    burrow = _pid(sandbox, "burrow")
+    os.kill(burrow, signal.SIGSTOP)
+    thaw = threading.Timer(25, os.kill, (burrow, signal.SIGCONT))
+    thaw.start()
+    try:
+        before = registrations(sandbox)
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0], "consumer_groups": [],
+                                  "healthcheck_interval_s": 2, "healthcheck_timeout_s": 180, "lag_ok_consecutive": 1})
+    finally:
+        thaw.cancel()
+        os.kill(burrow, signal.SIGCONT)
+    assert result.state == "success", result.states
+    assert registrations(sandbox)[0] > before[0]
+    out = output(capfd, caplog)
+    assert "could not check" in out and "trying again" in out, "Burrow's outage was logged and waited out"

@@ -130,26 +130,25 @@ def reasons_of(message: str) -> tuple[list[str], int]:
     return body.split("; "), more
 
 
-def ssh_env_with(sb: RunningSandbox, **extra_changes) -> str:
-    """The sandbox's ``sandbox_ssh`` connection (JSON) with extras changed (None = removed)."""
-    conn = json.loads(connection_env(Path(sb.workdir))[SSH_ENV])
+def env_with(sb: RunningSandbox, env_name: str, **extra_changes) -> str:
+    """A sandbox connection (JSON, by its ``AIRFLOW_CONN_*`` name) with extras changed (None = removed)."""
+    conn = json.loads(connection_env(Path(sb.workdir))[env_name])
     for key, value in extra_changes.items():
         if value is None:
             conn["extra"].pop(key, None)
         else:
             conn["extra"][key] = value
     return json.dumps(conn)
+
+
+def ssh_env_with(sb: RunningSandbox, **extra_changes) -> str:
+    """The sandbox's ``sandbox_ssh`` connection (JSON) with extras changed (None = removed)."""
+    return env_with(sb, SSH_ENV, **extra_changes)
 
 
 def kafka_env_with(sb: RunningSandbox, **extra_changes) -> str:
     """The sandbox's ``kafka_sandbox`` connection (JSON) with extras changed (None = removed)."""
-    conn = json.loads(connection_env(Path(sb.workdir))[KAFKA_ENV])
-    for key, value in extra_changes.items():
-        if value is None:
-            conn["extra"].pop(key, None)
-        else:
-            conn["extra"][key] = value
-    return json.dumps(conn)
+    return env_with(sb, KAFKA_ENV, **extra_changes)
 
 
 def on_host(sb: RunningSandbox, broker: int) -> dict:

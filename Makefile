@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-DEBIAN_PACKAGES := zookeeper burrow openssh-server openssh-client default-jre-headless procps docker-compose
+DEBIAN_PACKAGES := zookeeper burrow openssh-server openssh-client default-jre-headless procps docker-compose chromium
 WORKDIR ?= .sandbox
 PYTEST_ARGS ?=
 
@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 
 install: debs venv
 
-# Debian packages: ZooKeeper, Burrow, sshd (the sandbox's real parts) and a Java runtime.
+# Debian packages: ZooKeeper, Burrow, sshd (the sandbox's real parts), a Java runtime, Chromium (tests/ui).
 debs:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -219,6 +219,7 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
     assert "group orders-service: ERR" in out or "group orders-service: WARN" in out
     assert "gave up after 20 s" in out
     assert "NOT touched" in out, "the next broker says why it was not touched"
+    assert "FAILED: restart.broker" in out and "next: fix the cause" in out, "the run ends with its summary"
     assert registrations(sandbox) == before, "no broker was touched"
     assert result.state_of("unlock_cluster") == "success" and lock_holder(sandbox) is None
 
@@ -357,32 +358,96 @@ def _pid(sandbox, name: str) -> int:
     return running_processes(Workdir(Path(sandbox.workdir)))[name]
 
 
-def test_zookeeper_frozen_right_after_a_stop_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch, capfd, caplog):
-    """ZooKeeper SIGSTOPped for 40 s as the first broker stops: the lock check before its start waits it out
-    (logging the cause), the broker comes back, the run succeeds and releases its lock."""
+class ZooKeeperOutage:
+    """A TCP proxy between kafka-ops and ZooKeeper (the brokers keep their own direct sessions) that goes dark
+    for ``seconds`` once ``trigger`` exists: new connections are refused and open ones cut, as a network
+    partition between Airflow and ZooKeeper would. ``address`` is its ``host:port``."""
+
+    def __init__(self, target: str, trigger: Path, seconds: float) -> None:
+        import socket
+        import threading
+
+        self.target = target.split("/")[0]
+        self.trigger, self.seconds = trigger, seconds
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.dark_until = 0.0
+        self.went_dark_at: float | None = None
+        self.conns: list = []
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dark(self) -> bool:
+        if self.went_dark_at is None and self.trigger.exists():
+            self.went_dark_at = time.monotonic()
+            self.dark_until = self.went_dark_at + self.seconds
+            for conn in self.conns:
+                conn.close()
+        return time.monotonic() < self.dark_until
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        self.server.settimeout(0.2)
+        while not self.stop.is_set():
+            self.dark()
+            try:
+                client, _ = self.server.accept()
+            except (TimeoutError, OSError):
+                continue
+            if self.dark():
+                client.close()
+                continue
+            host, port = self.target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+
+
+def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
+                                                                 capfd, caplog):
+    """ZooKeeper unreachable from Airflow for 40 s as the first broker stops: the lock check before its start
+    waits it out (logging the cause), the broker comes back, the run succeeds and releases its lock."""
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
-    zk = _pid(sandbox, "zookeeper")
-    freeze = (f"kafka-service stop && kill -STOP {zk} && "
-              f"(nohup sh -c 'sleep 40; kill -CONT {zk}' >/dev/null 2>&1 </dev/null &)")
-    with_profile(monkeypatch, commands={"stop-and-freeze-zookeeper": freeze})
+    trigger = tmp_path / "stopped"
+    outage = ZooKeeperOutage(sandbox.zookeeper_connect, trigger, seconds=40)
+    chroot = sandbox.zookeeper_connect.partition("/")[2]
+    with_profile(monkeypatch, zookeeper=outage.address + (f"/{chroot}" if chroot else ""),
+                 commands={"stop-then-cut-zookeeper": f"kafka-service stop && touch {trigger}"})
     before = registrations(sandbox)
-    started = time.monotonic()
     try:
-        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0], "stop_command":
-                                  "stop-and-freeze-zookeeper", **FAST})
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0],
+                                  "stop_command": "stop-then-cut-zookeeper", **FAST})
     finally:
-        import os
-        import signal
-
-        os.kill(zk, signal.SIGCONT)  # never leave it frozen, whatever happened
-    took = time.monotonic() - started
+        outage.close()
+    assert outage.went_dark_at is not None, "the outage happened"
     assert result.state == "success", result.states
-    assert took >= 40, "the run did not go past the freeze"
+    assert time.monotonic() - outage.went_dark_at >= 40, "the run did not end before ZooKeeper came back"
     assert registrations(sandbox)[0] > before[0], "broker 0 was restarted"
     assert lock_holder(sandbox) is None, "the lock was released"
     out = output(capfd, caplog)
-    assert "could not check" in out and "trying again" in out, "the transient ZooKeeper error was logged and waited out"
+    assert "this run holds the lock of cluster kafka_sandbox: could not check" in out, "the outage was logged"
 
 
 def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, capfd, caplog):
@@ -394,7 +459,7 @@ def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, cap
 
     burrow = _pid(sandbox, "burrow")
     os.kill(burrow, signal.SIGSTOP)
-    thaw = threading.Timer(25, os.kill, (burrow, signal.SIGCONT))
+    thaw = threading.Timer(75, os.kill, (burrow, signal.SIGCONT))  # past the hook's own retries (~45 s)
     thaw.start()
     try:
         before = registrations(sandbox)
@@ -407,3 +472,58 @@ def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, cap
     assert registrations(sandbox)[0] > before[0]
     out = output(capfd, caplog)
     assert "could not check" in out and "trying again" in out, "Burrow's outage was logged and waited out"
+
+
+def test_a_broker_stopped_by_someone_else_fails_its_gate(fresh_sandbox, use_sandbox, capfd, caplog):
+    """While the first broker soaks, someone stops the second one (a controlled shutdown by hand): its task
+    refuses to touch it, naming why, instead of "starting" a broker this run never stopped."""
+    import threading
+
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    first, second = _first_two(sandbox)
+    before = registrations(sandbox)
+    stopped: list[int] = []
+
+    def stop_second_once_first_is_back() -> None:
+        wait_for(lambda: registrations(sandbox).get(first, 0) > before[first], 300, what="the first restart")
+        sandbox.wait_healthy(timeout_s=120)
+        rc, _, err = sandbox.ssh(second, "kafka-service stop")
+        stopped.append(rc)
+
+    meddler = threading.Thread(target=stop_second_once_first_is_back, daemon=True)
+    meddler.start()
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [first, second], "soak_s": 30, **FAST})
+    meddler.join(timeout=60)
+    assert stopped == [0], "the second broker was stopped behind the run's back during the first one's soak"
+    assert result.state == "failed"
+    assert result.mapped_states() == ["success", "failed"], result.states
+    out = output(capfd, caplog)
+    assert f"broker {second} is down and roll 'restart' did not stop it: a crash or another operation" in out
+    assert f"running broker {second} (" not in out, "no command was sent to the broker the run did not stop"
+    assert lock_holder(sandbox) is None
+    rc, _, err = sandbox.ssh(second, "kafka-service start")
+    assert rc == 0, err
+
+
+def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, use_sandbox, capfd, caplog):
+    """The controller dies as a roll of another broker begins: the gate keeps polling through the errors and
+    the URP, and at its timeout names the under-replicated partitions (not a raw traceback)."""
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    victim = controller(sandbox)
+    target = next(b for b in sorted(registrations(sandbox)) if b != victim)
+    crashed = sandbox.cli("crash-broker", str(victim))
+    assert crashed.returncode == 0, crashed.stderr
+    started = time.monotonic()
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [target], "consumer_groups": None,
+                              "healthcheck_interval_s": 2, "healthcheck_timeout_s": 30})
+    took = time.monotonic() - started
+    assert result.state == "failed" and result.mapped_states() == ["failed"], result.states
+    out = output(capfd, caplog)
+    assert f"broker {target} may NOT be stopped yet" in out
+    assert "under-replicated" in out and "gave up after 30 s" in out
+    assert took >= 30, "it waited, it did not fail at the first error"
+    assert registrations(sandbox).get(target), "the target broker was not touched"
+    rc, _, err = sandbox.ssh(victim, "kafka-service start")
+    assert rc == 0, err

@@ -112,3 +112,24 @@ def test_port_in_use_is_named(tmp_path: Path) -> None:
                                                 venv_bin=Path(sys.prefix) / "bin", port=port)
         with pytest.raises(DemoError, match=f"port {port} is already in use"):
             airflow_proc.start(settings, {})
+
+
+def test_demo_airflow_settings_keep_clear_of_another_airflow(tmp_path: Path) -> None:
+    """The log servers' ports follow the UI port (Airflow's fixed 8793/8794 collide with another Airflow)."""
+    settings = airflow_proc.AirflowSettings(home=tmp_path, dags_folder=tmp_path, plugins_folder=tmp_path,
+                                            venv_bin=Path(sys.prefix) / "bin", port=8282)
+    env = airflow_proc.demo_env(settings, {"AIRFLOW_CONN_X": "{}"})
+    assert env["AIRFLOW__API__PORT"] == "8282" and env["AIRFLOW__API__BASE_URL"] == "http://localhost:8282"
+    assert {env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"], env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"]} == {
+        "8995", "8996"}
+    assert env["AIRFLOW_CONN_X"] == "{}"
+
+
+def test_demo_airflow_wrapper_runs_the_cli_against_the_demo_home(tmp_path: Path) -> None:
+    wrapper = Path(__file__).resolve().parents[2] / "demo" / "airflow"
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "SANDBOX_WORKDIR": str(tmp_path)}
+    (tmp_path / "airflow.env").write_text("export AIRFLOW_CONN_KAFKA_SANDBOX='{\"conn_type\": \"kafka\"}'\n")
+    done = subprocess.run([str(wrapper), "config", "get-value", "core", "dags_folder"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("/dags")

@@ -1,0 +1,197 @@
+"""The Airflow UI in a real browser: trigger ``kafka_rolling_restart`` through its Trigger form, follow the run
+in the Grid, read labels and logs from the page, and cross-check each with the REST API.
+
+Runs against the session's ``airflow standalone`` and sandbox (``tests/ui/conftest.py``). Screenshots land in
+each test's ``tmp_path`` (their paths are printed; ``pytest -s`` shows them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pytest
+from playwright.sync_api import expect
+from ui_standalone import DAG_ID, RunningAirflow, UiTestError, wait_until
+
+from demo.rest import AirflowApiError, AirflowClient
+
+pytestmark = [pytest.mark.ui, pytest.mark.sandbox]
+
+RUN_TIMEOUT_S = 600  # a dry run of 3 brokers takes ~30 s on an idle machine; a loaded one is much slower
+LABEL = re.compile(r"^broker (\d+) \((\d+)/(\d+)\) · dry run$")
+
+
+def shot(page: Any, tmp_path: Path, name: str) -> Path:
+    """A screenshot of the page into the test's output directory (path printed)."""
+    path = tmp_path / f"{name}.png"
+    page.mouse.move(800, 995)  # no tooltip of a hovered Grid cell over the page
+    page.screenshot(path=str(path), animations="disabled")  # no half-open accordion or fading dialog
+    print(f"screenshot: {path}")
+    return path
+
+
+def open_trigger_form(page: Any) -> Any:
+    """From the Dags list, open kafka_rolling_restart and its Trigger form; returns the dialog."""
+    page.goto("/dags")
+    page.get_by_role("link", name=DAG_ID, exact=True).click()
+    page.wait_for_url(f"**/dags/{DAG_ID}")
+    # the DAG's own page is rendered (the URL changes first; the list's cards have "Trigger Dag" buttons too)
+    page.get_by_role("link", name="Overview", exact=True).wait_for()
+    page.get_by_role("button", name="Trigger Dag").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_role("heading", name=f"Trigger Dag - {DAG_ID}").wait_for()
+    dialog.get_by_role("checkbox", name="dry_run").wait_for(state="attached")  # the params form is rendered
+    return dialog
+
+
+def submit(page: Any, dialog: Any) -> str:
+    """Click Trigger; returns the new run's id (the UI navigates to the run's page)."""
+    button = dialog.get_by_role("button", name="Trigger", exact=True)
+    expect(button, "the Trigger button stays disabled").to_be_enabled()
+    button.click()
+    page.wait_for_url(re.compile(rf"/dags/{DAG_ID}/runs/[^/]+/?$"))
+    return unquote(page.url.split("/runs/", 1)[1].strip("/"))
+
+
+def wait_for_run(client: AirflowClient, run_id: str) -> dict[str, Any]:
+    """Poll the REST API until the run ends (success or failed); returns it. API hiccups are retried."""
+    def ended() -> dict[str, Any] | None:
+        try:
+            run = client.get_run(DAG_ID, run_id)
+        except AirflowApiError:
+            return None
+        return run if run["state"] in ("success", "failed") else None
+
+    t0 = time.monotonic()
+    run = wait_until(f"run {run_id} to end", RUN_TIMEOUT_S, ended, poll_s=2.0)
+    print(f"run {run_id} {run['state']} after {time.monotonic() - t0:.0f} s of polling")
+    return run
+
+
+def states(client: AirflowClient, run_id: str) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(ti["task_id"], ti["map_index"]): ti for ti in client.task_instances(DAG_ID, run_id)}
+
+
+def open_run_grid(page: Any, run_id: str) -> None:
+    """The run's page with every task group of the Grid expanded. Once in a few runs the Grid's toolbar came
+    up without its expand/collapse buttons (seen after a failed run, under load): the page is loaded again
+    then, up to three times."""
+    expand = page.get_by_role("button", name="Expand all task groups")
+    for attempt in range(1, 4):
+        page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}")
+        try:
+            expand.click(timeout=20_000)
+            return
+        except Exception:  # playwright's TimeoutError
+            if attempt == 3:
+                raise
+            print(f"the Grid has no 'Expand all task groups' button (attempt {attempt}); loading the page again")
+
+
+def grid_cell(page: Any, run_id: str, task_path: str) -> Any:
+    """The Grid's cell of ``task_path`` (e.g. ``restart.plan``, ``restart.broker/mapped``) in the run's column.
+    The cells are links without a name, so they are found by their target."""
+    return page.locator(f'a[href$="/runs/{run_id}/tasks/{task_path}"]').first
+
+
+def test_trigger_form_dry_run_labels_every_broker(
+    page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
+) -> None:
+    dialog = open_trigger_form(page)
+    trigger = dialog.get_by_role("button", name="Trigger", exact=True)
+    expect(trigger, "the Trigger form does not submit with its defaults").to_be_enabled()
+    dry_run = dialog.get_by_role("checkbox", name="dry_run")
+    assert not dry_run.is_checked()
+    dry_run.locator("xpath=..").click()  # the switch: the input is visually hidden inside its label
+    assert dry_run.is_checked()
+    dry_run.scroll_into_view_if_needed()
+    shot(page, tmp_path, "trigger-form-dry-run")
+    run_id = submit(page, dialog)
+
+    client = airflow_ui.client
+    details = client.request("GET", f"/dags/{DAG_ID}/details")
+    defaults = {name: param["value"] for name, param in details["params"].items()}
+    run = client.get_run(DAG_ID, run_id)
+    assert run["conf"] == {**defaults, "dry_run": True}, "the form sent more than dry_run"
+
+    run = wait_for_run(client, run_id)
+    tis = states(client, run_id)
+    assert run["state"] == "success", {k: ti["state"] for k, ti in tis.items()}
+
+    open_run_grid(page, run_id)
+    grid_cell(page, run_id, "restart.broker/mapped").click()
+    page.wait_for_url("**/tasks/restart.broker/mapped")
+    brokers = sandbox.registered_brokers()
+    # the mapped task's page (the URL changes before it renders): "restart.broker [<count>]"
+    page.get_by_role("heading", name=f"restart.broker [{len(brokers)}]").wait_for()
+    label_cells = page.get_by_role("table").get_by_role("cell").filter(has_text=re.compile(r"^broker \d+ "))
+    wait_until(f"{len(brokers)} broker labels in the mapped instances list", 60,
+               lambda: label_cells.count() == len(brokers), poll_s=0.5)
+    shot(page, tmp_path, "grid-mapped-brokers")
+
+    ui_labels: dict[int, str] = {}
+    for cell in label_cells.all():
+        href = cell.get_by_role("link").get_attribute("href") or ""
+        ui_labels[int(href.rsplit("/", 1)[1])] = cell.inner_text().strip()
+    parsed = {index: LABEL.match(text) for index, text in ui_labels.items()}
+    assert all(parsed.values()), f"labels not 'broker <id> (<n>/<total>) · dry run': {ui_labels}"
+    assert sorted(int(m[1]) for m in parsed.values()) == sorted(brokers), ui_labels
+    assert {index: (int(m[2]), int(m[3])) for index, m in parsed.items()} == {
+        index: (index + 1, len(brokers)) for index in range(len(brokers))
+    }, ui_labels
+
+    api_labels = {ti["map_index"]: ti["rendered_map_index"] for (task, _), ti in tis.items()
+                  if task == "restart.broker"}
+    assert api_labels == ui_labels
+    assert all(tis[("restart.broker", index)]["state"] == "success" for index in ui_labels)
+
+
+def test_unknown_broker_fails_the_plan_with_its_log(page: Any, airflow_ui: RunningAirflow, tmp_path: Path) -> None:
+    dialog = open_trigger_form(page)
+    # the brokers param (a JSON array) is a Monaco editor in the form: replace its text
+    brokers_field = dialog.get_by_role("group").filter(has=page.locator("label", has_text=re.compile(r"^brokers")))
+    brokers_field.get_by_role("textbox", name="Editor content").wait_for(state="attached")
+    brokers_field.get_by_role("code").click()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.press("Backspace")
+    page.keyboard.insert_text("[77]")
+    wait_until("the brokers editor to hold [77]", 30,
+               lambda: re.sub(r"\s", "", brokers_field.get_by_role("code").inner_text()).endswith("[77]"),
+               poll_s=0.3)
+    shot(page, tmp_path, "trigger-form-brokers-77")
+    dialog.get_by_role("button", name="Advanced Options").click()
+    conf_editor = dialog.get_by_role("region", name="Advanced Options").get_by_role("code")
+    wait_until('the Configuration JSON to show "brokers": [77]', 30,
+               lambda: re.search(r'"brokers":\[77\]', re.sub(r"\s", "", conf_editor.inner_text())), poll_s=0.3)
+    conf_editor.scroll_into_view_if_needed()
+    shot(page, tmp_path, "trigger-form-conf-json")
+    run_id = submit(page, dialog)
+
+    client = airflow_ui.client
+    assert client.get_run(DAG_ID, run_id)["conf"]["brokers"] == [77]
+    run = wait_for_run(client, run_id)
+    tis = states(client, run_id)
+    failed = sorted(task for (task, _), ti in tis.items() if ti["state"] == "failed")
+    assert run["state"] == "failed" and failed == ["restart.plan"], {k: ti["state"] for k, ti in tis.items()}
+
+    open_run_grid(page, run_id)
+    grid_cell(page, run_id, "restart.plan").click()
+    page.wait_for_url("**/tasks/restart.plan")
+    page.get_by_role("heading", name="restart.plan").wait_for()
+    page.get_by_role("link", name="Logs", exact=True).click()
+    message = page.get_by_text("unknown broker ids [77]").first
+    try:
+        message.wait_for()
+    except Exception as exc:
+        shot(page, tmp_path, "plan-log-missing-message")
+        raise UiTestError(f"the log view of restart.plan does not show 'unknown broker ids [77]': {exc}") from exc
+    shot(page, tmp_path, "grid-plan-log")
+
+    plan = tis[("restart.plan", -1)]
+    log = client.task_log(DAG_ID, run_id, "restart.plan", plan["try_number"], -1)
+    assert "unknown broker ids [77]" in json.dumps(log)

@@ -105,8 +105,9 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
     with create_session() as session:
         for t in tis:
             if t.task_id == "restart.broker" and t.map_index >= 0:
-                value = XComModel.get_many(run_id=t.run_id, dag_ids=t.dag_id, task_ids=t.task_id,
-                                           map_indexes=t.map_index, key="return_value", session=session).first()
+                query = XComModel.get_many(run_id=t.run_id, dag_ids=t.dag_id, task_ids=t.task_id,
+                                           map_indexes=t.map_index, key="return_value")
+                value = session.scalars(query).first()
                 rows.append({"map_index": t.map_index, "rendered_map_index": t.rendered_map_index,
                              "marks": (XComModel.deserialize_value(value) or {}).get("marks") if value else {}})
     brokers = broker_waits(rows)

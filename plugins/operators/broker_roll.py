@@ -35,6 +35,8 @@ from operators.cluster_lock import ensure_held, release_held
 from operators.roll_plan import profile_or_fail
 
 FAILED_STATES = {"failed", "upstream_failed"}
+#: First pause of the waits after an action, seconds (doubling up to healthcheck_interval_s).
+RAMP_FROM_S = 0.5
 #: The roll phase written just before a step's command is sent (so a resume knows it may have happened).
 SENT = {"stop": "stopping", "start": "starting"}
 
@@ -93,10 +95,13 @@ class BrokerRollOperator(BaseOperator):
         states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id])
         return states.get(ti.run_id, {}).get(f"{ti.task_id}_{position - 1}") in FAILED_STATES
 
-    def _wait(self, check: Callable[[], Check], what: str, not_yet: str | None = None) -> Check:
+    def _wait(self, check: Callable[[], Check], what: str, not_yet: str | None = None,
+              ramp: bool = True) -> Check:
+        """Wait for ``check``; ``ramp`` polls quickly first (0.5, 1, 2 s ... up to the interval): a broker is
+        usually gone, registered, caught up and leading again within seconds of the action."""
         try:
             return wait_until(check, what=what, interval_s=self.interval_s, timeout_s=self.timeout_s,
-                              log=self.log, not_yet=not_yet)
+                              log=self.log, not_yet=not_yet, ramp_from_s=RAMP_FROM_S if ramp else None)
         except (WaitTimeout, WaitAborted) as exc:
             raise AirflowFailException(str(exc)) from exc
 
@@ -273,7 +278,9 @@ class BrokerRollOperator(BaseOperator):
                 self.log.info("DRY RUN: broker %s %s now: %s", bid,
                               "may be stopped" if result.ok else "may NOT be stopped", result.message)
                 return
-            self._wait(check, f"broker {bid} may be stopped", not_yet=f"broker {bid} may NOT be stopped yet")
+            # Burrow's OK streak needs polls spaced by the interval: no quick first polls at the gate
+            self._wait(check, f"broker {bid} may be stopped", not_yet=f"broker {bid} may NOT be stopped yet",
+                       ramp=False)
         finally:
             if burrow is not None:
                 burrow.close()

@@ -45,6 +45,7 @@ def wait_until(
     timeout_s: float,
     log: logging.Logger,
     not_yet: str | None = None,
+    ramp_from_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> Check:
@@ -55,6 +56,9 @@ def wait_until(
     :param timeout_s: the absolute deadline, seconds from the call.
     :param not_yet: the sentence for a failing check, logged at WARNING ("broker 2 may NOT be stopped
         yet"); None logs "<what>: not yet" at INFO.
+    :param ramp_from_s: for a condition that usually holds within seconds (a broker back after its start),
+        sleep this long after the first failing check, doubling up to ``interval_s``; None = ``interval_s``
+        from the start (a condition whose checks must be spaced, such as consecutive Burrow polls).
     :raises WaitTimeout: not reached by the deadline; names ``what``, the timeout and the last verdict
         (or the last transient error).
     :raises WaitAborted: ``check`` raised a fatal error.
@@ -70,7 +74,7 @@ def wait_until(
             if not is_transient(exc):
                 raise WaitAborted(f"{what}: cannot check: {describe(exc)} (waiting cannot fix this)") from exc
             last = f"could not check: {describe(exc)}"
-            log.warning("%s: %s; trying again in %.0f s", what, last, interval_s)
+            log.warning("%s: %s; trying again", what, last)
         else:
             if result.ok:
                 log.info("%s: yes (%s)", what, result.message)
@@ -80,9 +84,10 @@ def wait_until(
                 log.warning("%s: %s", not_yet, last)
             else:
                 log.info("%s: not yet: %s", what, last)
-        if clock() + interval_s > deadline:
+        pause = interval_s if ramp_from_s is None else min(interval_s, ramp_from_s * 2 ** (polls - 1))
+        if clock() + pause > deadline:
             raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}")
-        sleep(interval_s)
+        sleep(pause)
 
 
 def call_until_answered(

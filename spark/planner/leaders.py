@@ -88,10 +88,7 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
                 path = _find_path(adj, lead, counts, h, cap)
                 if path is None:
                     break
-                for p, frm, to in path:
-                    lead[p] = to
-                    counts[frm] -= 1
-                    counts[to] += 1
+                _hand_over(path, lead, counts)
                 progress = True
         if not progress:
             break
@@ -108,10 +105,7 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
                 path = _find_path(radj, lead, counts, u, floor, pull=True)
                 if path is None:
                     break
-                for p, frm, to in path:
-                    lead[p] = to
-                    counts[frm] -= 1
-                    counts[to] += 1
+                _hand_over(path, lead, counts)
                 progress = True
         if not progress:
             break
@@ -162,6 +156,14 @@ def _adjacency(lead, new, valid, nb, by_follower=False):
         c = int(code[a])
         adj.setdefault(c // nb, []).append((c % nb, _Edges(pidx[a:b].tolist())))
     return adj
+
+
+def _hand_over(path, lead, counts) -> None:
+    """Apply a chain of leadership hand-offs: each ``(partition, from, to)`` moves the lead and the counts."""
+    for p, frm, to in path:
+        lead[p] = to
+        counts[frm] -= 1
+        counts[to] += 1
 
 
 def _find_path(adj, lead, counts, start, cap, pull=False):

@@ -242,6 +242,12 @@ class ClusterState:
         """Partitions with ``|isr| < |replicas|``."""
         return [p for p in self.partitions if p.is_under_replicated]
 
+    @property
+    def down_broker_ids(self) -> list[int]:
+        """Brokers the cluster knows but that are not registered: ids in some replica list without a live
+        broker (stopped, crashed, or left stopped by an earlier operation), ascending."""
+        return sorted({r for p in self.partitions for r in p.replicas} - set(self.broker_ids))
+
     # -- serialisation -------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:

@@ -187,9 +187,7 @@ class BrokerRollOperator(BaseOperator):
             ensure_held(profile, context, self.operation, self.log)
 
         def step_decision(step: str) -> bool:
-            nonlocal alive
-            alive = prober.state(configs=False).has_broker(bid)
-            d = decide(step, bid, record, alive)
+            d = decide(step, bid, record, prober.state(configs=False).has_broker(bid))
             if d.action == "fail":
                 raise AirflowFailException(d.reason)
             if d.action == "skip":

@@ -215,7 +215,7 @@ def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock
     try:
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
-        down = sorted({r for p in state.partitions for r in p.replicas} - set(state.broker_ids))
+        down = state.down_broker_ids
         lines.append(f"cluster {profile.conn_id}: brokers down {down or 'none'}; "
                      f"{len(state.under_replicated_partitions())} under-replicated, "
                      f"{len(state.offline_partitions())} offline partitions")

@@ -125,8 +125,7 @@ class RollPlanOperator(BaseOperator):
         with KafkaAdminHook(profile=profile) as admin:
             state = _ask(lambda: admin.cluster_state(configs=False), "the cluster's metadata", waits)
         requested = list(cfg.get("brokers") or [])
-        replica_ids = {r for p in state.partitions for r in p.replicas}
-        refusals = down_brokers(state.broker_ids, replica_ids, requested)
+        refusals = down_brokers(state.broker_ids, state.down_broker_ids, requested)
         if refusals:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: " + "; ".join(refusals))
         try:

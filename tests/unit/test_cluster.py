@@ -202,3 +202,12 @@ def test_parse_controller():
         parse_controller(b'{"version":1}')
     with pytest.raises(ValueError, match="/controller: not JSON"):
         parse_controller(b"\xff")
+
+
+def test_down_broker_ids_are_replica_holders_that_are_not_registered():
+    from kafka_ops.cluster import Broker, ClusterState, Partition
+
+    state = ClusterState(brokers=(Broker(0, "h0", 9092),),
+                         partitions=(Partition("t", 0, leader=0, replicas=(0, 2), isr=(0,)),
+                                     Partition("t", 1, leader=-1, replicas=(1,), isr=())))
+    assert state.down_broker_ids == [1, 2]

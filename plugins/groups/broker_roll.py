@@ -2,8 +2,9 @@
 operation that restarts brokers (rolling restart; upgrade phases; stopping drained brokers).
 
 Tasks (ids derived from ``roll_id``): ``<roll_id>.plan`` (validate, freeze the plan in the roll's record)
--> ``<roll_id>.broker`` (mapped over the plan, one instance per broker, strictly one after another,
-labelled "broker <id> (<position>/<total>)"). Each roll has its own record, so one DAG run can hold
+-> ``<roll_id>.broker`` (mapped over the plan's batches, strictly one after another, labelled
+"broker <id> (<batch>/<batches>)", or "brokers 0, 3, 6 (1/4)" for a batch that goes down together).
+Each roll has its own record, so one DAG run can hold
 several rolls over the same brokers (an upgrade restarts every broker once per phase) and a resumed run
 continues each roll where it stopped.
 """
@@ -24,10 +25,10 @@ ROLL_SETTINGS: dict[str, Any] = {
     name: FromParam(name)
     for name in ("cluster", "brokers", "keep_order", "consumer_groups", "pre_stop", "pre_start", "stop_command",
                  "start_command", "healthcheck_interval_s", "healthcheck_timeout_s", "lag_ok_consecutive",
-                 "soak_s", "dry_run")
+                 "soak_s", "dry_run", "max_parallel", "batch_by")
 }
 
-LABEL = ("broker {{ task.broker['id'] }} ({{ task.broker['position'] }}/{{ task.broker['total'] }})"
+LABEL = ("{{ task.batch['label'] }} ({{ task.batch['batch'] }}/{{ task.batch['batches'] }})"
          "{{ ' · dry run' if params.dry_run else '' }}")
 
 
@@ -39,7 +40,7 @@ def broker_roll(
     before_start: BeforeStart | None = None,
     needs_action: NeedsAction = requested,
     facts: Callable[[Any, Mapping[str, Any]], Mapping[str, Any]] | None = None,
-    tooltip: str = "one broker at a time: gate, stop, start, caught up, leadership back",
+    tooltip: str = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back",
 ) -> TaskGroup:
     """Build the roll's task group inside the current DAG context.
 
@@ -57,5 +58,5 @@ def broker_roll(
             # one broker at a time: a running (or deferred) instance blocks the next, and the scheduler starts
             # them in map-index order; no retries, since an instance waiting to retry would not block
             max_active_tis_per_dagrun=1, retries=0,
-        ).expand(broker=plan.output)
+        ).expand(batch=plan.output)
     return group

@@ -35,6 +35,12 @@ def roll_params() -> dict[str, Param]:
                                     description="Burrow must say OK this many polls in a row before a stop"),
         "soak_s": Param(0, type="integer", minimum=0, maximum=86400,
                         description="Pause after each broker, seconds"),
+        "max_parallel": Param(1, type="integer", minimum=1, maximum=1000,
+                              description="Brokers that may be down together (1 = one at a time). A batch "
+                              "keeps every partition at min.insync.replicas and a leader candidate; the "
+                              "controller always goes alone and last"),
+        "batch_by": Param("none", type="string", enum=["none", "rack"],
+                          description="rack = a batch holds brokers of one rack only (needs broker.rack)"),
         "dry_run": Param(False, type="boolean", description="Plan and log every step; touch nothing"),
         "lock_wait": Param("wait", type="string", enum=["wait", "fail"],
                            description="Another operation holds the cluster: wait for it, or fail at once"),

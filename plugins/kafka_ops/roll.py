@@ -60,8 +60,9 @@ class BrokerProgress:
 @dataclass(frozen=True)
 class RollRecord:
     """One roll's record: its id (``"restart"``, ``"ibp"``), when it began (ms), the planned brokers in
-    order (step dicts ``{"id", "host", "rack", "position", "total"}``), each broker's progress, and the
-    Burrow groups its lag gate watches (None = no lag gate), frozen with the plan.
+    order (step dicts ``{"id", "host", "rack", "position", "total", "batch"}``; ``batch`` is the 1-based
+    batch the broker goes down with, absent = its own), each broker's progress, and the Burrow groups its
+    lag gate watches (None = no lag gate), frozen with the plan.
 
     JSON shape (:meth:`to_dict`): ``{"roll_id", "began_ms", "steps": [...], "consumer_groups": [...] | null,
     "brokers": {"3": {"phase", "at_ms", "reason", "took_s"}}}``.
@@ -77,6 +78,15 @@ class RollRecord:
     def order(self) -> list[int]:
         """Planned broker ids, in roll order."""
         return [int(s["id"]) for s in self.steps]
+
+    @property
+    def batches(self) -> list[list[int]]:
+        """Planned broker ids grouped in the batches that go down together, in roll order (a step without
+        ``batch`` is a batch of its own: a serial roll has one broker per batch)."""
+        groups: dict[int, list[int]] = {}
+        for position, s in enumerate(self.steps):
+            groups.setdefault(int(s.get("batch", position + 1)), []).append(int(s["id"]))
+        return [groups[k] for k in sorted(groups)]
 
     def progress(self, broker_id: int) -> BrokerProgress | None:
         """The broker's progress in this roll, or None when the roll has not touched it."""
@@ -207,23 +217,35 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decisi
 
 
 def turn(position: int, record: RollRecord, previous_failed: bool) -> Decision:
-    """May the broker at ``position`` (0-based, in :attr:`RollRecord.order`) begin?
+    """May the batch at ``position`` (0-based, in :attr:`RollRecord.batches`; in a serial roll a batch is one
+    broker) begin?
 
-    Only when every broker before it is done in this roll: ``act``. When the previous broker's task
-    failed (or was marked failed): ``fail``, naming it, so a failed broker stops the roll before the next
-    one is touched. Otherwise ``skip`` = not yet (the previous broker is still going).
+    Only when every broker of the batches before it is done in this roll: ``act``. When the previous
+    batch's task failed (or was marked failed): ``fail``, naming the unfinished broker, so a failed broker
+    stops the roll before the next one is touched. Otherwise ``skip`` = not yet (still going).
     """
-    order = record.order
-    if not 0 <= position < len(order):
-        raise ValueError(f"position {position} outside the roll's {len(order)} brokers")
-    pending = [b for b in order[:position] if not record.is_done(b)]
-    me = order[position]
+    batches = record.batches
+    if not 0 <= position < len(batches):
+        raise ValueError(f"position {position} outside the roll's {len(batches)} batches")
+    pending = [b for batch in batches[:position] for b in batch if not record.is_done(b)]
+    me = _names(batches[position])
     if not pending:
-        return Decision("act", f"broker {me}: its turn ({position + 1}/{len(order)})")
+        return Decision("act", f"{me}: {'its' if len(batches[position]) == 1 else 'their'} turn "
+                               f"({position + 1}/{len(batches)})")
     if previous_failed:
-        return Decision("fail", f"broker {me} NOT touched: broker {pending[-1]} (before it in roll "
+        return Decision("fail", f"{me} NOT touched: broker {pending[-1]} (before it in roll "
                                 f"{record.roll_id!r}) did not finish; resume by clearing the failed tasks")
-    return Decision("skip", f"broker {me}: waiting for broker {pending[-1]} to finish")
+    return Decision("skip", f"{me}: waiting for broker {pending[-1]} to finish")
+
+
+def _names(ids: list[int]) -> str:
+    """``"broker 3"`` or ``"brokers 0, 3, 6"``."""
+    return f"broker {ids[0]}" if len(ids) == 1 else "brokers " + ", ".join(str(i) for i in ids)
+
+
+def batch_label(ids: list[int]) -> str:
+    """The Grid label of a batch: ``"broker 3"`` / ``"brokers 0, 3, 6"``."""
+    return _names(list(ids))
 
 
 #: A needs-action rule: (broker id, facts about it) -> (act?, reason). Facts are what the roll's probe
@@ -237,10 +259,17 @@ def requested(broker_id: int, facts: Mapping[str, Any]) -> tuple[bool, str]:
 
 
 def eta_s(record: RollRecord) -> float | None:
-    """Seconds until the roll ends: the mean time of the brokers restarted so far (``took_s`` of those done
-    with a time) times the brokers not done yet; None before the first broker is done."""
-    took = [p.took_s for b, p in record.brokers.items() if p.phase == "done" and p.took_s > 0]
+    """Seconds until the roll ends: the mean time of the batches restarted so far (``took_s`` of the
+    brokers done with a time, one figure per batch) times the batches not done yet; None before the first
+    batch is done. In a serial roll a batch is one broker."""
+    took, remaining = [], 0
+    for batch in record.batches:
+        times = [record.progress(b).took_s for b in batch
+                 if record.is_done(b) and record.progress(b).took_s > 0]
+        if times:
+            took.append(max(times))
+        if not all(record.is_done(b) for b in batch):
+            remaining += 1
     if not took:
         return None
-    remaining = len([b for b in record.order if not record.is_done(b)])
     return sum(took) / len(took) * remaining

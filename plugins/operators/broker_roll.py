@@ -1,7 +1,9 @@
-"""One broker of a roll, every step in one task: turn -> needs action? -> gate -> pre-stop -> stop ->
-gone -> before-start -> pre-start -> start -> registered -> caught up -> preferred leaders back -> soak.
+"""One batch of a roll (one broker, or brokers that may be down together), every step in one task: turn ->
+needs action? -> gate -> pre-stop -> stop -> gone -> before-start -> pre-start -> start -> registered ->
+caught up -> preferred leaders back -> soak. The brokers of a batch go through each step together (their
+commands run side by side); a serial roll has one broker per batch.
 
-Why one task per broker: strictly one broker at a time comes from ``max_active_tis_per_dagrun=1`` on the
+Why one task per batch: strictly one broker at a time comes from ``max_active_tis_per_dagrun=1`` on the
 mapped task (a running or deferred instance blocks the next; the scheduler starts them in map-index
 order), not from a sensor that polls the previous broker's state (reschedule sensors hit
 apache/airflow#71172). Waits poll in the task's own process (``runtime.waiting``), so no deferral race
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,8 +25,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 from hooks.burrow import BurrowHook
 from kafka_ops import health
+from kafka_ops.batches import can_stop_together
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.roll import NeedsAction, RollRecord, clock, decide, eta_s, requested, turn
+from kafka_ops.roll import NeedsAction, RollRecord, batch_label, clock, decide, eta_s, requested, turn
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
@@ -46,10 +50,11 @@ BeforeStart = Callable[[ClusterProfile, Mapping[str, Any], Any, bool], None]
 
 
 class BrokerRollOperator(BaseOperator):
-    """Roll one broker (mapped over the roll's plan; see the module docstring).
+    """Roll one batch of brokers (mapped over the roll's plan; see the module docstring).
 
-    :param roll_id: the roll this broker belongs to (its record's key).
-    :param broker: ``{"id", "host", "rack", "position", "total"}`` (mapped from the roll's plan task).
+    :param roll_id: the roll this batch belongs to (its record's key).
+    :param batch: ``{"batch", "batches", "label", "brokers": [{"id", "host", "rack", "position", "total"}]}``
+        (mapped from the roll's plan task, ``operators.roll_plan.batch_items``).
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``,
         ``lag_ok_consecutive``, ``soak_s``, ``pre_stop``, ``pre_start``, ``stop_command``, ``start_command``,
         ``command_timeout_s``: values or :class:`runtime.params.FromParam`.
@@ -58,9 +63,10 @@ class BrokerRollOperator(BaseOperator):
     :param needs_action: ``kafka_ops.roll.NeedsAction``; default: every planned broker (``requested``).
     :param facts: ``facts(profile, broker) -> dict`` handed to ``needs_action``; default none.
 
-    Returns (XCom) ``{"broker", "action", "marks"}``: ``marks`` are epoch seconds of ``began``,
+    Returns (XCom) ``{"brokers", "action", "marks"}``: ``marks`` are epoch seconds of ``began``,
     ``stop_sent``, ``gone``, ``start_sent``, ``registered``, ``caught_up``, ``leadership``, ``done`` (those
-    reached), for progress reports and ``bench/restart_overhead.py``.
+    reached; for a batch, when the last of its brokers got there), for progress reports and
+    ``bench/restart_overhead.py``.
     """
 
     ui_color = "#fde8e8"
@@ -69,7 +75,7 @@ class BrokerRollOperator(BaseOperator):
         self,
         *,
         roll_id: str,
-        broker: dict,
+        batch: dict,
         settings: dict,
         operation: str = "rolling restart",
         before_start: BeforeStart | None = None,
@@ -78,10 +84,10 @@ class BrokerRollOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("max_active_tis_per_dagrun", 1)  # set these in .partial() too when mapping:
-        kwargs.setdefault("retries", 0)  # an up_for_retry instance would let the next broker start
+        kwargs.setdefault("retries", 0)  # an up_for_retry instance would let the next batch start
         super().__init__(**kwargs)
         self.roll_id = roll_id
-        self.broker = broker
+        self.batch = batch
         self.settings = settings
         self.operation = operation
         self.before_start = before_start
@@ -105,23 +111,34 @@ class BrokerRollOperator(BaseOperator):
         except (WaitTimeout, WaitAborted) as exc:
             raise AirflowFailException(str(exc)) from exc
 
+    def _wait_each(self, kind: str, prober: ClusterProber, ids: list[int],
+                   check: Callable[[int], Check] | None = None) -> None:
+        """Wait until probe ``kind`` holds for every broker of ``ids`` (one after the other: the total is
+        the slowest broker's time, the others pass at their first poll)."""
+        for bid in ids:
+            if check is None:
+                self._wait(lambda b=bid: self._probe(prober, kind, b), PROBES[kind].describe(bid))
+            else:
+                self._wait(lambda b=bid: check(b), PROBES[kind].describe(bid))
+
     def _probe(self, prober: ClusterProber, kind: str, broker: int | None) -> Check:
         verdict = prober.look(kind, broker)
         return Check(verdict.ok, verdict.message())
 
     def _label(self, context: Any, step: str) -> None:
-        b = self.broker
+        b = self.batch
         dry = " · dry run" if self.dry_run else ""
-        show_step(context, f"broker {b['id']} ({b['position']}/{b['total']}){dry} · {step}")
+        show_step(context, f"{b['label']} ({b['batch']}/{b['batches']}){dry} · {step}")
 
-    # -- the broker -------------------------------------------------------------------------------------
+    # -- the batch --------------------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict:
         cfg = resolve_settings(self.settings, context["params"])
         self.dry_run = is_true(cfg.get("dry_run", False))
         self.interval_s = float(cfg.get("healthcheck_interval_s", 5))
         self.timeout_s = float(cfg.get("healthcheck_timeout_s", 900))
-        bid, position = int(self.broker["id"]), int(self.broker["position"]) - 1
+        position = int(self.batch["batch"]) - 1
+        ids = [int(b["id"]) for b in self.batch["brokers"]]
         store = RollStore(context, self.roll_id)
         record = store.load()
         if record is None:
@@ -132,11 +149,13 @@ class BrokerRollOperator(BaseOperator):
         if decision.action == "skip":  # only outside the scheduler's map-index order (e.g. dag.test)
             self.log.info("%s", decision.reason)
             raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=2))
-        if record.is_done(bid):
+        finished = [b for b in ids if record.is_done(b)]
+        for bid in finished:
             p = record.progress(bid)
             self.log.info("broker %s: skip: finished in roll %r at %s (%s)", bid, self.roll_id, clock(p.at_ms),
                           p.reason)
-            return {"broker": bid, "action": "skip"}
+        if len(finished) == len(ids):
+            return {"brokers": ids, "action": "skip"}
         self.log.info("%s", decision.reason)
         self.marks: dict[str, float] = {"began": time.time()}
         profile = profile_or_fail(cfg["cluster"])
@@ -144,121 +163,177 @@ class BrokerRollOperator(BaseOperator):
         begun = time.monotonic()
         with ClusterProber(profile) as prober:
             try:
-                record = self._roll(context, cfg, profile, prober, store, record, who)
+                record, acted = self._roll(context, cfg, profile, prober, store, record, who)
             except (AirflowFailException, BrokerCommandFailed) as exc:
                 left = self._left_state(store.load() or record, prober)
                 if not self.dry_run:
-                    release_held(profile, context, self.log, "the roll stops at this broker")
+                    release_held(profile, context, self.log, "the roll stops at this batch")
                 raise AirflowFailException(f"{exc}{left}") from exc
-            if not record.is_done(bid):
-                took = time.monotonic() - begun
+            took = time.monotonic() - begun
+            for bid in acted:
                 record = store.mark(record, bid, "done", "dry run" if self.dry_run else "restarted", took)
-        self._report(context, record, bid)
+        self._report(context, record, ids)
         self.marks["done"] = time.time()
-        return {"broker": bid, "action": "dry run" if self.dry_run else "restarted", "marks": self.marks}
+        return {"brokers": ids, "action": "dry run" if self.dry_run else "restarted", "marks": self.marks}
 
     def _left_state(self, record: RollRecord, prober: ClusterProber) -> str:
         """What the failure leaves behind, for the task's last error line."""
-        bid = int(self.broker["id"])
-        phase = record.phase(bid)
-        if phase in (None, "done"):
-            return f" (broker {bid} was not stopped by this roll)"
+        touched = [b for b in (int(x["id"]) for x in self.batch["brokers"]) if record.phase(b) not in (None, "done")]
+        if not touched:
+            return f" ({batch_label([int(x['id']) for x in self.batch['brokers']])} not stopped by this roll)"
         try:
-            alive = prober.state(configs=False).has_broker(bid)
+            live = set(prober.state(configs=False).broker_ids)
         except Exception:
-            alive = None
-        now = {True: "running", False: "DOWN", None: "in an unknown state (cluster unreachable)"}[alive]
-        return (f" (broker {bid} is {now}; this roll's record: {phase} at {clock(record.progress(bid).at_ms)}; "
-                f"clearing this task resumes it from there)")
+            live = None
+        parts = []
+        for bid in touched:
+            now = "in an unknown state (cluster unreachable)" if live is None else (
+                "running" if bid in live else "DOWN")
+            parts.append(f"broker {bid} is {now}; this roll's record: {record.phase(bid)} at "
+                         f"{clock(record.progress(bid).at_ms)}")
+        return f" ({'; '.join(parts)}; clearing this task resumes it from there)"
 
     def _roll(self, context: Any, cfg: dict, profile: ClusterProfile, prober: ClusterProber, store: RollStore,
-              record: RollRecord, who: str | None) -> RollRecord:
-        bid = int(self.broker["id"])
+              record: RollRecord, who: str | None) -> tuple[RollRecord, list[int]]:
+        """Every step for the batch's unfinished brokers; returns the record and the brokers acted on."""
         ssh_timeout = float(cfg.get("command_timeout_s", 300))
-        alive = prober.state(configs=False).has_broker(bid)
-        if record.phase(bid) is None and alive:
-            facts = self.facts(profile, self.broker) if self.facts else {}
-            act, why = self.needs_action(bid, facts)
-            if not act:
-                self.log.info("broker %s: left alone: %s", bid, why)
-                return store.mark(record, bid, "done", f"left alone: {why}")
-            self.log.warning("broker %s: rolling it due to: %s", bid, why)
+        brokers = {int(b["id"]): b for b in self.batch["brokers"] if not record.is_done(int(b["id"]))}
+        live = set(prober.state(configs=False).broker_ids)
+        for bid in list(brokers):
+            if record.phase(bid) is None and bid in live:
+                facts = self.facts(profile, brokers[bid]) if self.facts else {}
+                act, why = self.needs_action(bid, facts)
+                if not act:
+                    self.log.info("broker %s: left alone: %s", bid, why)
+                    record = store.mark(record, bid, "done", f"left alone: {why}")
+                    del brokers[bid]
+                    continue
+                self.log.warning("broker %s: rolling it due to: %s", bid, why)
+        acted = list(brokers)
+        if not brokers:
+            return record, acted
         if not self.dry_run:
             ensure_held(profile, context, self.operation, self.log)
 
-        def step_decision(step: str) -> bool:
-            d = decide(step, bid, record, prober.state(configs=False).has_broker(bid))
-            if d.action == "fail":
-                raise AirflowFailException(d.reason)
-            if d.action == "skip":
-                self.log.info("%s", d.reason)
-            return d.act
+        def acting(step: str) -> list[int]:
+            """The brokers ``step`` acts on now (each decision logged; a refusal fails the batch)."""
+            alive = set(prober.state(configs=False).broker_ids)
+            chosen = []
+            for bid in brokers:
+                d = decide(step, bid, record, bid in alive)
+                if d.action == "fail":
+                    raise AirflowFailException(d.reason)
+                if d.action == "skip":
+                    self.log.info("%s", d.reason)
+                else:
+                    chosen.append(bid)
+            return chosen
 
         def commands(*steps: tuple[str, str]) -> None:
-            """Run the steps' commands; before the main one (stop / start) check the lock and record it."""
+            """Run the steps' commands on the batch's brokers side by side; before the main one (stop /
+            start) check the lock and record it."""
             nonlocal record
             for step, setting in steps:
-                if not self.dry_run and not step_decision(step):
-                    continue
-                command = BrokerCommand.choose(profile, step, cfg.get(setting), self.broker)
-                if command is None:
+                targets = list(brokers) if self.dry_run else acting(step)
+                chosen = [c for c in (BrokerCommand.choose(profile, step, cfg.get(setting), brokers[b])
+                                      for b in targets) if c is not None]
+                if not chosen:
                     continue
                 self._label(context, step.replace("_", "-"))
                 if step in SENT and not self.dry_run:
                     ensure_held(profile, context, self.operation, self.log)
-                    record = store.mark(record, bid, SENT[step], f"{step} sent by {who or 'this run'}")
+                    for c in chosen:
+                        record = store.mark(record, c.broker_id, SENT[step], f"{step} sent by {who or 'this run'}")
                     self.marks[f"{step}_sent"] = time.time()
-                command.run(profile.ssh_conn_id, ssh_timeout, self.log, self.dry_run, who)
+                self._run_all(chosen, profile.ssh_conn_id, ssh_timeout, who)
 
         # gate
-        if step_decision("gate"):
+        gated = list(brokers) if self.dry_run else acting("gate")
+        if gated:
             self._label(context, "gate")
-            self._gate(profile, prober, bid, record.consumer_groups, int(cfg.get("lag_ok_consecutive", 3)))
+            self._gate(profile, prober, gated, [b for b in brokers if b not in gated], record.consumer_groups,
+                       int(cfg.get("lag_ok_consecutive", 3)))
         # pre-stop, stop
         commands(("pre_stop", "pre_stop"), ("stop", "stop_command"))
         # gone
-        if not self.dry_run and step_decision("wait_gone"):
-            self._label(context, "gone?")
-            self._wait(lambda: self._probe(prober, "gone", bid), PROBES["gone"].describe(bid))
-            self.marks["gone"] = time.time()
-            record = store.mark(record, bid, "stopped")
+        if not self.dry_run:
+            going = acting("wait_gone")
+            if going:
+                self._label(context, "gone?")
+                self._wait_each("gone", prober, going)
+                self.marks["gone"] = time.time()
+                for bid in going:
+                    record = store.mark(record, bid, "stopped")
         # before start
-        if self.before_start is not None and not self.dry_run and step_decision("before_start"):
-            self._label(context, "before start")
-            self.before_start(profile, self.broker, self.log, self.dry_run)
-            record = store.mark(record, bid, "prepared")
+        if self.before_start is not None and not self.dry_run:
+            preparing = acting("before_start")
+            if preparing:
+                self._label(context, "before start")
+            for bid in preparing:
+                self.before_start(profile, brokers[bid], self.log, self.dry_run)
+                record = store.mark(record, bid, "prepared")
         # pre-start, start
         commands(("pre_start", "pre_start"), ("start", "start_command"))
+        ids = list(brokers)
         if self.dry_run:
-            self.log.info("DRY RUN: would wait until broker %s is registered, back in every ISR and leads its "
-                          "preferred partitions again, then soak %s s", bid, cfg.get("soak_s", 0))
-            return record
+            self.log.info("DRY RUN: would wait until %s registered, back in every ISR and leading their "
+                          "preferred partitions again, then soak %s s", batch_label(ids), cfg.get("soak_s", 0))
+            return record, acted
         # back: registered, caught up, leadership
         self._label(context, "registered?")
-        self._wait(lambda: self._probe(prober, "registered", bid), PROBES["registered"].describe(bid))
+        self._wait_each("registered", prober, ids)
         self.marks["registered"] = time.time()
         self._label(context, "caught up?")
-        self._wait(lambda: self._probe(prober, "caught_up", bid), PROBES["caught_up"].describe(bid))
+        self._wait_each("caught_up", prober, ids)
         self.marks["caught_up"] = time.time()
         self._label(context, "leadership?")
-        self._wait(lambda: self._leadership(prober, bid), PROBES["leadership"].describe(bid))
+        self._wait_each("leadership", prober, ids, check=lambda bid: self._leadership(prober, bid))
         self.marks["leadership"] = time.time()
         soak = float(cfg.get("soak_s", 0) or 0)
         if soak > 0:
             self._label(context, f"soak {soak:.0f} s")
-            self.log.info("broker %s: soaking %.0f s", bid, soak)
+            self.log.info("%s: soaking %.0f s", batch_label(ids), soak)
             time.sleep(soak)
-        return record
+        return record, acted
 
-    def _gate(self, profile: ClusterProfile, prober: ClusterProber, bid: int, groups: Any, streak_needed: int) -> None:
-        """Cluster healthy and min-ISR safe now (one fresh OK), and, when groups are watched, Burrow OK
-        ``streak_needed`` polls in a row (restarts cause lag spikes: kafka_roller's consumer_health retries)."""
+    def _run_all(self, chosen: list[BrokerCommand], ssh_conn_id: str, timeout_s: float, who: str | None) -> None:
+        """Run one step's commands, side by side when there are several; the first failure is raised after
+        every command has ended (a half-sent batch stop must not leave commands running unobserved)."""
+        if len(chosen) == 1:
+            chosen[0].run(ssh_conn_id, timeout_s, self.log, self.dry_run, who)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(chosen), 16)) as pool:
+            futures = [pool.submit(c.run, ssh_conn_id, timeout_s, self.log, self.dry_run, who) for c in chosen]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
+
+    def _gate(self, profile: ClusterProfile, prober: ClusterProber, ids: list[int], stopped: list[int],
+              groups: Any, streak_needed: int) -> None:
+        """Cluster healthy and min-ISR safe without ``ids`` now (one fresh OK), and, when groups are watched,
+        Burrow OK ``streak_needed`` polls in a row (restarts cause lag spikes: kafka_roller's
+        consumer_health retries). ``stopped``: brokers of this batch this roll already stopped (a resumed
+        batch): their URPs are expected, so only offline partitions and min ISR are judged."""
         streak = 0
         burrow = BurrowHook.from_profile(profile) if groups else None
+        who = batch_label(ids)
+
+        def cluster_check() -> health.Verdict:
+            if len(ids) == 1 and not stopped:
+                return prober.look("gate", ids[0])
+            state = prober.state(configs=True)
+            missing = [b for b in ids if not state.has_broker(b)]
+            if missing:
+                return health.Verdict(False, [f"broker {b} is not in the metadata (down)" for b in missing], "gate")
+            blockers = can_stop_together(state, ids)
+            verdicts = [health.offline_partitions(state), health.Verdict(not blockers, blockers, "can-stop-together")]
+            if not stopped:
+                verdicts += [health.under_replicated_partitions(state), health.leader_imbalance(state)]
+            return health.combine(verdicts, rule=f"gate {who}")
 
         def check() -> Check:
             nonlocal streak
-            cluster = prober.look("gate", bid)
+            cluster = cluster_check()
             if not cluster.ok:
                 streak = 0
                 return Check(False, cluster.message())
@@ -270,15 +345,15 @@ class BrokerRollOperator(BaseOperator):
                 return Check(False, f"{lag.message()} ({streak}/{streak_needed} OK polls in a row)")
             return Check(True, f"{cluster.message()}; {lag.message()} ({streak} polls in a row)")
 
+        verb = "may be stopped" if len(ids) == 1 else "may be stopped together"
         try:
             if self.dry_run:
                 result = check()
-                self.log.info("DRY RUN: broker %s %s now: %s", bid,
-                              "may be stopped" if result.ok else "may NOT be stopped", result.message)
+                self.log.info("DRY RUN: %s %s now: %s", who, verb if result.ok else verb.replace("may", "may NOT"),
+                              result.message)
                 return
             # Burrow's OK streak needs polls spaced by the interval: no quick first polls at the gate
-            self._wait(check, f"broker {bid} may be stopped", not_yet=f"broker {bid} may NOT be stopped yet",
-                       ramp=False)
+            self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may NOT')} yet", ramp=False)
         finally:
             if burrow is not None:
                 burrow.close()
@@ -300,9 +375,9 @@ class BrokerRollOperator(BaseOperator):
             self.log.info("broker %s: elected preferred leaders of %d partitions", bid, len(todo))
         return Check(False, verdict.message())
 
-    def _report(self, context: Any, record: RollRecord, bid: int) -> None:
+    def _report(self, context: Any, record: RollRecord, ids: list[int]) -> None:
         done, total = len(record.finished()), len(record.order)
         left = eta_s(record)
         finish = "" if left is None or done == total else (
             f"; about {left / 60:.1f} min left, done near {clock(int((time.time() + left) * 1000))}")
-        self.log.info("roll %r: broker %s done; %d/%d brokers done%s", self.roll_id, bid, done, total, finish)
+        self.log.info("roll %r: %s done; %d/%d brokers done%s", self.roll_id, batch_label(ids), done, total, finish)

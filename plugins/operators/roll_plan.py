@@ -5,7 +5,9 @@ profile with an SSH connection; requested broker ids are known, not repeated and
 the cluster is down when every broker is to be rolled (``kafka_ops.restart_plan.down_brokers``); the
 commands the run names exist in the profile (or ad-hoc commands are allowed); for a lag gate, Burrow knows
 the cluster, watches these brokers, and knows every group. The order puts the controller last unless
-``keep_order``.
+``keep_order``. With ``max_parallel`` > 1 the order is cut into batches of brokers that may be down
+together (``kafka_ops.batches.plan_batches``: min ISR kept, a leader candidate left, one rack per batch with
+``batch_by=rack``, the controller alone and last); the broker task is mapped over the batches.
 
 The first computation is frozen in the roll's record (``runtime.roll_store``): clearing the plan task, or
 the whole run, resumes the same brokers in the same order, including one the failure left stopped.
@@ -20,9 +22,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.batches import plan_batches
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
-from kafka_ops.roll import RollRecord, clock
+from kafka_ops.roll import RollRecord, batch_label, clock
 from runtime.broker_commands import BrokerCommand
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore, now_ms
@@ -92,14 +95,29 @@ def _ask(call: Any, what: str, waits: dict) -> Any:
         raise AirflowFailException(str(cause if isinstance(cause, AirflowFailException) else exc)) from exc
 
 
+def batch_items(steps: Any) -> list[dict]:
+    """The roll's step dicts grouped into the broker task's mapped items (see :class:`RollPlanOperator`)."""
+    groups: dict[int, list[dict]] = {}
+    for position, step in enumerate(steps):
+        groups.setdefault(int(step.get("batch", position + 1)), []).append(dict(step))
+    items = []
+    for number, key in enumerate(sorted(groups), start=1):
+        brokers = groups[key]
+        items.append({"batch": number, "batches": len(groups), "label": batch_label([b["id"] for b in brokers]),
+                      "brokers": brokers})
+    return items
+
+
 class RollPlanOperator(BaseOperator):
-    """Validate a roll's params and freeze its plan; returns the brokers in roll order, one dict each
-    (the mapped input of the roll's broker task): ``{"id", "host", "rack", "position", "total"}``.
+    """Validate a roll's params and freeze its plan; returns the batches in roll order (the mapped input of
+    the roll's broker task), one dict each: ``{"batch": k, "batches": n, "label": "brokers 0, 3",
+    "brokers": [{"id", "host", "rack", "position", "total", "batch"}, ...]}`` (``position`` / ``total``
+    count brokers, ``batch`` / ``batches`` count batches; a serial roll has one broker per batch).
 
     :param roll_id: the roll's id (its record's key).
-    :param settings: ``cluster``, ``brokers`` ([] = all), ``keep_order``, ``consumer_groups`` and the
-        command choices ``pre_stop`` / ``pre_start`` / ``stop_command`` / ``start_command``: values or
-        :class:`runtime.params.FromParam`.
+    :param settings: ``cluster``, ``brokers`` ([] = all), ``keep_order``, ``consumer_groups``,
+        ``max_parallel`` (default 1), ``batch_by`` (``none`` | ``rack``) and the command choices ``pre_stop``
+        / ``pre_start`` / ``stop_command`` / ``start_command``: values or :class:`runtime.params.FromParam`.
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
     """
 
@@ -116,14 +134,16 @@ class RollPlanOperator(BaseOperator):
         if frozen is not None:
             done = frozen.finished()
             self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
-                          clock(frozen.began_ms), frozen.order, done or "none")
-            return [dict(s) for s in frozen.steps]
+                          clock(frozen.began_ms), frozen.batches, done or "none")
+            return batch_items(frozen.steps)
         cfg = resolve_settings(self.settings, context["params"])
         profile = profile_or_fail(cfg["cluster"])
         waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
                  "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
-        with KafkaAdminHook(profile=profile) as admin:
-            state = _ask(lambda: admin.cluster_state(configs=False), "the cluster's metadata", waits)
+        max_parallel = int(cfg.get("max_parallel", 1) or 1)
+        batch_by = str(cfg.get("batch_by", "none") or "none")
+        with KafkaAdminHook(profile=profile) as admin:  # batches need ISR and min.insync.replicas (configs)
+            state = _ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata", waits)
         requested = list(cfg.get("brokers") or [])
         refusals = down_brokers(state.broker_ids, state.down_broker_ids, requested)
         if refusals:
@@ -133,11 +153,18 @@ class RollPlanOperator(BaseOperator):
                                 keep_order=is_true(cfg.get("keep_order", False)))
         except ValueError as exc:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
+        try:
+            batches = plan_batches(state, plan.order, max_parallel, batch_by)
+        except ValueError as exc:
+            raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
         steps = []
-        for position, broker_id in enumerate(plan.order):
-            broker = state.broker(broker_id)
-            steps.append({"id": broker_id, "host": broker.host, "rack": broker.rack,
-                          "position": position + 1, "total": len(plan.order)})
+        for number, batch in enumerate(batches, start=1):
+            for broker_id in batch.broker_ids:
+                broker = state.broker(broker_id)
+                steps.append({"id": broker_id, "host": broker.host, "rack": broker.rack,
+                              "position": len(steps) + 1, "total": len(plan.order), "batch": number})
+            for reason in batch.reasons:
+                self.log.info("batch %d: %s", number, reason)
         for chosen in check_commands(profile, cfg, steps[0]) if steps else []:
             self.log.info("command %s", chosen)
         groups = resolve_groups(cfg.get("consumer_groups", None), profile.consumer_groups)
@@ -146,6 +173,9 @@ class RollPlanOperator(BaseOperator):
             _ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})", waits)
         for reason in plan.reasons:
             self.log.info("plan: %s", reason)
-        self.log.info("roll %r: order %s; lag gate on %s", self.roll_id, plan.order, groups or "no groups")
-        store.save(RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups)))
-        return steps
+        record = RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups))
+        self.log.info("roll %r: order %s; %s; lag gate on %s", self.roll_id, plan.order,
+                      "one broker at a time" if max_parallel == 1 else f"batches {record.batches}",
+                      groups or "no groups")
+        store.save(record)
+        return batch_items(record.steps)

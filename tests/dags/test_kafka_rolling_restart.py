@@ -553,3 +553,34 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
     assert registrations(sandbox).get(target), "the target broker was not touched"
     rc, _, err = sandbox.ssh(victim, "kafka-service start")
     assert rc == 0, err
+
+
+def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_sandbox, use_sandbox):
+    """max_parallel + batch_by=rack on 6 brokers in 3 racks (RF 3, min.insync.replicas 2): brokers of one
+    rack go down together, never one batch across racks, the controller alone and last; an independent
+    watcher sees no offline partition and none under min ISR; each broker is started exactly once."""
+    from sandbox import settings
+
+    sandbox = fresh_sandbox(brokers=6, racks=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    racks = {b: sandbox.broker(b)["rack"] for b in sandbox.broker_ids}
+    first_controller = controller(sandbox)
+    started_before = starts(sandbox)
+    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack", **FAST})
+    assert result.state == "success", result.states
+    now = starts(sandbox)
+    assert {b: now[b] - started_before[b] for b in racks} == {b: 1 for b in racks}, "each broker started once"
+    labels = result.mapped_labels()
+    batches = [[int(x) for x in re.match(r"brokers? ([\d, ]+) \(", label).group(1).split(", ")] for label in labels]
+    assert sorted(b for batch in batches for b in batch) == sorted(racks), labels
+    assert all(len({racks[b] for b in batch}) == 1 for batch in batches), f"a batch mixed racks: {labels}"
+    assert batches[-1] == [first_controller], f"the controller goes alone and last: {labels}"
+    assert len(batches) < len(racks) and max(len(b) for b in batches) >= 2, f"brokers went down together: {labels}"
+    assert labels == [f"{'broker' if len(b) == 1 else 'brokers'} {', '.join(map(str, b))} ({i + 1}/{len(batches)})"
+                      for i, b in enumerate(batches)]
+    assert watcher.ever_offline() == [], "no partition was ever offline"
+    assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
+    end = snapshot(admin(sandbox.bootstrap_servers))
+    assert end.under_replicated == [] and end.offline == []

@@ -134,3 +134,13 @@ class MetadataWatcher:
 
     def ever_offline(self) -> list[tuple[float, list[PartitionView]]]:
         return [(v.at, v.offline) for v in self.views if v.offline]
+
+    def ever_under_min_isr(self, min_isr: int) -> list[tuple[float, list[PartitionView]]]:
+        """Snapshots with a partition whose ISR fell below ``min_isr`` although its replication factor is
+        above it (acks=all producers would get NotEnoughReplicas); RF <= min ISR partitions are excepted."""
+        found = []
+        for v in self.views:
+            under = [p for p in v.partitions if len(p.replicas) > min_isr and len(p.isr) < min_isr]
+            if under:
+                found.append((v.at, under))
+        return found

@@ -297,7 +297,7 @@ def test_a_failed_previous_broker_fails_the_turn_naming_it() -> None:
 
 @pytest.mark.parametrize("position", [-1, 3])
 def test_turn_refuses_a_position_outside_the_roll(position: int) -> None:
-    with pytest.raises(ValueError, match=f"position {position} outside the roll's 3 brokers"):
+    with pytest.raises(ValueError, match=f"position {position} outside the roll's 3 batches"):
         turn(position, record(), False)
 
 
@@ -327,3 +327,40 @@ def test_eta_is_the_mean_time_per_restart_times_the_brokers_left() -> None:
     # a broker in progress counts as left
     mid = RollRecord("restart", T0, STEPS_3).mark(2, "done", T0, "", 30.0).mark(0, "starting", T0)
     assert eta_s(mid) == pytest.approx(60.0)
+
+
+# --- batches ---------------------------------------------------------------------------------------
+
+STEPS_BATCHED = tuple(
+    {"id": b, "host": f"h{b}", "rack": None, "position": i + 1, "total": 5, "batch": batch}
+    for i, (b, batch) in enumerate([(0, 1), (3, 1), (1, 2), (4, 2), (2, 3)])
+)
+
+
+def test_a_serial_roll_has_one_broker_per_batch() -> None:
+    assert record().batches == [[2], [0], [1]]
+
+
+def test_batches_group_the_brokers_that_go_down_together_in_roll_order() -> None:
+    rec = RollRecord("restart", T0, STEPS_BATCHED)
+    assert rec.batches == [[0, 3], [1, 4], [2]]
+    assert rec.order == [0, 3, 1, 4, 2]
+
+
+def test_a_batch_waits_for_every_broker_of_the_batches_before_it() -> None:
+    rec = RollRecord("restart", T0, STEPS_BATCHED)
+    assert turn(0, rec, False) == Decision("act", "brokers 0, 3: their turn (1/3)")
+    rec = rec.mark(0, "done", T0, "restarted", 40.0)
+    assert turn(1, rec, False) == Decision("skip", "brokers 1, 4: waiting for broker 3 to finish")
+    assert turn(1, rec, True).action == "fail"
+    assert "broker 3 (before it" in turn(1, rec, True).reason
+    rec = rec.mark(3, "done", T0, "restarted", 40.0)
+    assert turn(1, rec, False).act
+    assert turn(2, rec, False) == Decision("skip", "broker 2: waiting for broker 4 to finish")
+
+
+def test_eta_counts_batches_not_brokers() -> None:
+    rec = RollRecord("restart", T0, STEPS_BATCHED).mark(0, "done", T0, "restarted", 40.0)
+    assert eta_s(rec) == pytest.approx(120.0)  # the first batch is not done yet: 3 batches of ~40 s left
+    rec = rec.mark(3, "done", T0, "restarted", 40.0)
+    assert eta_s(rec) == pytest.approx(80.0)

@@ -1,8 +1,8 @@
 """Every tunable of the sandbox cluster, in one place, with time scaled down for tests.
 
-Real Kafka waits tens of seconds (zookeeper.session.timeout.ms=18000, replica.lag.time.max.ms=30000,
-leader.imbalance.check.interval.seconds=300); the sandbox shrinks those so that a broker stopped
-and restarted is back in every ISR within about 10 s. Values are plain module constants so that
+Real Kafka waits tens of seconds (zookeeper.session.timeout.ms=18000, replica.lag.time.max.ms=30000);
+the sandbox shrinks those so that a broker stopped and restarted is back in every ISR within about 10 s.
+Leader rebalancing keeps Kafka's defaults (on, every 300 s). Values are plain module constants so that
 the orchestration (``sandbox.cli``), the broker processes (``sandbox.broker``) and the workload
 read the same numbers. Units are in the names (``_S`` seconds, ``_MS`` milliseconds, ``_BYTES``).
 
@@ -51,10 +51,10 @@ ZK_SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms (Kafka: 18000); crash
 REPLICA_LAG_TIME_MAX_S = 5.0  # replica.lag.time.max.ms (Kafka: 30000): follower out of ISR after this
 REPLICA_FETCH_INTERVAL_S = 0.2  # how often a follower fetches from its leader
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # controlled.shutdown.* : give up and exit after this
-LEADER_IMBALANCE_CHECK_INTERVAL_S = 5  # leader.imbalance.check.interval.seconds (Kafka: 300)
+LEADER_IMBALANCE_CHECK_INTERVAL_S = 300  # leader.imbalance.check.interval.seconds (Kafka's default: a roll
+#                                         that leaves leadership to the brokers waits as long as on a real cluster)
 LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10  # leader.imbalance.per.broker.percentage (Kafka default 10)
-AUTO_LEADER_REBALANCE_ENABLE = False  # auto.leader.rebalance.enable (Kafka default true; off so the
-#                                       DAG's preferred leader election is what restores balance)
+AUTO_LEADER_REBALANCE_ENABLE = True  # auto.leader.rebalance.enable (Kafka's default)
 MIN_INSYNC_REPLICAS = 2  # min.insync.replicas broker default written to server.properties
 STATE_PERSIST_INTERVAL_S = 1.0  # how often a broker writes its replica offsets/sizes to log.dirs
 

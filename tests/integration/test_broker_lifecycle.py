@@ -382,7 +382,7 @@ def test_restarted_broker_leads_nothing_until_preferred_election(healthy: Runnin
     # back in every ISR as clients see it (a broker's metadata cache trails ZooKeeper by a refresh) ...
     after = wait_for(lambda: (v := observe(confluent)) and keys(v.in_isr_of(victim)) == hosted and v, 10,
                      what=f"broker {victim} in every ISR in Metadata")
-    assert after.led_by(victim) == []  # ... but leading nothing (auto.leader.rebalance.enable=false)
+    assert after.led_by(victim) == []  # ... but leading nothing (the controller's rebalance runs every 300 s)
     results = confluent.elect_leaders(ElectionType.PREFERRED, None).result()  # every partition
     elected = {(tp.topic, tp.partition) for tp, error in results.items() if error is None}
     assert preferred <= elected, results

@@ -77,6 +77,8 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
             "commands": {
                 "show-broker": "echo \"broker $KAFKA_BROKER_ID on $(hostname): $(kafka-service status)\"",
             },
+            # every host, spares included: a scale-out starts brokers that are not registered yet
+            "broker_hosts": {str(s.id): s.host for s in info.broker_specs},
         },
     }
     first = info.broker_specs[0]

@@ -15,7 +15,8 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
   ``commands`` (``{"drain-lb": "shell command", ...}``: the commands a run may choose by name for its
   pre-stop / pre-start / stop / start steps; owned by whoever owns the connection) and
   ``allow_adhoc_commands`` (default false: a run's params may only name those commands, never carry shell
-  text of their own).
+  text of their own), ``broker_hosts`` (``{"3": "kafka-3.example.com"}``: where brokers that are not
+  registered yet run, for a scale-out that starts them; registered brokers are found in the metadata).
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -64,6 +65,11 @@ PROFILE_SCHEMA: dict[str, Any] = {
             "additionalProperties": _COMMAND,
         },
         "allow_adhoc_commands": {"type": "boolean"},
+        "broker_hosts": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^(0|[1-9][0-9]{0,9})$"},
+            "additionalProperties": _NON_EMPTY,
+        },
         "client": {
             "type": "object",
             "propertyNames": {"pattern": _CLIENT_KEY},
@@ -163,6 +169,8 @@ class ClusterProfile:
     :param commands: named shell commands a run may choose (``{"drain-lb": "..."}``), each may hold
         ``{broker_id}``; see :meth:`command`.
     :param allow_adhoc_commands: True lets a run's params carry shell text that is not a named command.
+    :param broker_hosts: broker id -> host of brokers that may not be registered yet (a scale-out's new
+        brokers); owned by the connection, so a run cannot point SSH at a host of its own choosing.
     """
 
     conn_id: str
@@ -180,8 +188,10 @@ class ClusterProfile:
     kafka_home: str | None = None
     commands: Mapping[str, str] = field(default_factory=dict)
     allow_adhoc_commands: bool = False
+    broker_hosts: Mapping[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "broker_hosts", MappingProxyType({int(k): v for k, v in self.broker_hosts.items()}))
         object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
         object.__setattr__(self, "commands", MappingProxyType(dict(self.commands)))
         object.__setattr__(self, "consumer_groups", tuple(self.consumer_groups))
@@ -345,6 +355,7 @@ class ClusterProfile:
             "kafka_home": self.kafka_home,
             "commands": dict(self.commands),
             "allow_adhoc_commands": self.allow_adhoc_commands,
+            "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
         }
 
     def __repr__(self) -> str:

@@ -58,14 +58,30 @@ class BrokerProgress:
 
 
 @dataclass(frozen=True)
+class LagStreak:
+    """Burrow said OK for every watched group ``polls`` times in a row, the last time at ``at_ms``."""
+
+    polls: int
+    at_ms: int
+
+    def carried(self, now_ms: int, interval_s: float) -> int:
+        """The OK polls a gate at ``now_ms`` may count as its own: all of them when the last one is at most
+        two poll intervals old (the streak is unbroken), else none (Burrow was not watched meanwhile)."""
+        return self.polls if 0 <= now_ms - self.at_ms <= 2 * interval_s * 1000 else 0
+
+
+@dataclass(frozen=True)
 class RollRecord:
     """One roll's record: its id (``"restart"``, ``"ibp"``), when it began (ms), the planned brokers in
     order (step dicts ``{"id", "host", "rack", "position", "total", "batch"}``; ``batch`` is the 1-based
     batch the broker goes down with, absent = its own), each broker's progress, and the Burrow groups its
     lag gate watches (None = no lag gate), frozen with the plan.
 
+    ``lag_ok``: the Burrow OK streak the last batch saw while it waited for its brokers to come back
+    (:class:`LagStreak`), so the next gate continues it instead of starting from zero.
+
     JSON shape (:meth:`to_dict`): ``{"roll_id", "began_ms", "steps": [...], "consumer_groups": [...] | null,
-    "brokers": {"3": {"phase", "at_ms", "reason", "took_s"}}}``.
+    "brokers": {"3": {"phase", "at_ms", "reason", "took_s"}}, "lag_ok": {"polls", "at_ms"} | null}``.
     """
 
     roll_id: str
@@ -73,6 +89,7 @@ class RollRecord:
     steps: tuple[Mapping[str, Any], ...] = ()
     brokers: Mapping[int, BrokerProgress] = field(default_factory=dict)
     consumer_groups: tuple[str, ...] | None = None
+    lag_ok: LagStreak | None = None
 
     @property
     def order(self) -> list[int]:
@@ -129,6 +146,7 @@ class RollRecord:
                 str(b): {"phase": p.phase, "at_ms": p.at_ms, "reason": p.reason, "took_s": p.took_s}
                 for b, p in sorted(self.brokers.items())
             },
+            "lag_ok": None if self.lag_ok is None else {"polls": self.lag_ok.polls, "at_ms": self.lag_ok.at_ms},
         }
 
     @classmethod
@@ -144,8 +162,10 @@ class RollRecord:
                 for b, p in (data.get("brokers") or {}).items()
             }
             groups = data.get("consumer_groups")
+            lag = data.get("lag_ok")
             return cls(str(data["roll_id"]), int(data["began_ms"]), tuple(data.get("steps") or ()), brokers,
-                       None if groups is None else tuple(groups))
+                       None if groups is None else tuple(groups),
+                       None if lag is None else LagStreak(int(lag["polls"]), int(lag["at_ms"])))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"roll record is malformed ({exc!r}): {data!r}"[:500]) from None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from kafka_ops.roll import NeedsAction, RollRecord, batch_label, clock, decide, 
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
+from runtime.lag_watch import LagWatch
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
@@ -115,11 +117,16 @@ class BrokerRollOperator(BaseOperator):
                    check: Callable[[int], Check] | None = None) -> None:
         """Wait until probe ``kind`` holds for every broker of ``ids`` (one after the other: the total is
         the slowest broker's time, the others pass at their first poll)."""
+        def feeding(look: Callable[[], Check]) -> Check:
+            if self.lag is not None:  # feed the lag streak the next gate continues
+                self.lag.poll_if_due()
+            return look()
+
         for bid in ids:
             if check is None:
-                self._wait(lambda b=bid: self._probe(prober, kind, b), PROBES[kind].describe(bid))
+                self._wait(lambda b=bid: feeding(lambda: self._probe(prober, kind, b)), PROBES[kind].describe(bid))
             else:
-                self._wait(lambda b=bid: check(b), PROBES[kind].describe(bid))
+                self._wait(lambda b=bid: feeding(lambda: check(b)), PROBES[kind].describe(bid))
 
     def _probe(self, prober: ClusterProber, kind: str, broker: int | None) -> Check:
         verdict = prober.look(kind, broker)
@@ -161,6 +168,9 @@ class BrokerRollOperator(BaseOperator):
         profile = profile_or_fail(cfg["cluster"])
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
         begun = time.monotonic()
+        groups = record.consumer_groups
+        burrow = BurrowHook.from_profile(profile) if groups and not self.dry_run else None
+        self.lag = LagWatch(burrow, groups, self.interval_s, record.lag_ok) if burrow is not None else None
         with ClusterProber(profile) as prober:
             try:
                 record, acted = self._roll(context, cfg, profile, prober, store, record, who)
@@ -169,7 +179,14 @@ class BrokerRollOperator(BaseOperator):
                 if not self.dry_run:
                     release_held(profile, context, self.log, "the roll stops at this batch")
                 raise AirflowFailException(f"{exc}{left}") from exc
+            finally:
+                if burrow is not None:
+                    burrow.close()
             took = time.monotonic() - begun
+            if self.lag is not None:
+                record = replace(record, lag_ok=self.lag.handover())
+                if not acted:
+                    store.save(record)
             for bid in acted:
                 record = store.mark(record, bid, "done", "dry run" if self.dry_run else "restarted", took)
         self._report(context, record, ids)
@@ -311,12 +328,16 @@ class BrokerRollOperator(BaseOperator):
     def _gate(self, profile: ClusterProfile, prober: ClusterProber, ids: list[int], stopped: list[int],
               groups: Any, streak_needed: int) -> None:
         """Cluster healthy and min-ISR safe without ``ids`` now (one fresh OK), and, when groups are watched,
-        Burrow OK ``streak_needed`` polls in a row (restarts cause lag spikes: kafka_roller's
-        consumer_health retries). ``stopped``: brokers of this batch this roll already stopped (a resumed
-        batch): their URPs are expected, so only offline partitions and min ISR are judged."""
-        streak = 0
-        burrow = BurrowHook.from_profile(profile) if groups else None
+        Burrow OK ``streak_needed`` polls in a row, polls ``healthcheck_interval_s`` apart (restarts cause lag
+        spikes: kafka_roller's consumer_health retries); the streak the previous batch saw while its brokers
+        came back counts (``runtime.lag_watch``). ``stopped``: brokers of this batch this roll already stopped
+        (a resumed batch): their URPs are expected, so only offline partitions and min ISR are judged."""
         who = batch_label(ids)
+        lag = self.lag
+        if lag is None and groups and self.dry_run:
+            lag = LagWatch(BurrowHook.from_profile(profile), groups, self.interval_s)
+        if lag is not None and lag.streak:
+            self.log.info("lag gate: %d OK polls in a row carried from the previous batch", lag.streak)
 
         def cluster_check() -> health.Verdict:
             if len(ids) == 1 and not stopped:
@@ -332,31 +353,30 @@ class BrokerRollOperator(BaseOperator):
             return health.combine(verdicts, rule=f"gate {who}")
 
         def check() -> Check:
-            nonlocal streak
             cluster = cluster_check()
             if not cluster.ok:
-                streak = 0
+                if lag is not None:
+                    lag.reset()
                 return Check(False, cluster.message())
-            if burrow is None:
+            if lag is None:
                 return Check(True, cluster.message())
-            lag = health.consumer_lag(burrow.group_statuses(list(groups)))
-            streak = streak + 1 if lag.ok else 0
-            if streak < streak_needed:
-                return Check(False, f"{lag.message()} ({streak}/{streak_needed} OK polls in a row)")
-            return Check(True, f"{cluster.message()}; {lag.message()} ({streak} polls in a row)")
+            if lag.due():
+                lag.poll()
+            verdict = lag.last.message() if lag.last is not None else "consumer-lag: OK (carried)"
+            if lag.streak < streak_needed:
+                return Check(False, f"{verdict} ({lag.streak}/{streak_needed} OK polls in a row)")
+            return Check(True, f"{cluster.message()}; {verdict} ({lag.streak} polls in a row)")
 
         verb = "may be stopped" if len(ids) == 1 else "may be stopped together"
-        try:
-            if self.dry_run:
-                result = check()
-                self.log.info("DRY RUN: %s %s now: %s", who, verb if result.ok else verb.replace("may", "may NOT"),
-                              result.message)
-                return
-            # Burrow's OK streak needs polls spaced by the interval: no quick first polls at the gate
-            self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may NOT')} yet", ramp=False)
-        finally:
-            if burrow is not None:
-                burrow.close()
+        if self.dry_run:
+            result = check()
+            self.log.info("DRY RUN: %s %s now: %s", who, verb if result.ok else verb.replace("may", "may NOT"),
+                          result.message)
+            if lag is not None and lag is not self.lag:
+                lag.burrow.close()
+            return
+        # quick first polls: the lag watch itself keeps Burrow's polls interval_s apart
+        self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may NOT')} yet")
 
     def _leadership(self, prober: ClusterProber, bid: int) -> Check:
         """Leadership back: elect the preferred leader (KIP-460, ``kafka-leader-election.sh --election-type

@@ -164,10 +164,11 @@ def test_wait_for_cluster_needs_a_cluster_wide_probe(kind: str) -> None:
     assert WaitForClusterOperator(task_id="ok", kind="healthy", settings={}).kind == "healthy"
 
 
-def test_broker_roll_operator_runs_one_broker_at_a_time_without_retries() -> None:
+def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None:
     from operators.broker_roll import BrokerRollOperator
 
-    op = BrokerRollOperator(task_id="broker", roll_id="restart", broker={"id": 1}, settings={})
+    op = BrokerRollOperator(task_id="broker", roll_id="restart", batch={"batch": 1, "batches": 1, "label": "broker 1",
+                                                                         "brokers": [{"id": 1}]}, settings={})
     assert op.max_active_tis_per_dagrun == 1 and op.retries == 0
 
 

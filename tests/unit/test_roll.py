@@ -103,6 +103,7 @@ def test_to_dict_from_dict_round_trip_through_json() -> None:
             "0": {"phase": "stopping", "at_ms": T0 + 9, "reason": "stop sent by alice", "took_s": 0.0},
             "2": {"phase": "done", "at_ms": T0 + 5, "reason": "restarted", "took_s": 81.5},
         },
+        "lag_ok": None,
     }
     back = RollRecord.from_dict(json.loads(json.dumps(data)))
     assert back.to_dict() == data
@@ -364,3 +365,17 @@ def test_eta_counts_batches_not_brokers() -> None:
     assert eta_s(rec) == pytest.approx(120.0)  # the first batch is not done yet: 3 batches of ~40 s left
     rec = rec.mark(3, "done", T0, "restarted", 40.0)
     assert eta_s(rec) == pytest.approx(80.0)
+
+
+# --- the lag streak carried from one batch to the next gate ----------------------------------------
+
+
+def test_lag_streak_round_trips_and_counts_only_while_fresh() -> None:
+    from kafka_ops.roll import LagStreak
+
+    rec = RollRecord("restart", T0, STEPS_3, lag_ok=LagStreak(2, T0))
+    assert RollRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    assert RollRecord.from_dict(record().to_dict()).lag_ok is None
+    assert LagStreak(2, T0).carried(T0 + 9_000, interval_s=5) == 2  # within two intervals
+    assert LagStreak(2, T0).carried(T0 + 11_000, interval_s=5) == 0  # a gap: Burrow was not watched
+    assert LagStreak(2, T0).carried(T0 - 1, interval_s=5) == 0  # clock went back: trust nothing

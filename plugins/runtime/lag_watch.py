@@ -1,0 +1,80 @@
+"""Burrow's verdict on a roll's watched consumer groups, with the OK streak the gate needs.
+
+Restarts cause lag spikes, so a broker may be stopped only after Burrow said OK for every group
+``lag_ok_consecutive`` polls in a row, the polls at least ``interval_s`` apart (kafka_roller's
+consumer_health retries). The streak is also fed while the previous batch waits for its brokers to come
+back (registered, caught up, leadership), and carried to the next gate through the roll's record
+(``kafka_ops.roll.LagStreak``): those polls are after the disruption began, so they are evidence too, and
+the gate does not pay the streak's spacing again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka_ops import health
+from kafka_ops.health import Verdict
+from kafka_ops.roll import LagStreak
+
+log = logging.getLogger(__name__)
+
+
+class LagWatch:
+    """Polls Burrow for ``groups`` at most once per ``interval_s``; keeps the OK streak.
+
+    :param burrow: a ``hooks.burrow.BurrowHook`` (``group_statuses(groups)``).
+    :param groups: the watched consumer groups.
+    :param interval_s: least seconds between two polls that both count in a streak.
+    :param carried: a streak handed over by the previous batch (counted only while fresh).
+    """
+
+    def __init__(self, burrow: Any, groups: Sequence[str], interval_s: float, carried: LagStreak | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.burrow = burrow
+        self.groups = list(groups)
+        self.interval_s = interval_s
+        self.clock = clock
+        now = clock()
+        self.streak = carried.carried(int(now * 1000), interval_s) if carried else 0
+        self.last_at = carried.at_ms / 1000 if self.streak else None
+        self.last: Verdict | None = None
+
+    def due(self) -> bool:
+        """True when a poll now would be ``interval_s`` after the last one (or there was none)."""
+        return self.last_at is None or self.clock() - self.last_at >= self.interval_s
+
+    def poll(self) -> Verdict:
+        """Ask Burrow now; OK extends the streak, anything else ends it.
+
+        :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
+        """
+        try:
+            verdict = health.consumer_lag(self.burrow.group_statuses(self.groups))
+        except Exception:
+            self.streak, self.last_at = 0, None
+            raise
+        self.last_at = self.clock()
+        self.streak = self.streak + 1 if verdict.ok else 0
+        self.last = verdict
+        return verdict
+
+    def poll_if_due(self) -> None:
+        """Poll when due; a Burrow error only ends the streak (used inside other waits, which it must not
+        fail)."""
+        if self.due():
+            try:
+                self.poll()
+            except Exception as exc:
+                log.info("Burrow did not answer (%s); the lag streak starts again", exc)
+
+    def reset(self) -> None:
+        self.streak, self.last_at = 0, None
+
+    def handover(self) -> LagStreak | None:
+        """The streak for the next gate, or None when there is none."""
+        if not self.streak or self.last_at is None:
+            return None
+        return LagStreak(self.streak, int(self.last_at * 1000))

@@ -12,8 +12,13 @@ Kinds (``broker`` = the broker the step is about):
 - ``gate``: the cluster may lose the broker now: healthy, and stopping it drops no partition below
   ``min.insync.replicas`` (``kafka_ops.health.restart_gate`` without the lag part; the Burrow part is
   separate because only it needs several OK polls in a row).
-Only ``gate``, ``leadership`` and ``healthy`` read configs (DescribeConfigs); the others cost one
-Metadata and one DescribeCluster request per poll.
+Cost per poll: every kind sends one Metadata and one DescribeCluster request. Only ``gate``,
+``leadership`` and ``healthy`` read configs (DescribeConfigs), and a prober reads them once: its hook
+caches them (``KafkaAdminHook(cache_configs=True)``), so the first config-reading poll of a prober also
+sends one DescribeConfigs for the broker defaults and one per 200 topics, later polls only one per 200
+topics that appeared since (none while the topic set is unchanged). A prober lives for one task (one
+broker of a roll, or one batch of brokers), so a ``min.insync.replicas`` change made during the task is
+seen by the next task; a new topic is seen at once. ``prober.admin.requests`` counts what was sent.
 """
 
 from __future__ import annotations
@@ -76,12 +81,22 @@ class Probe:
 PROBES: dict[str, Probe] = {
     "gone": Probe(_gone, False, True, "broker {broker} has left the cluster metadata"),
     "registered": Probe(_present, False, True, "broker {broker} is registered again"),
-    "caught_up": Probe(_caught_up, False, False, "broker {broker} is back in every ISR",
-                       "every replica is back in its ISR (URP = 0)"),
-    "leadership": Probe(_leadership, True, False, "broker {broker} leads its preferred partitions again",
-                        "preferred leaders lead again everywhere"),
-    "healthy": Probe(lambda state, _: health.cluster_health(state), True, False,
-                     "the cluster is healthy (no offline partitions, no URP, leaders balanced)"),
+    "caught_up": Probe(
+        _caught_up, False, False, "broker {broker} is back in every ISR", "every replica is back in its ISR (URP = 0)"
+    ),
+    "leadership": Probe(
+        _leadership,
+        True,
+        False,
+        "broker {broker} leads its preferred partitions again",
+        "preferred leaders lead again everywhere",
+    ),
+    "healthy": Probe(
+        lambda state, _: health.cluster_health(state),
+        True,
+        False,
+        "the cluster is healthy (no offline partitions, no URP, leaders balanced)",
+    ),
     "gate": Probe(_gate, True, True, "broker {broker} may be stopped (cluster healthy, min ISR kept)"),
 }
 
@@ -89,16 +104,20 @@ PROBES: dict[str, Probe] = {
 class ClusterProber:
     """Looks at one cluster with one admin client (close it, or use as a context manager).
 
+    Topic and broker configs are read once per prober and then cached (new topics are read on the poll
+    that first sees them; see the module docstring and ``KafkaAdminHook.cluster_state``).
+
     :param profile: the cluster's profile.
     :param request_timeout_s: timeout of each admin request, seconds.
     """
 
     def __init__(self, profile: ClusterProfile, request_timeout_s: float = 15.0) -> None:
         self.profile = profile
-        self.admin = KafkaAdminHook(profile=profile, request_timeout_s=request_timeout_s)
+        self.admin = KafkaAdminHook(profile=profile, request_timeout_s=request_timeout_s, cache_configs=True)
 
     def state(self, configs: bool = True) -> ClusterState:
-        """A fresh snapshot (see ``KafkaAdminHook.cluster_state``)."""
+        """A fresh snapshot of brokers and partitions, configs from the prober's cache (see
+        ``KafkaAdminHook.cluster_state``)."""
         return self.admin.cluster_state(configs=configs)
 
     def look(self, kind: str, broker: int | None = None) -> Verdict:

@@ -1,0 +1,321 @@
+"""KafkaAdminHook's config cache (``cache_configs=True``) and request counter, without a cluster.
+
+``hooks.kafka_admin.AdminClient`` is replaced by :class:`FakeAdmin`, which answers ``list_topics``,
+``describe_cluster`` and ``describe_configs`` from a hand-made cluster (``FakeAdmin.topics``, broker and
+topic configs) with ready futures, and records every topic DescribeConfigs call (the topic names asked).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigSource, ResourceType
+from hooks import kafka_admin
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.profile import ClusterProfile
+from probes.cluster import ClusterProber
+
+BROKERS = (0, 1, 2)
+TOPIC_OVERRIDE = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+BROKER_DEFAULT = ConfigSource.DEFAULT_CONFIG.value
+
+
+def _done(value: Any = None, error: BaseException | None = None) -> Future:
+    future: Future = Future()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+    return future
+
+
+def _entry(value: str, source: int) -> SimpleNamespace:
+    return SimpleNamespace(value=value, source=source)
+
+
+class FakeAdmin:
+    """Stands in for confluent-kafka's AdminClient; the class attribute ``current`` is the last one built.
+
+    ``topics``: name -> partition count (RF 3, every replica in the ISR); ``min_isr``: topic -> its
+    ``min.insync.replicas`` override; ``broker_min_isr``: the brokers' default. ``topic_calls`` holds one
+    list of topic names per topic DescribeConfigs call, ``broker_calls`` the broker ids asked.
+    ``vanish_on_describe``: topics answered UNKNOWN_TOPIC_OR_PART (deleted after the Metadata);
+    ``fail_topic_call``: the index (in ``topic_calls``) of a call whose futures time out.
+    """
+
+    current: FakeAdmin | None = None
+
+    def __init__(self, conf: dict, logger: Any = None) -> None:
+        self.conf = conf
+        self.topics: dict[str, int] = {}
+        self.min_isr: dict[str, int] = {}
+        self.broker_min_isr = 2
+        self.topic_calls: list[list[str]] = []
+        self.broker_calls: list[str] = []
+        self.vanish_on_describe: set[str] = set()
+        self.fail_topic_call: int | None = None
+        FakeAdmin.current = self
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def list_topics(self, timeout: float) -> SimpleNamespace:
+        brokers = {b: SimpleNamespace(id=b, host=f"b{b}", port=9092) for b in BROKERS}
+        topics = {}
+        for name, count in self.topics.items():
+            parts = {}
+            for p in range(count):
+                replicas = [BROKERS[(p + j) % len(BROKERS)] for j in range(3)]
+                parts[p] = SimpleNamespace(id=p, leader=replicas[0], replicas=replicas, isrs=list(replicas))
+            topics[name] = SimpleNamespace(topic=name, partitions=parts)
+        return SimpleNamespace(brokers=brokers, topics=topics, controller_id=1)
+
+    def describe_cluster(self, request_timeout: float) -> Future:
+        nodes = [SimpleNamespace(id=b, rack=f"rack-{b}") for b in BROKERS]
+        return _done(SimpleNamespace(controller=SimpleNamespace(id=1), nodes=nodes))
+
+    def describe_configs(self, resources: list, request_timeout: float) -> dict:
+        out = {}
+        if all(r.restype == ResourceType.BROKER for r in resources):
+            self.broker_calls.extend(r.name for r in resources)
+            for r in resources:
+                out[r] = _done(
+                    {
+                        kafka_admin.MIN_INSYNC: _entry(str(self.broker_min_isr), BROKER_DEFAULT),
+                        kafka_admin.LEADER_IMBALANCE: _entry("10", BROKER_DEFAULT),
+                    }
+                )
+            return out
+        assert all(r.restype == ResourceType.TOPIC for r in resources), "one resource type per call"
+        call = len(self.topic_calls)
+        self.topic_calls.append([r.name for r in resources])
+        for r in resources:
+            if call == self.fail_topic_call:
+                out[r] = _done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+            elif r.name in self.vanish_on_describe or r.name not in self.topics:
+                out[r] = _done(error=KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            elif r.name in self.min_isr:
+                out[r] = _done({kafka_admin.MIN_INSYNC: _entry(str(self.min_isr[r.name]), TOPIC_OVERRIDE)})
+            else:
+                out[r] = _done({kafka_admin.MIN_INSYNC: _entry(str(self.broker_min_isr), BROKER_DEFAULT)})
+        return out
+
+    def described_topics(self, since: int = 0) -> list[str]:
+        """Topic names asked by the topic DescribeConfigs calls from call ``since`` on, sorted."""
+        return sorted(t for call in self.topic_calls[since:] for t in call)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeAdmin]:
+    monkeypatch.setattr(kafka_admin, "AdminClient", FakeAdmin)
+    FakeAdmin.current = None
+    return FakeAdmin
+
+
+def make_hook(cache: bool, topics: dict[str, int], **min_isr: int) -> tuple[KafkaAdminHook, FakeAdmin]:
+    hook = KafkaAdminHook(bootstrap_servers="127.0.0.1:1", request_timeout_s=1, cache_configs=cache)
+    admin = hook.get_conn()
+    assert isinstance(admin, FakeAdmin), "the hook builds its client with hooks.kafka_admin.AdminClient"
+    admin.topics = dict(topics)
+    admin.min_isr = {k.replace("_", "-"): v for k, v in min_isr.items()}
+    return hook, admin
+
+
+def names(n: int, prefix: str = "t") -> dict[str, int]:
+    return {f"{prefix}{i:04d}": 2 for i in range(n)}
+
+
+def poll_cost(hook: KafkaAdminHook, **kwargs: Any) -> tuple[Any, dict[str, int]]:
+    """(cluster state, requests this call sent by API name)."""
+    before = dict(hook.requests)
+    state = hook.cluster_state(**kwargs)
+    return state, {k: v - before.get(k, 0) for k, v in hook.requests.items() if v - before.get(k, 0)}
+
+
+# --- cached ----------------------------------------------------------------------------------------
+
+
+def test_first_poll_reads_every_topic_then_none(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, names(450), t0007=3)
+    state, cost = poll_cost(hook)
+    assert admin.described_topics() == sorted(names(450)), "every topic read once"
+    assert [len(c) for c in admin.topic_calls] == [200, 200, 50], "batches of 200"
+    assert admin.broker_calls == ["1"], "the controller's defaults"
+    assert cost == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 1 + 3}
+    assert state.default_min_insync == 2 and dict(state.topic_min_insync) == {"t0007": 3}
+
+    for _ in range(3):
+        again, cost = poll_cost(hook)
+        assert cost == {"Metadata": 1, "DescribeCluster": 1}, "cached polls send no DescribeConfigs"
+        assert again == state
+    assert len(admin.topic_calls) == 3 and admin.broker_calls == ["1"]
+    assert hook.requests == {"Metadata": 4, "DescribeCluster": 4, "DescribeConfigs": 4}
+
+
+def test_override_is_kept_on_cached_polls(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"orders": 3, "audit": 1, "logs": 2}, audit=3)
+    for _ in range(3):
+        state = hook.cluster_state()
+        assert dict(state.topic_min_insync) == {"audit": 3}
+        assert state.default_min_insync == 2 and state.leader_imbalance_percentage == 10
+    assert admin.described_topics() == ["audit", "logs", "orders"], "read on the first poll only"
+
+
+def test_a_new_topic_is_read_alone_on_the_poll_that_first_sees_it(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, names(3))
+    hook.cluster_state()
+    calls = len(admin.topic_calls)
+    admin.topics["fresh"] = 4
+    admin.min_isr["fresh"] = 3
+    state, cost = poll_cost(hook)
+    assert admin.topic_calls[calls:] == [["fresh"]], "only the new topic"
+    assert cost == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 1}
+    assert dict(state.topic_min_insync) == {"fresh": 3}
+    assert len(state.partitions) == 3 * 2 + 4
+    _, cost = poll_cost(hook)
+    assert cost == {"Metadata": 1, "DescribeCluster": 1}, "and not again"
+
+
+def test_a_vanished_topic_leaves_the_cache(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1, "b": 1, "c": 1}, b=3)
+    hook.cluster_state()
+    assert sorted(hook._topic_min_insync) == ["a", "b", "c"]
+    del admin.topics["b"]
+    state, cost = poll_cost(hook)
+    assert sorted(hook._topic_min_insync) == ["a", "c"]
+    assert cost == {"Metadata": 1, "DescribeCluster": 1} and dict(state.topic_min_insync) == {}
+    # created again (another override): a poll saw it gone, so it is read afresh
+    admin.topics["b"] = 1
+    admin.min_isr["b"] = 2
+    calls = len(admin.topic_calls)
+    state = hook.cluster_state()
+    assert admin.topic_calls[calls:] == [["b"]]
+    assert dict(state.topic_min_insync) == {"b": 2}, "a topic override equal to the default still counts"
+
+
+def test_a_topic_deleted_between_metadata_and_describe_is_skipped_not_cached(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1, "b": 1})
+    admin.vanish_on_describe = {"b"}
+    state = hook.cluster_state()
+    assert {p.topic for p in state.partitions} == {"a", "b"} and sorted(hook._topic_min_insync) == ["a"]
+    admin.vanish_on_describe = set()
+    calls = len(admin.topic_calls)
+    hook.cluster_state()
+    assert admin.topic_calls[calls:] == [["b"]], "still in the Metadata: asked again"
+
+
+def test_a_failed_poll_keeps_the_batches_it_read(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, names(450))
+    admin.fail_topic_call = 1
+    with pytest.raises(KafkaException):
+        hook.cluster_state()
+    assert len(hook._topic_min_insync) == 200
+    calls = len(admin.topic_calls)
+    hook.cluster_state()
+    assert admin.described_topics(calls) == sorted(names(450))[200:], "only what the failed poll lacked"
+
+
+def test_partial_polls_read_only_their_topics_and_keep_the_others(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1, "b": 1, "c": 1}, c=3)
+    state = hook.cluster_state(topics=["a"])
+    assert admin.topic_calls == [["a"]] and dict(state.topic_min_insync) == {}
+    state = hook.cluster_state()
+    assert admin.topic_calls == [["a"], ["b", "c"]] and dict(state.topic_min_insync) == {"c": 3}
+    state = hook.cluster_state(topics=["a"])
+    assert len(admin.topic_calls) == 2 and sorted(hook._topic_min_insync) == ["a", "b", "c"]
+    assert dict(state.topic_min_insync) == {}, "overrides of the asked topics only"
+
+
+def test_changes_during_the_hooks_life_are_seen_after_refresh_configs(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1, "b": 1})
+    hook.cluster_state()
+    admin.min_isr["a"] = 3
+    admin.broker_min_isr = 1
+    state = hook.cluster_state()
+    assert dict(state.topic_min_insync) == {} and state.default_min_insync == 2, "the cached values"
+    hook.refresh_configs()
+    state, cost = poll_cost(hook)
+    assert dict(state.topic_min_insync) == {"a": 3} and state.default_min_insync == 1
+    assert cost == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 2}
+    assert admin.broker_calls == ["1", "1"]
+
+
+def test_the_cache_outlives_the_client(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1}, a=3)
+    hook.cluster_state()
+    hook.close()
+    fresh = hook.get_conn()
+    assert fresh is not admin
+    fresh.topics = dict(admin.topics)
+    state = hook.cluster_state()
+    assert fresh.topic_calls == [] and fresh.broker_calls == [] and dict(state.topic_min_insync) == {"a": 3}
+
+
+def test_metadata_only_polls_send_two_requests_and_fill_no_cache(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, names(10))
+    state, cost = poll_cost(hook, configs=False)
+    assert cost == {"Metadata": 1, "DescribeCluster": 1}
+    assert admin.topic_calls == [] and hook._topic_min_insync == {} and hook._broker_defaults is None
+    assert state.controller_id == 1 and [b.rack for b in state.brokers] == ["rack-0", "rack-1", "rack-2"]
+
+
+# --- uncached (the default) ------------------------------------------------------------------------
+
+
+def test_uncached_hook_reads_everything_every_time(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(False, names(450), t0001=3)
+    assert hook.cache_configs is False
+    states = []
+    for i in range(3):
+        state, cost = poll_cost(hook)
+        states.append(state)
+        assert admin.described_topics(3 * i) == sorted(names(450))
+        assert cost == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 1 + math.ceil(450 / 200)}
+    assert admin.broker_calls == ["1", "1", "1"]
+    assert states[0] == states[1] == states[2] and dict(states[0].topic_min_insync) == {"t0001": 3}
+    assert hook._topic_min_insync == {} and hook._broker_defaults is None, "nothing kept"
+    admin.min_isr["t0002"] = 4
+    assert dict(hook.cluster_state().topic_min_insync) == {"t0001": 3, "t0002": 4}, "changes seen at once"
+
+
+def test_cached_and_uncached_snapshots_agree(fake: type[FakeAdmin]) -> None:
+    topics = {"orders": 3, "audit": 1, "__consumer_offsets": 5}
+    cached, a1 = make_hook(True, topics, audit=3, orders=2)
+    plain, a2 = make_hook(False, topics, audit=3, orders=2)
+    assert cached.cluster_state() == plain.cluster_state()
+    assert cached.cluster_state() == plain.cluster_state()
+
+
+# --- the prober ------------------------------------------------------------------------------------
+
+
+def test_prober_reads_topic_configs_once_per_prober(fake: type[FakeAdmin]) -> None:
+    with ClusterProber(ClusterProfile(conn_id="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1) as prober:
+        assert prober.admin.cache_configs is True
+        admin = prober.admin.get_conn()
+        admin.topics = names(250)
+        assert prober.look("gate", 1).ok
+        assert len(admin.topic_calls) == 2
+        for kind, broker in (("gate", 1), ("healthy", None), ("leadership", 2), ("gone", 1), ("caught_up", 0)):
+            prober.look(kind, broker)
+        assert len(admin.topic_calls) == 2 and admin.broker_calls == ["1"], "no config read after the first"
+        assert prober.admin.requests == {"Metadata": 6, "DescribeCluster": 6, "DescribeConfigs": 3}
+
+
+def test_request_counts_at_2000_topics_of_5_partitions(fake: type[FakeAdmin]) -> None:
+    """The bench's target size (which the sandbox cannot host): 13 requests per config-reading poll before
+    (Metadata, DescribeCluster, DescribeConfigs for the broker and 10 batches of 200 topics), 2 after."""
+    topics = {f"t{i:04d}": 5 for i in range(2000)}
+    plain, _ = make_hook(False, topics)
+    cached, _ = make_hook(True, topics)
+    for _ in range(3):
+        assert poll_cost(plain)[1] == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 11}
+    assert poll_cost(cached)[1] == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 11}
+    for _ in range(3):
+        assert poll_cost(cached)[1] == {"Metadata": 1, "DescribeCluster": 1}
+    assert poll_cost(cached, configs=False)[1] == {"Metadata": 1, "DescribeCluster": 1}

@@ -26,6 +26,7 @@ from sandbox.state import SandboxState
 KAFKA_CONN_ID = "kafka_sandbox"
 SSH_CONN_ID = "sandbox_ssh"
 BURROW_CONN_ID = "sandbox_burrow"
+SPARK_CONN_ID = "spark_default"
 SSH_CMD_TIMEOUT_S = 60  # kafka-service stop may take CONTROLLED_SHUTDOWN_TIMEOUT_S + grace
 
 
@@ -99,7 +100,9 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
         },
     }
     burrow = {"conn_type": "http", "host": "127.0.0.1", "port": info.burrow_port, "schema": "http"}
-    return {KAFKA_CONN_ID: kafka, SSH_CONN_ID: ssh, BURROW_CONN_ID: burrow}
+    # the reassignment planner's spark-submit runs in the worker's own JVM here (a Spark master elsewhere)
+    spark = {"conn_type": "spark", "host": "local[*]"}
+    return {KAFKA_CONN_ID: kafka, SSH_CONN_ID: ssh, BURROW_CONN_ID: burrow, SPARK_CONN_ID: spark}
 
 
 def render_airflow_env(workdir: Workdir, info: SandboxState) -> str:

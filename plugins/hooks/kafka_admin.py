@@ -5,16 +5,30 @@ ElectLeaders). kafka-python's ``KafkaAdminClient`` is used only for what librdka
 (List/AlterPartitionReassignments, DescribeLogDirs), each in its own small method with its own
 short-lived client. Client settings (SSL/SASL) come from the cluster profile, see
 ``kafka_ops.profile``.
+
+Cost of :meth:`KafkaAdminHook.cluster_state` per call (``hook.requests`` counts the admin calls):
+``configs=False``: Metadata + DescribeCluster; ``configs=True`` without a config cache: also one
+DescribeConfigs for the broker defaults and one per 200 topics; with ``cache_configs=True``: the
+DescribeConfigs only on the first call, and afterwards one per 200 topics that are new since the last
+call (none while the topic set is unchanged).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 from kafka_ops.cluster import (
     DEFAULT_LEADER_IMBALANCE_PERCENTAGE,
     DEFAULT_MIN_INSYNC_REPLICAS,
@@ -51,6 +65,15 @@ class KafkaAdminHook(ClusterProfileHook):
         e.g. ``{"security.protocol": "SASL_SSL", ...}``): for tests and scripts without Airflow
         connections.
     :param request_timeout_s: timeout of each admin request, seconds (default 30).
+    :param cache_configs: keep the configs :meth:`cluster_state` reads for the life of this hook (see
+        there): the broker defaults ``min.insync.replicas`` and ``leader.imbalance.per.broker.percentage``
+        are read once, a topic's ``min.insync.replicas`` once per topic (on the first call that sees
+        the topic). Default False: every call reads every config again.
+
+    ``requests`` (a ``collections.Counter``) counts the admin calls this hook sent, by Kafka API name
+    (``"Metadata"``, ``"DescribeCluster"``, ``"DescribeConfigs"``, ``"ElectLeaders"``); a
+    DescribeConfigs call for many resources counts once. librdkafka's own background requests
+    (bootstrap, metadata refreshes) are not counted.
 
     The librdkafka client is created lazily by :meth:`get_conn` and reused; call :meth:`close`
     (or use the hook as a context manager) to drop it. Errors from the cluster surface as
@@ -68,6 +91,7 @@ class KafkaAdminHook(ClusterProfileHook):
         bootstrap_servers: str | None = None,
         client_config: Mapping[str, Any] | None = None,
         request_timeout_s: float = 30.0,
+        cache_configs: bool = False,
     ) -> None:
         given = [x is not None for x in (kafka_conn_id, profile, bootstrap_servers)]
         if sum(given) != 1:
@@ -83,6 +107,12 @@ class KafkaAdminHook(ClusterProfileHook):
         super().__init__(kafka_conn_id, profile)
         self.request_timeout_s = request_timeout_s
         self._admin: AdminClient | None = None
+        self.cache_configs = cache_configs
+        self.requests: Counter[str] = Counter()
+        # The config cache (cache_configs=True): (default min.insync.replicas, leader imbalance %) of
+        # the brokers, and topic -> its min.insync.replicas override (None: none) for every topic read.
+        self._broker_defaults: tuple[int, int] | None = None
+        self._topic_min_insync: dict[str, int | None] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -106,8 +136,16 @@ class KafkaAdminHook(ClusterProfileHook):
             admin.poll(0)
 
     def close(self) -> None:
-        """Drop the client (librdkafka closes its connections when it is garbage collected)."""
+        """Drop the client (librdkafka closes its connections when it is garbage collected).
+
+        The config cache stays (it belongs to the hook, not to the client); see :meth:`refresh_configs`.
+        """
         self._admin = None
+
+    def refresh_configs(self) -> None:
+        """Drop the config cache: the next ``cluster_state(configs=True)`` reads every config again."""
+        self._broker_defaults = None
+        self._topic_min_insync.clear()
 
     def __enter__(self) -> KafkaAdminHook:
         return self
@@ -131,12 +169,23 @@ class KafkaAdminHook(ClusterProfileHook):
             leader-imbalance settings keep Kafka's defaults. For waits that need only brokers, leaders
             and ISRs (gone, registered, caught up), which then cost no DescribeConfigs per poll.
         :raises confluent_kafka.KafkaException: metadata or config requests failed / timed out.
+
+        With ``cache_configs`` (see the class), ``configs=True`` reads the broker defaults on the first
+        call only, and topic configs only for topics this hook has not read yet: a topic that appears
+        later is read by the first call that sees it in the Metadata, a topic gone from the Metadata
+        leaves the cache. The cache lives as long as the hook (a prober's: one task), or until
+        :meth:`refresh_configs`. Trade-off: a ``min.insync.replicas`` (or leader-imbalance) change made
+        while the hook lives is seen only by the next hook (the next task), and so is a topic deleted and
+        created again under the same name; a new topic is seen at once. Metadata and DescribeCluster are
+        asked on every call, cached or not.
         """
         with self._client() as admin:
+            self.requests["Metadata"] += 1
             md = admin.list_topics(timeout=self.request_timeout_s)
             controller_id = md.controller_id if md.controller_id is not None else -1
             racks: dict[int, str | None] = {}
             try:
+                self.requests["DescribeCluster"] += 1
                 desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
                     timeout=self.request_timeout_s + 5
                 )
@@ -148,8 +197,7 @@ class KafkaAdminHook(ClusterProfileHook):
                 racks = {n.id: n.rack for n in desc.nodes or []}
 
         brokers = tuple(
-            Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None)
-            for b in md.brokers.values()
+            Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None) for b in md.brokers.values()
         )
         wanted = None if topics is None else set(topics)
         partitions = []
@@ -169,6 +217,26 @@ class KafkaAdminHook(ClusterProfileHook):
 
         if not configs:
             return ClusterState(brokers=brokers, partitions=tuple(partitions), controller_id=controller_id)
+        topic_names = sorted({p.topic for p in partitions})
+        if self.cache_configs:
+            if self._broker_defaults is None:
+                self._broker_defaults = self._broker_defaults_of(controller_id, brokers)
+            default_min_isr, imbalance_pct = self._broker_defaults
+            overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr)
+        else:
+            default_min_isr, imbalance_pct = self._broker_defaults_of(controller_id, brokers)
+            overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
+        return ClusterState(
+            brokers=brokers,
+            partitions=tuple(partitions),
+            controller_id=controller_id,
+            topic_min_insync=overrides,
+            default_min_insync=default_min_isr,
+            leader_imbalance_percentage=imbalance_pct,
+        )
+
+    def _broker_defaults_of(self, controller_id: int, brokers: tuple[Broker, ...]) -> tuple[int, int]:
+        """(``min.insync.replicas``, ``leader.imbalance.per.broker.percentage``) of the controller."""
         # The controller runs the leader-imbalance check, so its config counts; any live broker
         # will do if the controller cannot answer (it may be moving right now).
         candidates = [controller_id] if controller_id >= 0 else []
@@ -184,25 +252,25 @@ class KafkaAdminHook(ClusterProfileHook):
                 self.log.warning("broker %s did not describe its configs (%s); asking another", broker_id, exc)
         cfg = cfg or {}
         default_min_isr = _int_config(cfg.get(MIN_INSYNC), DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC)
-        imbalance_pct = _int_config(
-            cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE
-        )
-        topic_names = sorted({p.topic for p in partitions})
-        overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
-        return ClusterState(
-            brokers=brokers,
-            partitions=tuple(partitions),
-            controller_id=controller_id,
-            topic_min_insync=overrides,
-            default_min_insync=default_min_isr,
-            leader_imbalance_percentage=imbalance_pct,
-        )
+        imbalance_pct = _int_config(cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE)
+        return default_min_isr, imbalance_pct
+
+    def _cached_topic_min_insync(self, topics: list[str], present: set[str], default: int) -> dict[str, int]:
+        """The overrides of ``topics`` from the cache, after reading the topics it lacks and dropping
+        the cached topics no longer ``present`` in the Metadata."""
+        cache = self._topic_min_insync
+        for gone in [t for t in cache if t not in present]:
+            del cache[gone]
+        new = [t for t in topics if t not in cache]
+        for i in range(0, len(new), _TOPIC_CONFIG_BATCH):  # batch by batch: a failed poll keeps what it read
+            cache.update(self._topic_min_insync_read(new[i : i + _TOPIC_CONFIG_BATCH], default))
+        if new:
+            self.log.debug("configs of %d new topic(s) read, %d cached", len(new), len(cache))
+        return {t: v for t in topics if (v := cache.get(t)) is not None}
 
     # -- configs ---------------------------------------------------------------------------------
 
-    def describe_broker_configs(
-        self, broker_id: int, names: Iterable[str] | None = None
-    ) -> dict[str, str | None]:
+    def describe_broker_configs(self, broker_id: int, names: Iterable[str] | None = None) -> dict[str, str | None]:
         """A broker's effective configs (DescribeConfigs, BROKER resource): name -> value string.
 
         :param names: only these names; None = all. Sensitive values come back as None.
@@ -210,28 +278,30 @@ class KafkaAdminHook(ClusterProfileHook):
         """
         resource = ConfigResource(ResourceType.BROKER, str(broker_id))
         with self._client() as admin:
+            self.requests["DescribeConfigs"] += 1
             futures = admin.describe_configs([resource], request_timeout=self.request_timeout_s)
             entries = futures[resource].result(timeout=self.request_timeout_s + 5)
         wanted = None if names is None else set(names)
         return {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
 
-    def _topic_config_entries(
-        self, topics: Iterable[str], skip_unknown: bool = False
-    ) -> dict[str, dict[str, Any]]:
+    def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False) -> dict[str, dict[str, Any]]:
         """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out."""
         names = list(topics)
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(names), _TOPIC_CONFIG_BATCH):
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in names[i : i + _TOPIC_CONFIG_BATCH]]
             with self._client() as admin:
+                self.requests["DescribeConfigs"] += 1
                 futures = admin.describe_configs(resources, request_timeout=self.request_timeout_s)
                 for res, fut in futures.items():
                     try:
                         out[res.name] = fut.result(timeout=self.request_timeout_s + 5)
                     except KafkaException as exc:
                         err = exc.args[0] if exc.args else None
-                        if skip_unknown and isinstance(err, KafkaError) and (
-                            err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                        if (
+                            skip_unknown
+                            and isinstance(err, KafkaError)
+                            and (err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
                         ):
                             self.log.info("topic %s vanished while reading its configs; skipped", res.name)
                             continue
@@ -240,8 +310,14 @@ class KafkaAdminHook(ClusterProfileHook):
 
     def _topic_min_insync_overrides(self, topics: list[str], default: int) -> dict[str, int]:
         """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default``."""
-        overrides = {}
+        return {t: v for t, v in self._topic_min_insync_read(topics, default).items() if v is not None}
+
+    def _topic_min_insync_read(self, topics: list[str], default: int) -> dict[str, int | None]:
+        """topic -> its ``min.insync.replicas`` when a topic override or different from ``default``,
+        else None, for every topic of ``topics`` that still exists (DescribeConfigs)."""
+        out: dict[str, int | None] = {}
         for topic, entries in self._topic_config_entries(topics, skip_unknown=True).items():
+            out[topic] = None
             entry = entries.get(MIN_INSYNC)
             if entry is None or entry.value is None:
                 continue
@@ -249,8 +325,8 @@ class KafkaAdminHook(ClusterProfileHook):
             dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG
             topic_override = entry.source in (dynamic, dynamic.value)
             if topic_override or value != default:
-                overrides[topic] = value
-        return overrides
+                out[topic] = value
+        return out
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -275,6 +351,7 @@ class KafkaAdminHook(ClusterProfileHook):
         # ("SystemError: more argument specifiers than keyword list entries"); the request then
         # uses socket.timeout.ms (set from request_timeout_s in get_conn) and we bound the wait here.
         with self._client() as admin:
+            self.requests["ElectLeaders"] += 1
             result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout + 5)
         out: dict[str, str | None] = {}
         for tp, err in result.items():
@@ -339,9 +416,7 @@ class KafkaAdminHook(ClusterProfileHook):
             return {}
         client = self._kafka_python_admin()
         try:
-            raw = client.alter_partition_reassignments(
-                request, timeout_ms=int(self.request_timeout_s * 1000)
-            )
+            raw = client.alter_partition_reassignments(request, timeout_ms=int(self.request_timeout_s * 1000))
         finally:
             client.close()
         out = {}
@@ -363,6 +438,77 @@ class KafkaAdminHook(ClusterProfileHook):
         finally:
             client.close()
         return normalize_log_dirs(raw)
+
+    # -- throttles (dynamic configs) ---------------------------------------------------------------
+
+    def alter_throttle_configs(
+        self, broker_configs: Mapping[int, Mapping[str, str]], topic_configs: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        """Set dynamic broker and topic configs with IncrementalAlterConfigs (KIP-339: only these keys
+        change, every other dynamic config stays), e.g. the replication throttles of a wave (KIP-73).
+
+        :param broker_configs: broker id -> {name: value}. :param topic_configs: topic -> {name: value}.
+        :raises RuntimeError: naming every resource the cluster refused.
+        """
+        resources = [
+            _incremental(ResourceType.BROKER, str(b), cfg, AlterConfigOpType.SET)
+            for b, cfg in broker_configs.items()
+            if cfg
+        ]
+        resources += [
+            _incremental(ResourceType.TOPIC, t, cfg, AlterConfigOpType.SET) for t, cfg in topic_configs.items() if cfg
+        ]
+        self._alter_incremental(resources)
+
+    def delete_throttle_configs(self, brokers: Iterable[int], topics: Iterable[str]) -> None:
+        """Delete the replication throttle configs (``leader/follower.replication.throttled.rate`` on the
+        brokers, ``leader/follower.replication.throttled.replicas`` on the topics): they fall back to their
+        defaults (no throttle). Deleting a config that is not set is not an error.
+
+        :raises RuntimeError: naming every resource the cluster refused.
+        """
+        from kafka_ops.reassignment import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
+
+        resources = [
+            _incremental(ResourceType.BROKER, str(b), dict.fromkeys(THROTTLE_BROKER_KEYS, ""), AlterConfigOpType.DELETE)
+            for b in brokers
+        ]
+        resources += [
+            _incremental(ResourceType.TOPIC, t, dict.fromkeys(THROTTLE_TOPIC_KEYS, ""), AlterConfigOpType.DELETE)
+            for t in topics
+        ]
+        self._alter_incremental(resources)
+
+    def _alter_incremental(self, resources: list[ConfigResource]) -> None:
+        """IncrementalAlterConfigs: one call per broker resource (librdkafka sends BROKER resources to that
+        broker, one per request), topic resources together in batches."""
+        brokers = [r for r in resources if r.restype == ResourceType.BROKER]
+        topics = [r for r in resources if r.restype != ResourceType.BROKER]
+        calls = [[r] for r in brokers] + [
+            topics[i : i + _TOPIC_CONFIG_BATCH] for i in range(0, len(topics), _TOPIC_CONFIG_BATCH)
+        ]
+        errors = {}
+        with self._client() as admin:
+            for call in calls:
+                self.requests["IncrementalAlterConfigs"] += 1
+                futures = admin.incremental_alter_configs(call, request_timeout=self.request_timeout_s)
+                for res, fut in futures.items():
+                    try:
+                        fut.result(timeout=self.request_timeout_s + 5)
+                    except KafkaException as exc:
+                        errors[f"{res.restype.name.lower()} {res.name}"] = str(exc)
+        if errors:
+            raise RuntimeError(
+                f"IncrementalAlterConfigs refused for {len(errors)} resources: "
+                + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())[:20])
+            )
+
+
+def _incremental(kind: ResourceType, name: str, configs: Mapping[str, str], op: AlterConfigOpType) -> ConfigResource:
+    """A ConfigResource carrying one incremental operation per config."""
+    return ConfigResource(
+        kind, name, incremental_configs=[ConfigEntry(k, v, incremental_operation=op) for k, v in configs.items()]
+    )
 
 
 def normalize_log_dirs(raw: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -394,6 +540,7 @@ def normalize_log_dirs(raw: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
                             "is_future": bool(p.get("is_future_key", False)),
                         }
                     )
+
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r["broker"], r.get("log_dir") or "", r.get("topic") or "", r.get("partition") or 0)
 

@@ -46,6 +46,8 @@ def configure_environment() -> Path:
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home)),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # spark-submit (the reassignment planner's SparkSubmitOperator) comes with the venv's pyspark
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     })
     return home
 

@@ -74,13 +74,15 @@ def test_env_json_has_exactly_the_issue_keys(sandbox: RunningSandbox) -> None:
     assert [line.split()[0] for line in known] == [f"[{h}]:2222" for h in hosts]
 
 
-def test_airflow_env_defines_the_three_connections(sandbox: RunningSandbox) -> None:
+def test_airflow_env_defines_the_connections(sandbox: RunningSandbox) -> None:
     env = airflow_env(sandbox)
     assert sorted(env) == [
         "AIRFLOW_CONN_KAFKA_SANDBOX",
         "AIRFLOW_CONN_SANDBOX_BURROW",
         "AIRFLOW_CONN_SANDBOX_SSH",
+        "AIRFLOW_CONN_SPARK_DEFAULT",
     ]
+    assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark", "host": "local[*]"}
     kafka = json.loads(env["AIRFLOW_CONN_KAFKA_SANDBOX"])
     ssh = json.loads(env["AIRFLOW_CONN_SANDBOX_SSH"])
     http = json.loads(env["AIRFLOW_CONN_SANDBOX_BURROW"])
@@ -90,6 +92,7 @@ def test_airflow_env_defines_the_three_connections(sandbox: RunningSandbox) -> N
     assert extra["zookeeper"] == sandbox.zookeeper_connect
     assert extra["consumer_groups"] == sandbox.env["consumer_groups"]
     assert extra["service_status"] == "kafka-service status"
+    assert extra["broker_hosts"] == {str(b): sandbox.broker(b)["host"] for b in sandbox.broker_ids}
     server_properties = extra["server_properties"].format(broker_id=1)
     assert os.path.isfile(server_properties) and "broker.id=1" in open(server_properties).read()
     assert ssh["conn_type"] == "ssh" and ssh["port"] == 2222 and ssh["login"] == sandbox.env["ssh"]["user"]

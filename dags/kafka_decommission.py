@@ -1,0 +1,55 @@
+"""Decommission Kafka brokers: move leadership off them, drain their replicas in throttled waves, check
+they hold and lead nothing, then stop them. Stops itself when the cluster gets unhealthy. Declarative
+composition only.
+
+Shape: ``check_params`` -> ``lock_cluster`` -> ``validate`` (ids registered; the remaining brokers can
+hold every partition: at least the largest replication factor, enough racks) -> ``health_gate`` ->
+``lead_away`` (their replicas put last, preferred leaders elected) -> ``reassign`` (``snapshot`` ->
+``plan``: spark-submit ``--mode decommission`` -> ``check_plan`` -> ``wave`` per wave -> ``remove_throttles``
+-> ``preferred_leaders``) -> ``stop_brokers`` (with ``stop_brokers``: only brokers that hold and lead
+nothing) -> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown).
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, Param
+from groups.cluster_guard import cluster_guard
+from groups.reassignment_params import reassignment_params
+from groups.reassignment_waves import reassignment_waves
+from operators.broker_service import BrokerServiceOperator
+from operators.cluster_checks import WaitForClusterOperator
+from operators.leadership import ElectLeadersOperator
+from operators.reassignment_checks import ReassignmentChecksOperator
+from runtime.params import FromParam
+
+OPERATION = "decommission"
+NO_COMMANDS = {"pre_stop": None, "pre_start": None, "stop_command": None, "start_command": None}
+SETTINGS = {name: FromParam(name) for name in ("cluster", "brokers", "dry_run", "healthcheck_interval_s",
+                                               "healthcheck_timeout_s")}
+
+with DAG(
+    dag_id="kafka_decommission",
+    description="Drain Kafka brokers of every replica in throttled waves, then stop them",
+    schedule=None,
+    catchup=False,
+    max_active_runs=4,
+    tags=["kafka", "kafka-ops"],
+    doc_md=__doc__,
+    params={
+        **reassignment_params("Ids of the brokers to drain and remove"),
+        "stop_brokers": Param(True, type="boolean",
+                              description="Stop the drained brokers (service_stop over SSH) once they hold nothing"),
+    },
+) as dag:
+    cluster_guard(
+        [
+            ReassignmentChecksOperator(task_id="validate", mode="decommission", settings=SETTINGS),
+            WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=SETTINGS),
+            ElectLeadersOperator(task_id="lead_away", away=True, operation=OPERATION, settings=SETTINGS),
+            reassignment_waves("decommission", operation=OPERATION),
+            BrokerServiceOperator(task_id="stop_brokers", action="stop", operation=OPERATION,
+                                  settings={**SETTINGS, "enabled": FromParam("stop_brokers")}),
+        ],
+        operation=OPERATION,
+        settings=NO_COMMANDS,
+    )

@@ -1,0 +1,105 @@
+"""Start brokers a scale-out adds, stop brokers a decommission drained: the roll's service step (the
+profile's ``service_start`` / ``service_stop`` over SSH) followed by the wait a roll does after it
+(registered again / gone from the metadata). Never stops a broker that still holds or leads a replica."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from kafka_ops.reassignment import leaders_on, partitions_on
+from probes.cluster import PROBES, ClusterProber
+from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.params import is_true, resolve_settings
+from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+
+from operators.cluster_lock import ensure_held
+from operators.roll_plan import profile_or_fail
+
+
+class BrokerServiceOperator(BaseOperator):
+    """``action="start"``: start the brokers in setting ``brokers`` that are not registered (hosts from the
+    profile's ``broker_hosts``) and wait until each is registered. ``action="stop"``: stop each broker in
+    ``brokers`` that is still registered, after checking it holds and leads nothing, and wait until it is
+    gone. Nothing at all unless setting ``enabled`` is true (default true).
+
+    :param settings: ``cluster``, ``brokers``, ``enabled``, ``dry_run``,
+        ``healthcheck_interval_s``, ``healthcheck_timeout_s``, ``command_timeout_s`` (values or ``FromParam``).
+    :param operation: the lock's operation label.
+    :raises AirflowFailException: a host unknown to the profile, a command that failed, a broker that
+        still holds replicas (stop), a wait past its deadline.
+    """
+
+    ui_color = "#fde8e8"
+
+    def __init__(self, *, action: str, settings: dict, operation: str, **kwargs: Any) -> None:
+        if action not in ("start", "stop"):
+            raise ValueError(f"action must be 'start' or 'stop', got {action!r}")
+        super().__init__(**kwargs)
+        self.action = action
+        self.settings = settings
+        self.operation = operation
+
+    def execute(self, context: Any) -> list[int]:
+        cfg = resolve_settings(self.settings, context["params"])
+        if not is_true(cfg.get("enabled", True)):
+            self.log.info("not asked to %s brokers%s", self.action,
+                          ": the new brokers must already be registered" if self.action == "start" else "")
+            return []
+        dry_run = is_true(cfg.get("dry_run", False))
+        profile = profile_or_fail(cfg["cluster"])
+        wanted = [int(b) for b in cfg.get("brokers") or []]
+        acted = []
+        with ClusterProber(profile) as prober:
+            state = prober.state(configs=False)
+            for bid in wanted:
+                registered = state.has_broker(bid)
+                if self.action == "start" and registered:
+                    self.log.info("broker %s is registered already: not started", bid)
+                    continue
+                if self.action == "stop" and not registered:
+                    self.log.info("broker %s is not registered (stopped already): nothing to stop", bid)
+                    continue
+                if self.action == "stop":
+                    held, led = partitions_on(state, [bid]), leaders_on(state, [bid])
+                    if (held or led) and dry_run:  # the dry run's waves moved nothing
+                        self.log.info("DRY RUN: broker %s holds %d replicas now; after the waves it would be "
+                                      "checked to hold nothing, then stopped", bid, len(held))
+                    elif held or led:
+                        raise AirflowFailException(
+                            f"broker {bid} still holds {len(held)} replicas and leads {len(led)} partitions "
+                            f"(e.g. {(held or led)[:5]}): not stopped")
+                    host = state.broker(bid).host
+                else:
+                    host = profile.broker_hosts.get(bid)
+                    if host is None:
+                        raise AirflowFailException(
+                            f"broker {bid} is not registered and connection {profile.conn_id!r} has no "
+                            f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
+                command = BrokerCommand.choose(profile, self.action, None, {"id": bid, "host": host})
+                if not dry_run:
+                    ensure_held(profile, context, self.operation, self.log)
+                try:
+                    command.run(profile.ssh_conn_id, float(cfg.get("command_timeout_s", 300)), self.log, dry_run)
+                except BrokerCommandFailed as exc:
+                    raise AirflowFailException(str(exc)) from exc
+                acted.append(bid)
+                if dry_run:
+                    continue
+                kind = "registered" if self.action == "start" else "gone"
+                try:
+                    wait_until(lambda b=bid, k=kind: _check(prober, k, b), what=PROBES[kind].describe(bid),
+                               interval_s=float(cfg.get("healthcheck_interval_s", 5)),
+                               timeout_s=float(cfg.get("healthcheck_timeout_s", 900)), log=self.log,
+                               ramp_from_s=0.5)
+                except (WaitTimeout, WaitAborted) as exc:
+                    raise AirflowFailException(str(exc)) from exc
+        self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
+                      " (DRY RUN: nothing ran)" if dry_run else "")
+        return acted
+
+
+def _check(prober: ClusterProber, kind: str, broker: int) -> Check:
+    verdict = prober.look(kind, broker)
+    return Check(verdict.ok, verdict.message())

@@ -1,0 +1,75 @@
+"""The planner's input: a snapshot of the cluster's brokers, racks, replica assignment and partition sizes,
+written into the run's directory (``runtime.run_dir``) in the planner's fixed format (``brokers.json``,
+``partitions.jsonl``; docs/architecture.md, "Planner files")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.cluster import ClusterState
+from runtime.params import resolve_settings
+from runtime.run_dir import run_directory
+
+from operators.roll_plan import profile_or_fail
+
+
+def partition_sizes(log_dir_rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> size in bytes: the largest replica's size across brokers (DescribeLogDirs
+    rows as ``KafkaAdminHook.describe_log_dirs`` returns them; future replicas and failed log dirs are
+    ignored: a follower may be behind, the largest replica is what a new replica has to copy)."""
+    sizes: dict[tuple[str, int], int] = {}
+    for row in log_dir_rows:
+        if "error_code" in row or row.get("is_future"):
+            continue
+        key = (row["topic"], int(row["partition"]))
+        sizes[key] = max(sizes.get(key, 0), int(row.get("size_bytes") or 0))
+    return sizes
+
+
+def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, int], int]) -> dict[str, int]:
+    """Write ``brokers.json`` and ``partitions.jsonl`` into ``directory`` (created); returns counts
+    ``{"brokers", "partitions", "bytes"}``. Sizes missing from ``sizes`` are written as 0 (unknown: the
+    planner then balances replica counts and says so)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    brokers = [{"id": b.id, "rack": b.rack, "host": b.host, "port": b.port}
+               for b in sorted(state.brokers, key=lambda b: b.id)]
+    (directory / "brokers.json").write_text(json.dumps(brokers, indent=1))
+    total = 0
+    with open(directory / "partitions.jsonl", "w") as out:
+        for p in sorted(state.partitions, key=lambda p: (p.topic, p.partition)):
+            size = sizes.get((p.topic, p.partition), 0)
+            total += size
+            out.write(json.dumps({"topic": p.topic, "partition": p.partition, "replicas": list(p.replicas),
+                                  "size_bytes": size}) + "\n")
+    return {"brokers": len(brokers), "partitions": len(state.partitions), "bytes": total}
+
+
+class SnapshotOperator(BaseOperator):
+    """Snapshot the cluster into ``<run directory>/snapshot`` (Metadata, DescribeCluster for racks,
+    DescribeLogDirs for sizes); returns the run directory's path (str).
+
+    :param settings: ``cluster`` (value or ``FromParam``).
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    def execute(self, context: Any) -> str:
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        run_dir = run_directory(context)
+        with KafkaAdminHook(profile=profile) as admin:
+            state = admin.cluster_state(configs=False)
+            sizes = partition_sizes(admin.describe_log_dirs(state.broker_ids))
+        counts = write_snapshot(run_dir / "snapshot", state, sizes)
+        self.log.info("snapshot of cluster %r: %d brokers (racks %s), %d partitions, %.3f GB in %s",
+                      profile.conn_id, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
+                      counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")
+        return str(run_dir)

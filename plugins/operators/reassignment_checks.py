@@ -1,0 +1,66 @@
+"""Before a scale-out or a decommission touches anything: the requested brokers make sense for the
+cluster (``kafka_ops.reassignment.check_scale_out`` / ``check_decommission``) and no other reassignment is
+in progress (as ``kafka-reassign-partitions.sh --execute`` refuses)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.plan_files import reassignment_in_progress
+from kafka_ops.reassignment import check_decommission, check_scale_out
+from runtime.params import is_true, resolve_settings
+
+from operators.roll_plan import profile_or_fail
+
+MODES = ("scale-out", "decommission")
+
+
+class ReassignmentChecksOperator(BaseOperator):
+    """Refuse bad input before anything is touched.
+
+    ``scale-out``: the new broker ids are not repeated and hold no replicas yet; without
+    ``start_new_brokers`` they must be registered, with it each unregistered one needs a host in the
+    profile's ``broker_hosts``. ``decommission``: the ids are registered brokers and the rest can hold
+    every partition (at least the largest replication factor, enough racks for rack diversity).
+
+    :param mode: one of :data:`MODES`.
+    :param settings: ``cluster``, ``brokers``, and ``start_new_brokers`` for a scale-out.
+    :raises AirflowFailException: naming every refusal.
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, mode: str, settings: dict, **kwargs: Any) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        super().__init__(**kwargs)
+        self.mode = mode
+        self.settings = settings
+
+    def execute(self, context: Any) -> list[int]:
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        brokers = [int(b) for b in cfg.get("brokers") or []]
+        with KafkaAdminHook(profile=profile) as admin:
+            state = admin.cluster_state(configs=False)
+            ongoing = admin.list_partition_reassignments()
+        if self.mode == "scale-out":
+            start = is_true(cfg.get("start_new_brokers", False))
+            refusals = check_scale_out(state, brokers, registered_ok=start)
+            if start:
+                refusals += [f"broker {b} is not registered and connection {profile.conn_id!r} has no "
+                             f"broker_hosts entry to start it on" for b in brokers
+                             if not state.has_broker(b) and b not in profile.broker_hosts]
+        else:
+            refusals = check_decommission(state, brokers)
+        if ongoing:
+            refusals.append("another reassignment is in progress: " + "; ".join(reassignment_in_progress(ongoing)[:10]))
+        if refusals:
+            raise AirflowFailException(f"{self.mode} of brokers {brokers} on cluster {profile.conn_id!r} refused "
+                                       f"(nothing was touched): " + "; ".join(refusals))
+        self.log.info("%s of brokers %s on cluster %r: accepted (live brokers %s)", self.mode, brokers,
+                      profile.conn_id, state.broker_ids)
+        return brokers

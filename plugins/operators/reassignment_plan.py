@@ -1,0 +1,136 @@
+"""A reassignment's plan: ``spark/reassignment_plan.py`` run by ``SparkSubmitOperator`` on the run's
+snapshot, then checked against the live cluster before any wave runs.
+
+The plan files land in ``<run directory>/plan`` (``reassignment.json``, ``rollback.json``, ``waves.json``,
+``summary.json``, ``balance.png``); their paths are logged, and ``rollback.json`` works with
+``kafka-reassign-partitions.sh --execute``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
+from runtime.params import is_true, resolve_settings
+from runtime.run_dir import run_directory
+
+from operators.roll_plan import profile_or_fail
+
+#: ``spark/`` beside ``plugins/`` (the repository, and /opt/airflow in the docker image);
+#: ``KAFKA_OPS_SPARK_DIR`` overrides it.
+SPARK_DIR = Path(os.environ.get("KAFKA_OPS_SPARK_DIR") or Path(__file__).resolve().parents[2] / "spark")
+
+#: planner option -> the setting (param) that gives it; None values are left out.
+PLANNER_OPTIONS = {"--max-bytes": "max_bytes", "--wave-bytes": "wave_bytes",
+                   "--wave-moves-per-broker": "wave_moves_per_broker"}
+
+
+def planner_args(run_dir: Path, mode: str, brokers: list[int], cfg: dict[str, Any]) -> list[str]:
+    """The planner's command line for this run (``spark/reassignment_plan.py --help``)."""
+    args = ["--snapshot", str(run_dir / "snapshot"), "--mode", mode, "--output-dir", str(run_dir / "plan"),
+            "--engine", "spark"]
+    if brokers:
+        args += ["--brokers", ",".join(str(int(b)) for b in brokers)]
+    for option, setting in PLANNER_OPTIONS.items():
+        if cfg.get(setting) is not None:
+            args += [option, str(int(cfg[setting]))]
+    return args
+
+
+class PlannerSubmitOperator(SparkSubmitOperator):
+    """``spark-submit spark/reassignment_plan.py`` on this run's snapshot (connection ``spark_conn_id``:
+    ``local[*]`` in the sandbox, the Spark master in docker-compose).
+
+    :param mode: ``scale-out`` or ``decommission``.
+    :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``
+        (values or ``FromParam``).
+    """
+
+    def __init__(self, *, mode: str, settings: dict, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+        super().__init__(application=str(SPARK_DIR / "reassignment_plan.py"), conn_id=spark_conn_id,
+                         name="kafka-reassignment-plan", env_vars={"PYSPARK_PYTHON": sys.executable},
+                         conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}, **kwargs)
+        self.mode = mode
+        self.settings = settings
+
+    def execute(self, context: Any) -> None:
+        cfg = resolve_settings(self.settings, context["params"])
+        run_dir = run_directory(context)
+        self.application_args = planner_args(run_dir, self.mode, list(cfg.get("brokers") or []), cfg)
+        self.log.info("planner: %s %s", self.application, " ".join(self.application_args))
+        super().execute(context)
+        self.log.info("plan files in %s: reassignment.json, rollback.json (for kafka-reassign-partitions.sh "
+                      "--execute), waves.json, summary.json, balance.png", run_dir / "plan")
+
+
+class CheckPlanOperator(BaseOperator):
+    """Load the plan (schema-checked), check it against the live cluster (nothing moved since the
+    snapshot, every target broker registered, no other reassignment in progress) and return the waves as
+    the mapped input of the wave task: ``[{"wave": i, "waves": n, "label": "wave 1/3 (1.2 GB, 34 moves)"}]``.
+
+    :param settings: ``cluster``, ``dry_run`` (values or ``FromParam``).
+    :raises AirflowFailException: a malformed or stale plan, or another reassignment in progress.
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    def execute(self, context: Any) -> list[dict]:
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        run_dir = run_directory(context)
+        try:
+            plan = load_plan(run_dir / "plan", snapshot_dir=run_dir / "snapshot")
+        except PlanFileError as exc:
+            raise AirflowFailException(f"plan in {run_dir / 'plan'}: {exc}") from exc
+        summary = plan.summary
+        self.log.info("plan: %d moves in %d waves, %.3f GB to copy (lower bound %.3f GB); skew bytes %s, "
+                      "replicas %s, leaders %s; files in %s", len(plan.moves), len(plan.waves),
+                      summary.get("bytes_moved", 0) / 1e9, summary.get("lower_bound_bytes", 0) / 1e9,
+                      summary.get("byte_skew"), summary.get("replica_skew"),
+                      summary.get("leader_skew"), run_dir / "plan")
+        for note in summary.get("notes", []):
+            self.log.info("planner note: %s", note)
+        with KafkaAdminHook(profile=profile) as admin:
+            state = admin.cluster_state(configs=False)
+            ongoing = admin.list_partition_reassignments()
+        # moves already at their target were made by this run's waves before a resume: not stale
+        pending = tuple(m for m in plan.moves if _current(state, m) != tuple(m.replicas))
+        problems = check_plan_current(replace(plan, moves=pending), state)
+        if len(pending) < len(plan.moves):
+            self.log.info("%d of %d moves are at their target already (a resumed run)",
+                          len(plan.moves) - len(pending), len(plan.moves))
+        if problems:
+            raise AirflowFailException(f"the plan no longer fits the cluster ({len(problems)} problems; make a "
+                                       f"new run): " + "; ".join(problems[:20]))
+        ours = {(m.topic, m.partition) for m in plan.moves}
+        others = [o for o in ongoing if (o["topic"], o["partition"]) not in ours]
+        if others:
+            raise AirflowFailException("another reassignment is in progress (as kafka-reassign-partitions.sh "
+                                       "--execute refuses): " + "; ".join(reassignment_in_progress(others)[:20]))
+        if is_true(cfg.get("dry_run", False)):
+            self.log.info("DRY RUN: the waves will only log what they would do; rollback file %s",
+                          run_dir / "plan" / "rollback.json")
+        total = len(plan.waves)
+        items = [{"wave": w.index, "waves": total, "label": w.label(total)} for w in plan.waves]
+        for item in items:
+            self.log.info("%s", item["label"])
+        return items
+
+
+def _current(state: Any, move: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(state.partition(move.topic, move.partition).replicas)
+    except KeyError:
+        return None

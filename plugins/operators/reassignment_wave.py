@@ -1,0 +1,200 @@
+"""One wave of a planned reassignment, and the teardown that removes every throttle the waves set.
+
+A wave: check the lock -> refuse another reassignment in progress -> throttle only the brokers and replicas
+involved (``leader/follower.replication.throttled.rate`` on the brokers, ``leader/follower.replication.
+throttled.replicas`` on the topics; KIP-73, what ``kafka-reassign-partitions.sh --execute --throttle`` sets)
+-> AlterPartitionReassignments (KIP-455) for the moves not done yet -> wait until none of the wave's
+partitions is still reassigning, logging bytes copied of the wave's bytes and an ETA from the observed rate
+-> remove the wave's throttles. A wave not done within ``verify_timeout_s`` is cancelled (with
+``cancel_on_timeout``) and the task fails naming the stuck partitions.
+
+Resume: a cleared wave skips the moves already at their target and waits for the ones still reassigning;
+it never starts a move twice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.plan_files import Plan, PlanFileError, load_plan, reassignment_in_progress
+from kafka_ops.reassignment import (
+    THROTTLE_BROKER_KEYS,
+    THROTTLE_TOPIC_KEYS,
+    replica_sizes,
+    stuck_partitions,
+    throttle_configs,
+    wave_progress,
+    wave_throttles,
+)
+from runtime.grid import show_step
+from runtime.params import is_true, resolve_settings
+from runtime.run_dir import run_directory
+from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+
+from operators.cluster_lock import ensure_held, release_held
+from operators.roll_plan import profile_or_fail
+
+
+def replicas_now(state: Any) -> dict[tuple[str, int], tuple[int, ...]]:
+    """(topic, partition) -> current replicas, from a ``ClusterState``."""
+    return {(p.topic, p.partition): tuple(p.replicas) for p in state.partitions}
+
+
+def _load(context: Any) -> Plan:
+    run_dir = run_directory(context)
+    try:
+        return load_plan(run_dir / "plan", snapshot_dir=run_dir / "snapshot")
+    except PlanFileError as exc:
+        raise AirflowFailException(f"plan in {run_dir / 'plan'}: {exc}") from exc
+
+
+class ReassignmentWaveOperator(BaseOperator):
+    """Execute wave ``wave["wave"]`` of the run's plan (mapped over ``CheckPlanOperator``'s output; one
+    wave at a time through ``max_active_tis_per_dagrun=1``).
+
+    :param wave: ``{"wave": i, "waves": n, "label": ...}``.
+    :param settings: ``cluster``, ``dry_run``, ``throttle_bytes_per_s``, ``verify_interval_s``,
+        ``verify_timeout_s``, ``cancel_on_timeout`` (values or ``FromParam``).
+    :param operation: the lock's operation label.
+    :raises AirflowFailException: another reassignment in progress, a rejected move, a timeout (stuck
+        partitions named; cancelled with ``cancel_on_timeout``), or a partition not at its target after.
+    """
+
+    ui_color = "#fdf3e8"
+
+    def __init__(self, *, wave: dict, settings: dict, operation: str, **kwargs: Any) -> None:
+        kwargs.setdefault("max_active_tis_per_dagrun", 1)
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.wave = wave
+        self.settings = settings
+        self.operation = operation
+
+    def execute(self, context: Any) -> dict:
+        cfg = resolve_settings(self.settings, context["params"])
+        dry_run = is_true(cfg.get("dry_run", False))
+        profile = profile_or_fail(cfg["cluster"])
+        plan = _load(context)
+        index = int(self.wave["wave"])
+        wave = plan.waves[index - 1]
+        label = wave.label(len(plan.waves))
+        rate = int(cfg["throttle_bytes_per_s"])
+        ours = {(m.topic, m.partition) for m in wave.moves}
+        with KafkaAdminHook(profile=profile) as admin:
+            state = admin.cluster_state(configs=False)
+            ongoing = admin.list_partition_reassignments()
+            others = [o for o in ongoing if (o["topic"], o["partition"]) not in ours]
+            if others:
+                raise AirflowFailException("another reassignment is in progress: "
+                                           + "; ".join(reassignment_in_progress(others)[:20]))
+            running = {(o["topic"], o["partition"]) for o in ongoing} & ours
+            current = replicas_now(state)
+            done = {(m.topic, m.partition) for m in wave.moves if current.get((m.topic, m.partition)) == m.replicas}
+            todo = [m for m in wave.moves if (m.topic, m.partition) not in done | running]
+            throttles = wave_throttles(wave)
+            broker_cfgs, topic_cfgs = throttle_configs(throttles, rate)
+            if dry_run:
+                self.log.info("DRY RUN: %s: would throttle brokers %s at %d bytes/s and %d topics, then move: %s",
+                              label, list(throttles.brokers), rate, len(topic_cfgs),
+                              "; ".join(f"{m.name}: {list(m.current)} -> {list(m.replicas)}" for m in todo[:50]))
+                return {"wave": index, "moves": len(todo), "dry_run": True}
+            if len(done) == len(wave.moves):
+                self.log.info("%s: every move is already at its target (a resumed run)", label)
+                return {"wave": index, "moves": 0}
+            ensure_held(profile, context, self.operation, self.log)
+            show_step(context, f"{label} · throttle")
+            admin.alter_throttle_configs(broker_cfgs, topic_cfgs)
+            self.log.info("%s: throttled brokers %s at %d bytes/s; replicas on %d topics", label,
+                          list(throttles.brokers), rate, len(topic_cfgs))
+            if todo:
+                show_step(context, f"{label} · execute")
+                errors = {k: v for k, v in admin.alter_partition_reassignments(
+                    [{"topic": m.topic, "partition": m.partition, "replicas": list(m.replicas)} for m in todo]
+                ).items() if v}
+                if errors:
+                    raise AirflowFailException(f"{label}: the controller refused {len(errors)} moves: "
+                                               + "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:20]))
+                self.log.info("%s: started %d moves (%d already done, %d already running)", label, len(todo),
+                              len(done), len(running))
+            show_step(context, f"{label} · copying")
+            self._verify(context, admin, wave, label, cfg, profile)
+            admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
+            self.log.info("%s: done; its throttles removed", label)
+            state = admin.cluster_state(configs=False)
+        current = replicas_now(state)
+        wrong = [f"{m.name}: {list(current.get((m.topic, m.partition), ()))} instead of {list(m.replicas)}"
+                 for m in wave.moves if current.get((m.topic, m.partition)) != tuple(m.replicas)]
+        if wrong:
+            raise AirflowFailException(f"{label}: finished but not at its targets: " + "; ".join(wrong[:20]))
+        return {"wave": index, "moves": len(todo)}
+
+    def _verify(self, context: Any, admin: KafkaAdminHook, wave: Any, label: str, cfg: dict, profile: Any) -> None:
+        ours = {(m.topic, m.partition) for m in wave.moves}
+        brokers = sorted({b for m in wave.moves for b in m.adding})
+        began = time.monotonic()
+        last: dict[str, Any] = {"ongoing": ours}
+
+        def check() -> Check:
+            ongoing = {(o["topic"], o["partition"]) for o in admin.list_partition_reassignments()} & ours
+            sizes = replica_sizes(admin.describe_log_dirs(brokers)) if ongoing and brokers else {}
+            progress = wave_progress(wave, sizes, ongoing, time.monotonic() - began)
+            last["ongoing"] = ongoing
+            show_step(context, f"{label} · {progress.moves_done}/{progress.moves_total} moves")
+            return Check(not ongoing, progress.describe())
+
+        try:
+            wait_until(check, what=f"{label} complete", interval_s=float(cfg.get("verify_interval_s", 10)),
+                       timeout_s=float(cfg.get("verify_timeout_s", 6 * 3600)), log=self.log)
+        except (WaitTimeout, WaitAborted) as exc:
+            stuck = stuck_partitions(wave, last["ongoing"])
+            cancelled = ""
+            if is_true(cfg.get("cancel_on_timeout", True)) and stuck and isinstance(exc, WaitTimeout):
+                result = admin.alter_partition_reassignments(
+                    [{"topic": m.topic, "partition": m.partition, "replicas": None} for m in wave.moves
+                     if (m.topic, m.partition) in last["ongoing"]])
+                cancelled = f"; cancelled: {sorted(k for k, v in result.items() if v is None)}"
+            release_held(profile, context, self.log, "the wave failed")
+            raise AirflowFailException(f"{exc}; stuck partitions: {stuck}{cancelled}; the throttles are removed "
+                                       "by remove_throttles") from exc
+
+
+class RemoveThrottlesOperator(BaseOperator):
+    """Remove every throttle the plan's waves may have set: ``leader/follower.replication.throttled.rate``
+    on the brokers and ``leader/follower.replication.throttled.replicas`` on the topics of the plan's moves.
+    Runs after the waves whatever their outcome (``trigger_rule="all_done"``); a run without a plan (it
+    failed before planning, or a dry run) has nothing to remove.
+
+    :param settings: ``cluster``, ``dry_run`` (values or ``FromParam``).
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "all_done")
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    def execute(self, context: Any) -> dict:
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        try:
+            plan = load_plan(run_directory(context) / "plan", snapshot_dir=run_directory(context) / "snapshot")
+        except PlanFileError as exc:
+            self.log.info("no usable plan (%s): no throttle was set by this run", exc)
+            return {"brokers": [], "topics": []}
+        brokers = sorted({b for m in plan.moves for b in (*m.current, *m.replicas)})
+        topics = sorted({m.topic for m in plan.moves})
+        if is_true(cfg.get("dry_run", False)):
+            self.log.info("DRY RUN: no throttle was set; would remove %s from brokers %s and %s from %d topics",
+                          THROTTLE_BROKER_KEYS, brokers, THROTTLE_TOPIC_KEYS, len(topics))
+            return {"brokers": [], "topics": []}
+        with KafkaAdminHook(profile=profile) as admin:
+            live = set(admin.cluster_state(configs=False).broker_ids)
+            admin.delete_throttle_configs([b for b in brokers if b in live], topics)
+        self.log.info("removed throttles from brokers %s and %d topics", [b for b in brokers if b in live],
+                      len(topics))
+        return {"brokers": brokers, "topics": topics}

@@ -1,0 +1,161 @@
+"""kafka_scale_out and kafka_decommission run end to end (``dag.test()``, the planner through the real
+``spark-submit`` in local mode) against sandbox clusters of their own.
+
+Outcomes are read back through the clients, not from the DAG: replica assignment and ISRs from Metadata,
+throttle configs from DescribeConfigs, registrations from ZooKeeper, the planner's files from the run's
+directory; an independent metadata watcher sees no offline partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from airflow_env import run_dag
+from confluent_kafka.admin import ConfigResource, ResourceType
+from observers import MetadataWatcher, admin, snapshot, wait_for
+
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+TOPIC_THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 180, "verify_interval_s": 2}
+
+
+def registered(sandbox) -> set[int]:
+    with sandbox.zk() as zk:
+        return {int(b) for b in zk.get_children("/brokers/ids")}
+
+
+def throttles_left(sandbox) -> dict[str, dict[str, str]]:
+    """Every throttle config still set on a broker or topic (dynamic values), as the clients see them."""
+    client = admin(sandbox.bootstrap_servers)
+    view = snapshot(client)
+    calls = [[ConfigResource(ResourceType.BROKER, str(b))] for b in sorted(view.brokers)]  # one broker per call
+    calls.append([ConfigResource(ResourceType.TOPIC, t) for t in sorted({p.topic for p in view.partitions})])
+    futures = {res: fut for call in calls for res, fut in client.describe_configs(call).items()}
+    left = {}
+    for res, fut in futures.items():
+        entries = fut.result(timeout=30)
+        keys = THROTTLE_KEYS if res.restype == ResourceType.BROKER else TOPIC_THROTTLE_KEYS
+        dynamic = {k: entries[k].value for k in keys if k in entries and not entries[k].is_default
+                   and entries[k].value not in ("", None, "9223372036854775807")}
+        if dynamic:
+            left[f"{res.restype.name.lower()} {res.name}"] = dynamic
+    return left
+
+
+def replica_counts(view) -> dict[int, int]:
+    counts = {b: 0 for b in view.brokers}
+    for p in view.partitions:
+        for r in p.replicas:
+            counts[r] = counts.get(r, 0) + 1
+    return counts
+
+
+def run_directory(run_id_prefix: str, dag_id: str) -> Path:
+    """The newest run directory of ``dag_id`` (``$AIRFLOW_HOME/kafka-ops-data/<dag>/<run>``)."""
+    root = Path(os.environ["AIRFLOW_HOME"]) / "kafka-ops-data" / dag_id
+    runs = sorted((p for p in root.iterdir() if p.name.startswith(run_id_prefix)), key=lambda p: p.stat().st_mtime)
+    return runs[-1]
+
+
+def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox, use_sandbox):
+    sandbox = fresh_sandbox(brokers=3, spare_brokers=1, racks=2)  # racks the new broker can even out
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    assert 3 not in registered(sandbox)
+    before = snapshot(admin(sandbox.bootstrap_servers))
+    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        result = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                             "throttle_bytes_per_s": 200_000_000, **FAST})
+    assert result.state == "success", result.states
+    assert 3 in registered(sandbox), "the new broker was started and registered"
+    after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
+                     what="every partition in sync")
+    counts = replica_counts(after)
+    assert sum(counts.values()) == sum(replica_counts(before).values()), "replication factors kept"
+    # bytes per broker as the brokers report them (DescribeLogDirs): the planner balances bytes; on this
+    # 57-partition cluster the largest partition is ~10 % of a broker's share, so "even" is within 15 %
+    from broker_support import log_dir_sizes
+    from kafka import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
+    try:
+        held = {b: sum(int(part["partition_size"]) for part in log_dir_sizes(kp, b).values()) for b in counts}
+    finally:
+        kp.close()
+    mean = sum(held.values()) / len(held)
+    assert held[3] >= 0.85 * mean, f"broker 3 holds its share of the bytes: {held} (replicas {counts})"
+    assert max(held.values()) <= 1.15 * mean, f"bytes are even across brokers: {held}"
+    assert after.offline == [] and watcher.ever_offline() == []
+    assert throttles_left(sandbox) == {}, "no throttle is left on any broker or topic"
+    labels = result.mapped_labels("reassign.wave")
+    assert labels and all(label.startswith("wave ") and " moves)" in label for label in labels), labels
+    run_dir = run_directory("manual", "kafka_scale_out")
+    for name in ("reassignment.json", "rollback.json", "waves.json", "summary.json", "balance.png"):
+        assert (run_dir / "plan" / name).stat().st_size > 0, name
+    rollback = json.loads((run_dir / "plan" / "rollback.json").read_text())
+    assert rollback["version"] == 1 and all(3 not in p["replicas"] for p in rollback["partitions"])
+
+
+def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sandbox, use_sandbox, capfd, caplog):
+    sandbox = fresh_sandbox(brokers=4, racks=2)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    before = snapshot(admin(sandbox.bootstrap_servers))
+
+    for conf, expected in [({"brokers": [9]}, "unknown"), ({"brokers": [1, 2, 3]}, "replication factor")]:
+        refused = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", **FAST, **conf})
+        assert refused.state == "failed" and refused.state_of("validate") == "failed"
+        assert expected in capfd.readouterr().out + caplog.text
+    assert snapshot(admin(sandbox.bootstrap_servers)).partitions == before.partitions, "refusals touched nothing"
+
+    dry = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2], "dry_run": True, **FAST})
+    assert dry.state == "success", dry.states
+    assert registered(sandbox) == {0, 1, 2, 3}
+    assert sorted((p.topic, p.partition, p.replicas) for p in snapshot(admin(sandbox.bootstrap_servers)).partitions) \
+        == sorted((p.topic, p.partition, p.replicas) for p in before.partitions), "a dry run moves nothing"
+    dry_dir = run_directory("manual", "kafka_decommission")
+    assert (dry_dir / "plan" / "waves.json").exists() and (dry_dir / "plan" / "balance.png").exists()
+
+    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2],
+                                                "throttle_bytes_per_s": 200_000_000, **FAST})
+    assert result.state == "success", result.states
+    after = snapshot(admin(sandbox.bootstrap_servers))
+    assert all(2 not in p.replicas for p in after.partitions), "broker 2 holds nothing"
+    assert after.led_by(2) == []
+    assert 2 not in registered(sandbox), "broker 2 was stopped"
+    rc, out, _ = sandbox.ssh(2, "kafka-service status")
+    assert rc != 0 or "stopped" in out or "not running" in out, out
+    assert after.under_replicated == [] and after.offline == [] and watcher.ever_offline() == []
+    assert throttles_left(sandbox) == {}
+
+
+def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(fresh_sandbox, use_sandbox, capfd, caplog):
+    sandbox = fresh_sandbox(brokers=4, racks=2)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    before = snapshot(admin(sandbox.bootstrap_servers))
+    result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [3], "throttle_bytes_per_s": 1,
+                                            "verify_timeout_s": 20, **FAST})
+    assert result.state == "failed"
+    assert "failed" in result.mapped_states("reassign.wave")
+    out = capfd.readouterr().out + caplog.text
+    assert "stuck partitions" in out and "cancelled" in out
+    assert throttles_left(sandbox) == {}, "the throttles were removed after the failure"
+    assert 3 in registered(sandbox), "a broker that still holds replicas is not stopped"
+    view = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
+                    what="the cluster healthy again")
+    assert view.offline == []
+    assert {(p.topic, p.partition) for p in view.partitions} == {(p.topic, p.partition) for p in before.partitions}
+
+
+@pytest.mark.parametrize("dag_id", ["kafka_scale_out", "kafka_decommission"])
+def test_reassignment_dags_need_brokers(dag_id, sandbox, use_sandbox):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    use_sandbox(sandbox.workdir)
+    with pytest.raises(ParamValidationError):
+        run_dag(dag_id, {"cluster": "kafka_sandbox", "brokers": []})

@@ -1,0 +1,111 @@
+"""Pure parts of the reassignment operations' plugins (no servers): the snapshot the planner reads, the
+planner's command line, the decommission's replica reordering, the roll plan's batch items, the run
+directory, and the graphs the scale-out and decommission DAGs build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kafka_ops.cluster import Broker, ClusterState, Partition
+from operators.cluster_snapshot import partition_sizes, write_snapshot
+from operators.leadership import drained_last
+from operators.reassignment_plan import SPARK_DIR, planner_args
+from operators.roll_plan import batch_items
+from runtime.run_dir import data_root, run_directory
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+STATE = ClusterState(
+    brokers=(Broker(1, "h1", 9092, "a"), Broker(0, "h0", 9092, "b")),
+    partitions=(Partition("t", 1, 0, (0, 1), (0, 1)), Partition("t", 0, 1, (1, 0), (1, 0))),
+    controller_id=0,
+)
+
+
+def test_partition_sizes_take_the_largest_replica_and_skip_future_and_failed_dirs() -> None:
+    rows = [
+        {"broker": 0, "topic": "t", "partition": 0, "size_bytes": 90, "is_future": False},
+        {"broker": 1, "topic": "t", "partition": 0, "size_bytes": 100, "is_future": False},
+        {"broker": 1, "topic": "t", "partition": 1, "size_bytes": 5000, "is_future": True},
+        {"broker": 2, "log_dir": "/d", "error_code": 57},
+    ]
+    assert partition_sizes(rows) == {("t", 0): 100}
+
+
+def test_write_snapshot_writes_the_planners_format(tmp_path: Path) -> None:
+    counts = write_snapshot(tmp_path / "snap", STATE, {("t", 0): 100})
+    assert counts == {"brokers": 2, "partitions": 2, "bytes": 100}
+    brokers = json.loads((tmp_path / "snap" / "brokers.json").read_text())
+    assert brokers == [{"id": 0, "rack": "b", "host": "h0", "port": 9092},
+                       {"id": 1, "rack": "a", "host": "h1", "port": 9092}]
+    lines = [json.loads(x) for x in (tmp_path / "snap" / "partitions.jsonl").read_text().splitlines()]
+    assert lines == [{"topic": "t", "partition": 0, "replicas": [1, 0], "size_bytes": 100},
+                     {"topic": "t", "partition": 1, "replicas": [0, 1], "size_bytes": 0}]
+
+
+def test_the_snapshot_is_what_the_planner_reads(tmp_path: Path) -> None:
+    from planner.snapshot import load_snapshot
+
+    write_snapshot(tmp_path, STATE, {("t", 0): 100, ("t", 1): 7})
+    snap = load_snapshot(str(tmp_path))
+    assert list(snap.broker_ids) == [0, 1] and sorted(snap.sizes.tolist()) == [7, 100]
+
+
+def test_planner_args_pass_only_the_options_given(tmp_path: Path) -> None:
+    args = planner_args(tmp_path, "decommission", [2, 5], {"wave_bytes": 1000, "max_bytes": None})
+    assert args == ["--snapshot", str(tmp_path / "snapshot"), "--mode", "decommission", "--output-dir",
+                    str(tmp_path / "plan"), "--engine", "spark", "--brokers", "2,5", "--wave-bytes", "1000"]
+    assert (SPARK_DIR / "reassignment_plan.py").is_file()
+
+
+def test_drained_last_keeps_the_order_of_the_others() -> None:
+    assert drained_last((2, 0, 1), {2}) == (0, 1, 2)
+    assert drained_last((0, 1), {2}) == (0, 1)
+    assert drained_last((3, 2, 1), {3, 1}) == (2, 3, 1)
+
+
+def test_batch_items_group_steps_by_batch_and_label_them() -> None:
+    steps = [{"id": 0, "batch": 1}, {"id": 3, "batch": 1}, {"id": 2, "batch": 2}]
+    assert batch_items(steps) == [
+        {"batch": 1, "batches": 2, "label": "brokers 0, 3", "brokers": [{"id": 0, "batch": 1}, {"id": 3, "batch": 1}]},
+        {"batch": 2, "batches": 2, "label": "broker 2", "brokers": [{"id": 2, "batch": 2}]},
+    ]
+    # steps frozen before batches existed: one broker per batch
+    assert [i["label"] for i in batch_items([{"id": 2}, {"id": 0}])] == ["broker 2", "broker 0"]
+
+
+def test_run_directory_is_named_by_dag_and_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_OPS_DATA_DIR", str(tmp_path))
+    assert data_root() == tmp_path
+    context = {"dag": SimpleNamespace(dag_id="kafka_scale_out"), "run_id": "manual__2026-11-23T02:11:54+00:00"}
+    path = run_directory(context)
+    assert path == tmp_path / "kafka_scale_out" / "manual__2026-11-23T02_11_54+00_00" and path.is_dir()
+    monkeypatch.delenv("KAFKA_OPS_DATA_DIR")
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    assert data_root() == tmp_path / "home" / "kafka-ops-data"
+
+
+@pytest.mark.parametrize("dag_file, expected", [
+    ("kafka_scale_out", ["validate", "start_new_brokers", "health_gate", "reassign.snapshot", "reassign.plan",
+                         "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
+                         "reassign.preferred_leaders", "final_health"]),
+    ("kafka_decommission", ["validate", "health_gate", "lead_away", "reassign.snapshot", "reassign.plan",
+                            "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
+                            "reassign.preferred_leaders", "stop_brokers", "final_health"]),
+])
+def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str]) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(dag_file, Path(__file__).parents[2] / "dags" / f"{dag_file}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dag = module.dag
+    for before, after in zip(expected, expected[1:], strict=False):
+        assert after in dag.task_dict[before].downstream_task_ids, f"{before} -> {after}"
+    # a failed wave must fail what follows although remove_throttles runs whatever happened
+    assert dag.task_dict["reassign.remove_throttles"].trigger_rule == "all_done"
+    assert "reassign.wave" in dag.task_dict["reassign.preferred_leaders"].upstream_task_ids
+    assert dag.task_dict["unlock_cluster"].is_teardown

@@ -348,3 +348,13 @@ def test_adhoc_shell_text_where_the_profile_allows_it():
         "touch /tmp/2.done ${HOME}", "ad-hoc command (allow_adhoc_commands)")
     # a named command still wins over ad-hoc text
     assert prof.command("drain-lb", "pre_start", 2)[1] == "profile command 'drain-lb'"
+
+
+def test_broker_hosts_map_ids_to_hosts_and_refuse_bad_ids():
+    p = ClusterProfile.from_connection_fields("c", "b1:9092", {"broker_hosts": {"3": "kafka-3", "10": "kafka-10"}})
+    assert dict(p.broker_hosts) == {3: "kafka-3", 10: "kafka-10"}
+    assert p.redacted()["broker_hosts"] == {"3": "kafka-3", "10": "kafka-10"}
+    assert dict(ClusterProfile.from_connection_fields("c", "b1:9092", {}).broker_hosts) == {}
+    for bad in ({"x": "h"}, {"-1": "h"}, {"3": ""}, {"3": 4}):
+        with pytest.raises(ValueError, match="broker_hosts"):
+            ClusterProfile.from_connection_fields("c", "b1:9092", {"broker_hosts": bad})

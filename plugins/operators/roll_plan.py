@@ -23,9 +23,10 @@ from hooks.burrow import BurrowHook
 from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
+from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
-from kafka_ops.roll import RollRecord, batch_label, clock
+from kafka_ops.roll import LagStreak, RollRecord, batch_label, clock
 from runtime.broker_commands import BrokerCommand
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore, now_ms
@@ -63,8 +64,9 @@ def check_commands(profile: ClusterProfile, cfg: dict[str, Any], broker: dict) -
     return chosen
 
 
-def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> None:
-    """Burrow knows the profile's cluster, watches these brokers and knows every group.
+def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> bool:
+    """Burrow knows the profile's cluster, watches these brokers and knows every group; returns whether
+    every group is OK right now (the first poll of the first gate's OK streak).
 
     :raises AirflowFailException: Burrow not configured, cluster unknown or another cluster, unknown groups.
     """
@@ -83,6 +85,7 @@ def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[s
     unknown = [s.group for s in statuses if s.status == "NOTFOUND"]
     if unknown:
         raise AirflowFailException(f"consumer groups unknown to Burrow ({profile.burrow_cluster}): {unknown}")
+    return consumer_lag(statuses).ok
 
 
 def _ask(call: Any, what: str, waits: dict) -> Any:
@@ -168,12 +171,15 @@ class RollPlanOperator(BaseOperator):
         for chosen in check_commands(profile, cfg, steps[0]) if steps else []:
             self.log.info("command %s", chosen)
         groups = resolve_groups(cfg.get("consumer_groups", None), profile.consumer_groups)
+        lag_ok = None
         if groups:
             live = {f"{b.host}:{b.port}" for b in state.brokers}
-            _ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})", waits)
+            if _ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})", waits):
+                lag_ok = LagStreak(1, now_ms())  # the first gate's streak starts here
         for reason in plan.reasons:
             self.log.info("plan: %s", reason)
-        record = RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups))
+        record = RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups),
+                            lag_ok)
         self.log.info("roll %r: order %s; %s; lag gate on %s", self.roll_id, plan.order,
                       "one broker at a time" if max_parallel == 1 else f"batches {record.batches}",
                       groups or "no groups")

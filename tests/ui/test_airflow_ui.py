@@ -35,34 +35,34 @@ def shot(page: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def open_trigger_form(page: Any) -> Any:
-    """From the Dags list, open kafka_rolling_restart and its Trigger form; returns the dialog."""
+def open_trigger_form(page: Any, dag_id: str = DAG_ID) -> Any:
+    """From the Dags list, open ``dag_id`` and its Trigger form; returns the dialog."""
     page.goto("/dags")
-    page.get_by_role("link", name=DAG_ID, exact=True).click()
-    page.wait_for_url(f"**/dags/{DAG_ID}")
+    page.get_by_role("link", name=dag_id, exact=True).click()
+    page.wait_for_url(f"**/dags/{dag_id}")
     # the DAG's own page is rendered (the URL changes first; the list's cards have "Trigger Dag" buttons too)
     page.get_by_role("link", name="Overview", exact=True).wait_for()
     page.get_by_role("button", name="Trigger Dag").click()
     dialog = page.get_by_role("dialog")
-    dialog.get_by_role("heading", name=f"Trigger Dag - {DAG_ID}").wait_for()
+    dialog.get_by_role("heading", name=f"Trigger Dag - {dag_id}").wait_for()
     dialog.get_by_role("checkbox", name="dry_run").wait_for(state="attached")  # the params form is rendered
     return dialog
 
 
-def submit(page: Any, dialog: Any) -> str:
+def submit(page: Any, dialog: Any, dag_id: str = DAG_ID) -> str:
     """Click Trigger; returns the new run's id (the UI navigates to the run's page)."""
     button = dialog.get_by_role("button", name="Trigger", exact=True)
     expect(button, "the Trigger button stays disabled").to_be_enabled()
     button.click()
-    page.wait_for_url(re.compile(rf"/dags/{DAG_ID}/runs/[^/]+/?$"))
+    page.wait_for_url(re.compile(rf"/dags/{dag_id}/runs/[^/]+/?$"))
     return unquote(page.url.split("/runs/", 1)[1].strip("/"))
 
 
-def wait_for_run(client: AirflowClient, run_id: str) -> dict[str, Any]:
+def wait_for_run(client: AirflowClient, run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
     """Poll the REST API until the run ends (success or failed); returns it. API hiccups are retried."""
     def ended() -> dict[str, Any] | None:
         try:
-            run = client.get_run(DAG_ID, run_id)
+            run = client.get_run(dag_id, run_id)
         except AirflowApiError:
             return None
         return run if run["state"] in ("success", "failed") else None
@@ -73,8 +73,8 @@ def wait_for_run(client: AirflowClient, run_id: str) -> dict[str, Any]:
     return run
 
 
-def states(client: AirflowClient, run_id: str) -> dict[tuple[str, int], dict[str, Any]]:
-    return {(ti["task_id"], ti["map_index"]): ti for ti in client.task_instances(DAG_ID, run_id)}
+def states(client: AirflowClient, run_id: str, dag_id: str = DAG_ID) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(ti["task_id"], ti["map_index"]): ti for ti in client.task_instances(dag_id, run_id)}
 
 
 def open_run_grid(page: Any, run_id: str) -> None:
@@ -151,18 +151,22 @@ def test_trigger_form_dry_run_labels_every_broker(
     assert all(tis[("restart.broker", index)]["state"] == "success" for index in ui_labels)
 
 
-def test_unknown_broker_fails_the_plan_with_its_log(page: Any, airflow_ui: RunningAirflow, tmp_path: Path) -> None:
-    dialog = open_trigger_form(page)
-    # the brokers param (a JSON array) is a Monaco editor in the form: replace its text
+def type_brokers(page: Any, dialog: Any, text: str) -> None:
+    """Replace the brokers param's text (a JSON array is a Monaco editor in the form)."""
     brokers_field = dialog.get_by_role("group").filter(has=page.locator("label", has_text=re.compile(r"^brokers")))
     brokers_field.get_by_role("textbox", name="Editor content").wait_for(state="attached")
     brokers_field.get_by_role("code").click()
     page.keyboard.press("ControlOrMeta+a")
     page.keyboard.press("Backspace")
-    page.keyboard.insert_text("[77]")
-    wait_until("the brokers editor to hold [77]", 30,
-               lambda: re.sub(r"\s", "", brokers_field.get_by_role("code").inner_text()).endswith("[77]"),
-               poll_s=0.3)
+    page.keyboard.insert_text(text)
+    wanted = re.sub(r"\s", "", text)
+    wait_until(f"the brokers editor to hold {text}", 30,
+               lambda: re.sub(r"\s", "", brokers_field.get_by_role("code").inner_text()).endswith(wanted), poll_s=0.3)
+
+
+def test_unknown_broker_fails_the_plan_with_its_log(page: Any, airflow_ui: RunningAirflow, tmp_path: Path) -> None:
+    dialog = open_trigger_form(page)
+    type_brokers(page, dialog, "[77]")
     shot(page, tmp_path, "trigger-form-brokers-77")
     dialog.get_by_role("button", name="Advanced Options").click()
     conf_editor = dialog.get_by_role("region", name="Advanced Options").get_by_role("code")
@@ -195,3 +199,28 @@ def test_unknown_broker_fails_the_plan_with_its_log(page: Any, airflow_ui: Runni
     plan = tis[("restart.plan", -1)]
     log = client.task_log(DAG_ID, run_id, "restart.plan", plan["try_number"], -1)
     assert "unknown broker ids [77]" in json.dumps(log)
+
+
+def test_decommission_form_needs_brokers_and_refuses_too_many(
+    page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
+) -> None:
+    """kafka_decommission from its Trigger form: it cannot be submitted without brokers; draining two of the
+    sandbox's three brokers (RF 3 topics) is refused by ``validate`` before anything is touched."""
+    dag_id = "kafka_decommission"
+    client = airflow_ui.client
+    wait_until(f"the DAG {dag_id} to be parsed", 120, lambda: client.get_dag(dag_id), poll_s=2.0)
+    client.set_paused(dag_id, False)
+    dialog = open_trigger_form(page, dag_id)
+    trigger = dialog.get_by_role("button", name="Trigger", exact=True)
+    expect(trigger, "the form submits without brokers").to_be_disabled()
+    shot(page, tmp_path, "decommission-form-no-brokers")
+    type_brokers(page, dialog, "[1, 2]")
+    run_id = submit(page, dialog, dag_id)
+    assert client.get_run(dag_id, run_id)["conf"]["brokers"] == [1, 2]
+    run = wait_for_run(client, run_id, dag_id)
+    tis = states(client, run_id, dag_id)
+    failed = sorted(task for (task, _), ti in tis.items() if ti["state"] == "failed")
+    assert run["state"] == "failed" and failed == ["validate"], {k: ti["state"] for k, ti in tis.items()}
+    log = client.task_log(dag_id, run_id, "validate", tis[("validate", -1)]["try_number"], -1)
+    assert "nothing was touched" in json.dumps(log) and "replication factor" in json.dumps(log)
+    assert sorted(sandbox.registered_brokers()) == [0, 1, 2]

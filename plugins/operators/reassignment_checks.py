@@ -27,7 +27,7 @@ class ReassignmentChecksOperator(BaseOperator):
     every partition (at least the largest replication factor, enough racks for rack diversity).
 
     :param mode: one of :data:`MODES`.
-    :param settings: ``cluster``, ``brokers``, and ``start_new_brokers`` for a scale-out.
+    :param settings: ``cluster``, ``brokers``, ``dry_run``, and ``start_new_brokers`` for a scale-out.
     :raises AirflowFailException: naming every refusal.
     """
 
@@ -50,10 +50,13 @@ class ReassignmentChecksOperator(BaseOperator):
         if self.mode == "scale-out":
             start = is_true(cfg.get("start_new_brokers", False))
             refusals = check_scale_out(state, brokers, registered_ok=start)
+            absent = [b for b in brokers if not state.has_broker(b)]
             if start:
                 refusals += [f"broker {b} is not registered and connection {profile.conn_id!r} has no "
-                             f"broker_hosts entry to start it on" for b in brokers
-                             if not state.has_broker(b) and b not in profile.broker_hosts]
+                             f"broker_hosts entry to start it on" for b in absent if b not in profile.broker_hosts]
+            if start and absent and is_true(cfg.get("dry_run", False)):
+                refusals.append(f"a dry run starts nothing, and the planner can only place replicas on registered "
+                                f"brokers: start brokers {absent} first (or run without dry_run)")
         else:
             refusals = check_decommission(state, brokers)
         if ongoing:

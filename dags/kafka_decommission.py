@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 from groups.cluster_guard import cluster_guard
-from groups.reassignment_params import reassignment_params
+from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
@@ -23,9 +23,6 @@ from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
 
 OPERATION = "decommission"
-NO_COMMANDS = {"pre_stop": None, "pre_start": None, "stop_command": None, "start_command": None}
-SETTINGS = {name: FromParam(name) for name in ("cluster", "brokers", "dry_run", "healthcheck_interval_s",
-                                               "healthcheck_timeout_s")}
 
 with DAG(
     dag_id="kafka_decommission",
@@ -43,12 +40,12 @@ with DAG(
 ) as dag:
     cluster_guard(
         [
-            ReassignmentChecksOperator(task_id="validate", mode="decommission", settings=SETTINGS),
-            WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=SETTINGS),
-            ElectLeadersOperator(task_id="lead_away", away=True, operation=OPERATION, settings=SETTINGS),
+            ReassignmentChecksOperator(task_id="validate", mode="decommission", settings=STEP_SETTINGS),
+            WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=STEP_SETTINGS),
+            ElectLeadersOperator(task_id="lead_away", away=True, operation=OPERATION, settings=STEP_SETTINGS),
             reassignment_waves("decommission", operation=OPERATION),
             BrokerServiceOperator(task_id="stop_brokers", action="stop", operation=OPERATION,
-                                  settings={**SETTINGS, "enabled": FromParam("stop_brokers")}),
+                                  settings={**STEP_SETTINGS, "enabled": FromParam("stop_brokers")}),
         ],
         operation=OPERATION,
         settings=NO_COMMANDS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param
 from groups.cluster_guard import cluster_guard
-from groups.reassignment_params import reassignment_params
+from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
@@ -24,9 +24,6 @@ from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
 
 OPERATION = "scale-out"
-NO_COMMANDS = {"pre_stop": None, "pre_start": None, "stop_command": None, "start_command": None}
-SETTINGS = {name: FromParam(name) for name in ("cluster", "brokers", "dry_run", "healthcheck_interval_s",
-                                               "healthcheck_timeout_s")}
 
 with DAG(
     dag_id="kafka_scale_out",
@@ -46,10 +43,10 @@ with DAG(
     cluster_guard(
         [
             ReassignmentChecksOperator(task_id="validate", mode="scale-out",
-                                       settings={**SETTINGS, "start_new_brokers": FromParam("start_new_brokers")}),
+                                       settings={**STEP_SETTINGS, "start_new_brokers": FromParam("start_new_brokers")}),
             BrokerServiceOperator(task_id="start_new_brokers", action="start", operation=OPERATION,
-                                  settings={**SETTINGS, "enabled": FromParam("start_new_brokers")}),
-            WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=SETTINGS),
+                                  settings={**STEP_SETTINGS, "enabled": FromParam("start_new_brokers")}),
+            WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=STEP_SETTINGS),
             reassignment_waves("scale-out", operation=OPERATION),
         ],
         operation=OPERATION,

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from airflow.sdk import Param
+from runtime.params import FromParam
+
+#: cluster_guard's command settings: the reassignment DAGs run no roll commands.
+NO_COMMANDS = {"pre_stop": None, "pre_start": None, "stop_command": None, "start_command": None}
+#: What the steps around the waves (validate, start / stop brokers, gates) read from the params.
+STEP_SETTINGS = {name: FromParam(name) for name in ("cluster", "brokers", "dry_run", "healthcheck_interval_s",
+                                                    "healthcheck_timeout_s")}
 
 
 def reassignment_params(brokers_description: str) -> dict[str, Param]:

@@ -337,7 +337,7 @@ class BrokerRollOperator(BaseOperator):
         if lag is None and groups and self.dry_run:
             lag = LagWatch(BurrowHook.from_profile(profile), groups, self.interval_s)
         if lag is not None and lag.streak:
-            self.log.info("lag gate: %d OK polls in a row carried from the previous batch", lag.streak)
+            self.log.info("lag gate: %d OK polls in a row carried (the plan, the previous batch)", lag.streak)
 
         def cluster_check() -> health.Verdict:
             if len(ids) == 1 and not stopped:

@@ -13,7 +13,7 @@ from typing import Any
 from kafka_ops.cluster import BrokerRegistration, parse_broker_registration, parse_controller
 from kafka_ops.profile import ClusterProfile
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from hooks.cluster_profile import ClusterProfileHook
 
@@ -124,6 +124,20 @@ class ZooKeeperHook(ClusterProfileHook):
             if reg is not None:
                 out[broker_id] = reg
         return out
+
+    def start_reassignment(self, partitions: list[dict[str, Any]]) -> None:
+        """Start a reassignment the way ``kafka-reassign-partitions.sh --zookeeper`` did before Kafka 2.4:
+        create ``/admin/reassign_partitions`` holding ``{"version": 1, "partitions": [...]}``; the
+        controller executes it and deletes the node when every partition is done.
+
+        :raises RuntimeError: the node exists (another reassignment is in progress).
+        """
+        doc = {"version": 1, "partitions": [{"topic": p["topic"], "partition": int(p["partition"]),
+                                             "replicas": [int(r) for r in p["replicas"]]} for p in partitions]}
+        try:
+            self.get_conn().create(REASSIGN_PATH, json.dumps(doc).encode("utf-8"))
+        except NodeExistsError:
+            raise RuntimeError(f"{REASSIGN_PATH} exists: another reassignment is in progress") from None
 
     def reassignment_in_progress(self) -> dict[str, Any] | None:
         """The parsed ``/admin/reassign_partitions`` document while a ZK reassignment runs, else None.

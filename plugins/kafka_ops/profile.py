@@ -16,7 +16,9 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
   pre-stop / pre-start / stop / start steps; owned by whoever owns the connection) and
   ``allow_adhoc_commands`` (default false: a run's params may only name those commands, never carry shell
   text of their own), ``broker_hosts`` (``{"3": "kafka-3.example.com"}``: where brokers that are not
-  registered yet run, for a scale-out that starts them; registered brokers are found in the metadata).
+  registered yet run, for a scale-out that starts them; registered brokers are found in the metadata),
+  ``reassignment_via`` (``auto``, the default: AlterPartitionReassignments when the brokers offer it (Kafka
+  2.4+, KIP-455), else ZooKeeper's ``/admin/reassign_partitions``; ``admin``; ``zookeeper``).
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -65,6 +67,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
             "additionalProperties": _COMMAND,
         },
         "allow_adhoc_commands": {"type": "boolean"},
+        "reassignment_via": {"enum": ["auto", "admin", "zookeeper"]},
         "broker_hosts": {
             "type": "object",
             "propertyNames": {"pattern": r"^(0|[1-9][0-9]{0,9})$"},
@@ -171,6 +174,9 @@ class ClusterProfile:
     :param allow_adhoc_commands: True lets a run's params carry shell text that is not a named command.
     :param broker_hosts: broker id -> host of brokers that may not be registered yet (a scale-out's new
         brokers); owned by the connection, so a run cannot point SSH at a host of its own choosing.
+    :param reassignment_via: how reassignments are started: ``auto`` (AlterPartitionReassignments, KIP-455,
+        Kafka 2.4+; ZooKeeper's ``/admin/reassign_partitions`` when the brokers lack it), ``admin``, or
+        ``zookeeper`` (ZooKeeper-mode clusters before 2.4; needs ``zookeeper``).
     """
 
     conn_id: str
@@ -189,6 +195,7 @@ class ClusterProfile:
     commands: Mapping[str, str] = field(default_factory=dict)
     allow_adhoc_commands: bool = False
     broker_hosts: Mapping[int, str] = field(default_factory=dict)
+    reassignment_via: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "broker_hosts", MappingProxyType({int(k): v for k, v in self.broker_hosts.items()}))
@@ -355,7 +362,8 @@ class ClusterProfile:
             "kafka_home": self.kafka_home,
             "commands": dict(self.commands),
             "allow_adhoc_commands": self.allow_adhoc_commands,
-            "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
+            "reassignment_via": {"enum": ["auto", "admin", "zookeeper"]},
+        "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
         }
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@ from kafka_ops import health
 from kafka_ops.reassignment import leaders_on
 from probes.cluster import ClusterProber
 from runtime.params import is_true, resolve_settings
+from runtime.reassignments import Reassignments
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
 from operators.cluster_lock import ensure_held
@@ -62,7 +63,7 @@ class ElectLeadersOperator(BaseOperator):
                 return 0
             ensure_held(profile, context, self.operation, self.log)
             if reorder:
-                errors = {k: v for k, v in prober.admin.alter_partition_reassignments(reorder).items() if v}
+                errors = {k: v for k, v in Reassignments(prober.admin, profile).start(reorder).items() if v}
                 if errors:
                     raise AirflowFailException(f"reordering replicas refused for {len(errors)} partitions: "
                                                + "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:20]))

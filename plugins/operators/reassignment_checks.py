@@ -12,6 +12,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
 from runtime.params import is_true, resolve_settings
+from runtime.reassignments import Reassignments
 
 from operators.roll_plan import profile_or_fail
 
@@ -46,7 +47,7 @@ class ReassignmentChecksOperator(BaseOperator):
         brokers = [int(b) for b in cfg.get("brokers") or []]
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
-            ongoing = admin.list_partition_reassignments()
+            ongoing = Reassignments(admin, profile).ongoing()
         if self.mode == "scale-out":
             start = is_true(cfg.get("start_new_brokers", False))
             refusals = check_scale_out(state, brokers, registered_ok=start)

@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from runtime.params import is_true, resolve_settings
+from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 
 from operators.roll_plan import profile_or_fail
@@ -104,7 +105,7 @@ class CheckPlanOperator(BaseOperator):
             self.log.info("planner note: %s", note)
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
-            ongoing = admin.list_partition_reassignments()
+            ongoing = Reassignments(admin, profile).ongoing()
         # moves already at their target were made by this run's waves before a resume: not stale
         pending = tuple(m for m in plan.moves if _current(state, m) != tuple(m.replicas))
         problems = check_plan_current(replace(plan, moves=pending), state)

@@ -32,6 +32,7 @@ from kafka_ops.reassignment import (
 )
 from runtime.grid import show_step
 from runtime.params import is_true, resolve_settings
+from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
@@ -85,8 +86,9 @@ class ReassignmentWaveOperator(BaseOperator):
         rate = int(cfg["throttle_bytes_per_s"])
         ours = {(m.topic, m.partition) for m in wave.moves}
         with KafkaAdminHook(profile=profile) as admin:
+            moves = Reassignments(admin, profile)
             state = admin.cluster_state(configs=False)
-            ongoing = admin.list_partition_reassignments()
+            ongoing = moves.ongoing()
             others = [o for o in ongoing if (o["topic"], o["partition"]) not in ours]
             if others:
                 raise AirflowFailException("another reassignment is in progress: "
@@ -112,16 +114,17 @@ class ReassignmentWaveOperator(BaseOperator):
                           list(throttles.brokers), rate, len(topic_cfgs))
             if todo:
                 show_step(context, f"{label} · execute")
-                errors = {k: v for k, v in admin.alter_partition_reassignments(
+                errors = {k: v for k, v in moves.start(
                     [{"topic": m.topic, "partition": m.partition, "replicas": list(m.replicas)} for m in todo]
                 ).items() if v}
                 if errors:
                     raise AirflowFailException(f"{label}: the controller refused {len(errors)} moves: "
                                                + "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:20]))
-                self.log.info("%s: started %d moves (%d already done, %d already running)", label, len(todo),
-                              len(done), len(running))
+                self.log.info("%s: started %d moves through %s (%d already done, %d already running)", label,
+                              len(todo), "ZooKeeper" if moves.via == "zookeeper" else "the admin API", len(done),
+                              len(running))
             show_step(context, f"{label} · copying")
-            self._verify(context, admin, wave, label, cfg, profile)
+            self._verify(context, admin, moves, wave, label, cfg, profile)
             admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
             self.log.info("%s: done; its throttles removed", label)
             state = admin.cluster_state(configs=False)
@@ -132,14 +135,15 @@ class ReassignmentWaveOperator(BaseOperator):
             raise AirflowFailException(f"{label}: finished but not at its targets: " + "; ".join(wrong[:20]))
         return {"wave": index, "moves": len(todo)}
 
-    def _verify(self, context: Any, admin: KafkaAdminHook, wave: Any, label: str, cfg: dict, profile: Any) -> None:
+    def _verify(self, context: Any, admin: KafkaAdminHook, moves: Reassignments, wave: Any, label: str, cfg: dict,
+                profile: Any) -> None:
         ours = {(m.topic, m.partition) for m in wave.moves}
         brokers = sorted({b for m in wave.moves for b in m.adding})
         began = time.monotonic()
         last: dict[str, Any] = {"ongoing": ours}
 
         def check() -> Check:
-            ongoing = {(o["topic"], o["partition"]) for o in admin.list_partition_reassignments()} & ours
+            ongoing = {(o["topic"], o["partition"]) for o in moves.ongoing()} & ours
             sizes = replica_sizes(admin.describe_log_dirs(brokers)) if ongoing and brokers else {}
             progress = wave_progress(wave, sizes, ongoing, time.monotonic() - began)
             last["ongoing"] = ongoing
@@ -153,10 +157,8 @@ class ReassignmentWaveOperator(BaseOperator):
             stuck = stuck_partitions(wave, last["ongoing"])
             cancelled = ""
             if is_true(cfg.get("cancel_on_timeout", True)) and stuck and isinstance(exc, WaitTimeout):
-                result = admin.alter_partition_reassignments(
-                    [{"topic": m.topic, "partition": m.partition, "replicas": None} for m in wave.moves
-                     if (m.topic, m.partition) in last["ongoing"]])
-                cancelled = f"; cancelled: {sorted(k for k, v in result.items() if v is None)}"
+                names, note = moves.cancel(sorted(last["ongoing"]))
+                cancelled = f"; {note}: {names}" if names else f"; {note}"
             release_held(profile, context, self.log, "the wave failed")
             raise AirflowFailException(f"{exc}; stuck partitions: {stuck}{cancelled}; the throttles are removed "
                                        "by remove_throttles") from exc

@@ -99,9 +99,20 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert rollback["version"] == 1 and all(3 not in p["replicas"] for p in rollback["partitions"])
 
 
-def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sandbox, use_sandbox, capfd, caplog):
+def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:
+    """Change the kafka_sandbox connection's profile (extra) for this test."""
+    conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
+    conn["extra"] = {**conn["extra"], **changes}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SANDBOX", json.dumps(conn))
+
+
+def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sandbox, use_sandbox, monkeypatch,
+                                                                       capfd, caplog):
+    """Also the path of ZooKeeper clusters before Kafka 2.4 (``reassignment_via: zookeeper``: the moves go
+    through /admin/reassign_partitions); the scale-out and stuck-wave tests use the admin API."""
     sandbox = fresh_sandbox(brokers=4, racks=2)
     use_sandbox(sandbox.workdir)
+    with_profile(monkeypatch, reassignment_via="zookeeper")
     sandbox.wait_healthy(timeout_s=120)
     before = snapshot(admin(sandbox.bootstrap_servers))
 
@@ -131,6 +142,7 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     assert rc != 0 or "stopped" in out or "not running" in out, out
     assert after.under_replicated == [] and after.offline == [] and watcher.ever_offline() == []
     assert throttles_left(sandbox) == {}
+    assert "through ZooKeeper" in capfd.readouterr().out + caplog.text
 
 
 def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(fresh_sandbox, use_sandbox, capfd, caplog):

@@ -109,3 +109,102 @@ def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str])
     assert dag.task_dict["reassign.remove_throttles"].trigger_rule == "all_done"
     assert "reassign.wave" in dag.task_dict["reassign.preferred_leaders"].upstream_task_ids
     assert dag.task_dict["unlock_cluster"].is_teardown
+
+
+# --- runtime.reassignments: the admin API or ZooKeeper's /admin/reassign_partitions ----------------
+
+
+class IncompatibleBrokerVersion(Exception):
+    """Named like kafka-python's: the brokers lack the API."""
+
+
+class FakeAdmin:
+    def __init__(self, supported: bool = True) -> None:
+        self.supported, self.started = supported, []
+
+    def list_partition_reassignments(self):
+        if not self.supported:
+            raise IncompatibleBrokerVersion("ListPartitionReassignments")
+        return [{"topic": "t", "partition": 1, "replicas": [0, 1, 2], "adding_replicas": [2],
+                 "removing_replicas": [0]}]
+
+    def alter_partition_reassignments(self, entries):
+        if not self.supported:
+            raise IncompatibleBrokerVersion("AlterPartitionReassignments")
+        self.started.extend(entries)
+        return {f"{e['topic']}-{e['partition']}": None for e in entries}
+
+
+class FakeZooKeeper:
+    node: dict | None = None
+
+    def __init__(self, profile) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def reassignment_in_progress(self):
+        return FakeZooKeeper.node
+
+    def start_reassignment(self, entries) -> None:
+        if FakeZooKeeper.node is not None:
+            raise RuntimeError("/admin/reassign_partitions exists: another reassignment is in progress")
+        FakeZooKeeper.node = {"version": 1, "partitions": entries}
+
+
+def _profile(**extra):
+    from kafka_ops.profile import ClusterProfile
+
+    return ClusterProfile.from_connection_fields("c", "b:9092", {"zookeeper": "zk:2181/kafka", **extra})
+
+
+@pytest.fixture
+def fake_zk(monkeypatch: pytest.MonkeyPatch):
+    import runtime.reassignments as module
+
+    FakeZooKeeper.node = None
+    monkeypatch.setattr(module, "ZooKeeperHook", FakeZooKeeper)
+    return FakeZooKeeper
+
+
+def test_auto_uses_the_admin_api_and_also_lists_the_zookeeper_node(fake_zk) -> None:
+    from runtime.reassignments import Reassignments
+
+    admin = FakeAdmin()
+    moves = Reassignments(admin, _profile())
+    fake_zk.node = {"version": 1, "partitions": [{"topic": "u", "partition": 0, "replicas": [1, 2]}]}
+    assert [(o["topic"], o["partition"]) for o in moves.ongoing()] == [("t", 1), ("u", 0)]
+    assert moves.start([{"topic": "t", "partition": 0, "replicas": [2, 1]}]) == {"t-0": None}
+    assert admin.started and moves.via == "auto"
+    assert moves.cancel([("t", 0)]) == (["t-0"], "cancelled")
+
+
+def test_auto_falls_back_to_zookeeper_before_kafka_2_4(fake_zk) -> None:
+    from runtime.reassignments import Reassignments
+
+    moves = Reassignments(FakeAdmin(supported=False), _profile())
+    assert moves.ongoing() == [] and moves.via == "zookeeper"
+    assert moves.start([{"topic": "t", "partition": 0, "replicas": [2, 1]}]) == {"t-0": None}
+    assert fake_zk.node == {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 1]}]}
+    assert [o["partition"] for o in moves.ongoing()] == [0]
+    with pytest.raises(RuntimeError, match="another reassignment is in progress"):
+        moves.start([{"topic": "t", "partition": 1, "replicas": [0]}])
+    assert moves.cancel([("t", 0)]) == ([], "not cancelled: a reassignment started through ZooKeeper runs to its end")
+
+
+def test_zookeeper_path_needs_a_zookeeper_and_admin_path_never_falls_back(fake_zk) -> None:
+    from kafka_ops.profile import ClusterProfile
+    from runtime.reassignments import Reassignments
+
+    with pytest.raises(ValueError, match="needs 'zookeeper'"):
+        no_zk = ClusterProfile.from_connection_fields("c", "b:9092", {"reassignment_via": "zookeeper"})
+        Reassignments(FakeAdmin(), no_zk)
+    with pytest.raises(IncompatibleBrokerVersion):
+        Reassignments(FakeAdmin(supported=False), _profile(reassignment_via="admin")).start(
+            [{"topic": "t", "partition": 0, "replicas": [1]}])
+    with pytest.raises(ValueError, match="reassignment_via"):
+        _profile(reassignment_via="magic")

@@ -11,12 +11,12 @@ continues each roll where it stopped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import TaskGroup
 from kafka_ops.roll import NeedsAction, requested
-from operators.broker_roll import BeforeStart, BrokerRollOperator
+from operators.broker_roll import BeforeStart, BrokerRollOperator, Facts
 from operators.roll_plan import RollPlanOperator
 from runtime.params import FromParam
 
@@ -39,7 +39,7 @@ def broker_roll(
     operation: str = "rolling restart",
     before_start: BeforeStart | None = None,
     needs_action: NeedsAction = requested,
-    facts: Callable[[Any, Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    facts: Facts | None = None,
     tooltip: str = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back",
 ) -> TaskGroup:
     """Build the roll's task group inside the current DAG context.

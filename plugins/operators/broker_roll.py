@@ -47,8 +47,11 @@ RAMP_FROM_S = 0.5
 SENT = {"stop": "stopping", "start": "starting"}
 
 #: A roll's optional step between "gone" and "start" (an upgrade switches binaries or edits
-#: server.properties there): ``before_start(profile, broker, log, dry_run)``; raise to fail the broker.
-BeforeStart = Callable[[ClusterProfile, Mapping[str, Any], Any, bool], None]
+#: server.properties there): ``before_start(profile, broker, settings, log, dry_run)`` (``settings``: the
+#: roll's resolved settings); raise to fail the broker.
+BeforeStart = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any], Any, bool], None]
+#: What a needs-action rule is told about a broker: ``facts(profile, broker, settings) -> dict``.
+Facts = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
 
 
 class BrokerRollOperator(BaseOperator):
@@ -63,7 +66,7 @@ class BrokerRollOperator(BaseOperator):
     :param operation: the lock's operation label ("rolling restart").
     :param before_start: see :data:`BeforeStart`; None = nothing between gone and start.
     :param needs_action: ``kafka_ops.roll.NeedsAction``; default: every planned broker (``requested``).
-    :param facts: ``facts(profile, broker) -> dict`` handed to ``needs_action``; default none.
+    :param facts: see :data:`Facts`; handed to ``needs_action``; default none.
 
     Returns (XCom) ``{"brokers", "action", "marks"}``: ``marks`` are epoch seconds of ``began``,
     ``stop_sent``, ``gone``, ``start_sent``, ``registered``, ``caught_up``, ``leadership``, ``done`` (those
@@ -82,7 +85,7 @@ class BrokerRollOperator(BaseOperator):
         operation: str = "rolling restart",
         before_start: BeforeStart | None = None,
         needs_action: NeedsAction = requested,
-        facts: Callable[[ClusterProfile, Mapping[str, Any]], Mapping[str, Any]] | None = None,
+        facts: Facts | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("max_active_tis_per_dagrun", 1)  # set these in .partial() too when mapping:
@@ -218,7 +221,7 @@ class BrokerRollOperator(BaseOperator):
         live = set(prober.state(configs=False).broker_ids)
         for bid in list(brokers):
             if record.phase(bid) is None and bid in live:
-                facts = self.facts(profile, brokers[bid]) if self.facts else {}
+                facts = self.facts(profile, brokers[bid], cfg) if self.facts else {}
                 act, why = self.needs_action(bid, facts)
                 if not act:
                     self.log.info("broker %s: left alone: %s", bid, why)
@@ -287,7 +290,7 @@ class BrokerRollOperator(BaseOperator):
             if preparing:
                 self._label(context, "before start")
             for bid in preparing:
-                self.before_start(profile, brokers[bid], self.log, self.dry_run)
+                self.before_start(profile, brokers[bid], cfg, self.log, self.dry_run)
                 record = store.mark(record, bid, "prepared")
         # pre-start, start
         commands(("pre_start", "pre_start"), ("start", "start_command"))

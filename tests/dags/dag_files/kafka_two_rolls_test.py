@@ -16,7 +16,7 @@ def all_but_broker_0(broker_id, facts):
     return (broker_id != 0, "requested" if broker_id != 0 else "broker 0 is already where the test wants it")
 
 
-def record_before_start(profile, broker, log, dry_run):
+def record_before_start(profile, broker, settings, log, dry_run):
     with open(os.environ["KAFKA_OPS_TEST_BEFORE_START"], "a") as marks:
         marks.write(f"{broker['id']}\n")
 

@@ -1,0 +1,114 @@
+"""The upgrade's work on a broker host over SSH (the roll's ``facts`` and ``before_start`` hooks):
+
+- facts: the release the ``kafka`` symlink (profile ``kafka_home``) points at, and the IBP / LMF in
+  ``server.properties`` (profile ``server_properties``), read in one SSH command;
+- the ``server.properties`` edit of a phase (``kafka_ops.upgrade.edited_properties``), written atomically:
+  a timestamped backup (``server.properties.bak-<epoch>``) kept beside it, the new text written to a temp
+  file and renamed over it;
+- the binaries' install: the profile command named by the run's ``install_command``, or by default the
+  ``kafka`` symlink switched to the already unpacked ``kafka_*-<target>`` beside it. ``{version}`` is
+  filled only after the target was validated, shell-quoted.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.broker_ssh import BrokerShell
+from kafka_ops import upgrade
+from kafka_ops.profile import ClusterProfile
+
+from runtime.broker_commands import remote_command
+
+SPLIT = "---kafka-ops-8<---"
+#: The default install: point the ``kafka`` symlink at the unpacked target release (atomic rename).
+DEFAULT_INSTALL = (
+    'home={home}; dir=$(dirname "$home"); d=$(ls -d "$dir"/kafka_*-{version} 2>/dev/null | head -1); '
+    'test -n "$d" || {{ echo "no unpacked Kafka {version} in $dir" >&2; exit 3; }}; '
+    'ln -sfn "$(basename "$d")" "$home.kafka-ops-new" && mv -T "$home.kafka-ops-new" "$home"'
+)
+
+
+def _paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
+    home, props = profile.kafka_home_for(broker_id), profile.server_properties_for(broker_id)
+    if not home or not props:
+        raise AirflowFailException(f"connection {profile.conn_id!r}: an upgrade needs kafka_home and "
+                                   "server_properties in the profile")
+    return home, props
+
+
+def _run(profile: ClusterProfile, broker: Mapping[str, Any], command: str, what: str, timeout_s: float = 120) -> str:
+    rc, out, err = BrokerShell(profile.ssh_conn_id, str(broker["host"])).run(
+        remote_command(command, int(broker["id"])), timeout_s)
+    if rc != 0:
+        raise AirflowFailException(f"broker {broker['id']} ({broker['host']}): {what} exited {rc}: "
+                                   f"{(err.strip() or out.strip())[-500:]}")
+    return out
+
+
+def host_state(profile: ClusterProfile, broker: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """(facts ``{"installed", "ibp", "lmf"}``, the server.properties text) of a broker host."""
+    home, props = _paths(profile, int(broker["id"]))
+    out = _run(profile, broker, f"readlink {shlex.quote(home)}; echo {shlex.quote(SPLIT)}; cat {shlex.quote(props)}",
+               "reading the installation and server.properties")
+    link, _, text = out.partition(SPLIT + "\n")
+    try:
+        installed = upgrade.installed_version(link)
+    except ValueError as exc:
+        raise AirflowFailException(f"broker {broker['id']}: {exc} ({home})") from exc
+    values = upgrade.read_properties(text)
+    return {"installed": installed, "ibp": values.get(upgrade.IBP), "lmf": values.get(upgrade.LMF)}, text
+
+
+def facts(profile: ClusterProfile, broker: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The roll's ``facts`` hook: what the phase's needs-action rule judges."""
+    return host_state(profile, broker)[0]
+
+
+def write_properties(profile: ClusterProfile, broker: Mapping[str, Any], text: str) -> None:
+    """Replace server.properties atomically, keeping a timestamped backup beside it."""
+    _, props = _paths(profile, int(broker["id"]))
+    p = shlex.quote(props)
+    _run(profile, broker, f'cp -p {p} {p}.bak-$(date +%s) && printf %s {shlex.quote(text)} > {p}.kafka-ops-new '
+                          f'&& mv {p}.kafka-ops-new {p}', "writing server.properties")
+
+
+def before_start(phase: str):
+    """The ``before_start`` hook of ``phase`` (settings ``target_version``, ``install_command``)."""
+
+    def step(profile: ClusterProfile, broker: Mapping[str, Any], settings: Mapping[str, Any], log: Any,
+             dry_run: bool) -> None:
+        target = str(settings["target_version"])
+        upgrade.parse_version(target)  # validated before {version} reaches a shell
+        if phase == "binaries":
+            choice = settings.get("install_command")
+            home, _ = _paths(profile, int(broker["id"]))
+            if choice:
+                found = profile.command(choice, "install", int(broker["id"]))
+                command = found[0].replace("{version}", shlex.quote(target))
+            else:
+                command = DEFAULT_INSTALL.format(home=shlex.quote(home), version=shlex.quote(target))
+            log.info("broker %s: installing Kafka %s: %s", broker["id"], target, command)
+            if not dry_run:
+                _run(profile, broker, command, f"installing Kafka {target}", timeout_s=600)
+                now = host_state(profile, broker)[0]["installed"]
+                if now != target:
+                    raise AirflowFailException(f"broker {broker['id']}: the install ran but the host still "
+                                               f"runs {now}, not {target}: the broker is left stopped")
+            return
+        state, text = host_state(profile, broker)
+        edited = upgrade.edited_properties(phase, target, state, text)
+        if edited == text:
+            log.info("broker %s: server.properties needs no %s edit", broker["id"], phase)
+            return
+        after = upgrade.read_properties(edited)
+        log.info("broker %s: server.properties %s edit: %s %s -> %s, %s %s -> %s (backup kept beside it)",
+                 broker["id"], phase, upgrade.IBP, state.get("ibp"), after.get(upgrade.IBP), upgrade.LMF,
+                 state.get("lmf"), after.get(upgrade.LMF))
+        if not dry_run:
+            write_properties(profile, broker, edited)
+
+    return step

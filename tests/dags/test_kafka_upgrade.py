@@ -1,0 +1,71 @@
+"""kafka_upgrade run end to end (``dag.test()``) on a sandbox of its own: 3.6.2 -> 3.7.1.
+
+Judged from the brokers and their hosts, not from the DAG: the ``kafka`` symlink and server.properties on
+each host, each broker's own log (how often it started, with which release and IBP), an independent
+metadata watcher (no partition offline).
+"""
+
+from __future__ import annotations
+
+import re
+
+from airflow_env import run_dag
+from observers import MetadataWatcher, admin, snapshot
+
+FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
+
+
+def unpack(sandbox, version: str) -> None:
+    """What an operator's configuration management does before an upgrade: the release unpacked beside the
+    running one on every broker host (the ``kafka`` symlink still on the old one)."""
+    for b in sandbox.broker_ids:
+        install = sandbox.host_dir(b).path / f"kafka_2.13-{version}"
+        for sub in ("bin", "libs", "config"):
+            (install / sub).mkdir(parents=True, exist_ok=True)
+        (install / "VERSION").write_text(f"{version}\n")
+
+
+def started(sandbox) -> dict[int, list[str]]:
+    """Broker id -> the "(Kafka x, IBP y)" of every start in its own log."""
+    out = {}
+    for b in sandbox.broker_ids:
+        text = (sandbox.host_dir(b).path / "logs" / "server.log").read_text()
+        out[b] = re.findall(rf"broker {b} started \((Kafka [\d.]+, IBP [\d.]+)\)", text)
+    return out
+
+
+def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbox, use_sandbox, capfd, caplog):
+    sandbox = fresh_sandbox(brokers=3, racks=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    for b in sandbox.broker_ids:  # an operator's comment must survive the edits
+        props = sandbox.host_dir(b).server_properties
+        props.write_text("# managed by hand: keep this line\n" + props.read_text())
+    before = started(sandbox)
+
+    refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.5.0", **FAST})
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed"
+    assert "downgrades are not supported" in capfd.readouterr().out + caplog.text
+    assert started(sandbox) == before, "a refused upgrade restarts nothing"
+
+    unpack(sandbox, "3.7.1")
+    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+        result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
+    assert result.state == "success", result.states
+    out = capfd.readouterr().out + caplog.text
+    after = started(sandbox)
+    for b in sandbox.broker_ids:
+        new = after[b][len(before[b]):]
+        # pin: IBP already pinned (left alone); binaries: 3.7.1 on IBP 3.6; ibp: 3.7.1 on IBP 3.7; lmf: skipped
+        assert new == ["Kafka 3.7.1, IBP 3.6", "Kafka 3.7.1, IBP 3.7"], f"broker {b} starts: {new}"
+        host = sandbox.host_dir(b)
+        assert host.kafka_link.resolve().name == "kafka_2.13-3.7.1"
+        text = host.server_properties.read_text()
+        assert text.startswith("# managed by hand: keep this line\n")
+        assert "inter.broker.protocol.version=3.7\n" in text
+        assert list(host.path.glob("server.properties.bak-*")), "a backup is kept beside server.properties"
+    assert "KIP-724" in out, "the LMF phase says why it does nothing"
+    assert "inter.broker.protocol.version pinned at 3.6" in out
+    assert watcher.ever_offline() == []
+    end = snapshot(admin(sandbox.bootstrap_servers))
+    assert end.offline == [] and end.under_replicated == []

@@ -69,3 +69,34 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     assert watcher.ever_offline() == []
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.offline == [] and end.under_replicated == []
+
+
+def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it(fresh_sandbox, use_sandbox, capfd,
+                                                                                  caplog):
+    """Target 3.8.0 is not unpacked: the binaries roll fails on its first broker (left stopped, with the
+    install's error), no other broker is touched; once it is unpacked, clearing the failed tasks starts that
+    broker on the new release and finishes the upgrade, each broker started once per phase."""
+    from airflow_env import clear_and_resume
+
+    sandbox = fresh_sandbox(brokers=3, racks=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    before = started(sandbox)
+    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.0", **FAST})
+    assert failed.state == "failed"
+    assert failed.mapped_states("binaries.broker")[0] == "failed"
+    assert "no unpacked Kafka 3.8.0" in capfd.readouterr().out + caplog.text
+    now = started(sandbox)
+    assert sum(len(now[b]) - len(before[b]) for b in now) == 0, "no broker was started again"
+    stopped = [b for b in sandbox.broker_ids if b not in snapshot(admin(sandbox.bootstrap_servers)).brokers]
+    assert len(stopped) == 1, f"only the first broker of the roll is down: {stopped}"
+
+    unpack(sandbox, "3.8.0")
+    resumed = clear_and_resume("kafka_upgrade", failed.run_id, only_failed=True)
+    assert resumed.state == "success", resumed.states
+    after = started(sandbox)
+    for b in sandbox.broker_ids:
+        new = after[b][len(before[b]):]
+        assert new == ["Kafka 3.8.0, IBP 3.6", "Kafka 3.8.0, IBP 3.8"], f"broker {b} starts: {new}"
+    end = snapshot(admin(sandbox.bootstrap_servers))
+    assert end.offline == [] and end.under_replicated == []

@@ -5,7 +5,8 @@ Shape: ``check_params`` -> ``lock_cluster`` -> ``check_upgrade`` (every host's r
 over SSH; a malformed or older target, or brokers on more than two releases, refused) -> roll ``pin``
 (``inter.broker.protocol.version`` written where absent, = the running release) -> roll ``binaries``
 (the install step while each broker is down; "running 3.6.2, target 3.7.1") -> roll ``ibp`` (bumped to the
-target) -> roll ``lmf`` (skipped from IBP 3.0 on, KIP-724) -> ``final_health`` -> ``forget_rolls`` ->
+target, after ``approve_protocol_bump``: a human-in-the-loop Approve / Reject unless approved in advance) ->
+roll ``lmf`` (skipped from IBP 3.0 on, KIP-724) -> ``final_health`` -> ``forget_rolls`` ->
 ``unlock_cluster``. A broker that needs nothing in a phase is left alone, with the reason in the log.
 Each phase's edits keep a timestamped backup of server.properties beside it.
 """
@@ -17,6 +18,7 @@ from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.roll_params import roll_params
 from kafka_ops import upgrade
+from operators.upgrade_approval import ProtocolBumpApprovalOperator
 from operators.upgrade_checks import UpgradeChecksOperator
 from runtime.params import FromParam
 from runtime.upgrade_steps import before_start, facts
@@ -56,6 +58,9 @@ with DAG(
                                  description="Name of a profile command installing the release on a broker host "
                                  "({version} is filled in); empty = switch the kafka symlink under kafka_home "
                                  "to the unpacked kafka_*-<version> beside it"),
+        "approve_protocol_bump": Param(False, type="boolean",
+                                       description="Approve the IBP/LMF bump in advance; false = the run waits "
+                                       "for Approve / Reject (Required Actions) before the irreversible phases"),
         "phases": Param(list(upgrade.PHASES), type="array", items={"type": "string", "enum": list(upgrade.PHASES)},
                         uniqueItems=True, description="Phases to run, in this order: pin, binaries, ibp, lmf"),
     },
@@ -63,7 +68,9 @@ with DAG(
     cluster_guard(
         [UpgradeChecksOperator(task_id="check_upgrade", settings={"cluster": FromParam("cluster"),
                                                                  **UPGRADE_SETTINGS}),
-         *(phase_roll(phase) for phase in upgrade.PHASES)],
+         phase_roll("pin"), phase_roll("binaries"),
+         ProtocolBumpApprovalOperator(task_id="approve_protocol_bump"),
+         phase_roll("ibp"), phase_roll("lmf")],
         operation=OPERATION,
         roll_ids=list(upgrade.PHASES),
     )

@@ -8,6 +8,9 @@ metadata watcher (no partition offline).
 from __future__ import annotations
 
 import re
+import threading
+import time
+from types import SimpleNamespace
 
 from airflow_env import run_dag
 from observers import MetadataWatcher, admin, snapshot
@@ -34,6 +37,42 @@ def started(sandbox) -> dict[int, list[str]]:
     return out
 
 
+class Responder(threading.Thread):
+    """Answers the run's human-in-the-loop request the way the UI's Required Actions does: through the HITL
+    REST API's handler (in this process, on the same metadata database), once the task waits for input."""
+
+    def __init__(self, dag_id: str, task_id: str, option: str) -> None:
+        super().__init__(daemon=True)
+        self.dag_id, self.task_id, self.option = dag_id, task_id, option
+        self.answered = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from airflow import settings
+        from airflow.api_fastapi.core_api.datamodels.hitl import UpdateHITLDetailPayload
+        from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail
+        from airflow.models.taskinstance import TaskInstance
+        from sqlalchemy import select
+
+        while not self.stop.is_set():
+            session = settings.Session()
+            try:
+                ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == self.dag_id,
+                                                               TaskInstance.task_id == self.task_id,
+                                                               TaskInstance.state == "awaiting_input"))
+                if ti is not None:
+                    update_hitl_detail(dag_id=self.dag_id, dag_run_id=ti.run_id, task_id=self.task_id,
+                                       update_hitl_detail_payload=UpdateHITLDetailPayload(chosen_options=[self.option]),
+                                       user=SimpleNamespace(get_id=lambda: "operator", get_name=lambda: "operator"),
+                                       session=session, map_index=-1)
+                    session.commit()
+                    self.answered.set()
+                    return
+            finally:
+                session.close()
+            time.sleep(0.5)
+
+
 def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbox, use_sandbox, capfd, caplog):
     sandbox = fresh_sandbox(brokers=3, racks=3)
     use_sandbox(sandbox.workdir)
@@ -49,9 +88,15 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     assert started(sandbox) == before, "a refused upgrade restarts nothing"
 
     unpack(sandbox, "3.7.1")
-    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
-        result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
+    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
+    approver.start()
+    try:
+        with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
+    finally:
+        approver.stop.set()
     assert result.state == "success", result.states
+    assert approver.answered.is_set(), "the run waited for the protocol bump's approval"
     out = capfd.readouterr().out + caplog.text
     after = started(sandbox)
     for b in sandbox.broker_ids:
@@ -82,7 +127,8 @@ def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     before = started(sandbox)
-    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.0", **FAST})
+    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.0",
+                                       "approve_protocol_bump": True, **FAST})
     assert failed.state == "failed"
     assert failed.mapped_states("binaries.broker")[0] == "failed"
     assert "no unpacked Kafka 3.8.0" in capfd.readouterr().out + caplog.text
@@ -100,3 +146,25 @@ def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it
         assert new == ["Kafka 3.8.0, IBP 3.6", "Kafka 3.8.0, IBP 3.8"], f"broker {b} starts: {new}"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.offline == [] and end.under_replicated == []
+
+
+def test_a_rejected_protocol_bump_ends_the_run_on_the_pinned_ibp(fresh_sandbox, use_sandbox):
+    sandbox = fresh_sandbox(brokers=3, racks=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    unpack(sandbox, "3.7.1")
+    before = started(sandbox)
+    rejecter = Responder("kafka_upgrade", "approve_protocol_bump", "Reject")
+    rejecter.start()
+    try:
+        result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1",
+                                           "phases": ["binaries", "ibp"], **FAST})
+    finally:
+        rejecter.stop.set()
+    assert rejecter.answered.is_set()
+    assert result.state == "success", result.states
+    assert result.state_of("ibp.plan") == "skipped" and result.state_of("unlock_cluster") == "success"
+    after = started(sandbox)
+    for b in sandbox.broker_ids:
+        assert after[b][len(before[b]):] == ["Kafka 3.7.1, IBP 3.6"], "binaries rolled, the IBP left pinned"
+        assert "inter.broker.protocol.version=3.6\n" in sandbox.host_dir(b).server_properties.read_text()

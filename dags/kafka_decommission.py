@@ -12,8 +12,9 @@ nothing) -> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
 from groups.cluster_guard import cluster_guard
+from groups.operation_dag import operation_dag
 from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
@@ -24,13 +25,9 @@ from runtime.params import FromParam
 
 OPERATION = "decommission"
 
-with DAG(
-    dag_id="kafka_decommission",
+with operation_dag(
+    "kafka_decommission",
     description="Drain Kafka brokers of every replica in throttled waves, then stop them",
-    schedule=None,
-    catchup=False,
-    max_active_runs=4,
-    tags=["kafka", "kafka-ops"],
     doc_md=__doc__,
     params={
         **reassignment_params("Ids of the brokers to drain and remove"),

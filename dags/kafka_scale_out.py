@@ -14,8 +14,9 @@ only logs what it would do. Resume: clear the failed task; a wave never starts a
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
 from groups.cluster_guard import cluster_guard
+from groups.operation_dag import operation_dag
 from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
@@ -25,13 +26,9 @@ from runtime.params import FromParam
 
 OPERATION = "scale-out"
 
-with DAG(
-    dag_id="kafka_scale_out",
+with operation_dag(
+    "kafka_scale_out",
     description="Add brokers to a Kafka cluster and move their share of partitions to them, throttled, in waves",
-    schedule=None,
-    catchup=False,
-    max_active_runs=4,
-    tags=["kafka", "kafka-ops"],
     doc_md=__doc__,
     params={
         **reassignment_params("Ids of the new brokers"),

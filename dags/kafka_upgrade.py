@@ -13,9 +13,10 @@ Each phase's edits keep a timestamped backup of server.properties beside it.
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
+from groups.operation_dag import operation_dag
 from groups.roll_params import roll_params
 from kafka_ops import upgrade
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
@@ -42,13 +43,9 @@ def phase_roll(phase: str):
                        tooltip=f"upgrade phase {phase}: one broker (or batch) at a time")
 
 
-with DAG(
-    dag_id="kafka_upgrade",
+with operation_dag(
+    "kafka_upgrade",
     description="Upgrade Kafka brokers: pin the protocol versions, roll the binaries, bump IBP (and LMF)",
-    schedule=None,
-    catchup=False,
-    max_active_runs=4,
-    tags=["kafka", "kafka-ops"],
     doc_md=__doc__,
     params={
         **roll_params(),

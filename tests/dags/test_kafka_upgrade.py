@@ -46,6 +46,7 @@ class Responder(threading.Thread):
         self.dag_id, self.task_id, self.option = dag_id, task_id, option
         self.answered = threading.Event()
         self.stop = threading.Event()
+        self.errors: list[str] = []
 
     def run(self) -> None:
         from airflow import settings
@@ -68,6 +69,9 @@ class Responder(threading.Thread):
                     session.commit()
                     self.answered.set()
                     return
+            except Exception as exc:  # SQLite shared with the running dag.test: "database is locked"; ask again
+                self.errors.append(repr(exc))
+                session.rollback()
             finally:
                 session.close()
             time.sleep(0.5)

@@ -28,6 +28,15 @@ def unpack(sandbox, version: str) -> None:
         (install / "VERSION").write_text(f"{version}\n")
 
 
+def starts_so_far(sandbox) -> dict[int, list[str]]:
+    """:func:`started` once every broker's own first start is in its log (a fresh sandbox's log may trail
+    its health by a moment)."""
+    from observers import wait_for
+
+    return wait_for(lambda: (s := started(sandbox)) and all(s[b] for b in sandbox.broker_ids) and s, 30,
+                    what="every broker's first start in its log")
+
+
 def started(sandbox) -> dict[int, list[str]]:
     """Broker id -> the "(Kafka x, IBP y)" of every start in its own log."""
     out = {}
@@ -84,7 +93,7 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     for b in sandbox.broker_ids:  # an operator's comment must survive the edits
         props = sandbox.host_dir(b).server_properties
         props.write_text("# managed by hand: keep this line\n" + props.read_text())
-    before = started(sandbox)
+    before = starts_so_far(sandbox)
 
     refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.5.0", **FAST})
     assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed"
@@ -130,7 +139,7 @@ def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it
     sandbox = fresh_sandbox(brokers=3, racks=3)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
-    before = started(sandbox)
+    before = starts_so_far(sandbox)
     failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.0",
                                        "approve_protocol_bump": True, **FAST})
     assert failed.state == "failed"
@@ -157,7 +166,7 @@ def test_a_rejected_protocol_bump_ends_the_run_on_the_pinned_ibp(fresh_sandbox, 
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     unpack(sandbox, "3.7.1")
-    before = started(sandbox)
+    before = starts_so_far(sandbox)
     rejecter = Responder("kafka_upgrade", "approve_protocol_bump", "Reject")
     rejecter.start()
     try:

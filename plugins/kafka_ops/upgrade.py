@@ -9,10 +9,12 @@ phase over the facts read from a broker host: ``{"installed": "3.6.2", "ibp": "3
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import javaproperties
+
+from kafka_ops.roll import NeedsAction
 
 PHASES = ("pin", "binaries", "ibp", "lmf")
 IBP = "inter.broker.protocol.version"
@@ -88,9 +90,6 @@ def check_target(target: str, installed: Mapping[int, str]) -> list[str]:
         reasons.append(f"brokers run {releases}: finish or undo the last upgrade first (only the old release "
                        f"and the target {target} may be mixed, as when a run is resumed)")
     return reasons
-
-
-NeedsAction = Callable[[int, Mapping[str, Any]], tuple[bool, str]]
 
 
 def needs_action(phase: str, target: str, phases: Sequence[str]) -> NeedsAction:

@@ -15,7 +15,9 @@ are planned by
   ``--replication-groups --brokers --leaders``, no movement caps), run in the separate venv
   ``.venv-bench`` (``--setup-bench-venv`` creates it: ``pip install kafka-utils==4.1.0``).
 
-Columns: moved/LB = bytes copied / lower bound (summary.json's definition); bytes, count, leaders =
+Columns: moved/LB = bytes copied / lower bound (summary.json's ``lower_bound_bytes``: drained bytes,
+the fill of the brokers below their rack-aware targets, and the copies uneven racks force; see
+``planner.balance.lower_bound_moved``); bytes, count, leaders =
 skews ``1 + max over the kept brokers |load / mean - 1|`` of bytes, replicas and preferred leaders
 (summary.json's byte_skew, replica_skew, leader_skew: an under-filled broker counts as much as an
 over-filled one); rack bound = the best byte skew the racks allow (summary.json's

@@ -36,10 +36,13 @@ size is 0 or absent, i.e. replica counts are balanced instead, see ``Plan.weight
    over- or under-filled, trades with the brokers furthest on the other side (a replica of about the
    right size, or a large one swapped for a small one); then the same for replica counts within
    ``+- 3 %`` (moving small replicas, or trading k small replicas for one replica of the same total
-   weight) while bytes stay in their band; alternated until both hold.
+   weight) while bytes stay in their band; alternated until both hold;
+5. undo (:func:`_undo_moves`): a moved replica whose old (kept) broker may take it back goes home when
+   both brokers stay within half the byte band and the count band: no copy for a move no goal needs.
 
 Only brokers above their target send and only brokers below it receive, so the bytes moved stay close
-to the lower bound ``sum over kept brokers of max(0, T - load_before)``.
+to the lower bound (:func:`lower_bound_moved`: the drained replicas, the fill
+``sum over kept brokers of max(0, T - load_before)`` and the copies uneven racks force).
 """
 
 from __future__ import annotations
@@ -331,6 +334,180 @@ def rack_targets(weights: np.ndarray, replicas: np.ndarray, kept: np.ndarray, ra
     # water filling is exact up to float rounding: spread the rounding evenly
     tgt[kept] *= total / tgt[kept].sum()
     return tgt, racks
+
+
+def _min_cost_flow(n: int, arcs: list, source: int, sink: int) -> tuple[float, float]:
+    """(flow, cost) of a min-cost maximum flow from ``source`` to ``sink`` (successive shortest paths).
+
+    ``arcs``: ``(u, v, capacity, cost)`` with cost >= 0 and capacity a float (``inf`` allowed). Meant
+    for the tiny rack-level networks of :func:`lower_bound_moved` (a few dozen arcs): Bellman-Ford
+    on the residual graph, one augmentation per path.
+    """
+    head: list = [[] for _ in range(n)]
+    to, cap, cost = [], [], []
+    for u, v, c, w in arcs:
+        for a, b, cc, ww in ((u, v, float(c), float(w)), (v, u, 0.0, -float(w))):
+            head[a].append(len(to))
+            to.append(b)
+            cap.append(cc)
+            cost.append(ww)
+    flow = total = 0.0
+    for _ in range(4 * len(to) + 8):
+        dist = [math.inf] * n
+        via = [-1] * n
+        dist[source] = 0.0
+        for _ in range(n):
+            changed = False
+            for u in range(n):
+                if dist[u] == math.inf:
+                    continue
+                for e in head[u]:
+                    if cap[e] > 1e-9 and dist[u] + cost[e] < dist[to[e]] - 1e-12:
+                        dist[to[e]] = dist[u] + cost[e]
+                        via[to[e]] = e
+                        changed = True
+            if not changed:
+                break
+        if dist[sink] == math.inf:
+            break
+        push, v = math.inf, sink
+        while v != source:
+            e = via[v]
+            push = min(push, cap[e])
+            v = to[e ^ 1]
+        if push == math.inf or push <= 1e-9:
+            break
+        v = sink
+        while v != source:
+            e = via[v]
+            cap[e] -= push
+            cap[e ^ 1] += push
+            v = to[e ^ 1]
+        flow += push
+        total += push * dist[sink]
+    return flow, total
+
+
+def lower_bound_moved(
+    sizes: np.ndarray,
+    replicas: np.ndarray,
+    kept: np.ndarray,
+    drained: np.ndarray,
+    rack_idx: np.ndarray,
+    targets: np.ndarray | None = None,
+) -> dict:
+    """Bytes any plan must copy to put every kept broker exactly on its target (a true lower bound).
+
+    Args:
+        sizes: int or float array (P,), partition size in bytes (one replica copies that much).
+        replicas: int array (P, R) of broker indexes before the plan, -1 padded.
+        kept: bool array (B,), brokers holding replicas after the plan.
+        drained: bool array (B,), brokers emptied by the plan (decommission).
+        rack_idx: int array (B,), rack per broker (:func:`rack_indexes`; -1 everywhere: no racks).
+        targets: float array (B,), bytes each kept broker ends with; default :func:`rack_targets`
+            (the tests pass the final loads of arbitrary plans to check the bound against them).
+
+    Returns ``{"bytes", "drained_bytes", "fill_bytes", "rack_forced_bytes"}`` (all bytes, floats):
+    the bound, the bytes on drained brokers, the fill ``sum max(0, T_b - before_b)`` and what the
+    rack-diversity rule adds on top of ``max(drained, fill)``.
+
+    Targets ``T_b`` are by default :func:`rack_targets` in bytes: the mean after the plan, unless uneven racks
+    force a rack above or below it (the balance goal the planner aims at; a plan stopping within
+    its tolerance of the targets may copy a little less).
+
+    Derivation. A copy is a replica landing on a broker that did not hold the partition. Let
+    ``d_b = T_b - before_b`` for kept broker b; b ends at ``before_b - sent_b + received_b = T_b``,
+    so ``received_b >= max(0, d_b)``. Per rack R (kept brokers), the bytes received satisfy
+
+    - ``received_R >= F_R = sum over b in R of max(0, d_b)`` (the per-broker fill), and
+    - ``received_R >= in_R``: every byte entering R from another rack or from a drained broker
+      (in R or not) lands on a broker that did not hold the partition (replicas of a partition sit
+      on distinct brokers).
+
+    Rack R's net gain is fixed, ``in_R - out_R = sum over b in R of d_b`` (``out_R``: kept replicas
+    leaving R). Where a removed replica may go is limited by the rule (Kafka's rack-aware placement:
+    a partition spans ``min(RF, N)`` of the N kept racks): with RF <= N a rack holding one of the
+    partition's kept replicas cannot take it, so it may only enter racks without one (with RF > N any
+    rack; this is all a relaxation needs). Any plan gives such flows: a partition's final racks not
+    among its kept replicas' racks are each entered by a drained replica or by a kept one changing
+    rack, and the plan pays one copy for each. So every plan copies at least
+
+        ``min over rack flows of sum_R max(F_R, in_R)``
+
+    a min-cost flow on the racks: removed replicas (grouped by the racks they may enter) and racks
+    with a surplus supply bytes, racks with a deficit absorb them, a kept replica may change rack at
+    will, and entering rack R is free up to ``F_R`` and costs 1 per byte beyond it. Summing
+    ``in_R >= drained`` and ``F_R`` gives ``max(drained, fill)`` as a special case; without racks (or
+    with one) the bound is exactly that. Rack-forced bytes appear when the removed replicas locked to
+    a rack exceed what its brokers need (they must then push other replicas out), or when a rack
+    that must grow (e.g. the one rack that kept all its brokers) can only be reached by few removed
+    replicas: the rest of its growth is kept replicas changing rack, copied on top of the drain.
+    """
+    sizes = np.asarray(sizes, dtype=np.float64)
+    nb = len(kept)
+    rf = (replicas >= 0).sum(axis=1)
+    valid = replicas >= 0
+    owners = replicas[valid]
+    wrep = np.broadcast_to(sizes[:, None], replicas.shape)[valid]
+    before = np.bincount(owners, weights=wrep, minlength=nb)
+    drained_bytes = float(before[drained & ~kept].sum())
+    if before.sum() <= 0:  # no size known: nothing to bound in bytes
+        return {"bytes": 0.0, "drained_bytes": 0.0, "fill_bytes": 0.0, "rack_forced_bytes": 0.0}
+    tgt = rack_targets(sizes, replicas, kept, rack_idx)[0] if targets is None else targets
+    d = np.where(kept, tgt - before, 0.0)
+    fill = float(np.maximum(d, 0.0)[kept].sum())
+    simple = max(drained_bytes, fill)
+    out = {"bytes": simple, "drained_bytes": drained_bytes, "fill_bytes": fill, "rack_forced_bytes": 0.0}
+    names = sorted(set(rack_idx[kept].tolist()))
+    if (rack_idx[kept] < 0).any() or len(names) < 2 or drained_bytes + fill <= 0:
+        return out
+    nr = len(names)
+    pos = {r: i for i, r in enumerate(names)}
+    rk = np.array([pos.get(int(r), -1) for r in rack_idx], dtype=np.int64)
+    fill_r = np.zeros(nr)
+    need_r = np.zeros(nr)
+    for b in np.nonzero(kept)[0].tolist():
+        fill_r[rk[b]] += max(0.0, d[b])
+        need_r[rk[b]] += d[b]
+    # removed replicas grouped by the set of racks (bit mask) they may enter: the racks holding none
+    # of the partition's kept replicas when RF <= N, any rack otherwise
+    if nr > 62:  # bit masks in int64; the simple bound stays a lower bound
+        return out
+    every = (1 << nr) - 1
+    safe = np.maximum(replicas, 0)
+    on_kept = valid & kept[safe]
+    gone = (valid & ~on_kept).sum(axis=1)
+    rows = np.nonzero(gone)[0]
+    bits = np.where(on_kept[rows], np.left_shift(1, np.maximum(rk[safe[rows]], 0)), 0).astype(np.int64)
+    masks = np.where(rf[rows] <= nr, every & ~np.bitwise_or.reduce(bits, axis=1), every)
+    groups, inverse = np.unique(masks, return_inverse=True)
+    amounts = np.bincount(inverse, weights=sizes[rows] * gone[rows], minlength=len(groups))
+    supply = dict(zip(groups.tolist(), amounts.tolist(), strict=True))
+    # nodes: 0 source, 1 sink, 2 + i rack i, 2 + nr + i entry of rack i, then one per group
+    src, snk = 0, 1
+    arcs = []
+    for i in range(nr):
+        rack, entry = 2 + i, 2 + nr + i
+        arcs.append((entry, rack, fill_r[i], 0.0))
+        arcs.append((entry, rack, math.inf, 1.0))
+        for j in range(nr):
+            if j != i:
+                arcs.append((rack, 2 + nr + j, math.inf, 0.0))  # a kept replica changes rack
+        if need_r[i] > 0:
+            arcs.append((rack, snk, need_r[i], 0.0))
+        elif need_r[i] < 0:
+            arcs.append((src, rack, -need_r[i], 0.0))
+    for g, (mask, amount) in enumerate(sorted(supply.items())):
+        node = 2 + 2 * nr + g
+        arcs.append((src, node, amount, 0.0))
+        for i in range(nr):
+            if mask >> i & 1:
+                arcs.append((node, 2 + nr + i, math.inf, 0.0))
+    _, extra = _min_cost_flow(2 + 2 * nr + len(supply), arcs, src, snk)
+    bound = max(simple, float(fill_r.sum()) + extra)
+    out["bytes"] = bound
+    out["rack_forced_bytes"] = bound - simple
+    return out
 
 
 class _State:
@@ -872,16 +1049,54 @@ def _shed(state: _State, kept: np.ndarray, mandatory: list, home: dict, selector
     return optional
 
 
+def _undo_moves(state: _State, byte_band: float, count_band: float) -> int:
+    """Step 5: send moved replicas back home when no balance goal needs the move; return how many.
+
+    A replica that left a kept broker ``o`` for ``h`` returns to ``o`` (no copy at all) when the rules
+    allow it and both brokers stay within ``target +- byte_band x mean`` in bytes and
+    ``count target +- count_band x mean count`` in replicas (or get closer to them). Largest first:
+    each undo saves the partition's size in bytes.
+    """
+    new, orig = state.new, state.orig
+    changed = np.nonzero((new != orig) & (orig >= 0) & (new >= 0))
+    cand = []
+    for p, s in zip(*changed, strict=True):
+        p, s = int(p), int(s)
+        o = int(orig[p, s])
+        if not state.kept[o] or o in new[p] or int(new[p, s]) in orig[p]:
+            continue
+        cand.append((-float(state.weights[p]), p, s))
+    cand.sort()
+    bhi, blo = _limits(state, byte_band)
+    chi, clo = _limits(state, count_band, counts=True)
+    undone = 0
+    for negw, p, s in cand:
+        w = -negw
+        o, h = int(orig[p, s]), int(new[p, s])
+        if o in new[p] or not state.allowed(p, s, o):
+            continue
+        if not (_bytes_ok(state, o, w, bhi, blo) and _bytes_ok(state, h, -w, bhi, blo)):
+            continue
+        if not state.count_based:
+            if state.count[o] + 1 > chi[o] + 1e-9 and state.count[o] + 1 > state.ctgt[o]:
+                continue
+            if state.count[h] - 1 < clo[h] - 1e-9 and state.count[h] - 1 < state.ctgt[h]:
+                continue
+        state.set_slot(p, s, o)
+        undone += 1
+    return undone
+
+
 def _rack_bound(state: _State, snap: Snapshot) -> dict | None:
     """The balance uneven racks allow (summary.json ``rack_bound``), None without rack information.
 
     Per rack (see :func:`rack_targets`): kept brokers, the least and most bytes and replicas the
     rack-diversity rule lets it hold, and the per-broker targets the planner aims at; plus the best
     byte and replica-count skews (``1 + max |target / mean - 1|``) those bounds allow. ``binding`` is
-    true when some rack cannot reach the mean. ``lower_bound_bytes``: the bytes that must reach the
-    brokers below their targets (``sum max(0, target - bytes_before)``), the rack-aware counterpart
-    of summary.json's ``lower_bound_bytes`` (which fills every kept broker to the mean, ignoring
-    racks). Byte fields are None when no size is known.
+    true when some rack cannot reach the mean. ``lower_bound_bytes``: the bytes any plan reaching these
+    targets copies (:func:`lower_bound_moved`: drained replicas, the fill of the brokers below their
+    targets and the copies the racks force), the same figure as summary.json's ``lower_bound_bytes``.
+    Byte fields are None when no size is known.
     """
     byte_racks, count_racks = state.rack_info
     if not byte_racks:
@@ -900,11 +1115,9 @@ def _rack_bound(state: _State, snap: Snapshot) -> dict | None:
             "target_replicas_per_broker": round(float(cload / n), 3),
         }
     kept = state.kept
-    # bytes every broker below its target must receive (drained brokers' bytes are part of it)
-    valid = state.orig >= 0
-    sizes = np.broadcast_to(state.sizes[:, None], state.orig.shape)[valid].astype(np.float64)
-    before = np.bincount(state.orig[valid], weights=sizes, minlength=len(kept))
-    fill = float(np.maximum(0.0, state.tgt - before)[kept].sum())
+    bound = 0.0
+    if not state.count_based:  # drained = not kept (resolve_request)
+        bound = lower_bound_moved(state.sizes, state.orig, kept, ~kept, state.rack_idx, state.tgt)["bytes"]
     byte_skew = 1.0 + float(np.abs(state.tgt[kept] / state.target - 1).max())
     count_skew = 1.0 + float(np.abs(state.ctgt[kept] / state.count_target - 1).max())
     return {
@@ -912,7 +1125,7 @@ def _rack_bound(state: _State, snap: Snapshot) -> dict | None:
         "byte_skew": None if state.count_based else round(byte_skew, 6),
         "replica_skew": round(count_skew, 6),
         "binding": bool(max(byte_skew, count_skew) > 1 + 1e-6),
-        "lower_bound_bytes": None if state.count_based else int(round(fill)),
+        "lower_bound_bytes": None if state.count_based else int(round(bound)),
     }
 
 
@@ -951,6 +1164,7 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
     for _ in range(2):
         _refine_counts(state, 0.03, band, steps)
         _refine_bytes(state, band, steps)
+    _undo_moves(state, band / 2, 0.03)
     rack_bound = _rack_bound(state, snap)
     t = state.target
     skew = 1.0 + float(np.abs(state.load[kept] / t - 1).max())

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from planner.balance import distinct_racks, rack_indexes
+from planner.balance import distinct_racks, lower_bound_moved, rack_indexes
 from planner.snapshot import Snapshot
 
 #: JSON Schema (draft 2020-12) of every plan file, shared with the DAGs (``kafka_ops.plan_files``).
@@ -112,16 +112,30 @@ def per_broker(replicas: np.ndarray, sizes: np.ndarray, nb: int) -> tuple[np.nda
     return nbytes.round().astype(np.int64), count, leaders
 
 
-def lower_bound_bytes(snap: Snapshot, kept: np.ndarray, drained: np.ndarray) -> int:
-    """max(bytes on drained brokers, sum over kept brokers of max(0, mean_after - bytes_before)).
+def lower_bound_parts(snap: Snapshot, kept: np.ndarray, drained: np.ndarray) -> dict:
+    """The lower bound on bytes copied and its parts (bytes, floats); see :func:`lower_bound_bytes`.
 
-    Any plan reaching per-broker byte balance must at least copy every replica off a drained broker
-    and fill every kept broker up to the mean.
+    ``{"bytes", "drained_bytes", "fill_bytes", "rack_forced_bytes"}`` from
+    :func:`planner.balance.lower_bound_moved` with the planner's per-broker targets.
     """
-    nbytes, _, _ = per_broker(snap.replicas, snap.sizes, len(kept))
-    mean_after = nbytes.sum() / kept.sum()
-    fill = np.maximum(0.0, mean_after - nbytes[kept]).sum()
-    return int(round(max(float(nbytes[drained].sum()), float(fill))))
+    rack_aware = bool(snap.racks) and snap.racks[0] is not None
+    rack_idx = rack_indexes(snap.racks) if rack_aware else np.full(len(kept), -1, dtype=np.int32)
+    return lower_bound_moved(snap.sizes, snap.replicas, kept, drained, rack_idx)
+
+
+def lower_bound_bytes(snap: Snapshot, kept: np.ndarray, drained: np.ndarray) -> int:
+    """Bytes any plan must copy to reach the byte targets (int; summary.json ``lower_bound_bytes``).
+
+    Without racks, or with racks that stay even, this is ``max(bytes on drained brokers, sum over
+    kept brokers of max(0, mean_after - bytes_before))``: every replica off a drained broker is
+    copied, and every kept broker is filled up to the mean. With racks the targets are the rack-aware
+    ones (:func:`planner.balance.rack_targets`: the mean unless uneven racks force a rack above or
+    below it), and the rack-diversity rule adds the copies it forces: removed replicas that may only
+    enter some racks (RF 3 in 3 racks: their own), while another rack must grow (see
+    :func:`planner.balance.lower_bound_moved` for the derivation; ``rack_forced_bytes`` in
+    :func:`lower_bound_parts`). Plans stopping within the balance tolerance may copy slightly less.
+    """
+    return int(round(lower_bound_parts(snap, kept, drained)["bytes"]))
 
 
 def rack_violations(snap: Snapshot, replicas: np.ndarray, brokers_mask: np.ndarray) -> int:
@@ -162,7 +176,8 @@ def summarize(
 
     Holds ``replica_moves`` (replicas placed on a broker that did not hold one of the partition),
     ``partitions_changed`` (listed in reassignment.json, reorders included), ``leader_changes``,
-    ``bytes_moved`` (bytes copied), ``lower_bound_bytes`` (see :func:`lower_bound_bytes`),
+    ``bytes_moved`` (bytes copied), ``lower_bound_bytes`` (see :func:`lower_bound_bytes`) and
+    ``lower_bound_parts`` (its ``drained_bytes``, ``fill_bytes``, ``rack_forced_bytes``),
     ``moved_over_lower_bound``; skews (see :func:`skew`: ``1 + max |load / mean - 1|``) of bytes,
     replicas and preferred leaders over the brokers before (all, ``skew_before``) and after (kept,
     ``skew_after`` and the same three as ``byte_skew``, ``replica_skew``, ``leader_skew``);
@@ -183,7 +198,8 @@ def summarize(
         gain = len({int(b) for b in new[p] if b >= 0} - {int(b) for b in orig[p] if b >= 0})
         moves += gain
         moved_bytes += gain * int(snap.sizes[p])
-    lb = lower_bound_bytes(snap, kept, drained)
+    parts = lower_bound_parts(snap, kept, drained)
+    lb = int(round(parts["bytes"]))
     everyone = np.ones(nb, dtype=bool)
     wave_bytes = []
     for w in waves:
@@ -202,6 +218,7 @@ def summarize(
         "leader_changes": int((orig[:, 0] != new[:, 0]).sum()),
         "bytes_moved": moved_bytes,
         "lower_bound_bytes": lb,
+        "lower_bound_parts": {k: int(round(v)) for k, v in parts.items() if k != "bytes"},
         "moved_over_lower_bound": (moved_bytes / lb) if lb else None,
         "total_bytes": int(b0.sum()),
         "mean_bytes_after": float(b1[kept].mean()),

@@ -127,8 +127,22 @@ def check_rules(c: Checked, kept: set, leaders_balanced: bool = True) -> None:
         assert s["skew_after"][{"byte_skew": "bytes", "replica_skew": "replicas"}.get(field, "leaders")] == s[field]
     sized = any(c.sizes.values())
     assert s["weighting"] == ("bytes" if sized else "replica-count (no partition sizes known)")
+    # the lower bound: every drained byte, the fill of the brokers below their targets (the mean, or
+    # the rack bound's targets when racks are uneven) and the copies the racks force on top
     bb = c.load(c.before, "bytes")
-    mean_after = sum(bb.values()) / len(kept)
     drained = set(c.brokers) - kept
-    lb = max(sum(bb[b] for b in drained), sum(max(0.0, mean_after - bb[b]) for b in kept))
-    assert abs(s["lower_bound_bytes"] - lb) <= 1
+    drained_bytes = sum(bb[b] for b in drained)
+    bound, parts = s["rack_bound"], s["lower_bound_parts"]
+    if bound is not None and sized:
+        target = {b: bound["racks"][c.brokers[b]]["target_bytes_per_broker"] for b in kept}
+        assert abs(bound["lower_bound_bytes"] - s["lower_bound_bytes"]) <= 1
+    else:
+        target = dict.fromkeys(kept, sum(bb.values()) / len(kept))
+    fill = sum(max(0.0, target[b] - bb[b]) for b in kept)
+    assert abs(parts["drained_bytes"] - drained_bytes) <= 1
+    assert abs(parts["fill_bytes"] - fill) <= len(kept)  # targets in the rack bound are rounded
+    lb = max(parts["drained_bytes"], parts["fill_bytes"]) + parts["rack_forced_bytes"]
+    assert abs(s["lower_bound_bytes"] - lb) <= 2
+    assert parts["rack_forced_bytes"] >= 0
+    if not rack_aware:
+        assert parts["rack_forced_bytes"] == 0

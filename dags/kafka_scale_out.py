@@ -1,51 +1,5 @@
-"""Scale-out of a Kafka cluster: new brokers receive their share of partitions through throttled waves,
-the whole operation stopping itself when the cluster gets unhealthy. Declarative composition only.
+"""Scale-out: the Airflow DAG of ``operations.scale_out`` (its docstring describes the shape)."""
 
-Shape: ``check_params`` -> ``lock_cluster`` -> ``validate`` (new ids sane, none holds data, no other
-reassignment) -> ``start_new_brokers`` (with ``start_new_brokers``: the profile's service_start on each
-unregistered new broker's host from ``broker_hosts``, then wait until registered) -> ``health_gate`` ->
-``reassign`` (``snapshot`` -> ``plan``: spark-submit ``spark/reassignment_plan.py --mode scale-out`` ->
-``check_plan`` -> ``wave`` per wave, "wave i/n (x GB, y moves)", throttled, verified -> ``remove_throttles``
--> ``preferred_leaders``) -> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown).
+from operations.scale_out import scale_out_dag
 
-Dry run: snapshot and plan (files, chart and rollback file written, paths in the log), then every step
-only logs what it would do. Resume: clear the failed task; a wave never starts a move twice.
-"""
-
-from __future__ import annotations
-
-from airflow.sdk import Param
-from groups.cluster_guard import cluster_guard
-from groups.operation_dag import operation_dag
-from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
-from groups.reassignment_waves import reassignment_waves
-from operators.broker_service import BrokerServiceOperator
-from operators.cluster_checks import WaitForClusterOperator
-from operators.reassignment_checks import ReassignmentChecksOperator
-from runtime.params import FromParam
-
-OPERATION = "scale-out"
-
-with operation_dag(
-    "kafka_scale_out",
-    description="Add brokers to a Kafka cluster and move their share of partitions to them, throttled, in waves",
-    doc_md=__doc__,
-    params={
-        **reassignment_params("Ids of the new brokers"),
-        "start_new_brokers": Param(False, type="boolean",
-                                   description="Start the new brokers over SSH (hosts from the profile's "
-                                   "broker_hosts) and wait until they are registered"),
-    },
-) as dag:
-    cluster_guard(
-        [
-            ReassignmentChecksOperator(task_id="validate", mode="scale-out",
-                                       settings={**STEP_SETTINGS, "start_new_brokers": FromParam("start_new_brokers")}),
-            BrokerServiceOperator(task_id="start_new_brokers", action="start", operation=OPERATION,
-                                  settings={**STEP_SETTINGS, "enabled": FromParam("start_new_brokers")}),
-            WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=STEP_SETTINGS),
-            reassignment_waves("scale-out", operation=OPERATION),
-        ],
-        operation=OPERATION,
-        settings=NO_COMMANDS,
-    )
+dag = scale_out_dag()

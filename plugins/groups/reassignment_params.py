@@ -41,6 +41,10 @@ def reassignment_params(brokers_description: str) -> dict[str, Param]:
                                         description="Seconds between health checks"),
         "healthcheck_timeout_s": Param(900, type="integer", minimum=10, maximum=86400,
                                        description="A health wait fails after this many seconds"),
+        "window_policy": Param("wait", type="string", enum=["wait", "fail"],
+                               description="Outside the DAG's maintenance window (a MaintenanceWindowTimetable "
+                               "schedule) before a broker, batch or wave: wait (deferred) for the next window, or "
+                               "fail; a started broker always finishes. No window = always open"),
         "dry_run": Param(False, type="boolean",
                          description="Snapshot and plan (files and chart written), then only log what would be done"),
         "lock_wait": Param("wait", type="string", enum=["wait", "fail"],

@@ -19,7 +19,7 @@ WAVE_SETTINGS: dict[str, Any] = {
     name: FromParam(name)
     for name in ("cluster", "brokers", "dry_run", "throttle_bytes_per_s", "wave_bytes", "wave_moves_per_broker",
                  "max_bytes", "verify_interval_s", "verify_timeout_s", "cancel_on_timeout",
-                 "healthcheck_interval_s", "healthcheck_timeout_s")
+                 "healthcheck_interval_s", "healthcheck_timeout_s", "window_policy")
 }
 
 WAVE_LABEL = "{{ task.wave['label'] }}{{ ' · dry run' if params.dry_run else '' }}"

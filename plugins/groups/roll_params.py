@@ -41,6 +41,10 @@ def roll_params() -> dict[str, Param]:
                               "controller always goes alone and last"),
         "batch_by": Param("none", type="string", enum=["none", "rack"],
                           description="rack = a batch holds brokers of one rack only (needs broker.rack)"),
+        "window_policy": Param("wait", type="string", enum=["wait", "fail"],
+                               description="Outside the DAG's maintenance window (a MaintenanceWindowTimetable "
+                               "schedule) before a broker, batch or wave: wait (deferred) for the next window, or "
+                               "fail; a started broker always finishes. No window = always open"),
         "dry_run": Param(False, type="boolean", description="Plan and log every step; touch nothing"),
         "lock_wait": Param("wait", type="string", enum=["wait", "fail"],
                            description="Another operation holds the cluster: wait for it, or fail at once"),

@@ -36,6 +36,7 @@ from runtime.lag_watch import LagWatch
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+from runtime.window_gate import window_gate
 
 from operators.cluster_lock import ensure_held, release_held
 from operators.roll_plan import profile_or_fail
@@ -62,7 +63,7 @@ class BrokerRollOperator(BaseOperator):
         (mapped from the roll's plan task, ``operators.roll_plan.batch_items``).
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``,
         ``lag_ok_consecutive``, ``soak_s``, ``pre_stop``, ``pre_start``, ``stop_command``, ``start_command``,
-        ``command_timeout_s``: values or :class:`runtime.params.FromParam`.
+        ``command_timeout_s``, ``window_policy``: values or :class:`runtime.params.FromParam`.
     :param operation: the lock's operation label ("rolling restart").
     :param before_start: see :data:`BeforeStart`; None = nothing between gone and start.
     :param needs_action: ``kafka_ops.roll.NeedsAction``; default: every planned broker (``requested``).
@@ -167,6 +168,10 @@ class BrokerRollOperator(BaseOperator):
         if len(finished) == len(ids):
             return {"brokers": ids, "action": "skip"}
         self.log.info("%s", decision.reason)
+        if all(record.phase(b) in (None, "done") for b in ids):  # a batch that began finishes, window or not
+            window_gate(self, context, what=f"{self.batch['label']} ({self.batch['batch']}/{self.batch['batches']})",
+                        policy=str(cfg.get("window_policy") or "wait"), dry_run=self.dry_run,
+                        label=lambda step: self._label(context, step))
         self.marks: dict[str, float] = {"began": time.time()}
         profile = profile_or_fail(cfg["cluster"])
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
@@ -195,6 +200,11 @@ class BrokerRollOperator(BaseOperator):
         self._report(context, record, ids)
         self.marks["done"] = time.time()
         return {"brokers": ids, "action": "dry run" if self.dry_run else "restarted", "marks": self.marks}
+
+    def execute_in_window(self, context: Any, event: Any = None) -> dict:
+        """Resumed by the window gate's trigger when the next maintenance window opens: the batch from its
+        start (turn, gate, ...), the window checked again."""
+        return self.execute(context)
 
     def _left_state(self, record: RollRecord, prober: ClusterProber) -> str:
         """What the failure leaves behind, for the task's last error line."""

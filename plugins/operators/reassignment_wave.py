@@ -35,6 +35,7 @@ from runtime.params import is_true, resolve_settings
 from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+from runtime.window_gate import window_gate
 
 from operators.cluster_lock import ensure_held, release_held
 from operators.roll_plan import profile_or_fail
@@ -59,7 +60,8 @@ class ReassignmentWaveOperator(BaseOperator):
 
     :param wave: ``{"wave": i, "waves": n, "label": ...}``.
     :param settings: ``cluster``, ``dry_run``, ``throttle_bytes_per_s``, ``verify_interval_s``,
-        ``verify_timeout_s``, ``cancel_on_timeout`` (values or ``FromParam``).
+        ``verify_timeout_s``, ``cancel_on_timeout``, ``window_policy`` (values or ``FromParam``); a wave starts
+        only inside the DAG's maintenance window (``runtime.window_gate``).
     :param operation: the lock's operation label.
     :raises AirflowFailException: another reassignment in progress, a rejected move, a timeout (stuck
         partitions named; cancelled with ``cancel_on_timeout``), or a partition not at its target after.
@@ -100,6 +102,8 @@ class ReassignmentWaveOperator(BaseOperator):
             throttles = wave_throttles(wave)
             broker_cfgs, topic_cfgs = throttle_configs(throttles, rate)
             if dry_run:
+                window_gate(self, context, what=label, policy=str(cfg.get("window_policy") or "wait"),
+                            dry_run=True)
                 self.log.info("DRY RUN: %s: would throttle brokers %s at %d bytes/s and %d topics, then move: %s",
                               label, list(throttles.brokers), rate, len(topic_cfgs),
                               "; ".join(f"{m.name}: {list(m.current)} -> {list(m.replicas)}" for m in todo[:50]))
@@ -107,6 +111,9 @@ class ReassignmentWaveOperator(BaseOperator):
             if len(done) == len(wave.moves):
                 self.log.info("%s: every move is already at its target (a resumed run)", label)
                 return {"wave": index, "moves": 0}
+            if not done and not running:  # a wave that began finishes, window or not
+                window_gate(self, context, what=label, policy=str(cfg.get("window_policy") or "wait"),
+                            dry_run=dry_run, label=lambda step: show_step(context, f"{label} · {step}"))
             ensure_held(profile, context, self.operation, self.log)
             show_step(context, f"{label} · throttle")
             admin.alter_throttle_configs(broker_cfgs, topic_cfgs)
@@ -134,6 +141,11 @@ class ReassignmentWaveOperator(BaseOperator):
         if wrong:
             raise AirflowFailException(f"{label}: finished but not at its targets: " + "; ".join(wrong[:20]))
         return {"wave": index, "moves": len(todo)}
+
+    def execute_in_window(self, context: Any, event: Any = None) -> dict:
+        """Resumed by the window gate's trigger when the next maintenance window opens: the wave from its
+        start, the window checked again."""
+        return self.execute(context)
 
     def _verify(self, context: Any, admin: KafkaAdminHook, moves: Reassignments, wave: Any, label: str, cfg: dict,
                 profile: Any) -> None:

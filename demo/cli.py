@@ -1,5 +1,9 @@
 """``python -m demo [--down]``: sandbox + ``airflow standalone`` + one ``kafka_rolling_restart`` run, watched.
 
+``--dag kafka_upgrade`` runs the upgrade instead: the target release (``--conf '{"target_version": ...}'``,
+default 3.7.1) is unpacked beside the running one on every sandbox host first; the run waits for approval
+of the IBP bump in the UI's Required Actions unless the conf says ``"approve_protocol_bump": true``.
+
 Without ``--down``: start the sandbox (unless up), start Airflow (unless this home's Airflow runs with the
 same connections and port; stale ones are restarted), wait for ``/api/v2/monitor/health``, log in as
 ``admin`` with the generated password, un-pause the DAG, trigger it on ``{"cluster": "kafka_sandbox"}``,
@@ -21,8 +25,8 @@ from demo.errors import DemoError
 from demo.rest import AirflowApiError, AirflowClient
 
 REPO = Path(__file__).resolve().parent.parent
-DAG_ID = "kafka_rolling_restart"
-DAG_FILE = "kafka_rolling_restart.py"
+DAGS = ("kafka_rolling_restart", "kafka_upgrade")
+UPGRADE_TARGET = "3.7.1"  # the kafka_upgrade DAG's default target_version
 TERMINAL = {"success", "failed"}
 API_OUTAGE_S = 300  # how long polls may keep failing (a loaded machine can stall the api-server)
 
@@ -37,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--airflow-home", type=Path, default=REPO / ".airflow", help="AIRFLOW_HOME (default %(default)s)")
     p.add_argument("--port", type=int, default=8080, help="Airflow UI/API port (default %(default)s)")
     p.add_argument("--brokers", type=int, default=3, help="sandbox brokers (default %(default)s)")
+    p.add_argument("--dag", choices=DAGS, default=DAGS[0], help="the operation to run (default %(default)s)")
     p.add_argument("--cluster", default="kafka_sandbox", help="the DAG's cluster param (default %(default)s)")
     p.add_argument("--conf", type=json.loads, default={}, help='extra run conf as JSON, e.g. \'{"soak_s": 5}\'')
     p.add_argument("--start-timeout", type=float, default=600, help="seconds for Airflow to become healthy "
@@ -128,24 +133,25 @@ def login(settings: airflow_proc.AirflowSettings, timeout_s: float) -> tuple[Air
     return client, password
 
 
-def wait_for_dag(client: AirflowClient, home: Path, timeout_s: float) -> None:
+def wait_for_dag(client: AirflowClient, home: Path, timeout_s: float, dag_id: str) -> None:
     """Wait until the dag-processor has parsed the DAG.
 
     Raises:
         DemoError: the DAG file has an import error (its trace is in the message), or timeout.
     """
     def parsed() -> bool:
-        if client.get_dag(DAG_ID):
+        if client.get_dag(dag_id):
             return True
         for err in client.import_errors():
-            if err.get("filename", "").endswith(DAG_FILE):
-                raise DemoError(f"{DAG_FILE} does not import:\n{err.get('stack_trace')}")
+            if err.get("filename", "").endswith(f"{dag_id}.py"):
+                raise DemoError(f"{dag_id}.py does not import:\n{err.get('stack_trace')}")
         return False
 
-    _wait(f"the DAG {DAG_ID} to be parsed", timeout_s, parsed, home, None, poll_s=2.0)
+    _wait(f"the DAG {dag_id} to be parsed", timeout_s, parsed, home, None, poll_s=2.0)
 
 
-def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -> tuple[dict, list[dict]]:
+def watch(client: AirflowClient, dag_id: str, run_id: str, timeout_s: float, poll_s: float,
+          base_url: str = "") -> tuple[dict, list[dict]]:
     """Print progress lines as the run's task instances change; return the ended run and its tasks.
 
     Raises:
@@ -153,12 +159,13 @@ def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -
             :data:`API_OUTAGE_S` seconds.
     """
     printer = progress.ProgressPrinter()
+    asked: set[str] = set()
     t0 = time.monotonic()
     failing_since: float | None = None
     while True:
         try:
-            run = client.get_run(DAG_ID, run_id)
-            tis = client.task_instances(DAG_ID, run_id)
+            run = client.get_run(dag_id, run_id)
+            tis = client.task_instances(dag_id, run_id)
             failing_since = None
         except AirflowApiError as exc:
             failing_since = failing_since or time.monotonic()
@@ -169,6 +176,11 @@ def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -
             continue
         for line in printer.changes(tis):
             print(f"  [{clock(time.monotonic() - t0)}] {line}", flush=True)
+        for ti in tis:
+            if ti.get("state") == "awaiting_input" and ti["task_id"] not in asked:
+                asked.add(ti["task_id"])
+                say(f"{ti['task_id']} waits for you: approve or reject it in the UI under Required Actions "
+                    f"({base_url}/required_actions)")
         if run["state"] in TERMINAL:
             return run, tis
         if time.monotonic() - t0 > timeout_s:
@@ -176,10 +188,10 @@ def watch(client: AirflowClient, run_id: str, timeout_s: float, poll_s: float) -
         time.sleep(poll_s)
 
 
-def last_error(client: AirflowClient, run_id: str, ti: dict[str, Any]) -> str:
+def last_error(client: AirflowClient, dag_id: str, run_id: str, ti: dict[str, Any]) -> str:
     """The last error-level line of a failed task's log (or a pointer to the UI when there is none)."""
     try:
-        log = client.task_log(DAG_ID, run_id, ti["task_id"], ti.get("try_number") or 1, ti["map_index"])
+        log = client.task_log(dag_id, run_id, ti["task_id"], ti.get("try_number") or 1, ti["map_index"])
     except AirflowApiError as exc:
         return f"(log not readable: {exc})"
     errors = [str(e.get("event")) for e in log if str(e.get("level", "")).lower() in ("error", "critical")]
@@ -192,28 +204,33 @@ def up(args: argparse.Namespace) -> int:
     workdir = args.workdir.resolve()
     say(f"sandbox in {workdir}")
     sandbox_env.up(REPO, workdir, args.address_base, args.brokers)
+    dag_id = args.dag
+    if dag_id == "kafka_upgrade":
+        target = str(args.conf.get("target_version", UPGRADE_TARGET))
+        say(f"unpacked Kafka {target} beside the running release on {len(sandbox_env.unpack_release(workdir, target))} "
+            "broker hosts (the upgrade's binaries phase switches the kafka symlink)")
     connections = sandbox_env.connection_env(workdir)
     settings = ensure_airflow(args, connections)
     client, password = login(settings, args.start_timeout)
     say(f"UI: {settings.base_url}  login: admin / {password} (from {settings.home / airflow_proc.PASSWORD_FILE}); "
         "the Airflow CLI against this demo: demo/airflow ... (e.g. demo/airflow dags list-runs kafka_rolling_restart)")
-    wait_for_dag(client, settings.home, args.start_timeout)
-    client.set_paused(DAG_ID, False)
+    wait_for_dag(client, settings.home, args.start_timeout, dag_id)
+    client.set_paused(dag_id, False)
     conf = {"cluster": args.cluster, **args.conf}
-    run = client.trigger(DAG_ID, conf)
+    run = client.trigger(dag_id, conf)
     run_id = run["dag_run_id"]
     ready_s = time.monotonic() - t0
-    say(f"Airflow ready after {clock(ready_s)}; triggered {DAG_ID} run {run_id} with conf {json.dumps(conf)}")
+    say(f"Airflow ready after {clock(ready_s)}; triggered {dag_id} run {run_id} with conf {json.dumps(conf)}")
     t_run = time.monotonic()
-    run, tis = watch(client, run_id, args.run_timeout, args.poll)
+    run, tis = watch(client, dag_id, run_id, args.run_timeout, args.poll, settings.base_url)
     run_s = time.monotonic() - t_run
     failed = [ti for ti in tis if ti.get("state") == "failed"]
     ok = run["state"] == "success" and not failed
     say(f"run {run_id} ended: {run['state'].upper()} in {clock(run_s)} "
         f"(demo total {clock(time.monotonic() - t0)}, Airflow ready after {clock(ready_s)})")
     for ti in failed:
-        say(f"FAILED {progress.label(ti)}: {last_error(client, run_id, ti)}")
-    say(f"UI: {settings.base_url}/dags/{DAG_ID}/runs/{run_id}  login: admin / {password} "
+        say(f"FAILED {progress.label(ti)}: {last_error(client, dag_id, run_id, ti)}")
+    say(f"UI: {settings.base_url}/dags/{dag_id}/runs/{run_id}  login: admin / {password} "
         f"(from {settings.home / airflow_proc.PASSWORD_FILE})")
     say("Airflow and the sandbox keep running; stop both with `make down` (python -m demo --down)")
     return 0 if ok else 1

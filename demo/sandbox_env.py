@@ -79,3 +79,22 @@ def connection_env(workdir: Path) -> dict[str, str]:
         name, value = words[0].split("=", 1)
         env[name] = value
     return env
+
+
+def unpack_release(workdir: Path, version: str) -> list[Path]:
+    """Unpack Kafka ``version`` beside the running release on every broker host of the sandbox in
+    ``workdir`` (what configuration management does before an upgrade; the ``kafka`` symlink is left for
+    the upgrade's binaries phase to switch). Returns the directories.
+
+    Raises:
+        DemoError: the sandbox in ``workdir`` has no broker hosts (not up?).
+    """
+    from sandbox.hosts import unpack_kafka
+    from sandbox.layout import Workdir
+
+    hosts = sorted((workdir / "hosts").glob("*")) if (workdir / "hosts").is_dir() else []
+    if not hosts:
+        raise DemoError(f"no broker hosts under {workdir / 'hosts'}: is the sandbox up?")
+    wd = Workdir.at(workdir)
+    return [unpack_kafka(wd.host(int(h.name)), version) for h in hosts if h.name.isdigit()]
+

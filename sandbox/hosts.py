@@ -8,6 +8,7 @@ version and re-points the link), ``data/`` (log.dirs) and ``logs/``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sandbox import settings
 from sandbox.broker.config import render_server_properties
@@ -51,14 +52,20 @@ def specs(brokers: int, spares: int, racks: int, address_base: str) -> list[Brok
     ]
 
 
-def install_kafka(host: HostDir, kafka_version: str) -> None:
-    """Create the fake distribution ``kafka_2.13-<version>/`` (with bin/, libs/, VERSION) and point
-    the ``kafka`` symlink at it (relative link, replacing an existing one)."""
+def unpack_kafka(host: HostDir, kafka_version: str) -> Path:
+    """Create the fake distribution ``kafka_2.13-<version>/`` (with bin/, libs/, config/, VERSION) beside the
+    running one, as an operator's configuration management unpacks a release before an upgrade; the
+    ``kafka`` symlink is left alone. Returns the directory."""
     install = host.install_dir(kafka_version)
-    (install / "bin").mkdir(parents=True, exist_ok=True)
-    (install / "libs").mkdir(exist_ok=True)
-    (install / "config").mkdir(exist_ok=True)
+    for sub in ("bin", "libs", "config"):
+        (install / sub).mkdir(parents=True, exist_ok=True)
     (install / "VERSION").write_text(f"{kafka_version}\n")
+    return install
+
+
+def install_kafka(host: HostDir, kafka_version: str) -> None:
+    """:func:`unpack_kafka` and point the ``kafka`` symlink at it (relative link, replacing an existing one)."""
+    install = unpack_kafka(host, kafka_version)
     link = host.kafka_link
     if link.is_symlink() or link.exists():
         link.unlink()

@@ -224,3 +224,59 @@ def test_decommission_form_needs_brokers_and_refuses_too_many(
     log = client.task_log(dag_id, run_id, "validate", tis[("validate", -1)]["try_number"], -1)
     assert "nothing was touched" in json.dumps(log) and "replication factor" in json.dumps(log)
     assert sorted(sandbox.registered_brokers()) == [0, 1, 2]
+
+
+def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approved(
+    page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
+) -> None:
+    """kafka_upgrade 3.6.2 -> 3.7.1 without advance approval: after the binaries roll the run waits in
+    ``approve_protocol_bump`` (Airflow's human-in-the-loop state); the Required Actions page lists it, the
+    task's page shows the question with Approve / Reject, and Approve (clicked in the browser) lets the IBP
+    roll go on. Read back: the answer by ``admin`` (REST), every broker's own log shows it started on
+    3.7.1 with IBP 3.6, then once more with IBP 3.7.
+
+    Runs last in this module: it leaves the session's sandbox upgraded (still healthy)."""
+    from demo import sandbox_env
+
+    dag_id = "kafka_upgrade"
+    client = airflow_ui.client
+    logs = {b: sandbox.host_dir(b).path / "logs" / "server.log" for b in sorted(sandbox.registered_brokers())}
+    starts_before = {b: len(re.findall(rf"broker {b} started ", p.read_text())) for b, p in logs.items()}
+    sandbox_env.unpack_release(Path(sandbox.workdir), "3.7.1")  # what configuration management does first
+    wait_until(f"the DAG {dag_id} to be parsed", 120, lambda: client.get_dag(dag_id), poll_s=2.0)
+    client.set_paused(dag_id, False)
+    run_id = client.trigger(dag_id, {"cluster": "kafka_sandbox", "target_version": "3.7.1",
+                                     "healthcheck_interval_s": 2, "lag_ok_consecutive": 1})["dag_run_id"]
+
+    def awaiting() -> bool:
+        ti = states(client, run_id, dag_id).get(("approve_protocol_bump", -1)) or {}
+        if client.get_run(dag_id, run_id)["state"] == "failed":
+            raise UiTestError(f"run {run_id} failed before the approval: {states(client, run_id, dag_id)}")
+        return ti.get("state") == "awaiting_input"
+
+    wait_until("approve_protocol_bump to await input", RUN_TIMEOUT_S, awaiting, poll_s=2.0)
+    tis = states(client, run_id, dag_id)
+    assert tis[("ibp.plan", -1)]["state"] is None, "the IBP phase must not start before the approval"
+
+    page.goto("/required_actions")
+    row = page.get_by_role("row").filter(has_text=run_id)
+    expect(row.get_by_text("Approval Required")).to_be_visible()
+    shot(page, tmp_path, "required-actions")
+    row.get_by_role("link", name=re.compile(r"^Bump the protocol versions of cluster kafka_sandbox to 3\.7\.1")).click()
+    expect(page.get_by_text("cannot be downgraded to the old release")).to_be_visible()
+    shot(page, tmp_path, "approval-question")
+    page.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.get_by_text(re.compile(r"Response received at .* from admin"))).to_be_visible()
+    shot(page, tmp_path, "approved")
+
+    run = wait_for_run(client, run_id, dag_id)
+    tis = states(client, run_id, dag_id)
+    assert run["state"] == "success", {k: ti["state"] for k, ti in tis.items()}
+    assert tis[("approve_protocol_bump", -1)]["state"] == "success"
+    answer = client.request("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
+                                   "approve_protocol_bump/-1/hitlDetails")
+    assert answer["chosen_options"] == ["Approve"] and answer["responded_by_user"]["name"] == "admin", answer
+    for b, path in logs.items():
+        versions = re.findall(rf"broker {b} started \((Kafka [\d.]+, IBP [\d.]+)\)", path.read_text())
+        assert versions[starts_before[b]:] == ["Kafka 3.7.1, IBP 3.6", "Kafka 3.7.1, IBP 3.7"], (b, versions)
+    sandbox.wait_healthy(timeout_s=120)

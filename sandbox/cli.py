@@ -1,4 +1,4 @@
-"""``python -m sandbox up|down|status|lag|crash-broker``: the sandbox cluster's command line.
+"""``python -m sandbox up|down|status|lag|crash-broker|traffic``: the sandbox cluster's command line.
 
 Every subcommand takes ``--workdir`` (default ``.sandbox``; env ``SANDBOX_WORKDIR_DEFAULT`` overrides the
 default). Errors the user can fix print one line ``sandbox: error: ...`` and exit 1.
@@ -7,9 +7,11 @@ default). Errors the user can fix print one line ``sandbox: error: ...`` and exi
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
+import time
 
 from sandbox import cluster, settings, state
 from sandbox import status as status_mod
@@ -77,7 +79,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     crash = sub.add_parser("crash-broker", parents=[common], help="SIGKILL a broker (no controlled shutdown)")
     crash.add_argument("broker_id", type=int, metavar="ID")
+
+    traffic = sub.add_parser(
+        "traffic",
+        parents=[common],
+        help="produce numbered messages (idempotent, acks=all) and read them back; print what was lost",
+    )
+    traffic.add_argument("--seconds", type=float, required=True, help="how long to produce, seconds")
+    traffic.add_argument("--topic", default="traffic", help="topic (created with RF 3, min ISR 2 when missing)")
+    traffic.add_argument("--partitions", type=int, default=3, help="partitions of a new topic (default %(default)s)")
+    traffic.add_argument("--rate", type=float, default=2000.0,
+                         help="messages per second, 0 for as fast as possible (default %(default)s)")
     return parser
+
+
+def run_traffic(workdir: Workdir, seconds: float, topic: str, partitions: int, rate: float) -> int:
+    """The ``traffic`` subcommand: progress lines on stderr, the figures as JSON on stdout.
+    Returns 0 when nothing acknowledged was lost, duplicated or reordered, else 2."""
+    from sandbox import traffic
+
+    info = state.load(workdir)
+    began = time.monotonic()
+
+    def progress(sent: int, acknowledged: int, read: int) -> None:
+        print(f"[{time.monotonic() - began:5.1f} s] sent {sent}, acknowledged {acknowledged}, read {read}",
+              file=sys.stderr)
+
+    result = traffic.run(info.bootstrap_servers, seconds, topic, partitions=partitions,
+                         rate_per_s=rate or None, progress=progress)
+    print(json.dumps(result.to_dict(), indent=2))
+    return 0 if result.ok else 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stall_group(workdir, args.group, args.stall_seconds)
         elif args.command == "crash-broker":
             cluster.crash_broker(workdir, args.broker_id)
+        elif args.command == "traffic":
+            return run_traffic(workdir, args.seconds, args.topic, args.partitions, args.rate)
     except (cluster.SandboxError, state.NotASandbox) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1

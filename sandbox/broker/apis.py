@@ -3,13 +3,23 @@
 Each handler serves every version it advertises (:func:`sandbox.broker.protocol.supported_apis`):
 it passes all fields it knows to :func:`~sandbox.broker.protocol.build`, which keeps those the
 version's kio class has. Requests that Kafka routes to the controller (ElectLeaders,
-AlterPartitionReassignments, ListPartitionReassignments) answer NOT_CONTROLLER elsewhere, as a ZK-mode
-broker does, so clients re-route to the controller from Metadata.
+AlterPartitionReassignments, ListPartitionReassignments, CreateTopics, DeleteTopics) answer
+NOT_CONTROLLER elsewhere, as a ZK-mode broker does, so clients re-route to the controller from Metadata.
+
+The data path (Produce, Fetch, InitProducerId) serves topics with real record logs, those created
+through CreateTopics (:mod:`sandbox.broker.records`); the workload topics keep their simulated
+growth, refuse Produce (INVALID_REQUEST) and return no records to Fetch. Handlers that wait
+(acks=all Produce, long-poll Fetch, CreateTopics/DeleteTopics until the metadata shows the change)
+are coroutines; the server processes one request per connection at a time, as Kafka does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 import shutil
+import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import NoNodeError
@@ -17,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from sandbox.broker import zkpaths
 from sandbox.broker.protocol import Request, build, response_module, supported_apis
+from sandbox.broker.records import BatchError, parse_batches
 
 if TYPE_CHECKING:
     from sandbox.broker.server import Broker
@@ -50,6 +61,10 @@ DYNAMIC_BROKER_KEYS = {
     "unclean.leader.election.enable",
     "log.retention.hours",
 }
+NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
+LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
+MAX_ADMIN_WAIT_S = 30.0  # CreateTopics / DeleteTopics wait at most this long for the metadata
+
 TOPIC_DEFAULT_KEYS = {
     "cleanup.policy": "delete",
     "retention.ms": "604800000",
@@ -65,9 +80,14 @@ class KafkaApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.handlers = {
+            0: self.produce,
+            1: self.fetch,
             2: self.list_offsets,
             3: self.metadata,
             18: self.api_versions,
+            19: self.create_topics,
+            20: self.delete_topics,
+            22: self.init_producer_id,
             32: self.describe_configs,
             33: self.alter_configs,
             35: self.describe_log_dirs,
@@ -83,7 +103,17 @@ class KafkaApis:
         return self.broker.cache
 
     def handle(self, request: Request) -> Any:
+        """The response entity for ``request``, a coroutine giving it, or :data:`NO_RESPONSE`."""
         return self.handlers[request.api_key](request)
+
+    @property
+    def broker_id(self) -> int:
+        return self.broker.config.broker_id
+
+    def min_isr(self, topic: str) -> int:
+        """``min.insync.replicas`` of ``topic``: its override, else the broker's (dynamic > static)."""
+        value = self.cache.topic_config(topic, "min.insync.replicas")
+        return int(value) if value else int(self.broker_configs()["min.insync.replicas"][0])
 
     # --- ApiVersions (18) ------------------------------------------------------------------------
     def api_versions(self, request: Request) -> Any:
@@ -159,7 +189,12 @@ class KafkaApis:
             return ErrorCode.not_leader_or_follower, -1
         if timestamp == -2:  # EARLIEST
             return ErrorCode.none, self.broker.replicas.replicas[p.key].log_start
-        return ErrorCode.none, self.broker.replicas.high_watermark(p)  # LATEST / by time: the HW
+        hw = self.broker.replicas.high_watermark(p)
+        plog = self.broker.replicas.logs.get(p.key)
+        if plog is not None and timestamp >= 0:  # by time: first batch at or after it, below the HW
+            found = plog.offset_for_timestamp(timestamp)
+            return ErrorCode.none, hw if found is None or found >= hw else found
+        return ErrorCode.none, hw  # LATEST (and, for simulated topics, by time): the HW
 
     def list_offsets(self, request: Request) -> Any:
         if request.api_version == 0:
@@ -411,3 +446,344 @@ class KafkaApis:
         return build(m.ListPartitionReassignmentsResponse, error_code=ErrorCode.none, error_message=None,
                      topics=tuple(build(m.OngoingTopicReassignment, name=t, partitions=tuple(ps))
                                   for t, ps in by_topic.items()))
+
+    # --- Produce (0) -------------------------------------------------------------------------------
+    async def produce(self, request: Request) -> Any:
+        """Append one RecordBatch v2 per partition on the leader (offsets assigned here) and answer by
+        ``acks``: 0 no answer, 1 after the append, -1 once the high watermark passed the batch (every
+        ISR member holds it) or ``timeout`` ms passed (REQUEST_TIMED_OUT). acks=-1 with fewer ISR
+        members than ``min.insync.replicas`` is refused before the append (NOT_ENOUGH_REPLICAS), and
+        answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it meanwhile (Kafka's
+        ``Partition.appendRecordsToLeader`` / ``DelayedProduce``)."""
+        m = response_module(0, request.api_version)
+        body = request.body
+        replicas = self.broker.replicas
+        acks = int(body.acks)
+        results: dict[tuple[str, int], dict] = {}
+        waits = []
+        for topic in body.topic_data:
+            for part in topic.partition_data:
+                key = (topic.name, part.index)
+                result = results[key] = {"error_code": ErrorCode.none, "base_offset": -1, "error_message": None}
+                p = self.cache.partition(*key)
+                plog = replicas.logs.get(key)
+                if p is None:
+                    result["error_code"] = ErrorCode.unknown_topic_or_partition
+                elif acks not in (0, 1, -1):
+                    result["error_code"] = ErrorCode.invalid_required_acks
+                elif p.leader != self.broker_id or key not in replicas.replicas:
+                    result["error_code"] = ErrorCode.not_leader_or_follower
+                    result["leader"] = p
+                elif plog is None:
+                    result["error_code"] = ErrorCode.invalid_request
+                    result["error_message"] = (f"{topic.name} carries simulated traffic only; create a topic "
+                                               "with CreateTopics for real records")
+                elif body.transactional_id is not None:
+                    result["error_code"] = ErrorCode.transactional_id_authorization_failed
+                    result["error_message"] = "the sandbox serves no transactions"
+                elif acks == -1 and len(p.isr) < self.min_isr(p.topic):
+                    result["error_code"] = ErrorCode.not_enough_replicas
+                    result["error_message"] = (f"the ISR {p.isr} of {p.name} is smaller than "
+                                               f"min.insync.replicas={self.min_isr(p.topic)}")
+                else:
+                    try:
+                        batches = parse_batches(part.records or b"")
+                        if len(batches) != 1:
+                            raise BatchError(ErrorCode.invalid_record,
+                                             f"a produce request carries exactly one batch per partition, "
+                                             f"not {len(batches)}")
+                        stored = plog.append_as_leader(batches[0], p.leader_epoch)
+                    except BatchError as exc:
+                        result["error_code"], result["error_message"] = exc.code, str(exc)
+                        continue
+                    replicas.sync(key)
+                    replicas.notify()
+                    result["base_offset"] = stored.base_offset
+                    result["log_start_offset"] = plog.log_start
+                    if acks == -1:
+                        waits.append((key, plog, plog.truncations, stored.last_offset + 1))
+        if acks == 0:
+            failed = any(r["error_code"] != ErrorCode.none for r in results.values())
+            return None if failed else NO_RESPONSE  # Kafka closes the connection on an acks=0 error
+        deadline = time.monotonic() + max(body.timeout.total_seconds(), 0.0)
+        while waits:
+            pending = []
+            for key, plog, truncations, required in waits:
+                p = self.cache.partition(*key)
+                if p is None or p.leader != self.broker_id or replicas.logs.get(key) is not plog \
+                        or plog.truncations != truncations:
+                    results[key]["error_code"] = ErrorCode.not_leader_or_follower
+                elif replicas.high_watermark(p) >= required:
+                    if len(p.isr) < self.min_isr(p.topic):
+                        results[key]["error_code"] = ErrorCode.not_enough_replicas_after_append
+                else:
+                    pending.append((key, plog, truncations, required))
+            waits = pending
+            remaining = deadline - time.monotonic()
+            if not waits or remaining <= 0:
+                break
+            await replicas.wait_change(remaining)
+        for key, *_ in waits:
+            results[key]["error_code"] = ErrorCode.request_timed_out
+        by_topic: dict[str, list] = {}
+        for (topic, index), r in results.items():
+            leader = r.get("leader")
+            extra = {}
+            if leader is not None and hasattr(m, "LeaderIdAndEpoch"):
+                extra["current_leader"] = m.LeaderIdAndEpoch(leader_id=leader.leader, leader_epoch=leader.leader_epoch)
+            by_topic.setdefault(topic, []).append(
+                build(m.PartitionProduceResponse, index=index, error_code=r["error_code"],
+                      base_offset=r["base_offset"], log_append_time=None,
+                      log_start_offset=r.get("log_start_offset", -1), record_errors=(),
+                      error_message=r["error_message"], **extra))
+        return build(m.ProduceResponse, responses=tuple(
+            build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()))
+
+    # --- Fetch (1) ---------------------------------------------------------------------------------
+    async def fetch(self, request: Request) -> Any:
+        """Consumer fetch from the leader, up to the high watermark (the last stable offset is the high
+        watermark: no transactions). Waits up to ``max_wait`` until ``min_bytes`` are there (long
+        poll). No fetch sessions (KIP-227): the answer's session id is 0, so clients send full fetches;
+        a request naming a session gets FETCH_SESSION_ID_NOT_FOUND. Per partition: NOT_LEADER_OR_FOLLOWER
+        on a non-leader (no follower fetching, KIP-392), OFFSET_OUT_OF_RANGE outside
+        ``[log start, log end]``, UNKNOWN_LEADER_EPOCH when the client knows a newer leader epoch than
+        this broker. Simulated topics answer their high watermark and no records."""
+        m = response_module(1, request.api_version)
+        body = request.body
+        if request.api_version >= 7 and body.session_id != 0:
+            return build(m.FetchResponse, error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
+                         responses=())
+        deadline = time.monotonic() + body.max_wait.total_seconds()
+        while True:
+            responses, total, failed = self._fetch_round(m, request)
+            remaining = deadline - time.monotonic()
+            if failed or total >= body.min_bytes or remaining <= 0:
+                break
+            await self.broker.replicas.wait_change(remaining)
+        return build(m.FetchResponse, error_code=ErrorCode.none, session_id=0, responses=tuple(responses))
+
+    def _fetch_round(self, m: Any, request: Request) -> tuple[list, int, bool]:
+        body = request.body
+        replicas = self.broker.replicas
+        budget = int(body.max_bytes)
+        total, failed = 0, False
+        responses = []
+        for topic in body.topics:
+            topic_id = getattr(topic, "topic_id", None)
+            if topic_id is not None:
+                info = self.cache.topic_by_id(topic_id)
+                name = info.name if info else None
+            else:
+                name = topic.topic
+                info = self.cache.topics.get(name)
+            partitions = []
+            for part in topic.partitions:
+                fields: dict[str, Any] = {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                          "records": b""}
+                p = self.cache.partition(name, part.partition) if name else None
+                error = ErrorCode.none
+                if info is None:
+                    error = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode.unknown_topic_or_partition
+                elif p is None:
+                    error = ErrorCode.unknown_topic_or_partition
+                elif p.leader != self.broker_id or p.key not in replicas.replicas:
+                    error = ErrorCode.not_leader_or_follower
+                    if hasattr(m, "LeaderIdAndEpoch"):
+                        fields["current_leader"] = m.LeaderIdAndEpoch(leader_id=p.leader, leader_epoch=p.leader_epoch)
+                elif getattr(part, "current_leader_epoch", -1) > p.leader_epoch:
+                    error = ErrorCode.unknown_leader_epoch
+                else:
+                    hw = replicas.high_watermark(p)
+                    replica = replicas.replicas[p.key]
+                    fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=replica.log_start)
+                    plog = replicas.logs.get(p.key)
+                    if plog is not None:
+                        if not plog.log_start <= part.fetch_offset <= plog.leo:
+                            error = ErrorCode.offset_out_of_range
+                        else:
+                            limit = min(int(part.partition_max_bytes), max(budget, 0))
+                            chunks = plog.read(part.fetch_offset, limit, hw)
+                            if chunks and (budget > 0 or total == 0):
+                                data = b"".join(chunks)
+                                fields["records"] = data
+                                total += len(data)
+                                budget -= len(data)
+                failed = failed or error != ErrorCode.none
+                partitions.append(build(m.PartitionData, partition_index=part.partition, error_code=error,
+                                        aborted_transactions=None, preferred_read_replica=-1, **fields))
+            responses.append(build(m.FetchableTopicResponse, topic=name or "", topic_id=topic_id,
+                                   partitions=tuple(partitions)))
+        return responses, total, failed
+
+    # --- InitProducerId (22) -----------------------------------------------------------------------
+    def init_producer_id(self, request: Request) -> Any:
+        """A new producer id, epoch 0, for an idempotent producer (Kafka gives a non-transactional
+        producer a fresh id on every call, also when it asks to bump its epoch, KIP-360). Ids come from
+        blocks reserved in ZooKeeper (``/latest_producer_id_block``). Transactional ids are refused
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): the sandbox has no transaction coordinator."""
+        m = response_module(22, request.api_version)
+        if request.body.transactional_id is not None:
+            return build(m.InitProducerIdResponse, error_code=ErrorCode.transactional_id_authorization_failed,
+                         producer_id=-1, producer_epoch=-1)
+        return build(m.InitProducerIdResponse, error_code=ErrorCode.none,
+                     producer_id=self.broker.next_producer_id(), producer_epoch=0)
+
+    # --- CreateTopics (19) / DeleteTopics (20) ----------------------------------------------------------
+    def _validate_new_topic(self, topic: Any, seen: set[str]) -> tuple[ErrorCode, str | None, dict]:
+        """Kafka's checks of a CreatableTopic (``ZkAdminManager.createTopics``); returns (error, message,
+        plan) with plan ``{"partitions", "rf", "assignment", "configs"}``."""
+        name = topic.name
+        if name in seen:
+            return ErrorCode.invalid_request, f"topic {name} appears twice in the request", {}
+        seen.add(name)
+        if not LEGAL_TOPIC_NAME.match(name) or name in (".", ".."):
+            return ErrorCode.invalid_topic_exception, f"illegal topic name {name!r}", {}
+        if name in self.cache.topics:
+            return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", {}
+        configs = {}
+        for config in topic.configs:
+            if config.value is None:
+                return ErrorCode.invalid_request, f"null value for config {config.name}", {}
+            configs[config.name] = config.value
+        if "min.insync.replicas" in configs and not (configs["min.insync.replicas"].isdigit()
+                                                      and int(configs["min.insync.replicas"]) >= 1):
+            return ErrorCode.invalid_config, f"min.insync.replicas={configs['min.insync.replicas']!r}", {}
+        live = {b.id: b.rack for b in self.cache.brokers.values()}
+        broker = self.broker_configs()
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                return ErrorCode.invalid_request, ("both partition assignment and partition count or "
+                                                   "replication factor given"), {}
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+            if sorted(assignment) != list(range(len(assignment))):
+                return ErrorCode.invalid_replica_assignment, "partitions must be numbered 0..n-1", {}
+            sizes = {len(r) for r in assignment.values()}
+            bad = sorted({b for r in assignment.values() for b in r} - set(live))
+            if len(sizes) != 1 or any(len(set(r)) != len(r) for r in assignment.values()) or bad:
+                why = f"unknown or offline brokers {bad}" if bad else "uneven or duplicate replicas"
+                return ErrorCode.invalid_replica_assignment, why, {}
+            return ErrorCode.none, None, {"partitions": len(assignment), "rf": sizes.pop(),
+                                          "assignment": assignment, "configs": configs}
+        partitions = topic.num_partitions if topic.num_partitions != -1 else int(broker["num.partitions"][0])
+        rf = topic.replication_factor if topic.replication_factor != -1 else int(
+            broker["default.replication.factor"][0])
+        if partitions <= 0:
+            return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", {}
+        if rf <= 0:
+            return ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.", {}
+        if rf > len(live):
+            return ErrorCode.invalid_replication_factor, (
+                f"Replication factor: {rf} larger than available brokers: {len(live)}."), {}
+        assignment = zkpaths.assign_replicas(partitions, rf, live.items())
+        return ErrorCode.none, None, {"partitions": partitions, "rf": rf, "assignment": assignment,
+                                      "configs": configs}
+
+    async def create_topics(self, request: Request) -> Any:
+        """Create topics with real record logs (controller only): validate as Kafka does
+        (INVALID_REPLICATION_FACTOR when the factor exceeds the live brokers, INVALID_PARTITIONS,
+        TOPIC_ALREADY_EXISTS, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG), place replicas rack-aware
+        (``zkpaths.assign_replicas``), write the config and assignment znodes as ZK-mode Kafka does,
+        then wait (at most the request's timeout) until the controller elected every leader."""
+        m = response_module(19, request.api_version)
+        body = request.body
+        results: dict[str, dict] = {}
+        created: list[str] = []
+        seen: set[str] = set()
+        for topic in body.topics:
+            if not self.broker.controller.active:
+                results[topic.name] = {"error_code": ErrorCode.not_controller, "error_message": None}
+                continue
+            error, message, plan = self._validate_new_topic(topic, seen)
+            results[topic.name] = {"error_code": error, "error_message": message, **plan}
+            if error != ErrorCode.none or body.validate_only:
+                continue
+            try:
+                zkpaths.create_topic(self.broker.zk, topic.name, plan["partitions"], plan["rf"], (),
+                                     configs=plan["configs"], records=True, assignment=plan["assignment"])
+            except ValueError as exc:
+                results[topic.name].update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
+                continue
+            created.append(topic.name)
+        if created:
+            self.broker.schedule_refresh()
+
+            def ready() -> bool:
+                for name in created:
+                    info = self.cache.topics.get(name)
+                    if info is None or any(p.leader == -1 for p in info.partitions.values()):
+                        return False
+                return True
+
+            timeout = min(max(body.timeout.total_seconds(), 0.0), MAX_ADMIN_WAIT_S)
+            if not await self._wait_until(ready, timeout):
+                for name in created:
+                    results[name].update(error_code=ErrorCode.request_timed_out,
+                                         error_message="topic created; leaders not elected yet")
+        answers = []
+        for topic in body.topics:
+            r = results[topic.name]
+            ok = r["error_code"] == ErrorCode.none
+            info = self.cache.topics.get(topic.name)
+            configs = None
+            if ok and hasattr(m, "CreatableTopicConfigs"):
+                current = self.topic_configs(topic.name) if info else {}
+                configs = tuple(
+                    build(m.CreatableTopicConfigs, name=k, value=v, read_only=False, config_source=source,
+                          is_sensitive=False)
+                    for k, (v, source) in sorted(current.items()))
+            answers.append(build(
+                m.CreatableTopicResult, name=topic.name, topic_id=info.topic_id if ok and info else None,
+                error_code=r["error_code"], error_message=r["error_message"], topic_config_error_code=0,
+                num_partitions=r.get("partitions", -1) if ok else -1, replication_factor=r.get("rf", -1) if ok else -1,
+                configs=configs))
+        return build(m.CreateTopicsResponse, topics=tuple(answers))
+
+    async def _wait_until(self, condition, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    async def delete_topics(self, request: Request) -> Any:
+        """Delete topics (controller only) as ZK-mode Kafka does: mark ``/admin/delete_topics/<t>``, remove
+        the topic's znodes, let every broker drop its replicas; answers once the metadata no longer
+        shows the topic. Workload topics with simulated traffic are refused (POLICY_VIOLATION): the
+        sandbox's consumer groups and Burrow rely on them."""
+        m = response_module(20, request.api_version)
+        body = request.body
+        wanted: list[tuple[str | None, uuid.UUID | None]] = []
+        if hasattr(body, "topics"):
+            wanted = [(t.name, t.topic_id) for t in body.topics]
+        else:
+            wanted = [(name, None) for name in body.topic_names]
+        results = []
+        deleted = []
+        for name, topic_id in wanted:
+            info = self.cache.topics.get(name) if name else self.cache.topic_by_id(topic_id)
+            error, message = ErrorCode.none, None
+            if not self.broker.controller.active:
+                error = ErrorCode.not_controller
+            elif info is None:
+                error = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+            elif not info.records:
+                error, message = ErrorCode.policy_violation, f"{info.name} is a sandbox workload topic"
+            else:
+                zk = self.broker.zk
+                zk.ensure_path(zkpaths.DELETE_TOPICS)
+                if not zk.exists(f"{zkpaths.DELETE_TOPICS}/{info.name}"):
+                    zk.create(f"{zkpaths.DELETE_TOPICS}/{info.name}", b"")
+                zkpaths.delete_topic(zk, info.name)
+                deleted.append(info.name)
+            results.append((info.name if info else name, info.topic_id if info else topic_id, error, message))
+        if deleted:
+            self.broker.controller.bump()
+            self.broker.schedule_refresh()
+            timeout = min(max(body.timeout.total_seconds(), 0.0), MAX_ADMIN_WAIT_S)
+            if not await self._wait_until(lambda: not any(t in self.cache.topics for t in deleted), timeout):
+                results = [(n, i, ErrorCode.request_timed_out if n in deleted else e, msg)
+                           for n, i, e, msg in results]
+        return build(m.DeleteTopicsResponse, responses=tuple(
+            build(m.DeletableTopicResult, name=n, topic_id=i, error_code=e, error_message=msg)
+            for n, i, e, msg in results))

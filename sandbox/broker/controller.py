@@ -373,6 +373,10 @@ class Controller:
         }
         self.zk.set(path, zkpaths.dumps(document))
 
+    def bump(self) -> None:
+        """Tell every broker to refresh its metadata (``/sandbox/metadata_version``)."""
+        self._bump()
+
     def _bump(self) -> None:
         try:
             self.zk.set(zkpaths.METADATA_VERSION, str(zkpaths.now_ms()).encode())

@@ -63,12 +63,18 @@ class PartitionState:
 
 @dataclass
 class TopicInfo:
+    """A topic: id, partitions, config overrides, and its sandbox node: the simulated workload
+    (``initial_bytes`` per replica, ``produce_msgs_per_s``) or ``records`` (True: real record logs, a
+    topic created through CreateTopics; see :mod:`sandbox.broker.records`)."""
+
     name: str
     topic_id: uuid.UUID | None
     partitions: dict[int, PartitionState]
     configs: dict[str, str]
     initial_bytes: int = 0
     produce_msgs_per_s: float | None = None
+    records: bool = False
+    topic_id_text: str | None = None  # the id as stored in ZooKeeper (base64url, 22 characters)
 
 
 class MetadataCache:
@@ -150,6 +156,8 @@ class MetadataCache:
             configs=dict(config.get("config", {})),
             initial_bytes=int(workload.get("initial_bytes", 0)),
             produce_msgs_per_s=workload.get("produce_msgs_per_s"),
+            records=bool(workload.get("records", False)),
+            topic_id_text=assignment.get("topic_id"),
         )
 
     def _get_json(self, path: str) -> dict | None:
@@ -174,6 +182,13 @@ class MetadataCache:
         if value is None:
             value = self.broker_configs.get(zkpaths.DEFAULT_BROKER_ENTITY, {}).get(key)
         return value
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        """The topic with id ``topic_id`` (Fetch v13+, DeleteTopics v6), or None."""
+        for info in self.topics.values():
+            if info.topic_id == topic_id:
+                return info
+        return None
 
     def topic_config(self, topic: str, key: str) -> str | None:
         info = self.topics.get(topic)

@@ -43,12 +43,20 @@ from sandbox.broker.config import parse_version
 
 API_VERSIONS = 18
 LIST_OFFSETS = 2
+PRODUCE = 0
+FETCH = 1
 
 # api key -> (min, max) the sandbox serves for Kafka 3.6; `supported_apis` adjusts per version.
+# Produce and Fetch start at v3 / v4: kio (Kafka 4.x schemas) has no older ones (KIP-896 removed them).
 _BASE_APIS: dict[int, tuple[int, int]] = {
+    0: (3, 9),  # Produce (RecordBatch v2 only)
+    1: (4, 15),  # Fetch
     2: (0, 8),  # ListOffsets (v0 hand-coded, see module docstring)
     3: (0, 12),  # Metadata
     18: (0, 3),  # ApiVersions
+    19: (2, 7),  # CreateTopics (controller only, as in ZK mode)
+    20: (1, 6),  # DeleteTopics (controller only)
+    22: (0, 4),  # InitProducerId (idempotent producers; no transactions)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 4),  # DescribeLogDirs
@@ -63,9 +71,18 @@ _BASE_APIS: dict[int, tuple[int, int]] = {
 def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
     """The ApiVersions table a broker of ``kafka_version`` advertises: ``{api_key: (min, max)}``.
 
-    Follows Kafka's own history for ListOffsets: v8 (KIP-405) arrived in 3.5, v9 (KIP-1005) in 3.8.
-    DescribeCluster v1 came with 3.7 in Kafka, but the sandbox serves it from 3.0 on because
-    kafka-python 3.x cannot parse a v0 answer.
+    Follows Kafka's own history for the highest versions:
+
+    - ListOffsets: v8 (KIP-405) arrived in 3.5, v9 (KIP-1005) in 3.8.
+    - Produce: v9 (flexible, KIP-482) in 2.4, v10 (KIP-951) in 3.7, v11 (KIP-890) in 3.8.
+    - Fetch: v12 (flexible, diverging epoch) in 2.7, v13 (topic ids, KIP-516) in 3.1, v14-v15
+      (KIP-405, KIP-903) in 3.5, v16 (KIP-951) in 3.7.
+    - CreateTopics v5 (KIP-525) and DeleteTopics v4 in 2.4, CreateTopics v7 / DeleteTopics v6 (topic
+      ids) in 2.8; InitProducerId v3 (KIP-360) in 2.5, v4 in 2.7.
+
+    The lowest versions are those kio can decode (Produce v3, Fetch v4, CreateTopics v2, DeleteTopics
+    v1), not Kafka's. DescribeCluster v1 came with 3.7 in Kafka, but the sandbox serves it from 3.0 on
+    because kafka-python 3.x cannot parse a v0 answer.
     """
     apis = dict(_BASE_APIS)
     version = parse_version(kafka_version)
@@ -73,6 +90,14 @@ def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
         apis[2] = (0, 9)
     if version < (3, 5):
         apis[2] = (0, 7)
+    apis[0] = (3, 11 if version >= (3, 8) else 10 if version >= (3, 7) else 9 if version >= (2, 4) else 7)
+    apis[1] = (4, 16 if version >= (3, 7) else 15 if version >= (3, 5) else 13 if version >= (3, 1)
+               else 12 if version >= (2, 7) else 11)
+    if version < (2, 8):
+        apis[19] = (2, 5 if version >= (2, 4) else 4)
+        apis[20] = (1, 5 if version >= (2, 7) else 4 if version >= (2, 4) else 3)
+    if version < (2, 7):
+        apis[22] = (0, 3 if version >= (2, 5) else 2)
     return apis
 
 

@@ -15,10 +15,26 @@ when its LEO reaches the high watermark, and leaves it when it has not caught up
 LEO for ``replica.lag.time.max.ms``. ISR changes go to the controller (AlterPartition).
 State is persisted in ``log.dirs/replicas.json`` so a restarted broker resumes behind by its
 downtime times the produce rate.
+
+Topics with real records (created through CreateTopics, ``TopicInfo.records``) do not grow by
+themselves: their replicas hold a :class:`sandbox.broker.records.PartitionLog`, ``leo`` and
+``size_bytes`` follow that log, and followers copy the leader's batches over the side channel
+(``record_fetch``, a long poll like Kafka's replica fetcher: the leader answers at once when it has
+data the follower lacks or a newer high watermark, else after ``RECORD_FETCH_MAX_WAIT_S``). The
+follower sends its log end offset and the leader epoch of its last batch; when its log diverges
+from the leader's (it holds batches the leader lacks after an election) the leader tells it where to
+truncate (the end offset of that epoch in the leader's log, KIP-101/KIP-279) before it copies more.
+The high watermark of such a partition is the smallest log end offset the ISR members reported,
+never lower than the one the replica knew before (a new leader starts from the high watermark it
+learnt as a follower and knows its followers' offsets only after their next fetch), so a batch is
+acknowledged to an ``acks=all`` producer only once every ISR member holds it. No unclean election:
+only ISR members become leaders (see :mod:`sandbox.broker.controller`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import logging
 import time
@@ -27,6 +43,10 @@ from pathlib import Path
 
 from sandbox import settings
 from sandbox.broker.metadata import MetadataCache, PartitionState
+from sandbox.broker.records import PartitionLog
+
+RECORD_FETCH_MAX_WAIT_S = 0.5  # a follower's record fetch waits this long for new data at most
+RECORD_FETCH_MAX_BYTES = 1024 * 1024  # per partition and round (replica.fetch.max.bytes)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +58,7 @@ class Replica:
     leo: float = 0.0
     size_bytes: float = 0.0
     log_start: int = 0
+    hw: int = 0  # record topics: the high watermark this replica knows (as leader or from its leader)
 
 
 @dataclass
@@ -63,6 +84,8 @@ class ReplicaManager:
         self.leader_epochs: dict[tuple[str, int], int] = {}
         # partition -> (when an ISR change was requested, the ISR it was requested from)
         self.pending_isr: dict[tuple[str, int], tuple[float, list[int]]] = {}
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self._changed: asyncio.Event | None = None
         self.fetching = True
         self._last_tick = time.monotonic()
         self._last_fetch = time.monotonic()
@@ -91,18 +114,28 @@ class ReplicaManager:
         """Create replicas newly assigned here, drop those moved away, reset leader bookkeeping."""
         assigned = {p.key: p for p in self.cache.partitions() if self.broker_id in p.replicas}
         for key, p in assigned.items():
+            info = self.cache.topics[p.topic]
             if key not in self.replicas:
-                info = self.cache.topics[p.topic]
-                seeded = self.broker_id not in p.adding and info.initial_bytes > 0
+                seeded = self.broker_id not in p.adding and info.initial_bytes > 0 and not info.records
                 size = float(info.initial_bytes) if seeded else 0.0
                 self.replicas[key] = Replica(leo=size / settings.MESSAGE_BYTES, size_bytes=size)
+            if info.records and key not in self.logs:
+                self._open_log(p, info.topic_id_text)
             if p.leader == self.broker_id and self.leader_epochs.get(key) != p.leader_epoch:
                 now = time.monotonic()
-                self.followers[key] = {
-                    r: FollowerState(leo=self.replicas[key].leo if r in p.isr else 0.0, last_caught_up=now)
-                    for r in p.replicas
-                    if r != self.broker_id
-                }
+                known = self.followers.get(key, {})
+                if info.records:  # followers' offsets are unknown until they fetch (Kafka: -1)
+                    self.followers[key] = {
+                        r: known.get(r) or FollowerState(leo=0.0, last_caught_up=now)
+                        for r in p.replicas
+                        if r != self.broker_id
+                    }
+                else:
+                    self.followers[key] = {
+                        r: FollowerState(leo=self.replicas[key].leo if r in p.isr else 0.0, last_caught_up=now)
+                        for r in p.replicas
+                        if r != self.broker_id
+                    }
                 self.leader_epochs[key] = p.leader_epoch
             elif p.leader != self.broker_id:
                 self.followers.pop(key, None)
@@ -115,6 +148,49 @@ class ReplicaManager:
                 log.info("deleting replica %s-%s (no longer assigned here)", *key)
                 del self.replicas[key]
                 self.followers.pop(key, None)
+                plog = self.logs.pop(key, None)
+                if plog is not None:
+                    plog.delete()
+        self.notify()
+
+    # --- record logs --------------------------------------------------------------------------------
+    def _open_log(self, p: PartitionState, topic_id: str | None) -> None:
+        plog = PartitionLog.open(self.log_dir / f"{p.topic}-{p.partition}", topic_id)
+        self.logs[p.key] = plog
+        replica = self.replicas[p.key]
+        replica.leo, replica.size_bytes, replica.log_start = plog.leo, plog.size_bytes, plog.log_start
+        replica.hw = min(replica.hw, plog.leo)
+
+    def is_records(self, topic: str) -> bool:
+        """True when ``topic`` holds real records (created through CreateTopics)."""
+        info = self.cache.topics.get(topic)
+        return bool(info and info.records)
+
+    def sync(self, key: tuple[str, int]) -> None:
+        """Copy a record log's end offset and size into its :class:`Replica` (what DescribeLogDirs,
+        ListOffsets and the persisted state read)."""
+        plog, replica = self.logs.get(key), self.replicas.get(key)
+        if plog is not None and replica is not None:
+            replica.leo, replica.size_bytes, replica.log_start = plog.leo, plog.size_bytes, plog.log_start
+            replica.hw = min(replica.hw, plog.leo)
+
+    def notify(self) -> None:
+        """Wake everything waiting for a log or high-watermark change (acks=all produces, long-poll
+        fetches of clients and followers); they check their own condition again."""
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def wait_change(self, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` seconds for the next :meth:`notify` (returns on either)."""
+        if timeout_s <= 0:
+            return
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        except TimeoutError:
+            pass
 
     # --- leader side ------------------------------------------------------------------------------
     def led_partitions(self) -> list[PartitionState]:
@@ -133,8 +209,10 @@ class ReplicaManager:
         changes = []
         for p in self.led_partitions():
             replica = self.replicas[p.key]
-            rate = self.cache.topics[p.topic].produce_msgs_per_s
-            rate = settings.PRODUCE_MSGS_PER_S if rate is None else float(rate)
+            info = self.cache.topics[p.topic]
+            rate = settings.PRODUCE_MSGS_PER_S if info.produce_msgs_per_s is None else float(info.produce_msgs_per_s)
+            if info.records:
+                rate = 0.0  # real records only: the log grows by Produce requests
             if len(p.isr) >= min(self.min_isr(p.topic, default_min_isr), len(p.replicas)):
                 replica.leo += rate * dt
                 replica.size_bytes += rate * dt * settings.MESSAGE_BYTES
@@ -148,13 +226,21 @@ class ReplicaManager:
         return changes
 
     def high_watermark(self, p: PartitionState) -> int:
-        """The smallest LEO across the ISR (Kafka's high watermark), as seen by the leader."""
+        """The smallest LEO across the ISR (Kafka's high watermark), as seen by the leader.
+
+        Record topics: followers whose offset is not known yet count as 0, and the result never falls
+        below the high watermark the replica knew before (stored in ``Replica.hw``)."""
         replica = self.replicas.get(p.key)
         if replica is None:
             return 0
         followers = self.followers.get(p.key, {})
-        leos = [replica.leo] + [followers[r].leo for r in p.isr if r != self.broker_id and r in followers]
-        return int(min(leos))
+        plog = self.logs.get(p.key)
+        if plog is None:
+            leos = [replica.leo] + [followers[r].leo for r in p.isr if r != self.broker_id and r in followers]
+            return int(min(leos))
+        leos = [plog.leo] + [followers[r].leo if r in followers else 0 for r in p.isr if r != self.broker_id]
+        replica.hw = min(max(replica.hw, int(min(leos))), plog.leo)
+        return replica.hw
 
     def on_follower_fetch(self, follower: int, topic: str, partition: int, leo: float) -> dict:
         """Answer a follower's fetch: our LEO/size/HW; record its progress. May request ISR expansion
@@ -163,6 +249,11 @@ class ReplicaManager:
         replica = self.replicas.get((topic, partition))
         if p is None or replica is None or p.leader != self.broker_id:
             return {"error": 6}  # NOT_LEADER_OR_FOLLOWER
+        if p.key in self.logs:  # a record topic: only the record fetch may move it
+            return {"error": 6}
+        return self._track_follower(p, replica, follower, leo)
+
+    def _track_follower(self, p: PartitionState, replica: Replica, follower: int, leo: float) -> dict:
         now = time.monotonic()
         state = self.followers.setdefault(p.key, {}).setdefault(follower, FollowerState(last_caught_up=0.0))
         if leo >= replica.leo:
@@ -177,6 +268,50 @@ class ReplicaManager:
         if follower not in p.isr and follower in p.replicas and leo >= hw and not self._pending(p.key):
             answer["expand"] = [r for r in p.replicas if r in p.isr or r == follower]
         return answer
+
+    def on_record_fetch(self, follower: int, topic: str, partition: int, leo: int, last_epoch: int) -> dict:
+        """Answer a follower's record fetch (leader side). ``leo`` is the follower's log end offset,
+        ``last_epoch`` the leader epoch of its last batch (-1 when empty).
+
+        Returns ``{"error": 0, "leo", "hw", "size", "log_start", "batches": [base64, ...]}`` (batches
+        from ``leo``, at most ``RECORD_FETCH_MAX_BYTES`` bytes, the first one whole), with
+        ``"expand"`` (the ISR to request) when the follower reached the high watermark, or with
+        ``"truncate": offset, "epoch": e`` instead of batches when the follower's log may diverge from
+        ours: ``e`` is our largest epoch ``<= last_epoch``, ``offset`` its end in our log; the follower
+        truncates to the smaller of that and its own end of ``e`` (KIP-279), then fetches again.
+        ``{"error": 6}`` (NOT_LEADER_OR_FOLLOWER) when this broker does not lead the partition.
+        """
+        p = self.cache.partition(topic, partition)
+        replica = self.replicas.get((topic, partition))
+        plog = self.logs.get((topic, partition))
+        if p is None or replica is None or plog is None or p.leader != self.broker_id:
+            return {"error": 6}
+        if last_epoch >= 0:
+            found, end = plog.end_for_epoch(last_epoch)
+            if found != last_epoch or leo > end:  # the follower's log may diverge from ours after `end`
+                return {"error": 0, "leo": plog.leo, "hw": self.high_watermark(p), "size": plog.size_bytes,
+                        "log_start": plog.log_start, "truncate": end, "epoch": found}
+        hw_before = replica.hw
+        answer = self._track_follower(p, replica, follower, float(leo))
+        if answer["hw"] > hw_before:
+            self.notify()  # acks=all producers and long-polling consumers may go on
+        answer["log_start"] = plog.log_start
+        answer["batches"] = [
+            base64.b64encode(chunk).decode() for chunk in plog.read(leo, RECORD_FETCH_MAX_BYTES, plog.leo)
+        ]
+        return answer
+
+    def record_fetch_pending(self, follower_partitions: list[list]) -> bool:
+        """True when a record fetch of ``[[topic, partition, leo, last_epoch, known_hw], ...]`` should be
+        answered now: we have batches the follower lacks, a newer high watermark, or lost leadership."""
+        for topic, partition, leo, _epoch, known_hw in follower_partitions:
+            p = self.cache.partition(topic, partition)
+            plog = self.logs.get((topic, partition))
+            if p is None or plog is None or p.leader != self.broker_id:
+                return True
+            if plog.leo != leo or self.high_watermark(p) > known_hw:
+                return True
+        return False
 
     def _pending(self, key: tuple[str, int]) -> bool:
         pending = self.pending_isr.get(key)
@@ -195,9 +330,52 @@ class ReplicaManager:
         if not self.fetching:
             return plan
         for p in self.cache.partitions():
+            if p.key in self.logs:
+                continue  # record topics: see record_fetch_plan
             if p.key in self.replicas and p.leader not in (-1, self.broker_id) and p.leader in self.cache.brokers:
                 plan.setdefault(p.leader, []).append(p)
         return plan
+
+    def record_fetch_plan(self) -> dict[int, list[PartitionState]]:
+        """Record-topic partitions this broker follows, grouped by their live leader broker."""
+        plan: dict[int, list[PartitionState]] = {}
+        if not self.fetching:
+            return plan
+        for p in self.cache.partitions():
+            if p.key in self.logs and p.key in self.replicas and p.leader not in (-1, self.broker_id) \
+                    and p.leader in self.cache.brokers:
+                plan.setdefault(p.leader, []).append(p)
+        return plan
+
+    def record_fetch_request(self, parts: list[PartitionState]) -> list[list]:
+        """The ``partitions`` of a record fetch: ``[[topic, partition, leo, last_epoch, known_hw], ...]``."""
+        rows = []
+        for p in parts:
+            plog = self.logs[p.key]
+            rows.append([p.topic, p.partition, plog.leo, plog.last_epoch, self.replicas[p.key].hw])
+        return rows
+
+    def apply_record_fetch(self, leader: int, parts: list[PartitionState], answers: list[dict]) -> None:
+        """Follower side: truncate where the leader says our log diverges, append the batches it sent,
+        learn its high watermark. Answers of a leader that no longer leads the partition are dropped."""
+        for p, answer in zip(parts, answers, strict=False):
+            current = self.cache.partition(p.topic, p.partition)
+            plog = self.logs.get(p.key)
+            if answer.get("error") or plog is None or current is None or current.leader != leader:
+                continue
+            if "truncate" in answer:  # KIP-279: also up to our own end of the epoch the leader found
+                target = int(answer["truncate"])
+                if answer.get("epoch", -1) >= 0:
+                    target = min(target, plog.end_for_epoch(int(answer["epoch"]))[1])
+                plog.truncate_to(target)
+            elif plog.leo > answer["leo"]:
+                plog.truncate_to(int(answer["leo"]))
+            for chunk in answer.get("batches", []):
+                if plog.append_replicated(base64.b64decode(chunk)) is None:
+                    break
+            replica = self.replicas[p.key]
+            replica.hw = max(replica.hw, min(int(answer["hw"]), plog.leo))
+            self.sync(p.key)
 
     def throttled(self, p: PartitionState) -> float | None:
         """The throttle rate (bytes/s) that applies to our replica of ``p``, or None (KIP-73)."""

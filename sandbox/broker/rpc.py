@@ -2,31 +2,39 @@
 ``settings.REPLICATION_PORT``.
 
 Real brokers replicate with Fetch requests and talk to the controller with ControlledShutdown
-and AlterPartition requests. The sandbox moves no record bytes, only offsets and sizes, so it
-carries those three exchanges as one JSON object per line (request) answered by one JSON object
-per line (response), in order, on a persistent connection. Clients never see this port.
+and AlterPartition requests. The sandbox carries those exchanges as one JSON object per line
+(request) answered by one JSON object per line (response), in order, on a persistent connection.
+Simulated topics move offsets and sizes only (``fetch``); topics with real records move the record
+batches themselves, base64-encoded (``record_fetch``, a long poll: its handler is a coroutine that
+answers when there is data or after a maximum wait). Clients never see this port.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict], dict]
+LINE_LIMIT_BYTES = 64 * 1024 * 1024  # one JSON line may carry record batches (asyncio's default is 64 KiB)
+
+Handler = Callable[[dict], "dict | Awaitable[dict]"]
 
 
 async def serve(host: str, port: int, handler: Handler) -> asyncio.AbstractServer:
-    """Start answering JSON-line requests with ``handler(request) -> response`` (both dicts)."""
+    """Start answering JSON-line requests with ``handler(request) -> response`` (both dicts; the
+    handler may return an awaitable of the response, e.g. a long poll)."""
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while line := await reader.readline():
                 try:
                     response = handler(json.loads(line))
+                    if inspect.isawaitable(response):
+                        response = await response
                 except Exception as exc:  # a bad request must not kill the channel
                     log.exception("rpc handler failed")
                     response = {"error": str(exc)}
@@ -37,7 +45,7 @@ async def serve(host: str, port: int, handler: Handler) -> asyncio.AbstractServe
         finally:
             writer.close()
 
-    return await asyncio.start_server(on_connection, host, port, reuse_address=True)
+    return await asyncio.start_server(on_connection, host, port, reuse_address=True, limit=LINE_LIMIT_BYTES)
 
 
 class RpcClient:
@@ -59,7 +67,7 @@ class RpcClient:
         async with lock:
             try:
                 reader, writer = self._connections.get(host) or await asyncio.wait_for(
-                    asyncio.open_connection(host, self.port), self.timeout_s
+                    asyncio.open_connection(host, self.port, limit=LINE_LIMIT_BYTES), self.timeout_s
                 )
                 self._connections[host] = (reader, writer)
                 writer.write(json.dumps(request).encode() + b"\n")

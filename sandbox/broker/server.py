@@ -7,11 +7,17 @@ serve. SIGTERM -> controlled shutdown (leadership moved away, out of ISRs) -> pe
 state -> resign as controller -> close the session (the ephemeral registration disappears) -> exit 0.
 SIGKILL skips all of that: the registration lingers until the session times out
 (``zookeeper.session.timeout.ms``), and only then does the controller move leadership.
+
+Requests on one client connection are processed one at a time, in order (Kafka mutes a channel until
+its response is sent), so a waiting acks=all Produce or long-poll Fetch holds back later requests of
+that connection only. Followers of record topics run one record fetcher task per leader broker
+(``_record_fetcher``), each a chain of long polls on the side channel.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import signal
@@ -22,7 +28,7 @@ from kazoo.exceptions import NodeExistsError
 
 from sandbox import settings
 from sandbox.broker import rpc, zkpaths
-from sandbox.broker.apis import KafkaApis
+from sandbox.broker.apis import NO_RESPONSE, KafkaApis
 from sandbox.broker.config import BrokerConfig
 from sandbox.broker.controller import Controller
 from sandbox.broker.metadata import MetadataCache
@@ -35,7 +41,7 @@ from sandbox.broker.protocol import (
     read_request,
     supported_apis,
 )
-from sandbox.broker.replicas import ReplicaManager
+from sandbox.broker.replicas import RECORD_FETCH_MAX_WAIT_S, ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,10 @@ class Broker:
         self.replicas = ReplicaManager(config.broker_id, config.log_dir, self.cache, config.replica_lag_time_max_s)
         self.apis = KafkaApis(self)
         self.rpc = rpc.RpcClient(settings.REPLICATION_PORT)
+        # record fetches long-poll: their own connections, so they never hold up the simulated fetches
+        self.record_rpc = rpc.RpcClient(settings.REPLICATION_PORT, timeout_s=RECORD_FETCH_MAX_WAIT_S + 2.0)
+        self._record_fetchers: dict[int, asyncio.Task] = {}
+        self._producer_ids: tuple[int, int] = (0, -1)  # the reserved block not handed out yet (first, last)
         self.leader_leo_hint: dict[tuple[str, int], float] = {}
         self.default_min_isr = int(config.properties.get("min.insync.replicas", "1"))
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -91,7 +101,8 @@ class Broker:
         self.replicas.on_metadata()
         self._install_watches()
         self.controller.try_elect()
-        for loop_fn in (self._produce_loop, self._fetch_loop, self._persist_loop, self._housekeeping_loop):
+        for loop_fn in (self._produce_loop, self._fetch_loop, self._record_fetch_loop, self._persist_loop,
+                        self._housekeeping_loop):
             self._tasks.append(asyncio.create_task(loop_fn()))
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
@@ -102,11 +113,12 @@ class Broker:
         log.info("broker %s: controlled shutdown", self.config.broker_id)
         await self._controlled_shutdown()
         self._shutdown_done = True
-        for task in self._tasks:
+        for task in [*self._tasks, *self._record_fetchers.values()]:
             task.cancel()
         kafka_server.close()
         rpc_server.close()
         self.rpc.close()
+        self.record_rpc.close()
         self.replicas.save()
         self.controller.resign()
         self.zk.stop()
@@ -273,6 +285,74 @@ class Broker:
                 self.leader_leo_hint[p.key] = answer["leo"]
         return answers
 
+    async def _record_fetch_loop(self) -> None:
+        """Keep one record fetcher task per leader broker we follow record-topic partitions of."""
+        while True:
+            await asyncio.sleep(0.1)
+            for leader in self.replicas.record_fetch_plan():
+                task = self._record_fetchers.get(leader)
+                if task is None or task.done():
+                    self._record_fetchers[leader] = asyncio.create_task(self._record_fetcher(leader))
+
+    async def _record_fetcher(self, leader: int) -> None:
+        """Fetch record batches from ``leader`` back to back (each call long-polls on the leader) until
+        we follow no record partition of it any more."""
+        while True:
+            parts = self.replicas.record_fetch_plan().get(leader)
+            broker = self.cache.brokers.get(leader)
+            if not parts or broker is None:
+                return
+            request = {"op": "record_fetch", "broker": self.config.broker_id, "max_wait_s": RECORD_FETCH_MAX_WAIT_S,
+                       "partitions": self.replicas.record_fetch_request(parts)}
+            try:
+                response = await self.record_rpc.call(broker.host, request)
+            except (OSError, TimeoutError) as exc:
+                log.debug("record fetch from broker %s failed: %s", leader, exc)
+                await asyncio.sleep(settings.REPLICA_FETCH_INTERVAL_S)
+                continue
+            answers = response.get("partitions", [])
+            try:
+                self.replicas.apply_record_fetch(leader, parts, answers)
+            except Exception:
+                log.exception("applying record fetch results failed")
+                await asyncio.sleep(settings.REPLICA_FETCH_INTERVAL_S)
+            for p, answer in zip(parts, answers, strict=False):
+                if not answer.get("error"):
+                    self.leader_leo_hint[p.key] = answer["leo"]
+            if not answers or all(a.get("error") for a in answers):
+                await asyncio.sleep(settings.REPLICA_FETCH_INTERVAL_S)
+
+    async def _on_record_fetch(self, request: dict) -> dict:
+        """Leader side of a record fetch: answer at once when there is something to send, else wait for a
+        change up to the request's ``max_wait_s``."""
+        rows = request["partitions"]
+        follower = request["broker"]
+        deadline = time.monotonic() + min(float(request.get("max_wait_s", 0.0)), RECORD_FETCH_MAX_WAIT_S)
+        while True:
+            answers = [self.replicas.on_record_fetch(follower, t, p, leo, epoch) for t, p, leo, epoch, _hw in rows]
+            urgent = any(a.get("error") or a.get("batches") or "truncate" in a or "expand" in a for a in answers)
+            remaining = deadline - time.monotonic()
+            if urgent or remaining <= 0 or self.replicas.record_fetch_pending(rows):
+                break
+            await self.replicas.wait_change(remaining)
+        for (topic, partition, *_rest), answer in zip(rows, answers, strict=True):
+            expand = answer.pop("expand", None)
+            if expand is not None:
+                p = self.cache.partition(topic, partition)
+                log.info("expanding ISR of %s to %s", p.name, expand)
+                self.replicas.mark_pending(p.key)
+                asyncio.get_running_loop().create_task(self._alter_partition(topic, partition, p.leader_epoch, expand))
+        return {"partitions": answers}
+
+    def next_producer_id(self) -> int:
+        """The next producer id of this broker's reserved block; reserves a new block in ZooKeeper when
+        the block is used up (Kafka's ``ProducerIdManager``)."""
+        first, last = self._producer_ids
+        if first > last:
+            first, last = zkpaths.allocate_producer_ids(self.zk, self.config.broker_id)
+        self._producer_ids = (first + 1, last)
+        return first
+
     async def _persist_loop(self) -> None:
         while True:
             await asyncio.sleep(settings.STATE_PERSIST_INTERVAL_S)
@@ -339,7 +419,8 @@ class Broker:
                   settings.CONTROLLED_SHUTDOWN_TIMEOUT_S)
 
     # --- inter-broker channel ------------------------------------------------------------------
-    def _on_rpc(self, request: dict) -> dict:
+    def _on_rpc(self, request: dict):
+        """Answer one side-channel request (a dict, or a coroutine giving it for ``record_fetch``)."""
         op = request.get("op")
         if op == "fetch":
             answers = []
@@ -354,6 +435,8 @@ class Broker:
                         self._alter_partition(topic, partition, p.leader_epoch, expand))
                 answers.append(answer)
             return {"partitions": answers}
+        if op == "record_fetch":
+            return self._on_record_fetch(request)
         if op == "alter_partition":
             return self.controller.alter_partition(
                 request["broker"], request["topic"], request["partition"], request["leader_epoch"], request["isr"])
@@ -367,9 +450,11 @@ class Broker:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
                 frame = await reader.readexactly(size)
-                answer = self._answer(frame)
+                answer = await self._answer(frame)
                 if answer is None:  # Kafka closes the connection on a request it cannot serve
                     break
+                if answer is NO_RESPONSE:  # Produce with acks=0
+                    continue
                 writer.write(answer)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -377,7 +462,8 @@ class Broker:
         finally:
             writer.close()
 
-    def _answer(self, frame: bytes) -> bytes | None:
+    async def _answer(self, frame: bytes):
+        """The encoded answer to one request frame, None to close the connection, or NO_RESPONSE."""
         apis = supported_apis(self.config.version)
         try:
             request = read_request(frame)
@@ -389,6 +475,10 @@ class Broker:
             log.info("unsupported api_key=%s version=%s", request.api_key, request.api_version)
             return api_versions_error(request.correlation_id, apis) if request.api_key == API_VERSIONS else None
         response = self.apis.handle(request)
+        if inspect.isawaitable(response):
+            response = await response
+        if response is None or response is NO_RESPONSE:
+            return response
         if request.api_key == 2 and request.api_version == 0:
             return encode_list_offsets_v0(request.correlation_id, response)
         return encode_response(request.correlation_id, response)

@@ -15,9 +15,14 @@ tools written for real clusters see the same nodes:
   ``{"version": 1, "partitions": [{"topic", "partition", "replicas"?}]}``
 - ``/consumers/<group>/offsets/<topic>/<partition>``: the committed offset as a decimal string
   (old ZooKeeper-based consumers; Burrow's ``kafka_zk`` module reads it)
+- ``/admin/delete_topics/<t>``: a topic marked for deletion (DeleteTopics), removed with the topic
+- ``/latest_producer_id_block``: ``{"version": 1, "broker", "block_start": "<n>", "block_end": "<n>"}``,
+  the last block of producer ids a broker reserved (InitProducerId, Kafka's ``ProducerIdManager``)
 
 Sandbox-only nodes live under ``/sandbox``: ``/sandbox/topics/<t>`` holds the simulated workload of a
-topic (``{"initial_bytes": N, "produce_msgs_per_s": r}``) and ``/sandbox/metadata_version`` is bumped
+topic (``{"initial_bytes": N, "produce_msgs_per_s": r}``) or ``{"records": true, "initial_bytes": 0}``
+for a topic with real record logs (created through CreateTopics, see :mod:`sandbox.broker.records`),
+and ``/sandbox/metadata_version`` is bumped
 by the controller after it changes partition state, so brokers refresh their metadata cache (the
 sandbox's stand-in for the controller's UpdateMetadata requests).
 """
@@ -31,6 +36,7 @@ import uuid
 from collections.abc import Iterable
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError
 
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -41,6 +47,9 @@ CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 REASSIGN = "/admin/reassign_partitions"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 CONSUMERS = "/consumers"
 SANDBOX_TOPICS = "/sandbox/topics"
 METADATA_VERSION = "/sandbox/metadata_version"
@@ -152,26 +161,41 @@ def create_topic(
     configs: dict[str, str] | None = None,
     initial_bytes: int = 0,
     produce_msgs_per_s: float | None = None,
+    records: bool = False,
+    assignment: dict[int, list[int]] | None = None,
 ) -> dict[int, list[int]]:
     """Create a topic the way ``kafka-topics.sh --zookeeper`` did: write its config and replica
     assignment; the controller notices the new ``/brokers/topics`` child and elects leaders.
 
     ``brokers`` are ``(id, rack)`` pairs to place replicas on; ``initial_bytes`` is the simulated
     size of every replica at creation (bytes); ``produce_msgs_per_s`` overrides
-    ``settings.PRODUCE_MSGS_PER_S`` for this topic. Returns the assignment ``{partition: replicas}``.
+    ``settings.PRODUCE_MSGS_PER_S`` for this topic. ``records=True`` makes a topic with real record logs
+    and no simulated growth; ``assignment`` (``{partition: replicas}``) replaces the rack-aware one.
+    Returns the assignment ``{partition: replicas}``.
 
     Raises:
         ValueError: the topic exists, or the replication factor exceeds the broker count.
     """
     if zk.exists(topic_path(topic)):
         raise ValueError(f"topic {topic} already exists")
-    assignment = assign_replicas(partitions, replication_factor, brokers)
+    if assignment is None:
+        assignment = assign_replicas(partitions, replication_factor, brokers)
     zk.ensure_path(CONFIG_TOPICS)
-    zk.create(f"{CONFIG_TOPICS}/{topic}", dumps({"version": 1, "config": dict(configs or {})}))
-    workload: dict[str, float] = {"initial_bytes": initial_bytes}
+    config_path = f"{CONFIG_TOPICS}/{topic}"
+    config = dumps({"version": 1, "config": dict(configs or {})})
+    if zk.exists(config_path):  # left by a deletion that did not finish
+        zk.set(config_path, config)
+    else:
+        zk.create(config_path, config)
+    workload: dict[str, object] = {"initial_bytes": 0 if records else initial_bytes}
     if produce_msgs_per_s is not None:
         workload["produce_msgs_per_s"] = produce_msgs_per_s
-    zk.create(f"{SANDBOX_TOPICS}/{topic}", dumps(workload), makepath=True)
+    if records:
+        workload["records"] = True
+    if zk.exists(f"{SANDBOX_TOPICS}/{topic}"):
+        zk.set(f"{SANDBOX_TOPICS}/{topic}", dumps(workload))
+    else:
+        zk.create(f"{SANDBOX_TOPICS}/{topic}", dumps(workload), makepath=True)
     zk.create(
         topic_path(topic),
         dumps(
@@ -186,3 +210,35 @@ def create_topic(
         makepath=True,
     )
     return assignment
+
+
+def delete_topic(zk: KazooClient, topic: str) -> None:
+    """Remove a topic's nodes as Kafka's controller does once the deletion completed: the assignment
+    with its partition states, the config, the sandbox node and the ``/admin/delete_topics`` mark
+    (missing nodes are skipped). Brokers drop their replicas (and record logs) at the next refresh."""
+    for path in (topic_path(topic), f"{CONFIG_TOPICS}/{topic}", f"{SANDBOX_TOPICS}/{topic}",
+                 f"{DELETE_TOPICS}/{topic}"):
+        if zk.exists(path):
+            zk.delete(path, recursive=True)
+
+
+def allocate_producer_ids(zk: KazooClient, broker_id: int) -> tuple[int, int]:
+    """Reserve the next block of ``PRODUCER_ID_BLOCK_SIZE`` producer ids in ``/latest_producer_id_block``
+    (a conditional set on the node's version, retried on conflicts, as Kafka's ZK-mode
+    ``ProducerIdManager`` does). Returns ``(first, last)`` (inclusive)."""
+    while True:
+        if not zk.exists(PRODUCER_ID_BLOCK):
+            try:
+                zk.create(PRODUCER_ID_BLOCK, b"")
+            except NodeExistsError:
+                pass
+        data, stat = zk.get(PRODUCER_ID_BLOCK)
+        current = loads(data) if data else None
+        start = int(current["block_end"]) + 1 if isinstance(current, dict) else 0
+        end = start + PRODUCER_ID_BLOCK_SIZE - 1
+        block = {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)}
+        try:
+            zk.set(PRODUCER_ID_BLOCK, dumps(block), version=stat.version)
+            return start, end
+        except BadVersionError:
+            continue

@@ -27,6 +27,7 @@ from sandbox import testing
 SLOT_LIFECYCLE = 201
 SLOT_REASSIGNMENT = 202
 SLOT_VERSIONS = 203
+SLOT_DATA_PATH = 204
 
 
 @contextmanager

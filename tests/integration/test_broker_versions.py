@@ -32,7 +32,7 @@ from sandbox.testing import RunningSandbox
 
 pytestmark = pytest.mark.sandbox
 
-API_VERSIONS, LIST_OFFSETS = 18, 2
+API_VERSIONS, LIST_OFFSETS, PRODUCE, FETCH = 18, 2, 0, 1
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +86,13 @@ def test_api_versions_follow_the_installed_version(sandbox: RunningSandbox, kafk
         # kafka-python's negotiation (it asks with ApiVersions v4, gets UNSUPPORTED_VERSION and the table)
         assert kafka_python_api_versions(sb) == tables[version]
     old, new = tables["3.6.2"], tables["3.8.0"]
-    # Kafka 3.8 added ListOffsets v9 (KIP-1005); everything else the sandbox serves is the same
+    # Kafka 3.8 added ListOffsets v9 (KIP-1005), 3.7 Produce v10 / Fetch v16 (KIP-951), 3.8 Produce v11
+    # (KIP-890); everything else the sandbox serves is the same
     assert old[LIST_OFFSETS] == (0, 8) and new[LIST_OFFSETS] == (0, 9)
-    assert {k: v for k, v in old.items() if k != LIST_OFFSETS} == {k: v for k, v in new.items() if k != LIST_OFFSETS}
+    assert old[PRODUCE] == (3, 9) and new[PRODUCE] == (3, 11)
+    assert old[FETCH] == (4, 15) and new[FETCH] == (4, 16)
+    changed = (LIST_OFFSETS, PRODUCE, FETCH)
+    assert {k: v for k, v in old.items() if k not in changed} == {k: v for k, v in new.items() if k not in changed}
     assert old[API_VERSIONS] == (0, 3)
 
 

@@ -1,0 +1,280 @@
+"""Real traffic through the sandbox: an idempotent ``acks=all`` producer and a consumer that checks it.
+
+:class:`Traffic` runs, in two threads, a confluent-kafka producer (``enable.idempotence=true``,
+``acks=all``) writing numbered messages (key and value carry the sequence number) to a topic with
+real records, and a confluent-kafka consumer reading every partition of it from the beginning
+(``assign()``: the sandbox brokers serve no group protocol). :meth:`Traffic.stop` stops the
+producer, waits for its outstanding delivery reports, lets the consumer catch up with every
+acknowledged offset, and returns a :class:`TrafficResult`: acknowledged and read counts, the
+acknowledged messages never read (lost), messages read twice at different offsets (duplicates),
+per-partition order violations, and delivery errors by Kafka error name.
+
+``python -m sandbox traffic --workdir DIR --seconds N`` runs it against a running sandbox (creating
+the topic with RF 3 and ``min.insync.replicas=2`` first when it is missing) and prints the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "traffic"
+KEY_WIDTH = 12  # keys are the sequence number, zero-padded
+
+
+@dataclass
+class TrafficResult:
+    """What a traffic run saw. Counts are messages; ``seconds`` is the producing time.
+
+    - ``acknowledged``: messages whose delivery report had no error (offsets known).
+    - ``read``: distinct (partition, offset) pairs the consumer read.
+    - ``lost``: sequence numbers acknowledged but never read (must be empty).
+    - ``duplicates``: sequence numbers read at more than one offset (idempotence must prevent them).
+    - ``misplaced``: sequence numbers read at another partition/offset than acknowledged.
+    - ``out_of_order``: ``[partition, offset, seq, previous seq]`` where a partition's sequence numbers
+      went down (the producer writes them increasing; Kafka keeps per-partition order).
+    - ``errors``: failed delivery reports by Kafka error name (e.g. ``NOT_ENOUGH_REPLICAS``).
+    - ``unresolved``: messages without any delivery report when the run ended.
+    """
+
+    acknowledged: int = 0
+    read: int = 0
+    lost: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    misplaced: list[int] = field(default_factory=list)
+    out_of_order: list[list[int]] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    unresolved: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Nothing acknowledged was lost, duplicated, misplaced or reordered."""
+        return not (self.lost or self.duplicates or self.misplaced or self.out_of_order)
+
+    @property
+    def throughput(self) -> float:
+        """Acknowledged messages per second of producing."""
+        return self.acknowledged / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-ready figures (lists cut to their first 20 entries, with their full counts)."""
+        data = asdict(self)
+        for name in ("lost", "duplicates", "misplaced", "out_of_order"):
+            data[f"{name}_count"] = len(data[name])
+            data[name] = data[name][:20]
+        data["ok"] = self.ok
+        data["throughput_msgs_per_s"] = round(self.throughput, 1)
+        data["seconds"] = round(self.seconds, 2)
+        return data
+
+
+def ensure_topic(bootstrap_servers: str, topic: str, partitions: int = 3, replication_factor: int = 3,
+                 min_insync_replicas: int = 2, timeout_s: float = 30.0) -> bool:
+    """Create ``topic`` (CreateTopics) unless it exists; returns True when it was created.
+
+    Raises:
+        KafkaException: the creation failed for another reason than TOPIC_ALREADY_EXISTS.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    new = NewTopic(topic, partitions, replication_factor, config={"min.insync.replicas": str(min_insync_replicas)})
+    future = admin.create_topics([new], request_timeout=timeout_s)[topic]
+    try:
+        future.result(timeout=timeout_s + 5)
+        return True
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise
+
+
+class Traffic:
+    """Producer and consumer threads on ``topic`` (which must exist and hold real records).
+
+    ``rate_per_s`` caps the produce rate (messages/s; None: as fast as librdkafka accepts them);
+    ``producer_config`` / ``consumer_config`` add or override librdkafka settings.
+    Use :meth:`start`, then :meth:`stop` (or as a context manager, whose exit stops it).
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str = DEFAULT_TOPIC, *, rate_per_s: float | None = 2000.0,
+                 producer_config: dict | None = None, consumer_config: dict | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.rate_per_s = rate_per_s
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap_servers,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+            "client.id": "sandbox-traffic-producer",
+            **(producer_config or {}),
+        })
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "sandbox-traffic",  # required by librdkafka; partitions are assigned, not joined
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "client.id": "sandbox-traffic-consumer",
+            **(consumer_config or {}),
+        })
+        self.lock = threading.Lock()
+        self.sent = 0
+        self.acked: dict[int, tuple[int, int]] = {}  # seq -> (partition, offset)
+        self.errors: Counter[str] = Counter()
+        self.reads: dict[tuple[int, int], int] = {}  # (partition, offset) -> seq
+        self._producing = threading.Event()
+        self._consuming = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._started_at = 0.0
+        self._stopped_at = 0.0
+
+    # --- producer -----------------------------------------------------------------------------
+    def _on_delivery(self, err: KafkaError | None, msg) -> None:
+        seq = int(msg.key())
+        with self.lock:
+            if err is not None:
+                self.errors[err.name()] += 1
+            else:
+                self.acked[seq] = (msg.partition(), msg.offset())
+
+    def _produce(self) -> None:
+        seq = 0
+        began = time.monotonic()
+        while self._producing.is_set():
+            if self.rate_per_s is not None:
+                due = began + seq / self.rate_per_s
+                if due > time.monotonic():
+                    self.producer.poll(min(due - time.monotonic(), 0.05))
+                    continue
+            key = str(seq).zfill(KEY_WIDTH).encode()
+            try:
+                self.producer.produce(self.topic, key=key, value=json.dumps({"seq": seq}).encode(),
+                                      on_delivery=self._on_delivery)
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            seq += 1
+            self.sent = seq
+            self.producer.poll(0)
+
+    # --- consumer -----------------------------------------------------------------------------
+    def _consume(self) -> None:
+        while self._consuming.is_set():
+            msg = self.consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                log.info("consumer: %s", msg.error())
+                continue
+            seq = json.loads(msg.value())["seq"]
+            with self.lock:
+                self.reads[(msg.partition(), msg.offset())] = seq
+
+    # --- control --------------------------------------------------------------------------------
+    def start(self) -> Traffic:
+        """Assign every partition of the topic to the consumer (from the beginning) and start both threads.
+
+        Raises:
+            KafkaException: the topic's metadata cannot be read.
+        """
+        metadata = self.consumer.list_topics(self.topic, timeout=10)
+        topic = metadata.topics[self.topic]
+        if topic.error is not None:
+            raise KafkaException(topic.error)
+        self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in topic.partitions])
+        self._producing.set()
+        self._consuming.set()
+        self._started_at = time.monotonic()
+        self._threads = [threading.Thread(target=self._produce, name="traffic-producer", daemon=True),
+                         threading.Thread(target=self._consume, name="traffic-consumer", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(sent, acknowledged, read)`` so far."""
+        with self.lock:
+            return self.sent, len(self.acked), len(self.reads)
+
+    def _caught_up(self) -> bool:
+        with self.lock:
+            ends: dict[int, int] = {}
+            for partition, offset in self.acked.values():
+                ends[partition] = max(ends.get(partition, -1), offset)
+            read = {}
+            for partition, offset in self.reads:
+                read[partition] = max(read.get(partition, -1), offset)
+        return all(read.get(p, -1) >= end for p, end in ends.items())
+
+    def stop(self, drain_timeout_s: float = 60.0) -> TrafficResult:
+        """Stop producing, wait (at most ``drain_timeout_s``) for outstanding delivery reports and for the
+        consumer to read up to every acknowledged offset, close both clients, and compare."""
+        self._producing.clear()
+        self._threads[0].join()
+        self._stopped_at = time.monotonic()
+        deadline = time.monotonic() + drain_timeout_s
+        unresolved = self.producer.flush(max(deadline - time.monotonic(), 0.0))
+        while not self._caught_up() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._consuming.clear()
+        self._threads[1].join()
+        self.consumer.close()
+        return self._result(unresolved)
+
+    def __enter__(self) -> Traffic:
+        return self.start()
+
+    def __exit__(self, *_exc) -> None:
+        if self._producing.is_set():
+            self.stop()
+
+    def _result(self, unresolved: int) -> TrafficResult:
+        with self.lock:
+            acked = dict(self.acked)
+            reads = dict(self.reads)
+            errors = dict(self.errors)
+        where: dict[int, list[tuple[int, int]]] = {}
+        for (partition, offset), seq in reads.items():
+            where.setdefault(seq, []).append((partition, offset))
+        out_of_order = []
+        last: dict[int, tuple[int, int]] = {}
+        for (partition, offset), seq in sorted(reads.items()):
+            previous = last.get(partition)
+            if previous is not None and seq <= previous[1]:
+                out_of_order.append([partition, offset, seq, previous[1]])
+            last[partition] = (offset, seq)
+        return TrafficResult(
+            acknowledged=len(acked),
+            read=len(reads),
+            lost=sorted(seq for seq in acked if seq not in where),
+            duplicates=sorted(seq for seq, places in where.items() if len(places) > 1),
+            misplaced=sorted(seq for seq, spot in acked.items() if seq in where and spot not in where[seq]),
+            out_of_order=out_of_order,
+            errors=errors,
+            unresolved=unresolved,
+            seconds=self._stopped_at - self._started_at,
+        )
+
+
+def run(bootstrap_servers: str, seconds: float, topic: str = DEFAULT_TOPIC, *, partitions: int = 3,
+        rate_per_s: float | None = 2000.0, progress=None) -> TrafficResult:
+    """Create ``topic`` if needed, run :class:`Traffic` for ``seconds`` and return its result;
+    ``progress(sent, acknowledged, read)`` is called every second when given."""
+    ensure_topic(bootstrap_servers, topic, partitions=partitions)
+    traffic = Traffic(bootstrap_servers, topic, rate_per_s=rate_per_s).start()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
+        if progress is not None:
+            progress(*traffic.counts())
+    return traffic.stop()

@@ -21,11 +21,10 @@ FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_conse
 def unpack(sandbox, version: str) -> None:
     """What an operator's configuration management does before an upgrade: the release unpacked beside the
     running one on every broker host (the ``kafka`` symlink still on the old one)."""
+    from sandbox.hosts import unpack_kafka
+
     for b in sandbox.broker_ids:
-        install = sandbox.host_dir(b).path / f"kafka_2.13-{version}"
-        for sub in ("bin", "libs", "config"):
-            (install / sub).mkdir(parents=True, exist_ok=True)
-        (install / "VERSION").write_text(f"{version}\n")
+        unpack_kafka(sandbox.host_dir(b), version)
 
 
 def starts_so_far(sandbox) -> dict[int, list[str]]:

@@ -12,6 +12,9 @@ sandbox, and prints a table:
   catch-up = registered -> back in every ISR;
   these include the waits' poll latency (up to ``healthcheck_interval_s`` each), so they are upper
   bounds of the cluster's own time and the ratio is a conservative (low) estimate of the overhead;
+- client traffic during the run (unless ``--no-traffic``): an idempotent ``acks=all`` producer and a reader on a
+  topic of their own (``sandbox.traffic_watch``): acknowledged, lost, duplicated, and producer errors by code
+  per restarted broker;
 - ratio = wall / sum of unavoidable; overhead per broker = (wall - fixed - unavoidable) / brokers, where
   fixed = trigger to the first stop + the last broker's leadership back to the run's end.
 
@@ -30,11 +33,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from sandbox.traffic_watch import watched_traffic  # noqa: E402
+
 DAG_ID = "kafka_rolling_restart"
 ADDRESS_BASES = {3: "127.0.20.11", 6: "127.0.21.11"}
 UNAVOIDABLE = {  # name -> (mark that begins it, mark that ends it)
@@ -124,9 +131,11 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
     return 0
 
 
-def measure(size: int, base: Path, conf: dict[str, Any], keep: bool) -> dict[str, Any]:
+def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bool = True) -> dict[str, Any]:
     """Sandbox of ``size`` brokers up -> DAG run in a child process -> sandbox down. Returns the child's
-    result plus ``size``; the child's output is in ``<base>/<size>/dagtest.log``.
+    result plus ``size`` (and, with ``traffic``, ``traffic``: what an idempotent ``acks=all`` producer and a
+    reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the child's
+    output is in ``<base>/<size>/dagtest.log``.
 
     Raises:
         RuntimeError: the child failed or timed out (the log path is named).
@@ -151,18 +160,23 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool) -> dict[str
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         })
+        bootstrap = json.loads((workdir / "env.json").read_text())["bootstrap_servers"]
         with open(log_path, "wb") as log:
             subprocess.run([str(Path(sys.prefix) / "bin" / "airflow"), "db", "migrate"], env=env, cwd=root,
                            stdout=log, stderr=subprocess.STDOUT, check=True, timeout=600)
             result_path = root / "result.json"
-            rc = subprocess.run(
-                [sys.executable, __file__, "--child", str(result_path), "--conf", json.dumps(conf)],
-                env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S, check=False,
-            ).returncode
+            with watched_traffic(workdir, bootstrap, list(range(size))) if traffic else nullcontext() as watched:
+                rc = subprocess.run(
+                    [sys.executable, __file__, "--child", str(result_path), "--conf", json.dumps(conf)],
+                    env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S, check=False,
+                ).returncode
         if rc != 0 or not result_path.exists():
             raise RuntimeError(f"{size}-broker run failed (exit {rc}); see {log_path}")
         ok = True
-        return {"size": size, **json.loads(result_path.read_text())}
+        out = {"size": size, **json.loads(result_path.read_text())}
+        if watched is not None:
+            out["traffic"] = {**watched.result.to_dict(), "per_restart": watched.per_restart}
+        return out
     finally:
         try:
             _sandbox(["down", "--workdir", str(workdir)], timeout_s=300)
@@ -195,6 +209,14 @@ def table(results: list[dict[str, Any]]) -> str:
                           f"start {_fmt(b['start'])} s, catch-up {_fmt(b['catch_up'])} s")
         if r["failed"]:
             detail.append(f"  {r['size']} brokers: FAILED tasks {', '.join(r['failed'])}")
+        t = r.get("traffic")
+        if t:
+            detail.append(f"  {r['size']} brokers, client traffic (idempotent acks=all producer + reader): "
+                          f"{t['acknowledged']} acknowledged, {t['lost_count']} lost, {t['duplicates_count']} "
+                          f"duplicated, {t['out_of_order_count']} out of order, {t['unresolved']} unresolved")
+            for who, errors in sorted(t["per_restart"].items()):
+                detail.append(f"    producer errors, {who}: "
+                              + (", ".join(f"{code} {n}" for code, n in sorted(errors.items())) or "none"))
     return "\n".join(lines + [""] + detail)
 
 
@@ -205,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conf", type=json.loads, default={}, help="extra run conf (JSON), merged over "
                    '{"cluster": "kafka_sandbox"}')
     p.add_argument("--keep", action="store_true", help="keep the sandbox workdirs (logs) after the run")
+    p.add_argument("--no-traffic", action="store_true", help="no client traffic during the runs (by default an "
+                   "idempotent acks=all producer and a reader run, and producer errors per restart are printed)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     conf = {"cluster": "kafka_sandbox", **args.conf}
@@ -216,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes:
         t0 = time.monotonic()
         try:
-            results.append(measure(size, base, conf, args.keep))
+            results.append(measure(size, base, conf, args.keep, traffic=not args.no_traffic))
         except (RuntimeError, subprocess.SubprocessError) as exc:
             print(f"restart overhead: {size} brokers: {exc} (logs kept in {base / str(size)})", file=sys.stderr)
             return 1

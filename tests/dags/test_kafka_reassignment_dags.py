@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from airflow_env import run_dag
 from confluent_kafka.admin import ConfigResource, ResourceType
-from observers import MetadataWatcher, admin, snapshot, wait_for
+from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+
+from sandbox.traffic_watch import watched_traffic
 
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 TOPIC_THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -66,9 +68,12 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     sandbox.wait_healthy(timeout_s=120)
     assert 3 not in registered(sandbox)
     before = snapshot(admin(sandbox.bootstrap_servers))
-    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         result = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
                                              "throttle_bytes_per_s": 200_000_000, **FAST})
+    print(traffic.summary())
+    assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
     assert 3 in registered(sandbox), "the new broker was started and registered"
     after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
@@ -130,9 +135,12 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     dry_dir = run_directory("manual", "kafka_decommission")
     assert (dry_dir / "plan" / "waves.json").exists() and (dry_dir / "plan" / "balance.png").exists()
 
-    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2],
                                                 "throttle_bytes_per_s": 200_000_000, **FAST})
+    print(traffic.summary())
+    assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
     after = snapshot(admin(sandbox.bootstrap_servers))
     assert all(2 not in p.replicas for p in after.partitions), "broker 2 holds nothing"

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 from airflow_env import clear_and_resume, run_dag
-from observers import MetadataWatcher, admin, snapshot, wait_for
+from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+
+from sandbox.traffic_watch import watched_traffic
 
 DAG_ID = "kafka_rolling_restart"
 FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
@@ -98,8 +100,11 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
     before = registrations(shared)
     started_before = starts(shared)
     first_controller = controller(shared)
-    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+    with watched_traffic(shared.workdir, shared.bootstrap_servers, sorted(before)) as traffic, \
+            MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
+    print(traffic.summary())
+    assert_no_acknowledged_message_lost(traffic)
     after = registrations(shared)
     now = starts(shared)
     started = {b: now[b] - started_before[b] for b in before}
@@ -567,8 +572,11 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     racks = {b: sandbox.broker(b)["rack"] for b in sandbox.broker_ids}
     first_controller = controller(sandbox)
     started_before = starts(sandbox)
-    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack", **FAST})
+    print(traffic.summary())
+    assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
     now = starts(sandbox)
     assert {b: now[b] - started_before[b] for b in racks} == {b: 1 for b in racks}, "each broker started once"

@@ -13,7 +13,9 @@ import time
 from types import SimpleNamespace
 
 from airflow_env import run_dag
-from observers import MetadataWatcher, admin, snapshot
+from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot
+
+from sandbox.traffic_watch import watched_traffic
 
 FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
 
@@ -103,10 +105,13 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
     approver.start()
     try:
-        with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+        with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+                MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
             result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
     finally:
         approver.stop.set()
+    print(traffic.summary())
+    assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
     assert approver.answered.is_set(), "the run waited for the protocol bump's approval"
     out = capfd.readouterr().out + caplog.text

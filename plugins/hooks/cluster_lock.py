@@ -1,4 +1,5 @@
-"""One operation per cluster at a time: a lock node in the cluster's own ZooKeeper.
+"""One operation per cluster at a time: a lock node in the cluster's own ZooKeeper (ZooKeeper-mode clusters;
+KRaft clusters keep the lock in a topic of their own: ``hooks.kafka_lock``, same behaviour).
 
 ``/kafka-ops/operation-lock`` holds ``{"holder": "<dag_id>/<run_id>", "since_ms": ..., "operation": ...}``.
 Creating it is atomic (ZooKeeper refuses a second create), so two runs of any of our DAGs on the
@@ -77,3 +78,34 @@ def release(zk: KazooClient, holder: str) -> bool:
     except NoNodeError:
         return False
     return True
+
+
+class ZooKeeperLockStore:
+    """The lock znode behind the same interface as ``hooks.kafka_lock.KafkaLockStore``: ``current_holder()``,
+    ``try_acquire(holder, operation)``, ``release(holder)``, ``where``, ``break_hint``.
+
+    :param zk: a started kazoo client of the cluster's ZooKeeper (chroot included).
+    :param connect: the connect string, for messages.
+    """
+
+    def __init__(self, zk: KazooClient, connect: str) -> None:
+        self.zk = zk
+        self.connect = connect
+
+    @property
+    def where(self) -> str:
+        return f"znode {LOCK_PATH} in ZooKeeper {self.connect}"
+
+    @property
+    def break_hint(self) -> str:
+        return f"zkCli.sh -server '{self.connect}' delete {LOCK_PATH}"
+
+    def current_holder(self) -> LockHolder | None:
+        return current_holder(self.zk)
+
+    def try_acquire(self, holder: str, operation: str, attempts: int = 5) -> LockHolder | None:
+        return try_acquire(self.zk, holder, operation, attempts)
+
+    def release(self, holder: str) -> bool:
+        return release(self.zk, holder)
+

@@ -18,7 +18,10 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
   text of their own), ``broker_hosts`` (``{"3": "kafka-3.example.com"}``: where brokers that are not
   registered yet run, for a scale-out that starts them; registered brokers are found in the metadata),
   ``reassignment_via`` (``auto``, the default: AlterPartitionReassignments when the brokers offer it (Kafka
-  2.4+, KIP-455), else ZooKeeper's ``/admin/reassign_partitions``; ``admin``; ``zookeeper``).
+  2.4+, KIP-455), else ZooKeeper's ``/admin/reassign_partitions``; ``admin``; ``zookeeper``),
+  ``lock_store`` (where the per-cluster operation lock lives: ``auto``, the default: ZooKeeper when the
+  profile has ``zookeeper``, else the cluster itself (a lock topic, ``hooks.kafka_lock``); ``zookeeper``;
+  ``kafka``).
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -68,6 +71,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
         },
         "allow_adhoc_commands": {"type": "boolean"},
         "reassignment_via": {"enum": ["auto", "admin", "zookeeper"]},
+        "lock_store": {"enum": ["auto", "zookeeper", "kafka"]},
         "broker_hosts": {
             "type": "object",
             "propertyNames": {"pattern": r"^(0|[1-9][0-9]{0,9})$"},
@@ -177,6 +181,9 @@ class ClusterProfile:
     :param reassignment_via: how reassignments are started: ``auto`` (AlterPartitionReassignments, KIP-455,
         Kafka 2.4+; ZooKeeper's ``/admin/reassign_partitions`` when the brokers lack it), ``admin``, or
         ``zookeeper`` (ZooKeeper-mode clusters before 2.4; needs ``zookeeper``).
+    :param lock_store: where the operation lock lives: ``auto`` (ZooKeeper when ``zookeeper`` is set, else a
+        lock topic in the cluster), ``zookeeper`` (needs ``zookeeper``), ``kafka``; see :attr:`lock_in`.
+    :raises ValueError: ``lock_store="zookeeper"`` without ``zookeeper``.
     """
 
     conn_id: str
@@ -196,8 +203,12 @@ class ClusterProfile:
     allow_adhoc_commands: bool = False
     broker_hosts: Mapping[int, str] = field(default_factory=dict)
     reassignment_via: str = "auto"
+    lock_store: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.lock_store == "zookeeper" and not self.zookeeper:
+            where = f"connection {self.conn_id!r}" if self.conn_id else "cluster profile"
+            raise ValueError(f"{where}: lock_store 'zookeeper' needs 'zookeeper' (the connect string)")
         object.__setattr__(self, "broker_hosts", MappingProxyType({int(k): v for k, v in self.broker_hosts.items()}))
         object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
         object.__setattr__(self, "commands", MappingProxyType(dict(self.commands)))
@@ -265,6 +276,13 @@ class ClusterProfile:
         return cls(conn_id=conn_id or "", bootstrap_servers=servers, client_config=client, **fields)
 
     # -- derived views -----------------------------------------------------------------------------
+
+    @property
+    def lock_in(self) -> str:
+        """Where this cluster's operation lock lives: ``"zookeeper"`` or ``"kafka"`` (``lock_store`` resolved)."""
+        if self.lock_store == "auto":
+            return "zookeeper" if self.zookeeper else "kafka"
+        return self.lock_store
 
     def confluent_config(self, **overrides: Any) -> dict[str, Any]:
         """librdkafka config for confluent-kafka clients: ``bootstrap.servers`` + client settings.
@@ -362,8 +380,9 @@ class ClusterProfile:
             "kafka_home": self.kafka_home,
             "commands": dict(self.commands),
             "allow_adhoc_commands": self.allow_adhoc_commands,
-            "reassignment_via": {"enum": ["auto", "admin", "zookeeper"]},
-        "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
+            "reassignment_via": self.reassignment_via,
+            "lock_store": self.lock_store,
+            "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
         }
 
     def __repr__(self) -> str:

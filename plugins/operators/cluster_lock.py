@@ -1,5 +1,7 @@
 """The per-cluster operation lock as tasks: take it (setup), check it before every action, release it
-(teardown). The lock itself is ``hooks.cluster_lock`` (a znode in the cluster's ZooKeeper).
+(teardown). The lock itself is a znode in the cluster's ZooKeeper (``hooks.cluster_lock``) or, for KRaft
+clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic in the cluster (``hooks.kafka_lock``):
+the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides.
 
 Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
 waited out up to the deadline with the cause logged; another holder is never waited out by a step that
@@ -9,12 +11,15 @@ acts on the cluster.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks import cluster_lock
 from hooks.cluster_profile import get_cluster_profile
+from hooks.kafka_lock import KafkaLockStore
 from hooks.zookeeper import ZooKeeperHook
 from kafka_ops.profile import ClusterProfile
 from runtime.failures import Misconfiguration
@@ -31,19 +36,28 @@ def holder_of(context: Any) -> str:
     return f"{context['dag'].dag_id}/{context['run_id']}"
 
 
-def _zookeeper(profile: ClusterProfile) -> ZooKeeperHook:
-    if not profile.zookeeper:
-        raise Misconfiguration(
-            f"connection {profile.conn_id!r}: the cluster lock lives in ZooKeeper and the profile sets no "
-            "'zookeeper' (KRaft clusters are not supported yet)"
-        )
-    return ZooKeeperHook(profile=profile)
+@contextmanager
+def lock_store(profile: ClusterProfile) -> Iterator[Any]:
+    """The cluster's lock store, opened: ``hooks.cluster_lock.ZooKeeperLockStore`` or
+    ``hooks.kafka_lock.KafkaLockStore`` (per ``profile.lock_in``).
+
+    :raises runtime.failures.Misconfiguration: a ZooKeeper lock without a ``zookeeper`` connect string.
+    """
+    if profile.lock_in == "zookeeper":
+        if not profile.zookeeper:
+            raise Misconfiguration(f"connection {profile.conn_id!r}: the cluster lock lives in ZooKeeper and the "
+                                   "profile sets no 'zookeeper'")
+        with ZooKeeperHook(profile=profile) as zk:
+            yield cluster_lock.ZooKeeperLockStore(zk.get_conn(), profile.zookeeper)
+    else:
+        with KafkaLockStore(profile) as store:
+            yield store
 
 
 def take(profile: ClusterProfile, holder: str, operation: str) -> tuple[bool, cluster_lock.LockHolder | None]:
     """Try once: (held by ``holder`` now, the other holder if not). (True, None) also when it was ours."""
-    with _zookeeper(profile) as zk:
-        other = cluster_lock.try_acquire(zk.get_conn(), holder, operation)
+    with lock_store(profile) as store:
+        other = store.try_acquire(holder, operation)
     return other is None, other
 
 
@@ -51,15 +65,15 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
     """Make sure this run holds the cluster's lock before it acts: re-take it when it is free (a run resumed
     by clearing only its failed tasks never re-runs the lock task), fail when another run holds it.
 
-    :raises AirflowFailException: another run holds it (named), or ZooKeeper stayed unreachable
-        ``timeout_s`` seconds.
+    :raises AirflowFailException: another run holds it (named), or the lock store (ZooKeeper, or the cluster
+        for a lock topic) stayed unreachable ``timeout_s`` seconds.
     """
     holder = holder_of(context)
 
     def check() -> Check:
-        with _zookeeper(profile) as zk:
-            before = cluster_lock.current_holder(zk.get_conn())
-            other = cluster_lock.try_acquire(zk.get_conn(), holder, operation)
+        with lock_store(profile) as store:
+            before = store.current_holder()
+            other = store.try_acquire(holder, operation)
         if other is not None:
             raise LockHeldByOther(
                 f"cluster {profile.conn_id} is held by {other.describe()}, not by this run ({holder}): "
@@ -81,11 +95,9 @@ def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> N
     """Release the lock if this run holds it (best effort, logged). A run resumed by clearing only its failed
     tasks re-takes the lock in its broker tasks (:func:`ensure_held`) while its ``unlock_cluster`` teardown,
     which succeeded before, is not run again: so the task that ends such a run releases it itself."""
-    if not profile.zookeeper:
-        return
     try:
-        with _zookeeper(profile) as zk:
-            if cluster_lock.release(zk.get_conn(), holder_of(context)):
+        with lock_store(profile) as store:
+            if store.release(holder_of(context)):
                 log.warning("cluster %s: lock released (%s)", profile.conn_id, why)
     except Exception as exc:  # the teardown, when it runs, tries again
         log.warning("cluster %s: could not release the lock (%s): %s", profile.conn_id, why, exc)
@@ -139,7 +151,7 @@ class LockClusterOperator(BaseOperator):
 
 class UnlockClusterOperator(BaseOperator):
     """Release the lock if this run holds it (the teardown: runs after failures too). Retries transient
-    ZooKeeper errors for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand.
+    errors of the lock store for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand.
 
     As the run's last task it ends the log with the run's summary (:func:`run_summary`): failed tasks,
     brokers down, URP, offline partitions, what each roll did, the lock, and the next action.
@@ -163,15 +175,14 @@ class UnlockClusterOperator(BaseOperator):
         except Exception as exc:  # nothing could have been locked on a cluster we cannot even read
             self.log.warning("cluster %r: %s: no lock to release", cfg["cluster"], exc)
             return False
-        if not profile.zookeeper:
-            self.log.info("cluster %s has no ZooKeeper: no lock to release", profile.conn_id)
-            return False
         holder = holder_of(context)
         released: list[bool] = []
+        hint: list[str] = []
 
         def check() -> Check:
-            with _zookeeper(profile) as zk:
-                released.append(cluster_lock.release(zk.get_conn(), holder))
+            with lock_store(profile) as store:
+                hint[:] = [store.break_hint]
+                released.append(store.release(holder))
             return Check(True, "released" if released[-1] else "was not held by this run")
 
         try:
@@ -180,8 +191,9 @@ class UnlockClusterOperator(BaseOperator):
         except (WaitAborted, WaitTimeout) as exc:
             raise AirflowFailException(
                 f"{exc}. The lock may still be held by {holder}: clear this task to try again, or break it by "
-                f"hand after checking no run works on the cluster: zkCli.sh -server '{profile.zookeeper}' "
-                f"delete {cluster_lock.LOCK_PATH}"
+                f"hand after checking no run works on the cluster: "
+                + (hint[0] if hint else f"zkCli.sh -server '{profile.zookeeper}' delete {cluster_lock.LOCK_PATH}"
+                   if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
             ) from exc
         lock = "released" if released[-1] else "not held by this run (released earlier, or never taken)"
         for line in run_summary(context, profile, self.roll_ids, f"cluster lock {lock}"):

@@ -129,6 +129,46 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
         assert next_start >= previous_end, "a broker's task started before the previous broker finished"
 
 
+def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(shared, monkeypatch):
+    """What a KRaft cluster's connection looks like (no ``zookeeper``): the whole roll runs on the admin API and
+    SSH alone, its lock a topic in the cluster; an independent client sees the lock topic during the run
+    and not after; each broker started once; nothing written to ZooKeeper's lock node."""
+    import os
+
+    from hooks.kafka_lock import LOCK_TOPIC
+
+    conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
+    conn["extra"] = {k: v for k, v in conn["extra"].items() if k not in ("zookeeper", "reassignment_via")}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SANDBOX", json.dumps(conn))
+    import threading
+
+    seen: list[bool] = []
+    client = admin(shared.bootstrap_servers)
+    stop = threading.Event()
+
+    def watch_lock_topic() -> None:
+        while not stop.wait(0.5):
+            seen.append(LOCK_TOPIC in client.list_topics(timeout=10).topics)
+
+    started_before = starts(shared)
+    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+        poller = threading.Thread(target=watch_lock_topic, daemon=True)
+        poller.start()
+        try:
+            result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0, 1], **FAST})
+        finally:
+            stop.set()
+            poller.join(10)
+    assert result.state == "success", result.states
+    now = starts(shared)
+    assert {b: now[b] - started_before[b] for b in (0, 1)} == {0: 1, 1: 1}
+    assert any(seen), "the lock topic existed while the run held the lock"
+    assert LOCK_TOPIC not in client.list_topics(timeout=10).topics, "released by unlock_cluster"
+    assert lock_holder(shared) is None, "nothing in ZooKeeper's lock node"
+    assert watcher.ever_offline() == []
+    assert result.state_of("unlock_cluster") == "success"
+
+
 def test_two_rolls_in_one_run_each_restart_their_brokers(shared, monkeypatch, tmp_path, capfd, caplog):
     """Roll 1 restarts every broker; roll 2 (a needs-action rule leaving broker 0 alone, a before-start step)
     restarts the others once more, its before-start step running while each of them is down."""

@@ -35,6 +35,7 @@ from hooks.broker_ssh import BrokerHostKeyError, BrokerShell
 from hooks.burrow import BurrowClusterUnknown, BurrowHook
 from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_admin import KafkaAdminHook
+from hooks.kafka_lock import LOCK_TOPIC, KafkaLockStore
 from hooks.zookeeper import ZooKeeperHook
 from kafka_ops.health import Verdict
 from kafka_ops.profile import ClusterProfile
@@ -413,6 +414,83 @@ def test_cluster_lock_semantics_on_zookeeper(free_lock: RunningSandbox) -> None:
         assert not observer.exists(cluster_lock.LOCK_PATH)
 
 
+def kafka_only_profile(mp: pytest.MonkeyPatch, sb: RunningSandbox) -> None:
+    """The kafka_sandbox connection as a KRaft cluster's would be: no ``zookeeper`` (so the lock lives in the
+    cluster itself: ``lock_store`` auto -> kafka)."""
+    point_connections(mp, sb)
+    conn = json.loads(connection_env(Path(sb.workdir))["AIRFLOW_CONN_KAFKA_SANDBOX"])
+    conn["extra"] = {k: v for k, v in conn["extra"].items() if k not in ("zookeeper", "reassignment_via")}
+    mp.setenv("AIRFLOW_CONN_KAFKA_SANDBOX", json.dumps(conn))
+
+
+@pytest.fixture
+def free_lock_topic(shared: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningSandbox]:
+    """No lock topic on the shared sandbox before and after the test; the connection without ZooKeeper."""
+    kafka_only_profile(monkeypatch, shared)
+    assert get_cluster_profile(CONN).lock_in == "kafka"
+    with KafkaLockStore(get_cluster_profile(CONN)) as store:
+        assert store.current_holder() is None, "a lock topic was left on the shared sandbox"
+    yield shared
+    with KafkaLockStore(get_cluster_profile(CONN)) as store:
+        if store._exists():
+            store._delete()
+
+
+def test_cluster_lock_semantics_in_a_lock_topic(free_lock_topic: RunningSandbox) -> None:
+    """The same rules as the ZooKeeper lock, kept in the cluster (KRaft clusters have no ZooKeeper): one
+    holder (CreateTopics is atomic), named to others, re-entrant, released only by its holder, gone after."""
+    a, b = "kafka_rolling_restart/manual__a", "kafka_decommission/manual__b"
+    store = KafkaLockStore(get_cluster_profile(CONN))
+    before_ms = int(time.time() * 1000)
+    assert store.try_acquire(a, "rolling restart") is None
+    holder = store.current_holder()
+    assert (holder.holder, holder.operation) == (a, "rolling restart")
+    assert before_ms <= holder.since_ms <= int(time.time() * 1000)
+    other = store.try_acquire(b, "decommission")
+    assert other is not None and other.holder == a and a in other.describe()
+    assert store.try_acquire(a, "rolling restart") is None, "re-entrant for its holder"
+    assert store.release(b) is False and store.current_holder().holder == a
+    # an independent client sees the lock topic and its holder record
+    meta = admin(free_lock_topic.bootstrap_servers).list_topics(LOCK_TOPIC, timeout=10).topics[LOCK_TOPIC]
+    assert meta.error is None and len(meta.partitions) == 1 and len(meta.partitions[0].replicas) == 3
+    assert store.release(a) is True
+    assert LOCK_TOPIC not in admin(free_lock_topic.bootstrap_servers).list_topics(timeout=10).topics
+    assert store.current_holder() is None and store.release(a) is False
+    assert store.try_acquire(b, "decommission") is None, "free again after the release"
+    assert store.release(b) is True
+
+    # a lock topic whose creator died before writing its holder record is held by "unknown"
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(free_lock_topic.bootstrap_servers)  # kept referenced: a dropped client cancels its futures
+    client.create_topics([NewTopic(LOCK_TOPIC, 1, 3)])[LOCK_TOPIC].result(30)
+    stuck = store.current_holder(wait_s=1.0)
+    assert stuck is not None and stuck.holder.startswith("unknown")
+    assert store.try_acquire(a, "rolling restart").holder.startswith("unknown"), "nobody takes a stuck lock"
+    assert "kafka-topics.sh" in store.break_hint and "--delete --topic kafka-ops.operation-lock" in store.break_hint
+
+
+def test_lock_operators_keep_the_lock_in_the_cluster_without_zookeeper(free_lock_topic: RunningSandbox) -> None:
+    run_a, run_b = op_context("manual__a"), op_context("manual__b")
+    take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
+                               interval_s=0.2)
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS, timeout_s=30)
+    assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
+    with pytest.raises(AirflowFailException, match=r"cluster kafka_sandbox is busy: kafka_rolling_restart/manual__a "
+                                                   r"\(rolling restart, held for \d+ s\) \(lock_wait=fail\)"):
+        take.execute(op_context("manual__b", lock_wait="fail"))
+    profile = get_cluster_profile(CONN)
+    with pytest.raises(AirflowFailException, match="held by kafka_rolling_restart/manual__a"):
+        ensure_held(profile, run_b, "decommission", LOG, timeout_s=5)
+    assert unlock.execute(run_b) is False, "another run's teardown never releases it"
+    assert unlock.execute(run_a) is True
+    ensure_held(profile, run_b, "decommission", LOG, timeout_s=5)  # free: re-taken by the acting run
+    assert KafkaLockStore(profile).current_holder().holder == "kafka_rolling_restart/manual__b"
+    assert unlock.execute(run_b) is True
+    with free_lock_topic.zk() as zk:
+        assert not zk.exists(cluster_lock.LOCK_PATH), "nothing was written to ZooKeeper"
+
+
 def test_lock_and_unlock_operators(free_lock: RunningSandbox) -> None:
     run_a, run_b = op_context("manual__a"), op_context("manual__b")
     take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
@@ -488,17 +566,18 @@ def test_ensure_held_retakes_a_free_lock_and_fails_when_another_run_holds_it(
         assert json.loads(zk.get(cluster_lock.LOCK_PATH)[0])["holder"] == "kafka_rolling_restart/manual__a"
 
 
-def test_lock_operators_on_a_cluster_without_zookeeper_or_connection(
+def test_lock_operators_on_a_misconfigured_lock_store_or_connection(
     free_lock: RunningSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_NOZK", kafka_env_with(free_lock, zookeeper=None))
+    """A profile that asks for a ZooKeeper lock without a ZooKeeper, or a connection that does not exist:
+    the lock task fails at once naming the problem (never waited out), and the teardown has nothing to do."""
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_NOZK", kafka_env_with(free_lock, zookeeper=None, lock_store="zookeeper"))
     take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
                                lock_timeout_s=60, interval_s=1)
     unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS)
     began = time.monotonic()
-    with pytest.raises(AirflowFailException, match=r"cannot check: Misconfiguration: connection 'kafka_nozk': the "
-                                                   r"cluster lock lives in ZooKeeper and the profile sets no "
-                                                   r"'zookeeper'.*waiting cannot fix this"):
+    with pytest.raises(AirflowFailException, match=r"cluster 'kafka_nozk': connection 'kafka_nozk': lock_store "
+                                                   r"'zookeeper' needs 'zookeeper'"):
         take.execute(op_context("manual__a", cluster="kafka_nozk"))
     assert time.monotonic() - began < 15, "a misconfiguration is not waited out"
     assert unlock.execute(op_context("manual__a", cluster="kafka_nozk")) is False

@@ -358,3 +358,22 @@ def test_broker_hosts_map_ids_to_hosts_and_refuse_bad_ids():
     for bad in ({"x": "h"}, {"-1": "h"}, {"3": ""}, {"3": 4}):
         with pytest.raises(ValueError, match="broker_hosts"):
             ClusterProfile.from_connection_fields("c", "b1:9092", {"broker_hosts": bad})
+
+
+@pytest.mark.parametrize("extra, lock_in", [
+    ({"zookeeper": "zk:2181/kafka"}, "zookeeper"),  # auto: ZooKeeper-mode cluster
+    ({}, "kafka"),  # auto: a KRaft cluster has no ZooKeeper: the lock topic
+    ({"zookeeper": "zk:2181/kafka", "lock_store": "kafka"}, "kafka"),
+    ({"zookeeper": "zk:2181/kafka", "lock_store": "zookeeper"}, "zookeeper"),
+])
+def test_lock_store_resolves_where_the_lock_lives(extra, lock_in):
+    profile = ClusterProfile.from_connection_fields("c", "b:9092", extra)
+    assert profile.lock_in == lock_in
+    assert profile.redacted()["lock_store"] == extra.get("lock_store", "auto")
+
+
+def test_lock_store_refuses_a_zookeeper_lock_without_zookeeper_and_unknown_stores():
+    with pytest.raises(ValueError, match="connection 'c': lock_store 'zookeeper' needs 'zookeeper'"):
+        ClusterProfile.from_connection_fields("c", "b:9092", {"lock_store": "zookeeper"})
+    with pytest.raises(ValueError, match="lock_store"):
+        ClusterProfile.from_connection_fields("c", "b:9092", {"lock_store": "etcd"})

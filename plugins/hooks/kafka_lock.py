@@ -1,0 +1,171 @@
+"""One operation per cluster at a time, without ZooKeeper: a lock topic in the cluster itself.
+
+For KRaft clusters (no ZooKeeper) and wherever the profile says ``"lock_store": "kafka"``. The atomic
+step is Kafka's own: CreateTopics of ``kafka-ops.operation-lock`` succeeds for exactly one caller (the
+controller refuses every later create with TOPIC_ALREADY_EXISTS until the topic is deleted). The winner
+then writes its holder record (``{"holder", "since_ms", "operation"}``, JSON) as the topic's first record
+with an idempotent ``acks=all`` producer; anyone reads the holder from that first record. Releasing deletes
+the topic (and waits until the metadata no longer lists it). The topic keeps its record for as long as the
+lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.replicas`` = RF - 1.
+
+A lock topic whose holder record never arrived (its creator died between the two steps) reads as held by
+``"unknown"``: break it by hand after checking no run works on the cluster:
+``kafka-topics.sh --bootstrap-server <b> --delete --topic kafka-ops.operation-lock`` (README, "The cluster
+lock"). Same behaviour as the ZooKeeper lock (``hooks.cluster_lock``): holder named, re-entrant for the same
+run, wait or fail, released by the teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_ops.profile import ClusterProfile
+
+from hooks.cluster_lock import LockHolder
+
+LOCK_TOPIC = "kafka-ops.operation-lock"
+#: How long a reader waits for the holder record of a lock topic that exists (the creator writes it right
+#: after creating the topic), seconds.
+HOLDER_RECORD_WAIT_S = 10.0
+REQUEST_TIMEOUT_S = 15.0
+UNKNOWN = "unknown (the lock topic has no holder record: its creator died while taking it)"
+
+
+class KafkaLockStore:
+    """The lock topic of one cluster (see the module docstring). Methods raise ``KafkaException`` on
+    transient client errors (the callers' waits retry them)."""
+
+    def __init__(self, profile: ClusterProfile) -> None:
+        self.profile = profile
+        self.admin = AdminClient(profile.confluent_config(**{"socket.timeout.ms": 10000}))
+
+    @property
+    def where(self) -> str:
+        return f"topic {LOCK_TOPIC} of cluster {self.profile.conn_id or self.profile.bootstrap_servers}"
+
+    @property
+    def break_hint(self) -> str:
+        return (f"kafka-topics.sh --bootstrap-server {self.profile.bootstrap_servers.split(',')[0]} --delete "
+                f"--topic {LOCK_TOPIC}")
+
+    def close(self) -> None:
+        self.admin = None
+
+    def __enter__(self) -> KafkaLockStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    def _exists(self) -> bool:
+        meta = self.admin.list_topics(LOCK_TOPIC, timeout=REQUEST_TIMEOUT_S).topics.get(LOCK_TOPIC)
+        if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        return True
+
+    def current_holder(self, wait_s: float = HOLDER_RECORD_WAIT_S) -> LockHolder | None:
+        """The holder, or None when the cluster is free. A lock topic without its holder record after
+        ``wait_s`` seconds reads as held by :data:`UNKNOWN` (since when it was found)."""
+        if not self._exists():
+            return None
+        consumer = Consumer(self.profile.confluent_config(**{
+            "group.id": "kafka-ops-lock-reader", "enable.auto.commit": False, "enable.partition.eof": True,
+            "socket.timeout.ms": 10000}))
+        try:
+            consumer.assign([TopicPartition(LOCK_TOPIC, 0, OFFSET_BEGINNING)])
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().code() in (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                              KafkaError.NOT_LEADER_FOR_PARTITION,
+                                              KafkaError.LEADER_NOT_AVAILABLE):
+                        if msg.error().code() == KafkaError.UNKNOWN_TOPIC_OR_PART and not self._exists():
+                            return None  # released meanwhile
+                        continue
+                    raise KafkaException(msg.error())
+                doc = json.loads(msg.value() or b"{}")
+                return LockHolder(str(doc.get("holder", "?")), int(doc.get("since_ms", 0)),
+                                  str(doc.get("operation", "?")))
+        finally:
+            consumer.close()
+        if not self._exists():
+            return None
+        return LockHolder(UNKNOWN, int(time.time() * 1000), "?")
+
+    # -- taking and releasing ----------------------------------------------------------------------------
+
+    def _create(self) -> bool:
+        """CreateTopics of the lock topic: True when this call created it, False when it exists."""
+        brokers = len(self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers)
+        rf = max(1, min(3, brokers))
+        topic = NewTopic(LOCK_TOPIC, 1, rf, config={"min.insync.replicas": str(max(1, rf - 1)),
+                                                     "retention.ms": "-1"})
+        future = self.admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[LOCK_TOPIC]
+        try:
+            future.result(timeout=REQUEST_TIMEOUT_S + 5)
+            return True
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise
+
+    def _write_holder(self, doc: dict[str, Any]) -> None:
+        producer = Producer(self.profile.confluent_config(**{
+            "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(REQUEST_TIMEOUT_S * 2000)}))
+        failures: list[Any] = []
+        producer.produce(LOCK_TOPIC, key=b"holder", value=json.dumps(doc).encode(), partition=0,
+                         on_delivery=lambda err, _msg: failures.append(err) if err is not None else None)
+        left = producer.flush(REQUEST_TIMEOUT_S * 2)
+        if left or failures:
+            raise KafkaException(failures[0] if failures else KafkaError(KafkaError._MSG_TIMED_OUT))
+
+    def try_acquire(self, holder: str, operation: str, attempts: int = 5) -> LockHolder | None:
+        """Take the lock for ``holder``; None on success (or when ``holder`` already has it), else the other
+        holder. A created topic whose holder record cannot be written is deleted again (and the error raised).
+
+        :raises RuntimeError: released and re-taken by others ``attempts`` times in a row.
+        """
+        doc = {"holder": holder, "since_ms": int(time.time() * 1000), "operation": operation}
+        for _ in range(max(1, attempts)):
+            if self._create():
+                try:
+                    self._write_holder(doc)
+                except Exception:
+                    self._delete()
+                    raise
+                return None
+            other = self.current_holder()
+            if other is not None:
+                return None if other.holder == holder else other
+        raise RuntimeError(f"{self.where}: released and re-taken {attempts} times while trying to take it")
+
+    def _delete(self, timeout_s: float = 60.0) -> None:
+        future = self.admin.delete_topics([LOCK_TOPIC], request_timeout=REQUEST_TIMEOUT_S)[LOCK_TOPIC]
+        try:
+            future.result(timeout=REQUEST_TIMEOUT_S + 5)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+        deadline = time.monotonic() + timeout_s
+        while self._exists():  # deletion completes asynchronously
+            if time.monotonic() > deadline:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{LOCK_TOPIC} still listed after its "
+                                                                     f"deletion ({timeout_s:.0f} s)"))
+            time.sleep(0.2)
+
+    def release(self, holder: str) -> bool:
+        """Delete the lock topic if ``holder`` holds it; True when released by this call."""
+        current = self.current_holder()
+        if current is None or current.holder != holder:
+            return False
+        self._delete()
+        return True

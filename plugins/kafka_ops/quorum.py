@@ -1,0 +1,148 @@
+"""KRaft controller quorum rules: which controller may be restarted now, and in what order.
+
+The rule is Strimzi's KafkaRoller's (``KafkaQuorumCheck``), from Kafka's own definition of a caught-up
+voter (KIP-595, ``DescribeQuorum``): a follower voter is caught up when its ``lastCaughtUpTimestamp`` is
+within ``controller.quorum.fetch.timeout.ms`` (Kafka default 2,000 ms) of the leader's; the leader is
+caught up by definition. A controller may be restarted only when, without it, the caught-up voters still
+form a majority of all voters (``voters // 2 + 1``): otherwise the quorum could not commit (or elect) while
+it is down. Order: followers first (in id order, or as requested), the active controller (the quorum
+leader) last, one at a time.
+
+Pure rules: the quorum comes in as a :class:`Quorum` (built from kafka-python's ``describe_metadata_quorum``
+answer by :meth:`Quorum.from_describe`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_ops.health import Verdict
+
+#: Kafka's default ``controller.quorum.fetch.timeout.ms``.
+DEFAULT_FETCH_TIMEOUT_MS = 2000
+
+
+@dataclass(frozen=True)
+class Voter:
+    """One replica of the metadata log: ``replica_id``; ``log_end_offset``; epoch milliseconds of its last fetch
+    and of the last time it was caught up with the leader (-1 / None when unknown)."""
+
+    replica_id: int
+    log_end_offset: int = -1
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """The ``__cluster_metadata`` quorum: leader, epoch, high watermark, voters and observers."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[Voter, ...]
+    observers: tuple[Voter, ...] = ()
+
+    @property
+    def voter_ids(self) -> list[int]:
+        return sorted(v.replica_id for v in self.voters)
+
+    def voter(self, replica_id: int) -> Voter | None:
+        return next((v for v in self.voters if v.replica_id == replica_id), None)
+
+    @classmethod
+    def from_describe(cls, answer: Mapping[str, Any]) -> Quorum:
+        """From kafka-python's ``KafkaAdminClient.describe_metadata_quorum()`` (DescribeQuorum v1+ fields:
+        ``leader_id``, ``leader_epoch``, ``high_watermark``, ``current_voters`` / ``observers`` with
+        ``replica_id``, ``log_end_offset``, ``last_fetch_timestamp``, ``last_caught_up_timestamp``), either
+        flat or under ``topics[0].partitions[0]`` as on the wire.
+
+        :raises ValueError: no quorum partition in the answer.
+        """
+        part: Mapping[str, Any] = answer
+        if "topics" in answer:
+            try:
+                part = answer["topics"][0]["partitions"][0]
+            except (IndexError, KeyError, TypeError):
+                raise ValueError(f"DescribeQuorum answer without a partition: {answer!r}"[:300]) from None
+
+        def voters(rows: Iterable[Mapping[str, Any]] | None) -> tuple[Voter, ...]:
+            out = []
+            for r in rows or ():
+                fetch = r.get("last_fetch_timestamp")
+                caught = r.get("last_caught_up_timestamp")
+                out.append(Voter(int(r["replica_id"]), int(r.get("log_end_offset", -1)),
+                                 None if fetch is None or int(fetch) < 0 else int(fetch),
+                                 None if caught is None or int(caught) < 0 else int(caught)))
+            return tuple(out)
+
+        return cls(int(part["leader_id"]), int(part.get("leader_epoch", -1)), int(part.get("high_watermark", -1)),
+                   voters(part.get("current_voters")), voters(part.get("observers")))
+
+
+def caught_up(quorum: Quorum, fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS) -> set[int]:
+    """Voter ids caught up with the leader (see the module docstring); empty without a leader."""
+    leader = quorum.voter(quorum.leader_id)
+    if leader is None:
+        return set()
+    reference = leader.last_caught_up_ms if leader.last_caught_up_ms is not None else leader.last_fetch_ms
+    out = {leader.replica_id}
+    for v in quorum.voters:
+        if v.replica_id == leader.replica_id or v.last_caught_up_ms is None:
+            continue
+        if reference is None or reference - v.last_caught_up_ms < fetch_timeout_ms:
+            out.add(v.replica_id)
+    return out
+
+
+def majority(voters: int) -> int:
+    """Votes a quorum of ``voters`` needs (Raft: more than half)."""
+    return voters // 2 + 1
+
+
+def can_restart_controller(quorum: Quorum, controller_id: int,
+                           fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS) -> Verdict:
+    """Whether ``controller_id`` may go down now: without it a majority of all voters stays caught up.
+
+    The verdict's reasons name the lagging voters and the counts ("controller 3001 may NOT be restarted:
+    without it 1 of 3 voters caught up (needs 2); lagging: 3002 (last caught up 5400 ms before the
+    leader)").
+    """
+    rule = f"quorum without controller {controller_id}"
+    if quorum.voter(controller_id) is None:
+        return Verdict(False, [f"controller {controller_id} is not a voter of the quorum {quorum.voter_ids}"], rule)
+    if quorum.voter(quorum.leader_id) is None:
+        return Verdict(False, [f"the quorum has no leader (leader id {quorum.leader_id})"], rule)
+    up = caught_up(quorum, fetch_timeout_ms) - {controller_id}
+    need = majority(len(quorum.voters))
+    if len(up) >= need:
+        return Verdict(True, [], rule)
+    leader = quorum.voter(quorum.leader_id)
+    ref = leader.last_caught_up_ms or leader.last_fetch_ms
+    lagging = []
+    for v in quorum.voters:
+        if v.replica_id in up or v.replica_id == controller_id:
+            continue
+        behind = "never caught up" if v.last_caught_up_ms is None or ref is None else \
+            f"last caught up {ref - v.last_caught_up_ms} ms before the leader"
+        lagging.append(f"{v.replica_id} ({behind}, log end {v.log_end_offset} of {quorum.high_watermark})")
+    return Verdict(False, [f"without it {len(up)} of {len(quorum.voters)} voters caught up (needs {need}, "
+                           f"controller.quorum.fetch.timeout.ms {fetch_timeout_ms})",
+                           *(f"lagging: {x}" for x in lagging)], rule)
+
+
+def controller_order(quorum: Quorum, requested: Iterable[int] | None = None, keep_order: bool = False) -> list[int]:
+    """The controllers to restart, followers first and the active controller (quorum leader) last.
+
+    :param requested: controller ids (default: every voter); ``keep_order`` keeps their order among the
+        followers (the leader still goes last).
+    :raises ValueError: an id that is not a voter.
+    """
+    ids = list(requested) if requested else quorum.voter_ids
+    unknown = sorted(set(ids) - set(quorum.voter_ids))
+    if unknown:
+        raise ValueError(f"unknown controller ids {unknown}: the quorum's voters are {quorum.voter_ids}")
+    followers = [c for c in (ids if keep_order else sorted(ids)) if c != quorum.leader_id]
+    return followers + ([quorum.leader_id] if quorum.leader_id in ids else [])

@@ -92,6 +92,33 @@ def check_target(target: str, installed: Mapping[int, str]) -> list[str]:
     return reasons
 
 
+def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """Refusals of a phase list that skips a step the brokers still need (Kafka's upgrade notes: pin, then
+    binaries, then the IBP, then the LMF). ``facts``: broker id -> ``{"installed", "ibp", "lmf"}``.
+
+    - ``binaries`` without ``pin`` while a broker has no IBP in server.properties: the new binaries would
+      raise its IBP by themselves, with no way back to the old release;
+    - ``ibp`` or ``lmf`` without ``binaries`` while a broker does not run the target (a broker refuses an
+      IBP newer than its binaries and would not start);
+    - ``lmf`` without ``ibp`` while a broker's IBP is below the target's (the LMF may not pass the IBP).
+    """
+    goal = protocol_version(target)
+    reasons = []
+    unpinned = sorted(b for b, f in facts.items() if not f.get("ibp") and f.get("installed") != target)
+    if "binaries" in phases and "pin" not in phases and unpinned:
+        reasons.append(f"phases {list(phases)} roll the binaries of brokers {unpinned} whose {IBP} is not pinned: "
+                       "the new binaries would raise it by themselves with no way back; add 'pin'")
+    behind = sorted(b for b, f in facts.items() if f.get("installed") != target)
+    for phase in ("ibp", "lmf"):
+        if phase in phases and "binaries" not in phases and behind:
+            reasons.append(f"phase {phase} needs every broker on {target}, but brokers {behind} run "
+                           f"{sorted({facts[b].get('installed') for b in behind})}; add 'binaries'")
+    low = sorted(b for b, f in facts.items() if f.get("ibp") and _protocol_tuple(f["ibp"]) < _protocol_tuple(goal))
+    if "lmf" in phases and "ibp" not in phases and low and _protocol_tuple(goal) < (3, 0):
+        reasons.append(f"phase lmf needs {IBP} {goal} first, but brokers {low} are below it; add 'ibp'")
+    return reasons
+
+
 def needs_action(phase: str, target: str, phases: Sequence[str]) -> NeedsAction:
     """The needs-action rule of ``phase`` for an upgrade to ``target``; facts as in the module docstring.
 

@@ -38,6 +38,8 @@ class UpgradeChecksOperator(BaseOperator):
             state = admin.cluster_state(configs=False)
         found = {b.id: host_state(profile, {"id": b.id, "host": b.host})[0] for b in state.brokers}
         refusals = upgrade.check_target(target, {b: f["installed"] for b, f in found.items()})
+        if not refusals:
+            refusals += upgrade.check_phases(target, phases, found)
         if cfg.get("install_command"):
             try:
                 profile.command(cfg["install_command"], "install", 0)

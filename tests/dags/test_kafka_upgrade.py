@@ -7,6 +7,7 @@ metadata watcher (no partition offline).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -102,6 +103,19 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     assert started(sandbox) == before, "a refused upgrade restarts nothing"
 
     unpack(sandbox, "3.7.1")
+    skipping = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", "phases": ["ibp"],
+                                         **FAST})
+    assert skipping.state == "failed" and skipping.state_of("check_upgrade") == "failed"
+    assert "phase ibp needs every broker on 3.7.1" in capfd.readouterr().out + caplog.text
+    props = {b: sandbox.host_dir(b).server_properties.read_text() for b in sandbox.broker_ids}
+    links = {b: os.readlink(sandbox.host_dir(b).path / "kafka") for b in sandbox.broker_ids}
+    dry = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", "dry_run": True, **FAST})
+    assert dry.state == "success", dry.states
+    assert "DRY RUN" in capfd.readouterr().out + caplog.text
+    assert started(sandbox) == before, "a refused or dry run restarts nothing"
+    assert {b: sandbox.host_dir(b).server_properties.read_text() for b in sandbox.broker_ids} == props
+    assert {b: os.readlink(sandbox.host_dir(b).path / "kafka") for b in sandbox.broker_ids} == links
+
     approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
     approver.start()
     try:

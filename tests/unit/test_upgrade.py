@@ -66,3 +66,21 @@ def test_edits_per_phase() -> None:
     assert f"{IBP}=3.7\n" in edited_properties("ibp", "3.7.1", facts, PROPS)
     assert edited_properties("lmf", "2.8.2", facts, unpinned).endswith(f"{LMF}=2.8\n")
     assert edited_properties("binaries", "3.7.1", facts, PROPS) == PROPS
+
+
+def test_check_phases_refuses_a_phase_list_that_skips_a_needed_step() -> None:
+    from kafka_ops.upgrade import check_phases
+
+    old_unpinned = {0: {"installed": "3.6.2", "ibp": None}, 1: {"installed": "3.6.2", "ibp": None}}
+    old_pinned = {b: {**f, "ibp": "3.6"} for b, f in old_unpinned.items()}
+    new_pinned = {b: {"installed": "3.7.1", "ibp": "3.6"} for b in (0, 1)}
+    assert check_phases("3.7.1", ["pin", "binaries", "ibp", "lmf"], old_unpinned) == []
+    assert check_phases("3.7.1", ["binaries"], old_pinned) == []
+    assert check_phases("3.7.1", ["ibp", "lmf"], new_pinned) == [], "the README's second step"
+    assert check_phases("3.7.1", ["binaries", "ibp"], old_unpinned) == [
+        "phases ['binaries', 'ibp'] roll the binaries of brokers [0, 1] whose inter.broker.protocol.version is not "
+        "pinned: the new binaries would raise it by themselves with no way back; add 'pin'"]
+    assert check_phases("3.7.1", ["ibp"], old_pinned) == [
+        "phase ibp needs every broker on 3.7.1, but brokers [0, 1] run ['3.6.2']; add 'binaries'"]
+    assert check_phases("2.8.2", ["lmf"], {0: {"installed": "2.8.2", "ibp": "2.7"}}) == [
+        "phase lmf needs inter.broker.protocol.version 2.8 first, but brokers [0] are below it; add 'ibp'"]

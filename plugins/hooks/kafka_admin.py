@@ -36,7 +36,9 @@ from kafka_ops.cluster import (
     ClusterState,
     Partition,
 )
+from kafka_ops.metadata_version import FEATURE as METADATA_VERSION
 from kafka_ops.profile import ClusterProfile, normalize_bootstrap_servers
+from kafka_ops.quorum import Quorum
 
 from hooks.cluster_profile import ClusterProfileHook
 
@@ -423,6 +425,59 @@ class KafkaAdminHook(ClusterProfileHook):
         for tp, err in raw.items():
             out[f"{tp.topic}-{tp.partition}"] = None if err is None else getattr(err, "__name__", str(err))
         return dict(sorted(out.items()))
+
+    # -- KRaft: the metadata quorum and metadata.version (kafka-python) ---------------------------
+
+    def describe_quorum(self) -> Quorum:
+        """The ``__cluster_metadata`` quorum (DescribeQuorum, KIP-595; brokers forward it to the active
+        controller): leader, epoch, voters with their log end offsets and caught-up times.
+
+        :raises kafka.errors.KafkaError: e.g. UnsupportedVersionError on a ZooKeeper-mode cluster.
+        """
+        client = self._kafka_python_admin()
+        try:
+            return Quorum.from_describe(client.describe_metadata_quorum())
+        finally:
+            client.close()
+
+    def is_kraft(self) -> bool:
+        """True when the cluster answers DescribeQuorum (a KRaft cluster), False when its brokers do not offer
+        it (ZooKeeper mode). Other errors are raised."""
+        from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
+
+        try:
+            self.describe_quorum()
+        except (UnsupportedVersionError, IncompatibleBrokerVersion):
+            return False
+        return True
+
+    def metadata_version(self) -> tuple[int | None, int]:
+        """``(finalized metadata.version level or None, the highest level the answering node supports)``
+        (ApiVersions v3+ FinalizedFeatures / SupportedFeatures, KIP-584)."""
+        client = self._kafka_python_admin()
+        try:
+            features = client.describe_features(send_request_to_controller=False)
+        finally:
+            client.close()
+        mv = features.get(METADATA_VERSION, {})
+        finalized = mv.get("finalized")
+        supported = mv.get("supported") or (0, 0)
+        return (int(finalized[1]) if finalized else None), int(supported[1])
+
+    def update_metadata_version(self, level: int, *, downgrade: bool = False, validate_only: bool = False) -> str:
+        """Finalize ``metadata.version`` at ``level`` (UpdateFeatures, KIP-584, routed to the active
+        controller); ``downgrade`` asks for a SAFE_DOWNGRADE (never an unsafe one).
+
+        :returns: ``"OK"`` or the controller's error text (e.g. a level above what a node supports).
+        """
+        client = self._kafka_python_admin()
+        try:
+            kind = "SAFE_DOWNGRADE" if downgrade else "UPGRADE"
+            result = client.update_features({METADATA_VERSION: (kind, int(level))}, validate_only=validate_only,
+                                            timeout_ms=int(self.request_timeout_s * 1000))
+        finally:
+            client.close()
+        return str(result.get(METADATA_VERSION, "OK"))
 
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """Replica sizes per broker and log dir (DescribeLogDirs, KIP-113; kafka-python).

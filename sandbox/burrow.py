@@ -7,8 +7,22 @@ Modules configured (Burrow 1.2.1 key names):
   profile picks request versions (2.0.0: Metadata v5, ListOffsets v1); broker offsets every
   ``settings.BURROW_OFFSET_REFRESH_S``;
 - ``[consumer.sandbox_zk]`` class ``kafka_zk``: watches ``/consumers/<group>/offsets/<topic>/<p>``
-  (1.2.1 uses ZooKeeper watches, so it has no refresh interval; it lists ``/consumers`` once at start);
-- ``[storage.default]`` in memory, ``intervals = settings.BURROW_INTERVALS``;
+  (1.2.1 uses ZooKeeper watches, so it has no refresh interval; it lists ``/consumers`` once at start):
+  the workload's groups;
+- ``[consumer.sandbox_kafka]`` class ``kafka``: consumes every partition of ``__consumer_offsets`` from
+  the oldest offset (sarama) and decodes the brokers' offset commit records (key v1, value v3): groups of
+  real consumers (``sandbox traffic --group``). It lists the topic's partitions once at start, so
+  ``sandbox up`` creates the topic before Burrow starts. Group metadata values v3 (what Kafka >= 2.3
+  writes) are logged as "failed to decode" by 1.2.1, as against a real cluster; offsets are unaffected;
+- ``[consumer.{cluster}_kafka]
+class-name="kafka"
+cluster="{cluster}"
+servers={_toml_list(brokers)}
+client-profile="sandbox"
+offsets-topic="__consumer_offsets"
+start-latest=false
+
+[storage.default]`` in memory, ``intervals = settings.BURROW_INTERVALS``;
 - ``[httpserver.default]`` on 127.0.0.1:<port>.
 
 Burrow reads ``burrow.toml`` from ``-config-dir``.
@@ -72,6 +86,14 @@ cluster="{cluster}"
 servers={zk}
 zookeeper-path=""
 zookeeper-timeout=6
+
+[consumer.{cluster}_kafka]
+class-name="kafka"
+cluster="{cluster}"
+servers={_toml_list(brokers)}
+client-profile="sandbox"
+offsets-topic="__consumer_offsets"
+start-latest=false
 
 [storage.default]
 class-name="inmemory"

@@ -90,10 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     traffic.add_argument("--partitions", type=int, default=3, help="partitions of a new topic (default %(default)s)")
     traffic.add_argument("--rate", type=float, default=2000.0,
                          help="messages per second, 0 for as fast as possible (default %(default)s)")
+    traffic.add_argument("--group", default=None,
+                         help="read as a member of this consumer group (subscribe, offsets committed to the "
+                         "group coordinator; Burrow rates it) instead of assigning every partition")
     return parser
 
 
-def run_traffic(workdir: Workdir, seconds: float, topic: str, partitions: int, rate: float) -> int:
+def run_traffic(workdir: Workdir, seconds: float, topic: str, partitions: int, rate: float,
+                group: str | None = None) -> int:
     """The ``traffic`` subcommand: progress lines on stderr, the figures as JSON on stdout.
     Returns 0 when nothing acknowledged was lost, duplicated or reordered, else 2."""
     from sandbox import traffic
@@ -106,7 +110,7 @@ def run_traffic(workdir: Workdir, seconds: float, topic: str, partitions: int, r
               file=sys.stderr)
 
     result = traffic.run(info.bootstrap_servers, seconds, topic, partitions=partitions,
-                         rate_per_s=rate or None, progress=progress)
+                         rate_per_s=rate or None, group=group, progress=progress)
     print(json.dumps(result.to_dict(), indent=2))
     return 0 if result.ok else 2
 
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "crash-broker":
             cluster.crash_broker(workdir, args.broker_id)
         elif args.command == "traffic":
-            return run_traffic(workdir, args.seconds, args.topic, args.partitions, args.rate)
+            return run_traffic(workdir, args.seconds, args.topic, args.partitions, args.rate, args.group)
     except (cluster.SandboxError, state.NotASandbox) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1

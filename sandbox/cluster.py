@@ -279,6 +279,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         say(f"brokers {expected} registered")
         workload.create_topics(zk, [(s.id, s.rack) for s in active])
         workload.create_group_nodes(zk)
+        procs.wait_for(lambda: workload.offsets_topic_led(zk), remaining(), "leaders of __consumer_offsets")
         _start_on_free_port(
             workdir,
             info,

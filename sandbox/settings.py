@@ -75,6 +75,8 @@ WORKLOAD_TOPICS: dict[str, tuple[int, int, int]] = {
 }
 CONSUMER_OFFSETS_PARTITIONS = 10  # __consumer_offsets (offsets.topic.num.partitions; Kafka: 50)
 CONSUMER_OFFSETS_RF = 3  # offsets.topic.replication.factor (capped at the broker count)
+GROUP_INITIAL_REBALANCE_DELAY_S = 0.5  # group.initial.rebalance.delay.ms (Kafka: 3000): a new group's
+#                                        first rebalance waits this long for more members
 # group -> topics it consumes (offsets committed to ZooKeeper /consumers/<group>/offsets/<topic>/<p>)
 WORKLOAD_GROUPS: dict[str, list[str]] = {
     "orders-service": ["orders", "payments"],

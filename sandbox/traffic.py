@@ -2,15 +2,19 @@
 
 :class:`Traffic` runs, in two threads, a confluent-kafka producer (``enable.idempotence=true``,
 ``acks=all``) writing numbered messages (key and value carry the sequence number) to a topic with
-real records, and a confluent-kafka consumer reading every partition of it from the beginning
-(``assign()``: the sandbox brokers serve no group protocol). :meth:`Traffic.stop` stops the
+real records, and a confluent-kafka consumer reading every partition of it from the beginning: with
+``assign()`` by default, or as a member of consumer group ``group`` (``subscribe()``, offsets
+auto-committed every ``GROUP_COMMIT_INTERVAL_MS`` to the group coordinator, so Burrow's ``kafka``
+module rates the group). :meth:`Traffic.stop_reading` makes that member stop reading while it keeps
+committing the offsets it reached (a stuck consumer: Burrow sees its lag grow), :meth:`Traffic.resume_reading`
+ends that. :meth:`Traffic.stop` stops the
 producer, waits for its outstanding delivery reports, lets the consumer catch up with every
 acknowledged offset, and returns a :class:`TrafficResult`: acknowledged and read counts, the
 acknowledged messages never read (lost), messages read twice at different offsets (duplicates),
 per-partition order violations, and delivery errors by Kafka error name.
 
-``python -m sandbox traffic --workdir DIR --seconds N`` runs it against a running sandbox (creating
-the topic with RF 3 and ``min.insync.replicas=2`` first when it is missing) and prints the figures.
+``python -m sandbox traffic --workdir DIR --seconds N [--group G]`` runs it against a running sandbox
+(creating the topic with RF 3 and ``min.insync.replicas=2`` first when it is missing) and prints the figures.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "traffic"
+GROUP_COMMIT_INTERVAL_MS = 1000  # auto.commit.interval.ms of a group member (librdkafka: 5000)
 KEY_WIDTH = 12  # keys are the sequence number, zero-padded
 
 
@@ -101,15 +106,28 @@ class Traffic:
     """Producer and consumer threads on ``topic`` (which must exist and hold real records).
 
     ``rate_per_s`` caps the produce rate (messages/s; None: as fast as librdkafka accepts them);
-    ``producer_config`` / ``consumer_config`` add or override librdkafka settings.
-    Use :meth:`start`, then :meth:`stop` (or as a context manager, whose exit stops it).
+    ``group`` makes the consumer a member of that consumer group (``subscribe()`` and auto-commit)
+    instead of assigning itself every partition; ``producer_config`` / ``consumer_config`` add or
+    override librdkafka settings. Use :meth:`start`, then :meth:`stop` (or as a context manager,
+    whose exit stops it).
     """
 
     def __init__(self, bootstrap_servers: str, topic: str = DEFAULT_TOPIC, *, rate_per_s: float | None = 2000.0,
-                 producer_config: dict | None = None, consumer_config: dict | None = None) -> None:
+                 group: str | None = None, producer_config: dict | None = None,
+                 consumer_config: dict | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.rate_per_s = rate_per_s
+        self.group = group
+        group_config = {
+            "group.id": group,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": GROUP_COMMIT_INTERVAL_MS,
+            "auto.offset.reset": "earliest",
+        } if group else {
+            "group.id": "sandbox-traffic",  # required by librdkafka; partitions are assigned, not joined
+            "enable.auto.commit": False,
+        }
         self.producer = Producer({
             "bootstrap.servers": bootstrap_servers,
             "enable.idempotence": True,
@@ -121,8 +139,7 @@ class Traffic:
         })
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap_servers,
-            "group.id": "sandbox-traffic",  # required by librdkafka; partitions are assigned, not joined
-            "enable.auto.commit": False,
+            **group_config,
             "enable.partition.eof": False,
             "client.id": "sandbox-traffic-consumer",
             **(consumer_config or {}),
@@ -134,6 +151,8 @@ class Traffic:
         self.reads: dict[tuple[int, int], int] = {}  # (partition, offset) -> seq
         self._producing = threading.Event()
         self._consuming = threading.Event()
+        self._reading = threading.Event()
+        self._reading.set()
         self._threads: list[threading.Thread] = []
         self._started_at = 0.0
         self._stopped_at = 0.0
@@ -153,8 +172,9 @@ class Traffic:
         while self._producing.is_set():
             if self.rate_per_s is not None:
                 due = began + seq / self.rate_per_s
-                if due > time.monotonic():
-                    self.producer.poll(min(due - time.monotonic(), 0.05))
+                wait = due - time.monotonic()
+                if wait > 0:  # never a negative timeout: librdkafka would wait for the next event forever
+                    self.producer.poll(min(wait, 0.05))
                     continue
             key = str(seq).zfill(KEY_WIDTH).encode()
             try:
@@ -169,7 +189,27 @@ class Traffic:
 
     # --- consumer -----------------------------------------------------------------------------
     def _consume(self) -> None:
+        paused: list[TopicPartition] = []
+        last_commit = 0.0
         while self._consuming.is_set():
+            if not self._reading.is_set():
+                # stuck: read nothing, keep committing the positions reached (auto-commit skips unchanged ones)
+                if not paused:
+                    paused = self.consumer.assignment()
+                    self.consumer.pause(paused)
+                self.consumer.poll(0.2)
+                if self.group and time.monotonic() - last_commit >= GROUP_COMMIT_INTERVAL_MS / 1000:
+                    last_commit = time.monotonic()
+                    positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
+                    if positions:
+                        try:
+                            self.consumer.commit(offsets=positions, asynchronous=False)
+                        except KafkaException as exc:
+                            log.info("consumer: commit failed: %s", exc)
+                continue
+            if paused:
+                self.consumer.resume(paused)
+                paused = []
             msg = self.consumer.poll(0.2)
             if msg is None:
                 continue
@@ -182,7 +222,8 @@ class Traffic:
 
     # --- control --------------------------------------------------------------------------------
     def start(self) -> Traffic:
-        """Assign every partition of the topic to the consumer (from the beginning) and start both threads.
+        """Assign every partition of the topic to the consumer (from the beginning), or subscribe to the
+        topic in ``group``, and start both threads.
 
         Raises:
             KafkaException: the topic's metadata cannot be read.
@@ -191,7 +232,10 @@ class Traffic:
         topic = metadata.topics[self.topic]
         if topic.error is not None:
             raise KafkaException(topic.error)
-        self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in topic.partitions])
+        if self.group:
+            self.consumer.subscribe([self.topic])
+        else:
+            self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in topic.partitions])
         self._producing.set()
         self._consuming.set()
         self._started_at = time.monotonic()
@@ -200,6 +244,15 @@ class Traffic:
         for thread in self._threads:
             thread.start()
         return self
+
+    def stop_reading(self) -> None:
+        """The consumer stops reading (its partitions paused) but stays in its group and, every
+        ``GROUP_COMMIT_INTERVAL_MS``, commits the positions it reached: its lag grows at every commit."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        """Undo :meth:`stop_reading`."""
+        self._reading.set()
 
     def counts(self) -> tuple[int, int, int]:
         """``(sent, acknowledged, read)`` so far."""
@@ -222,6 +275,7 @@ class Traffic:
         self._producing.clear()
         self._threads[0].join()
         self._stopped_at = time.monotonic()
+        self._reading.set()
         deadline = time.monotonic() + drain_timeout_s
         unresolved = self.producer.flush(max(deadline - time.monotonic(), 0.0))
         while not self._caught_up() and time.monotonic() < deadline:
@@ -267,11 +321,12 @@ class Traffic:
 
 
 def run(bootstrap_servers: str, seconds: float, topic: str = DEFAULT_TOPIC, *, partitions: int = 3,
-        rate_per_s: float | None = 2000.0, progress=None) -> TrafficResult:
-    """Create ``topic`` if needed, run :class:`Traffic` for ``seconds`` and return its result;
-    ``progress(sent, acknowledged, read)`` is called every second when given."""
+        rate_per_s: float | None = 2000.0, group: str | None = None, progress=None) -> TrafficResult:
+    """Create ``topic`` if needed, run :class:`Traffic` for ``seconds`` (its consumer in consumer group
+    ``group`` when given) and return its result; ``progress(sent, acknowledged, read)`` is called every
+    second when given."""
     ensure_topic(bootstrap_servers, topic, partitions=partitions)
-    traffic = Traffic(bootstrap_servers, topic, rate_per_s=rate_per_s).start()
+    traffic = Traffic(bootstrap_servers, topic, rate_per_s=rate_per_s, group=group).start()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))

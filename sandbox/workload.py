@@ -63,17 +63,38 @@ def create_topics(
     zk: KazooClient, brokers: Iterable[tuple[int, str | None]]
 ) -> dict[str, dict[int, list[int]]]:
     """Create the workload topics (skipping existing ones) on ``brokers`` (``(id, rack)`` pairs)
-    through ZooKeeper; the controller then elects their leaders. Returns ``{topic: assignment}``."""
+    through ZooKeeper; the controller then elects their leaders. Returns ``{topic: assignment}``.
+
+    ``__consumer_offsets`` is created as a topic with real records (what the brokers' group coordinators
+    create on demand at the first FindCoordinator, with the same partitions and RF), here before Burrow
+    starts: Burrow 1.2.1's ``kafka`` consumer module reads its partition list once at start and exits
+    when the topic is missing."""
     brokers = list(brokers)
     created = {}
     for topic, (partitions, rf, size) in topic_plan(len(brokers)).items():
         if zk.exists(zkpaths.topic_path(topic)):
             continue
-        configs = {"cleanup.policy": "compact"} if topic == CONSUMER_OFFSETS else None
-        created[topic] = zkpaths.create_topic(
-            zk, topic, partitions, rf, brokers, configs=configs, initial_bytes=size
-        )
+        if topic == CONSUMER_OFFSETS:  # real records: the brokers' group coordinators write it
+            created[topic] = zkpaths.create_topic(
+                zk, topic, partitions, rf, brokers, configs={"cleanup.policy": "compact"}, records=True
+            )
+            continue
+        created[topic] = zkpaths.create_topic(zk, topic, partitions, rf, brokers, initial_bytes=size)
     return created
+
+
+def offsets_topic_led(zk: KazooClient) -> bool:
+    """True once every partition of ``__consumer_offsets`` has a leader in ZooKeeper (Burrow's ``kafka``
+    consumer module fails to start on a partition without one)."""
+    try:
+        assignment = zkpaths.loads(zk.get(zkpaths.topic_path(CONSUMER_OFFSETS))[0])["partitions"]
+        for partition in assignment:
+            state = zkpaths.loads(zk.get(zkpaths.partition_state_path(CONSUMER_OFFSETS, int(partition)))[0])
+            if not state or int(state["leader"]) < 0:
+                return False
+    except NoNodeError:
+        return False
+    return True
 
 
 def create_group_nodes(zk: KazooClient) -> None:

@@ -11,6 +11,10 @@ through CreateTopics (:mod:`sandbox.broker.records`); the workload topics keep t
 growth, refuse Produce (INVALID_REQUEST) and return no records to Fetch. Handlers that wait
 (acks=all Produce, long-poll Fetch, CreateTopics/DeleteTopics until the metadata shows the change)
 are coroutines; the server processes one request per connection at a time, as Kafka does.
+
+The group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+ListGroups, DescribeGroups) are served by the broker's group coordinator (:mod:`sandbox.broker.groups`),
+whose handlers the broker adds to :attr:`KafkaApis.handlers`.
 """
 
 from __future__ import annotations

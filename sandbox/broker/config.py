@@ -162,6 +162,8 @@ def render_server_properties(
         "default.replication.factor": "3",
         "num.partitions": "3",
         "offsets.topic.replication.factor": str(settings.CONSUMER_OFFSETS_RF),
+        "offsets.topic.num.partitions": str(settings.CONSUMER_OFFSETS_PARTITIONS),
+        "group.initial.rebalance.delay.ms": str(int(settings.GROUP_INITIAL_REBALANCE_DELAY_S * 1000)),
         "inter.broker.protocol.version": major_minor,
         "log.message.format.version": major_minor,
         "replica.lag.time.max.ms": str(int(settings.REPLICA_LAG_TIME_MAX_S * 1000)),

@@ -53,6 +53,15 @@ _BASE_APIS: dict[int, tuple[int, int]] = {
     1: (4, 15),  # Fetch
     2: (0, 8),  # ListOffsets (v0 hand-coded, see module docstring)
     3: (0, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit (kio has no v0/v1, removed by KIP-896)
+    9: (1, 8),  # OffsetFetch (kio has no v0)
+    10: (0, 4),  # FindCoordinator (group keys; transaction keys refused)
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics (controller only, as in ZK mode)
     20: (1, 6),  # DeleteTopics (controller only)
@@ -80,9 +89,17 @@ def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
     - CreateTopics v5 (KIP-525) and DeleteTopics v4 in 2.4, CreateTopics v7 / DeleteTopics v6 (topic
       ids) in 2.8; InitProducerId v3 (KIP-360) in 2.5, v4 in 2.7.
 
+    - Group APIs (:mod:`sandbox.broker.groups`): FindCoordinator v3 (flexible) in 2.4, v4 (batched,
+      KIP-699) in 3.0; JoinGroup v4 (KIP-394) in 2.2, v5 / SyncGroup v3 / Heartbeat v3 (KIP-345) in 2.3,
+      v6 / SyncGroup v4 / Heartbeat v4 / LeaveGroup v3-4 (flexible, batched leave) in 2.4, JoinGroup v7 /
+      SyncGroup v5 (KIP-559) in 2.5, JoinGroup v8-9 / LeaveGroup v5 (KIP-800, KIP-814) in 3.2;
+      OffsetCommit v7 in 2.3, v8 in 2.4, v9 (KIP-848) in 3.7; OffsetFetch v6 in 2.4, v7 (KIP-447) in 2.5,
+      v8 (KIP-709) in 3.0, v9 in 3.7; DescribeGroups v4 in 2.3, v5 in 2.4; ListGroups v3 in 2.4, v4
+      (KIP-518) in 2.6, v5 (KIP-848) in 3.8.
+
     The lowest versions are those kio can decode (Produce v3, Fetch v4, CreateTopics v2, DeleteTopics
-    v1), not Kafka's. DescribeCluster v1 came with 3.7 in Kafka, but the sandbox serves it from 3.0 on
-    because kafka-python 3.x cannot parse a v0 answer.
+    v1, OffsetCommit v2, OffsetFetch v1), not Kafka's. DescribeCluster v1 came with 3.7 in Kafka, but
+    the sandbox serves it from 3.0 on because kafka-python 3.x cannot parse a v0 answer.
     """
     apis = dict(_BASE_APIS)
     version = parse_version(kafka_version)
@@ -98,18 +115,35 @@ def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
         apis[20] = (1, 5 if version >= (2, 7) else 4 if version >= (2, 4) else 3)
     if version < (2, 7):
         apis[22] = (0, 3 if version >= (2, 5) else 2)
+
+    def upto(key: int, *steps: tuple[tuple[int, int], int]) -> None:
+        """Lower ``key``'s max version to that of the newest release step ``version`` reached."""
+        lo, _ = apis[key]
+        apis[key] = (lo, next((v for since, v in steps if version >= since), steps[-1][1]))
+
+    upto(8, ((3, 7), 9), ((2, 4), 8), ((2, 3), 7), ((0, 0), 6))
+    upto(9, ((3, 7), 9), ((3, 0), 8), ((2, 5), 7), ((2, 4), 6), ((0, 0), 5))
+    upto(10, ((3, 0), 4), ((2, 4), 3), ((0, 0), 2))
+    upto(11, ((3, 2), 9), ((2, 5), 7), ((2, 4), 6), ((2, 3), 5), ((2, 2), 4), ((0, 0), 3))
+    upto(12, ((2, 4), 4), ((2, 3), 3), ((0, 0), 2))
+    upto(13, ((3, 2), 5), ((2, 4), 4), ((0, 0), 2))
+    upto(14, ((2, 5), 5), ((2, 4), 4), ((2, 3), 3), ((0, 0), 2))
+    upto(15, ((2, 4), 5), ((2, 3), 4), ((0, 0), 3))
+    upto(16, ((3, 8), 5), ((2, 6), 4), ((2, 4), 3), ((0, 0), 2))
     return apis
 
 
 @dataclass(frozen=True)
 class Request:
-    """A decoded request: header fields and the kio body entity (``body`` is a dict for ListOffsets v0)."""
+    """A decoded request: header fields and the kio body entity (``body`` is a dict for ListOffsets v0);
+    ``client_host`` is the client's address as Kafka reports it in group membership (``/127.0.0.1``)."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     body: Any
+    client_host: str = ""
 
 
 def read_request(frame: bytes) -> Request:

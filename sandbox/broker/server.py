@@ -10,13 +10,16 @@ SIGKILL skips all of that: the registration lingers until the session times out
 
 Requests on one client connection are processed one at a time, in order (Kafka mutes a channel until
 its response is sent), so a waiting acks=all Produce or long-poll Fetch holds back later requests of
-that connection only. Followers of record topics run one record fetcher task per leader broker
-(``_record_fetcher``), each a chain of long polls on the side channel.
+that connection only (a JoinGroup waiting for its rebalance too). Followers of record topics run one
+record fetcher task per leader broker (``_record_fetcher``), each a chain of long polls on the side
+channel. The group coordinator (:mod:`sandbox.broker.groups`) loads the ``__consumer_offsets``
+partitions this broker leads after every metadata refresh and runs its timers every 0.1 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import os
@@ -25,15 +28,18 @@ import time
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
+from kio.index import load_request_schema
 
 from sandbox import settings
 from sandbox.broker import rpc, zkpaths
 from sandbox.broker.apis import NO_RESPONSE, KafkaApis
 from sandbox.broker.config import BrokerConfig
 from sandbox.broker.controller import Controller
+from sandbox.broker.groups import GroupCoordinator
 from sandbox.broker.metadata import MetadataCache
 from sandbox.broker.protocol import (
     API_VERSIONS,
+    Request,
     UnsupportedVersion,
     api_versions_error,
     encode_list_offsets_v0,
@@ -44,6 +50,7 @@ from sandbox.broker.protocol import (
 from sandbox.broker.replicas import RECORD_FETCH_MAX_WAIT_S, ReplicaManager
 
 log = logging.getLogger(__name__)
+MAX_NOTED_VERSIONS = 500  # distinct (api, version, client software) first-request log lines per broker run
 
 
 class BrokerStartError(RuntimeError):
@@ -60,6 +67,8 @@ class Broker:
         self.controller = Controller(config.broker_id, self.zk, self.cache)
         self.replicas = ReplicaManager(config.broker_id, config.log_dir, self.cache, config.replica_lag_time_max_s)
         self.apis = KafkaApis(self)
+        self.groups = GroupCoordinator(self)
+        self.apis.handlers.update(self.groups.handlers)
         self.rpc = rpc.RpcClient(settings.REPLICATION_PORT)
         # record fetches long-poll: their own connections, so they never hold up the simulated fetches
         self.record_rpc = rpc.RpcClient(settings.REPLICATION_PORT, timeout_s=RECORD_FETCH_MAX_WAIT_S + 2.0)
@@ -73,6 +82,7 @@ class Broker:
         self._shutdown_done = False  # controlled shutdown finished: no longer runs for controller
         self._tasks: list[asyncio.Task] = []
         self._session_lost = False
+        self._noted: set[tuple[int, int, str]] = set()  # (api key, version, client software) seen
 
     # --- lifecycle -----------------------------------------------------------------------------
     async def run(self) -> None:
@@ -99,10 +109,11 @@ class Broker:
         await self._register()
         self.cache.refresh()
         self.replicas.on_metadata()
+        self.groups.on_metadata()
         self._install_watches()
         self.controller.try_elect()
         for loop_fn in (self._produce_loop, self._fetch_loop, self._record_fetch_loop, self._persist_loop,
-                        self._housekeeping_loop):
+                        self._housekeeping_loop, self._group_loop):
             self._tasks.append(asyncio.create_task(loop_fn()))
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
@@ -234,6 +245,7 @@ class Broker:
         try:
             self.cache.refresh()
             self.replicas.on_metadata()
+            self.groups.on_metadata()
             self.controller.on_metadata_change()
         except Exception:
             log.exception("metadata refresh failed")
@@ -353,6 +365,15 @@ class Broker:
         self._producer_ids = (first + 1, last)
         return first
 
+    async def _group_loop(self) -> None:
+        """The group coordinator's timers: session expiry, join and sync deadlines (every 0.1 s)."""
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                self.groups.tick()
+            except Exception:
+                log.exception("group coordinator tick failed")
+
     async def _persist_loop(self) -> None:
         while True:
             await asyncio.sleep(settings.STATE_PERSIST_INTERVAL_S)
@@ -446,11 +467,13 @@ class Broker:
 
     # --- Kafka listener -------------------------------------------------------------------------
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        connection = {"client_host": f"/{peer[0]}" if peer else "", "software": None}
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
                 frame = await reader.readexactly(size)
-                answer = await self._answer(frame)
+                answer = await self._answer(frame, connection)
                 if answer is None:  # Kafka closes the connection on a request it cannot serve
                     break
                 if answer is NO_RESPONSE:  # Produce with acks=0
@@ -462,14 +485,17 @@ class Broker:
         finally:
             writer.close()
 
-    async def _answer(self, frame: bytes):
-        """The encoded answer to one request frame, None to close the connection, or NO_RESPONSE."""
+    async def _answer(self, frame: bytes, connection: dict | None = None):
+        """The encoded answer to one request frame, None to close the connection, or NO_RESPONSE.
+        ``connection`` carries the client's address and software name (ApiVersions v3+, KIP-511)."""
+        connection = connection if connection is not None else {}
         apis = supported_apis(self.config.version)
         try:
-            request = read_request(frame)
+            request = dataclasses.replace(read_request(frame), client_host=connection.get("client_host", ""))
         except UnsupportedVersion as exc:
             log.info("%s", exc)
             return api_versions_error(exc.correlation_id, apis)
+        self._note_version(request, connection)
         lo_hi = apis.get(request.api_key)
         if lo_hi is None or not lo_hi[0] <= request.api_version <= lo_hi[1]:
             log.info("unsupported api_key=%s version=%s", request.api_key, request.api_version)
@@ -482,6 +508,25 @@ class Broker:
         if request.api_key == 2 and request.api_version == 0:
             return encode_list_offsets_v0(request.correlation_id, response)
         return encode_response(request.correlation_id, response)
+
+
+    def _note_version(self, request: Request, connection: dict) -> None:
+        """Log the first request of each (API, version, client software) this broker receives:
+        ``first JoinGroupRequest v5 from librdkafka 2.16.0 (client id rdkafka)``. The client software is
+        what ApiVersions v3+ named (KIP-511), else the client id. At most ``MAX_NOTED_VERSIONS`` lines."""
+        if request.api_key == API_VERSIONS and request.api_version >= 3:
+            body = request.body
+            connection["software"] = f"{body.client_software_name} {body.client_software_version}"
+        who = connection.get("software") or f"client id {request.client_id}"
+        key = (request.api_key, request.api_version, who)
+        if key in self._noted or len(self._noted) >= MAX_NOTED_VERSIONS:
+            return
+        self._noted.add(key)
+        try:
+            name = load_request_schema(request.api_key, request.api_version).__name__
+        except Exception:  # noqa: BLE001 - ListOffsets v0 has no kio class
+            name = f"api {request.api_key}"
+        log.info("first %s v%s from %s (client id %s)", name, request.api_version, who, request.client_id)
 
 
 def write_pid_file(path: os.PathLike) -> None:

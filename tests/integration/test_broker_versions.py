@@ -33,6 +33,7 @@ from sandbox.testing import RunningSandbox
 pytestmark = pytest.mark.sandbox
 
 API_VERSIONS, LIST_OFFSETS, PRODUCE, FETCH = 18, 2, 0, 1
+OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS = 8, 9, 16
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +88,14 @@ def test_api_versions_follow_the_installed_version(sandbox: RunningSandbox, kafk
         assert kafka_python_api_versions(sb) == tables[version]
     old, new = tables["3.6.2"], tables["3.8.0"]
     # Kafka 3.8 added ListOffsets v9 (KIP-1005), 3.7 Produce v10 / Fetch v16 (KIP-951), 3.8 Produce v11
-    # (KIP-890); everything else the sandbox serves is the same
+    # (KIP-890), 3.7 OffsetCommit v9 / OffsetFetch v9 and 3.8 ListGroups v5 (KIP-848); everything else the
+    # sandbox serves is the same
     assert old[LIST_OFFSETS] == (0, 8) and new[LIST_OFFSETS] == (0, 9)
     assert old[PRODUCE] == (3, 9) and new[PRODUCE] == (3, 11)
     assert old[FETCH] == (4, 15) and new[FETCH] == (4, 16)
-    changed = (LIST_OFFSETS, PRODUCE, FETCH)
+    assert (old[OFFSET_COMMIT], old[OFFSET_FETCH], old[LIST_GROUPS]) == ((2, 8), (1, 8), (0, 4))
+    assert (new[OFFSET_COMMIT], new[OFFSET_FETCH], new[LIST_GROUPS]) == ((2, 9), (1, 9), (0, 5))
+    changed = (LIST_OFFSETS, PRODUCE, FETCH, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS)
     assert {k: v for k, v in old.items() if k not in changed} == {k: v for k, v in new.items() if k not in changed}
     assert old[API_VERSIONS] == (0, 3)
 

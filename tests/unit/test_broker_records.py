@@ -78,3 +78,56 @@ def test_divergent_follower_truncates_to_the_leaders_epoch_end(tmp_path: Path) -
         assert follower.append_replicated(data) is not None
     assert [b.data for b in follower.batches] == [b.data for b in leader.batches]
     assert leader.end_for_epoch(2) == (-1, 0)
+
+
+# --- __consumer_offsets records (sandbox/broker/group_records.py) ----------------------------------------
+
+
+def test_group_partition_follows_javas_string_hash() -> None:
+    from sandbox.broker.group_records import java_string_hash, partition_for
+
+    assert java_string_hash("hello") == 99162322  # "hello".hashCode() in Java
+    assert java_string_hash("") == 0
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE: Utils.abs gives 0
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+    assert java_string_hash("é€") == (0xE9 * 31 + 0x20AC)  # UTF-16 code units
+
+
+def test_offsets_records_encode_in_kafkas_layout_and_decode_back() -> None:
+    from sandbox.broker.group_records import (
+        CommittedOffset,
+        StoredGroup,
+        StoredMember,
+        build_batch,
+        decode,
+        group_metadata_key,
+        group_metadata_value,
+        offset_commit_key,
+        offset_commit_value,
+        read_records,
+    )
+
+    key = offset_commit_key("g", "t", 3)
+    # int16 version 1, int16-length "g", int16-length "t", int32 partition (OffsetCommitKey.json)
+    assert key == bytes.fromhex("0001" "0001" "67" "0001" "74" "00000003")
+    value = offset_commit_value(CommittedOffset(42, 5, "m", 1000))
+    # int16 version 3, int64 offset, int32 leader epoch, string metadata, int64 commit timestamp
+    assert value == bytes.fromhex("0003" "000000000000002a" "00000005" "0001" "6d" "00000000000003e8")
+    record = decode(key, value)
+    assert (record.kind, record.key_version, record.value_version, record.group, record.topic, record.partition) == (
+        "offset", 1, 3, "g", "t", 3)
+    assert record.committed == CommittedOffset(42, 5, "m", 1000)
+    assert decode(key, None).committed is None  # a tombstone
+
+    member = StoredMember("m1", None, "client", "/127.0.0.1", 300000, 45000, b"sub", b"assignment")
+    group = StoredGroup("consumer", 7, "range", "m1", 1234, (member,))
+    for version in (0, 1, 2, 3):
+        found = decode(group_metadata_key("g"), group_metadata_value(group, version))
+        assert (found.kind, found.key_version, found.value_version, found.group) == ("group", 2, version, "g")
+        assert found.stored.generation == 7 and found.stored.members[0].assignment == b"assignment"
+    assert decode(group_metadata_key("g"), group_metadata_value(group, 3)).stored == group
+    assert group_metadata_key("g") == bytes.fromhex("0002" "0001" "67")
+
+    batch_ = build_batch([(key, value), (group_metadata_key("g"), None)])
+    assert [(o, k, v) for o, k, v in read_records(batch_)] == [(0, key, value), (1, group_metadata_key("g"), None)]

@@ -12,9 +12,9 @@ sandbox, and prints a table:
   catch-up = registered -> back in every ISR;
   these include the waits' poll latency (up to ``healthcheck_interval_s`` each), so they are upper
   bounds of the cluster's own time and the ratio is a conservative (low) estimate of the overhead;
-- client traffic during the run (unless ``--no-traffic``): an idempotent ``acks=all`` producer and a reader on a
-  topic of their own (``sandbox.traffic_watch``): acknowledged, lost, duplicated, and producer errors by code
-  per restarted broker;
+- client traffic during the run (unless ``--no-traffic``), confluent-kafka and kafka-python each: an idempotent
+  ``acks=all`` producer and a consumer-group reader on a topic of their own (``sandbox.traffic_watch``):
+  acknowledged, lost, duplicated, and producer errors by code per restarted broker;
 - ratio = wall / sum of unavoidable; overhead per broker = (wall - fixed - unavoidable) / brokers, where
   fixed = trigger to the first stop + the last broker's leadership back to the run's end.
 
@@ -176,6 +176,8 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
         out = {"size": size, **json.loads(result_path.read_text())}
         if watched is not None:
             out["traffic"] = {**watched.result.to_dict(), "per_restart": watched.per_restart}
+            out["traffic_kafka_python"] = {**watched.kafka_python.to_dict(),
+                                           "per_restart": watched.kafka_python_per_restart}
         return out
     finally:
         try:
@@ -209,11 +211,14 @@ def table(results: list[dict[str, Any]]) -> str:
                           f"start {_fmt(b['start'])} s, catch-up {_fmt(b['catch_up'])} s")
         if r["failed"]:
             detail.append(f"  {r['size']} brokers: FAILED tasks {', '.join(r['failed'])}")
-        t = r.get("traffic")
-        if t:
-            detail.append(f"  {r['size']} brokers, client traffic (idempotent acks=all producer + reader): "
-                          f"{t['acknowledged']} acknowledged, {t['lost_count']} lost, {t['duplicates_count']} "
-                          f"duplicated, {t['out_of_order_count']} out of order, {t['unresolved']} unresolved")
+        for key, client in (("traffic", "confluent-kafka"), ("traffic_kafka_python", "kafka-python")):
+            t = r.get(key)
+            if not t:
+                continue
+            detail.append(f"  {r['size']} brokers, client traffic ({client}: idempotent acks=all producer + "
+                          f"consumer-group reader): {t['acknowledged']} acknowledged, {t['lost_count']} lost, "
+                          f"{t['duplicates_count']} duplicated, {t['out_of_order_count']} out of order, "
+                          f"{t['unresolved']} unresolved")
             for who, errors in sorted(t["per_restart"].items()):
                 detail.append(f"    producer errors, {who}: "
                               + (", ".join(f"{code} {n}" for code, n in sorted(errors.items())) or "none"))

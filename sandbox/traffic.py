@@ -297,27 +297,34 @@ class Traffic:
             acked = dict(self.acked)
             reads = dict(self.reads)
             errors = dict(self.errors)
-        where: dict[int, list[tuple[int, int]]] = {}
-        for (partition, offset), seq in reads.items():
-            where.setdefault(seq, []).append((partition, offset))
-        out_of_order = []
-        last: dict[int, tuple[int, int]] = {}
-        for (partition, offset), seq in sorted(reads.items()):
-            previous = last.get(partition)
-            if previous is not None and seq <= previous[1]:
-                out_of_order.append([partition, offset, seq, previous[1]])
-            last[partition] = (offset, seq)
-        return TrafficResult(
-            acknowledged=len(acked),
-            read=len(reads),
-            lost=sorted(seq for seq in acked if seq not in where),
-            duplicates=sorted(seq for seq, places in where.items() if len(places) > 1),
-            misplaced=sorted(seq for seq, spot in acked.items() if seq in where and spot not in where[seq]),
-            out_of_order=out_of_order,
-            errors=errors,
-            unresolved=unresolved,
-            seconds=self._stopped_at - self._started_at,
-        )
+        return compare(acked, reads, errors, unresolved, self._stopped_at - self._started_at)
+
+
+def compare(acked: dict[int, tuple[int, int]], reads: dict[tuple[int, int], int], errors: dict[str, int],
+            unresolved: int, seconds: float) -> TrafficResult:
+    """What a producer had acknowledged (sequence number -> (partition, offset)) against what a reader read
+    ((partition, offset) -> sequence number): the :class:`TrafficResult` (any client library's traffic)."""
+    where: dict[int, list[tuple[int, int]]] = {}
+    for (partition, offset), seq in reads.items():
+        where.setdefault(seq, []).append((partition, offset))
+    out_of_order = []
+    last: dict[int, tuple[int, int]] = {}
+    for (partition, offset), seq in sorted(reads.items()):
+        previous = last.get(partition)
+        if previous is not None and seq <= previous[1]:
+            out_of_order.append([partition, offset, seq, previous[1]])
+        last[partition] = (offset, seq)
+    return TrafficResult(
+        acknowledged=len(acked),
+        read=len(reads),
+        lost=sorted(seq for seq in acked if seq not in where),
+        duplicates=sorted(seq for seq, places in where.items() if len(places) > 1),
+        misplaced=sorted(seq for seq, spot in acked.items() if seq in where and spot not in where[seq]),
+        out_of_order=out_of_order,
+        errors=errors,
+        unresolved=unresolved,
+        seconds=seconds,
+    )
 
 
 def run(bootstrap_servers: str, seconds: float, topic: str = DEFAULT_TOPIC, *, partitions: int = 3,

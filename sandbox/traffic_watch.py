@@ -1,5 +1,5 @@
 """Client traffic watched through an operation: "no acknowledged message lost", and the producer errors each
-restarted broker caused.
+restarted broker caused, with both client libraries the product uses.
 
 :func:`watched_traffic` creates a topic of its own with real records (RF = min(3, brokers),
 ``min.insync.replicas`` = RF - 1, so one broker may be down without refusing ``acks=all``), runs
@@ -7,11 +7,14 @@ restarted broker caused.
 every failed delivery report time-stamped) while the body runs, and at the end stops it, deletes the topic
 and fills a :class:`WatchedTraffic`: the :class:`~sandbox.traffic.TrafficResult` plus the failed
 deliveries attributed to the broker whose restart they happened in, read from the brokers' own logs
-(controlled shutdown -> started), see :func:`errors_per_restart`.
+(controlled shutdown -> started), see :func:`errors_per_restart`. Beside it, on a second topic,
+:class:`KafkaPythonTraffic` does the same with kafka-python (an idempotent ``acks=all`` producer and a
+consumer-group member): both libraries produce and consume through the cluster while the operation runs.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -27,7 +30,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from sandbox.layout import Workdir
-from sandbox.traffic import Traffic, TrafficResult, ensure_topic
+from sandbox.traffic import Traffic, TrafficResult, compare, ensure_topic
 
 #: A failed delivery up to this many seconds after a broker's start still counts for its restart (clients
 #: refresh metadata and leadership returns after the start).
@@ -51,6 +54,108 @@ class TimedTraffic(Traffic):
             with self._events_lock:
                 self.error_events.append((time.time(), err.name()))
         super()._on_delivery(err, msg)
+
+
+class KafkaPythonTraffic:
+    """kafka-python's side: a ``KafkaProducer`` (``acks="all"``, idempotent) writing numbered messages at
+    ``rate_per_s`` and a ``KafkaConsumer`` in consumer group ``group`` (``subscribe``, from the earliest
+    offset) reading them, in two threads; :meth:`stop` returns a :class:`~sandbox.traffic.TrafficResult`
+    (failed sends by exception name, time-stamped in ``error_events``)."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, *, group: str, rate_per_s: float = 100.0) -> None:
+        from kafka import KafkaConsumer, KafkaProducer
+
+        self.topic = topic
+        self.rate_per_s = rate_per_s
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", enable_idempotence=True,
+                                      client_id="sandbox-traffic-kafka-python", request_timeout_ms=30000,
+                                      delivery_timeout_ms=60000)
+        self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers, group_id=group,
+                                      auto_offset_reset="earliest", enable_auto_commit=True,
+                                      auto_commit_interval_ms=1000, client_id="sandbox-traffic-kafka-python")
+        self.lock = threading.Lock()
+        self.acked: dict[int, tuple[int, int]] = {}
+        self.reads: dict[tuple[int, int], int] = {}
+        self.errors: Counter[str] = Counter()
+        self.error_events: list[tuple[float, str]] = []
+        self.pending = 0
+        self._producing = threading.Event()
+        self._consuming = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._began = self._ended = 0.0
+
+    def _acked(self, seq: int, metadata) -> None:
+        with self.lock:
+            self.acked[seq] = (metadata.partition, metadata.offset)
+            self.pending -= 1
+
+    def _failed(self, exc: BaseException) -> None:
+        with self.lock:
+            self.errors[type(exc).__name__] += 1
+            self.error_events.append((time.time(), type(exc).__name__))
+            self.pending -= 1
+
+    def _produce(self) -> None:
+        seq = 0
+        while self._producing.is_set():
+            due = self._began + seq / self.rate_per_s
+            if due > time.monotonic():
+                time.sleep(min(due - time.monotonic(), 0.05))
+                continue
+            with self.lock:
+                self.pending += 1
+            future = self.producer.send(self.topic, key=str(seq).zfill(12).encode(),
+                                        value=json.dumps({"seq": seq}).encode())
+            future.add_callback(lambda md, s=seq: self._acked(s, md))
+            future.add_errback(self._failed)
+            seq += 1
+
+    def _consume(self) -> None:
+        while self._consuming.is_set():
+            for records in self.consumer.poll(timeout_ms=200).values():
+                for r in records:
+                    with self.lock:
+                        self.reads[(r.partition, r.offset)] = json.loads(r.value)["seq"]
+
+    def start(self) -> KafkaPythonTraffic:
+        self._began = time.monotonic()
+        self._producing.set()
+        self._consuming.set()
+        self._threads = [threading.Thread(target=self._produce, name="kp-producer", daemon=True),
+                         threading.Thread(target=self._consume, name="kp-consumer", daemon=True)]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _caught_up(self) -> bool:
+        with self.lock:
+            ends: dict[int, int] = {}
+            for partition, offset in self.acked.values():
+                ends[partition] = max(ends.get(partition, -1), offset)
+            read: dict[int, int] = {}
+            for partition, offset in self.reads:
+                read[partition] = max(read.get(partition, -1), offset)
+        return all(read.get(p, -1) >= end for p, end in ends.items())
+
+    def stop(self, drain_timeout_s: float = 60.0) -> TrafficResult:
+        """Stop producing, flush (at most ``drain_timeout_s``), let the reader catch up, close, compare."""
+        self._producing.clear()
+        self._threads[0].join(timeout=10)
+        self._ended = time.monotonic()
+        deadline = time.monotonic() + drain_timeout_s
+        try:
+            self.producer.flush(timeout=drain_timeout_s)
+        except Exception:  # unresolved sends are counted below
+            pass
+        while not self._caught_up() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._consuming.clear()
+        self._threads[1].join(timeout=10)
+        self.consumer.close()
+        self.producer.close(timeout=5)
+        with self.lock:
+            return compare(dict(self.acked), dict(self.reads), dict(self.errors), max(0, self.pending),
+                           self._ended - self._began)
 
 
 def restart_windows(workdir: Path, brokers: list[int], since: float) -> dict[int, list[tuple[float, float]]]:
@@ -108,15 +213,23 @@ class WatchedTraffic:
     topic: str
     result: TrafficResult | None = None
     per_restart: dict[str, dict[str, int]] = field(default_factory=dict)
+    kafka_python: TrafficResult | None = None
+    kafka_python_per_restart: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for test output and benchmarks."""
         r = self.result
         if r is None:
             return f"traffic on {self.topic}: not finished"
-        return (f"traffic on {self.topic}: {r.acknowledged} acknowledged, {r.read} read, {len(r.lost)} lost, "
-                f"{len(r.duplicates)} duplicated, {len(r.out_of_order)} out of order; producer errors by restart: "
-                f"{self.per_restart or 'none'}")
+        line = (f"traffic on {self.topic} (confluent-kafka): {r.acknowledged} acknowledged, {r.read} read, "
+                f"{len(r.lost)} lost, {len(r.duplicates)} duplicated, {len(r.out_of_order)} out of order; producer "
+                f"errors by restart: {self.per_restart or 'none'}")
+        k = self.kafka_python
+        if k is not None:
+            line += (f" | kafka-python: {k.acknowledged} acknowledged, {k.read} read, {len(k.lost)} lost, "
+                     f"{len(k.duplicates)} duplicated, {len(k.out_of_order)} out of order; producer errors by "
+                     f"restart: {self.kafka_python_per_restart or 'none'}")
+        return line
 
 
 def _wait_led(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
@@ -150,16 +263,26 @@ def watched_traffic(workdir: Path, bootstrap_servers: str, brokers: list[int], *
     topic = f"traffic-{uuid.uuid4().hex[:8]}"
     ensure_topic(bootstrap_servers, topic, partitions=partitions, replication_factor=rf,
                  min_insync_replicas=max(1, rf - 1))
+    kp_topic = f"{topic}-kp"
+    ensure_topic(bootstrap_servers, kp_topic, partitions=max(1, partitions // 2), replication_factor=rf,
+                 min_insync_replicas=max(1, rf - 1))
     _wait_led(bootstrap_servers, topic, partitions)
+    _wait_led(bootstrap_servers, kp_topic, max(1, partitions // 2))
     watched = WatchedTraffic(topic)
     since = time.time()
-    traffic = TimedTraffic(bootstrap_servers, topic, rate_per_s=rate_per_s).start()
+    traffic = TimedTraffic(bootstrap_servers, topic, rate_per_s=rate_per_s, group=f"{topic}-readers").start()
+    other = KafkaPythonTraffic(bootstrap_servers, kp_topic, group=f"{kp_topic}-readers",
+                               rate_per_s=max(1.0, rate_per_s / 5)).start()
     try:
         yield watched
     finally:
         watched.result = traffic.stop()
-        watched.per_restart = errors_per_restart(traffic.error_events, restart_windows(workdir, brokers, since))
+        watched.kafka_python = other.stop()
+        windows = restart_windows(workdir, brokers, since)
+        watched.per_restart = errors_per_restart(traffic.error_events, windows)
+        watched.kafka_python_per_restart = errors_per_restart(other.error_events, windows)
         _delete(bootstrap_servers, topic)
+        _delete(bootstrap_servers, kp_topic)
 
 
 def _delete(bootstrap_servers: str, topic: str, timeout_s: float = 60.0) -> None:

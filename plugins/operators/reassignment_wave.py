@@ -5,7 +5,8 @@ involved (``leader/follower.replication.throttled.rate`` on the brokers, ``leade
 throttled.replicas`` on the topics; KIP-73, what ``kafka-reassign-partitions.sh --execute --throttle`` sets)
 -> AlterPartitionReassignments (KIP-455) for the moves not done yet -> wait until none of the wave's
 partitions is still reassigning, logging bytes copied of the wave's bytes and an ETA from the observed rate
--> remove the wave's throttles. A wave not done within ``verify_timeout_s`` is cancelled (with
+(in the task for its first minute, then deferred to the triggerer: ``triggers.wave_progress``) -> remove the
+wave's throttles. A wave not done within ``verify_timeout_s`` is cancelled (with
 ``cancel_on_timeout``) and the task fails naming the stuck partitions.
 
 Resume: a cleared wave skips the moves already at their target and waits for the ones still reassigning;
@@ -36,9 +37,14 @@ from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
+from triggers.wave_progress import WaveProgressTrigger
 
 from operators.cluster_lock import ensure_held, release_held
 from operators.roll_plan import profile_or_fail
+
+#: Seconds a wave is polled in its own task before the wait is deferred to the triggerer
+#: (``triggers.wave_progress``): short waves finish in the task, long ones hold no worker slot.
+VERIFY_INLINE_S = 60.0
 
 
 def replicas_now(state: Any) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -131,16 +137,53 @@ class ReassignmentWaveOperator(BaseOperator):
                               len(todo), "ZooKeeper" if moves.via == "zookeeper" else "the admin API", len(done),
                               len(running))
             show_step(context, f"{label} · copying")
-            self._verify(context, admin, moves, wave, label, cfg, profile)
-            admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
-            self.log.info("%s: done; its throttles removed", label)
-            state = admin.cluster_state(configs=False)
-        current = replicas_now(state)
+            deadline = time.time() + float(cfg.get("verify_timeout_s", 6 * 3600))
+            if not self._verify(context, admin, moves, wave, label, cfg, profile, inline_s=VERIFY_INLINE_S):
+                self.log.info("%s: still copying after %.0f s; waiting deferred (no worker slot held) until it "
+                              "completes or its timeout at %s", label, VERIFY_INLINE_S,
+                              time.strftime("%H:%M:%S UTC", time.gmtime(deadline)))
+                show_step(context, f"{label} · copying (deferred)")
+                self.defer(trigger=WaveProgressTrigger(
+                    cfg["cluster"], [[m.topic, m.partition] for m in wave.moves], label,
+                    float(cfg.get("verify_interval_s", 10)), deadline), method_name="execute_after_copy")
+            return self._finish(admin, wave, label, broker_cfgs, topic_cfgs, {"wave": index, "moves": len(todo)})
+
+    def execute_after_copy(self, context: Any, event: dict[str, Any] | None = None) -> dict:
+        """Resumed by :class:`triggers.wave_progress.WaveProgressTrigger`: the wave completed (throttles
+        removed, targets checked), timed out (stuck moves cancelled with ``cancel_on_timeout``; fails naming
+        them) or met an error waiting cannot fix (fails naming it)."""
+        cfg = resolve_settings(self.settings, context["params"])
+        profile = profile_or_fail(cfg["cluster"])
+        plan = _load(context)
+        index = int(self.wave["wave"])
+        wave = plan.waves[index - 1]
+        label = wave.label(len(plan.waves))
+        broker_cfgs, topic_cfgs = throttle_configs(wave_throttles(wave), int(cfg["throttle_bytes_per_s"]))
+        state = (event or {}).get("state")
+        with KafkaAdminHook(profile=profile) as admin:
+            if state == "timeout":
+                self._timed_out(context, Reassignments(admin, profile), wave, cfg, profile,
+                                {(t, int(p)) for t, p in event.get("ongoing", [])},
+                                f"gave up waiting until {label} complete: its verify_timeout_s "
+                                f"({float(cfg.get('verify_timeout_s', 6 * 3600)):.0f} s) passed", True)
+            if state != "done":
+                release_held(profile, context, self.log, "the wave failed")
+                raise AirflowFailException(f"{label}: waiting for it failed: {(event or {}).get('message', event)}; "
+                                           "the throttles are removed by remove_throttles")
+            self.log.info("%s: every move completed (seen by the triggerer)", label)
+            return self._finish(admin, wave, label, broker_cfgs, topic_cfgs, {"wave": index, "deferred": True})
+
+    def _finish(self, admin: KafkaAdminHook, wave: Any, label: str, broker_cfgs: Any, topic_cfgs: Any,
+                result: dict) -> dict:
+        """Remove the wave's throttles and check every move is at its target."""
+        admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
+        self.log.info("%s: done; its throttles removed", label)
+        current = replicas_now(admin.cluster_state(configs=False))
         wrong = [f"{m.name}: {list(current.get((m.topic, m.partition), ()))} instead of {list(m.replicas)}"
                  for m in wave.moves if current.get((m.topic, m.partition)) != tuple(m.replicas)]
         if wrong:
             raise AirflowFailException(f"{label}: finished but not at its targets: " + "; ".join(wrong[:20]))
-        return {"wave": index, "moves": len(todo)}
+        return result
 
     def execute_in_window(self, context: Any, event: Any = None) -> dict:
         """Resumed by the window gate's trigger when the next maintenance window opens: the wave from its
@@ -148,11 +191,15 @@ class ReassignmentWaveOperator(BaseOperator):
         return self.execute(context)
 
     def _verify(self, context: Any, admin: KafkaAdminHook, moves: Reassignments, wave: Any, label: str, cfg: dict,
-                profile: Any) -> None:
+                profile: Any, inline_s: float | None = None) -> bool:
+        """Poll the wave in this task: True when complete; False when still copying after ``inline_s``
+        seconds (the caller defers); at ``verify_timeout_s`` (when shorter) the wave is timed out."""
         ours = {(m.topic, m.partition) for m in wave.moves}
         brokers = sorted({b for m in wave.moves for b in m.adding})
         began = time.monotonic()
         last: dict[str, Any] = {"ongoing": ours}
+        timeout_s = float(cfg.get("verify_timeout_s", 6 * 3600))
+        inline = inline_s is not None and inline_s < timeout_s
 
         def check() -> Check:
             ongoing = {(o["topic"], o["partition"]) for o in moves.ongoing()} & ours
@@ -164,16 +211,26 @@ class ReassignmentWaveOperator(BaseOperator):
 
         try:
             wait_until(check, what=f"{label} complete", interval_s=float(cfg.get("verify_interval_s", 10)),
-                       timeout_s=float(cfg.get("verify_timeout_s", 6 * 3600)), log=self.log)
-        except (WaitTimeout, WaitAborted) as exc:
-            stuck = stuck_partitions(wave, last["ongoing"])
-            cancelled = ""
-            if is_true(cfg.get("cancel_on_timeout", True)) and stuck and isinstance(exc, WaitTimeout):
-                names, note = moves.cancel(sorted(last["ongoing"]))
-                cancelled = f"; {note}: {names}" if names else f"; {note}"
-            release_held(profile, context, self.log, "the wave failed")
-            raise AirflowFailException(f"{exc}; stuck partitions: {stuck}{cancelled}; the throttles are removed "
-                                       "by remove_throttles") from exc
+                       timeout_s=inline_s if inline else timeout_s, log=self.log)
+        except WaitTimeout as exc:
+            if inline:
+                return False
+            self._timed_out(context, moves, wave, cfg, profile, last["ongoing"], str(exc), True)
+        except WaitAborted as exc:
+            self._timed_out(context, moves, wave, cfg, profile, last["ongoing"], str(exc), False)
+        return True
+
+    def _timed_out(self, context: Any, moves: Reassignments, wave: Any, cfg: dict, profile: Any,
+                   ongoing: set[tuple[str, int]], why: str, timed_out: bool) -> None:
+        """Fail the wave naming its stuck partitions; at a timeout, cancel them with ``cancel_on_timeout``."""
+        stuck = stuck_partitions(wave, ongoing)
+        cancelled = ""
+        if is_true(cfg.get("cancel_on_timeout", True)) and stuck and timed_out:
+            names, note = moves.cancel(sorted(ongoing))
+            cancelled = f"; {note}: {names}" if names else f"; {note}"
+        release_held(profile, context, self.log, "the wave failed")
+        raise AirflowFailException(f"{why}; stuck partitions: {stuck}{cancelled}; the throttles are removed by "
+                                   "remove_throttles")
 
 
 class RemoveThrottlesOperator(BaseOperator):

@@ -62,7 +62,19 @@ def run_directory(run_id_prefix: str, dag_id: str) -> Path:
     return runs[-1]
 
 
-def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox, use_sandbox):
+def defer_every_wave(monkeypatch) -> None:
+    """Waves wait deferred at once (no minute of in-task polling first) and the trigger checks after 1 s, so
+    the deferred path (triggers.wave_progress, run inline by dag.test) carries the waves of this test."""
+    import operators.reassignment_wave as wave_op
+    import triggers.wave_progress as progress
+
+    monkeypatch.setattr(wave_op, "VERIFY_INLINE_S", 0.0)
+    monkeypatch.setattr(progress, "FIRST_CHECK_AFTER_S", 1.0)
+
+
+def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox, use_sandbox, monkeypatch, capfd,
+                                                                   caplog):
+    defer_every_wave(monkeypatch)
     sandbox = fresh_sandbox(brokers=3, spare_brokers=1, racks=2)  # racks the new broker can even out
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
@@ -75,6 +87,7 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     print(traffic.summary())
     assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
+    assert "waiting deferred (no worker slot held)" in capfd.readouterr().out + caplog.text
     assert 3 in registered(sandbox), "the new broker was started and registered"
     after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
                      what="every partition in sync")
@@ -153,7 +166,13 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     assert "through ZooKeeper" in capfd.readouterr().out + caplog.text
 
 
-def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(fresh_sandbox, use_sandbox, capfd, caplog):
+@pytest.mark.parametrize("deferred", [False, True], ids=["in-task", "deferred"])
+def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(deferred, fresh_sandbox, use_sandbox, monkeypatch, capfd,
+                                                             caplog):
+    """A wave at 1 byte/s times out (in its task, or in the triggerer when the wait was deferred): its moves
+    are cancelled, the DAG fails naming them, the throttles are removed, the cluster ends healthy."""
+    if deferred:
+        defer_every_wave(monkeypatch)
     sandbox = fresh_sandbox(brokers=4, racks=2)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)

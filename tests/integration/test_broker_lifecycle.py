@@ -219,6 +219,11 @@ def test_crash_moves_leaders_only_after_the_session_expires(healthy: RunningSand
         regs = RegistrationLog(zk)
         probe.start()
         with QuickWatcher(sb.bootstrap_servers, interval_s=0.1) as watcher:
+            # every broker's metadata cache agrees with `before` first (each re-reads ZooKeeper every second; a
+            # leadership change just before the test, e.g. a preferred election, can still be in flight)
+            wait_for(lambda: len(watcher.views) >= 10 and all(
+                victim in v.brokers and keys(v.led_by(victim)) == keys(led) for v in watcher.views[-10:]), 15,
+                what="every broker's metadata showing the victim's leadership")
             result = sb.cli("crash-broker", str(victim))
             assert result.returncode == 0, result.stderr
             killed_at = wait_for(lambda: probe.closed_at, 5, what="the killed broker's port to close")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 from types import SimpleNamespace
 
 from kio.index import load_payload_module
@@ -15,6 +16,25 @@ from kio.static.constants import EntityType
 from sandbox.broker.group_records import decode
 from sandbox.broker.groups import COMPLETING, OFFSETS_TOPIC, PREPARING, STABLE, GroupCoordinator
 from sandbox.broker.protocol import Request, build
+
+
+def run_in_own_loop(coroutine_function) -> None:
+    """``asyncio.run`` in a thread of its own: another test of the session (Playwright's sync API) may keep an
+    event loop running in the main thread, where ``asyncio.run`` refuses to start."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coroutine_function())
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the scenario did not end within 60 s"
+    if errors:
+        raise errors[0]
 
 
 def coordinator() -> tuple[GroupCoordinator, list]:
@@ -110,4 +130,4 @@ def test_join_sync_rebalance_and_expiry() -> None:
         assert left.error_code == ErrorCode.none and not group.members
         assert group.state == "Empty" and group.generation == 3
 
-    asyncio.run(scenario())
+    run_in_own_loop(scenario)

@@ -15,6 +15,7 @@ consumer-group member): both libraries produce and consume through the cluster w
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -31,6 +32,8 @@ from confluent_kafka.admin import AdminClient
 
 from sandbox.layout import Workdir
 from sandbox.traffic import Traffic, TrafficResult, compare, ensure_topic
+
+log = logging.getLogger(__name__)
 
 #: A failed delivery up to this many seconds after a broker's start still counts for its restart (clients
 #: refresh metadata and leadership returns after the start).
@@ -60,12 +63,15 @@ class KafkaPythonTraffic:
     """kafka-python's side: a ``KafkaProducer`` (``acks="all"``, idempotent) writing numbered messages at
     ``rate_per_s`` and a ``KafkaConsumer`` in consumer group ``group`` (``subscribe``, from the earliest
     offset) reading them, in two threads; :meth:`stop` returns a :class:`~sandbox.traffic.TrafficResult`
-    (failed sends by exception name, time-stamped in ``error_events``)."""
+    (failed sends by exception name, time-stamped in ``error_events``). What the group member has not read
+    by then is read back by a fresh consumer (:meth:`_read_back`): the verdict is whether every acknowledged
+    message is readable after the operation, not how fast kafka-python's member rejoined its group."""
 
     def __init__(self, bootstrap_servers: str, topic: str, *, group: str, rate_per_s: float = 100.0) -> None:
         from kafka import KafkaConsumer, KafkaProducer
 
         self.topic = topic
+        self.bootstrap_servers = bootstrap_servers
         self.rate_per_s = rate_per_s
         self.producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", enable_idempotence=True,
                                       client_id="sandbox-traffic-kafka-python", request_timeout_ms=30000,
@@ -100,7 +106,7 @@ class KafkaPythonTraffic:
         while self._producing.is_set():
             due = self._began + seq / self.rate_per_s
             if due > time.monotonic():
-                time.sleep(min(due - time.monotonic(), 0.05))
+                time.sleep(max(0.0, min(due - time.monotonic(), 0.05)))
                 continue
             with self.lock:
                 self.pending += 1
@@ -112,10 +118,37 @@ class KafkaPythonTraffic:
 
     def _consume(self) -> None:
         while self._consuming.is_set():
-            for records in self.consumer.poll(timeout_ms=200).values():
+            try:
+                batches = self.consumer.poll(timeout_ms=200)
+            except Exception as exc:  # a rebalance or a coordinator moving: the member carries on
+                log.info("kafka-python group reader: %s", exc)
+                continue
+            for records in batches.values():
                 for r in records:
                     with self.lock:
                         self.reads[(r.partition, r.offset)] = json.loads(r.value)["seq"]
+
+    def _read_back(self, bootstrap_servers: str, timeout_s: float) -> None:
+        """After the operation: read the whole topic once more with a fresh kafka-python consumer (``assign``,
+        from the earliest offset to each partition's end), the way an operator checks that every
+        acknowledged message is readable; adds to ``reads``."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        reader = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
+                               client_id="sandbox-traffic-kafka-python-check")
+        try:
+            parts = [TopicPartition(self.topic, p) for p in sorted(reader.partitions_for_topic(self.topic) or ())]
+            reader.assign(parts)
+            reader.seek_to_beginning(*parts)
+            ends = reader.end_offsets(parts)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and any(reader.position(tp) < ends[tp] for tp in parts):
+                for records in reader.poll(timeout_ms=500).values():
+                    for r in records:
+                        with self.lock:
+                            self.reads[(r.partition, r.offset)] = json.loads(r.value)["seq"]
+        finally:
+            reader.close()
 
     def start(self) -> KafkaPythonTraffic:
         self._began = time.monotonic()
@@ -147,12 +180,15 @@ class KafkaPythonTraffic:
             self.producer.flush(timeout=drain_timeout_s)
         except Exception:  # unresolved sends are counted below
             pass
-        while not self._caught_up() and time.monotonic() < deadline:
+        settle = min(deadline, time.monotonic() + 10)  # the group member's own catch-up, briefly
+        while not self._caught_up() and time.monotonic() < settle:
             time.sleep(0.1)
         self._consuming.clear()
         self._threads[1].join(timeout=10)
         self.consumer.close()
         self.producer.close(timeout=5)
+        if not self._caught_up():
+            self._read_back(self.bootstrap_servers, max(10.0, deadline - time.monotonic()))
         with self.lock:
             return compare(dict(self.acked), dict(self.reads), dict(self.errors), max(0, self.pending),
                            self._ended - self._began)

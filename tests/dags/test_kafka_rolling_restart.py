@@ -163,9 +163,12 @@ def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(sha
     now = starts(shared)
     assert {b: now[b] - started_before[b] for b in (0, 1)} == {0: 1, 1: 1}
     assert any(seen), "the lock topic existed while the run held the lock"
-    assert LOCK_TOPIC not in client.list_topics(timeout=10).topics, "released by unlock_cluster"
+    # released by unlock_cluster (each broker's metadata cache follows the deletion within a second or so)
+    wait_for(lambda: LOCK_TOPIC not in client.list_topics(timeout=10).topics, 15, what="the lock topic gone")
     assert lock_holder(shared) is None, "nothing in ZooKeeper's lock node"
-    assert watcher.ever_offline() == []
+    # the lock topic itself is leaderless for a moment right after its creation and during its deletion
+    offline = [(at, [p for p in parts if p.topic != LOCK_TOPIC]) for at, parts in watcher.ever_offline()]
+    assert [(at, parts) for at, parts in offline if parts] == []
     assert result.state_of("unlock_cluster") == "success"
 
 

@@ -46,10 +46,19 @@ def _toml_list(values: list[str]) -> str:
     return "[ " + ", ".join(json.dumps(v) for v in values) + " ]"
 
 
-def render_config(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int) -> str:
-    """The text of ``burrow.toml``: ``brokers`` are ``host:port`` bootstrap servers."""
+def render_config(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int,
+                  kafka_zk: bool = True) -> str:
+    """The text of ``burrow.toml``: ``brokers`` are ``host:port`` bootstrap servers. ``kafka_zk=False``
+    (KRaft clusters: no consumer offsets in ZooKeeper) leaves out the ``kafka_zk`` consumer module."""
     cluster = settings.BURROW_CLUSTER
     zk = _toml_list([zookeeper_connect])
+    zk_module = f"""[consumer.{cluster}_zk]
+class-name="kafka_zk"
+cluster="{cluster}"
+servers={zk}
+zookeeper-path=""
+zookeeper-timeout=6
+""" if kafka_zk else ""
     return f"""# written by `python -m sandbox up` (Burrow 1.2.1)
 [general]
 pidfile="{workdir.burrow / "burrow.run.pid"}"
@@ -80,13 +89,7 @@ client-profile="sandbox"
 topic-refresh={settings.BURROW_TOPIC_REFRESH_S}
 offset-refresh={settings.BURROW_OFFSET_REFRESH_S}
 
-[consumer.{cluster}_zk]
-class-name="kafka_zk"
-cluster="{cluster}"
-servers={zk}
-zookeeper-path=""
-zookeeper-timeout=6
-
+{zk_module}
 [consumer.{cluster}_kafka]
 class-name="kafka"
 cluster="{cluster}"
@@ -111,12 +114,12 @@ address="127.0.0.1:{port}"
 """
 
 
-def start(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int) -> int:
+def start(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int, kafka_zk: bool = True) -> int:
     """Write ``burrow/burrow.toml`` and start Burrow (detached). Returns its pid."""
     workdir.burrow.mkdir(parents=True, exist_ok=True)
     (workdir.burrow / "burrow.run.pid").unlink(missing_ok=True)  # Burrow refuses a stale pid file
     (workdir.burrow / "burrow.toml").write_text(
-        render_config(workdir, brokers=brokers, zookeeper_connect=zookeeper_connect, port=port)
+        render_config(workdir, brokers=brokers, zookeeper_connect=zookeeper_connect, port=port, kafka_zk=kafka_zk)
     )
     return procs.spawn(
         [debs.BURROW, "-config-dir", str(workdir.burrow)],

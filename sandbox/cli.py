@@ -48,8 +48,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--kafka-version",
-        default=settings.DEFAULT_KAFKA_VERSION,
-        help="installed Kafka version on every host (default %(default)s)",
+        default=None,
+        help=f"installed Kafka version on every host (default {settings.DEFAULT_KAFKA_VERSION}; "
+        f"{settings.DEFAULT_KRAFT_KAFKA_VERSION} with --mode kraft)",
+    )
+    up.add_argument(
+        "--mode",
+        choices=("zookeeper", "kraft"),
+        default="zookeeper",
+        help="zookeeper: brokers keep metadata in ZooKeeper (Kafka <= 3.9); kraft: dedicated controllers form "
+        "a metadata quorum, no ZooKeeper for Kafka (every Kafka since 4.0) (default %(default)s)",
+    )
+    up.add_argument(
+        "--controllers",
+        type=int,
+        default=3,
+        help=f"KRaft controllers (node ids {settings.CONTROLLER_ID_BASE}..; --mode kraft only; default %(default)s)",
     )
     up.add_argument(
         "--address-base",
@@ -128,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
                 brokers=args.brokers,
                 spares=args.spare_brokers,
                 racks=args.racks,
-                kafka_version=args.kafka_version,
+                kafka_version=args.kafka_version or (
+                    settings.DEFAULT_KRAFT_KAFKA_VERSION if args.mode == "kraft" else settings.DEFAULT_KAFKA_VERSION),
                 address_base=args.address_base,
                 timeout_s=args.timeout,
+                mode=args.mode,
+                controllers=args.controllers,
             )
         elif args.command == "down":
             cluster.down(workdir)

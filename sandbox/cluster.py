@@ -16,7 +16,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sandbox import burrow, debs, envfile, hosts, procs, service, settings, sshd, state, workload, zookeeper
+from sandbox import (
+    burrow,
+    debs,
+    envfile,
+    hosts,
+    metadata_access,
+    procs,
+    service,
+    settings,
+    sshd,
+    state,
+    workload,
+    zookeeper,
+)
 from sandbox.broker.config import BrokerConfigError, parse_version
 from sandbox.layout import Workdir
 from sandbox.status import cluster_health
@@ -135,11 +148,17 @@ def up(
     address_base: str = settings.BROKER_HOST_BASE,
     timeout_s: float = settings.UP_TIMEOUT_S,
     say: Say = _stderr,
+    mode: str = "zookeeper",
+    controllers: int = 3,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
 
     Idempotent: on a running sandbox with the same options it says so and returns its state.
+
+    ``mode="kraft"``: no ZooKeeper for Kafka; ``controllers`` dedicated KRaft controllers (node ids 100, 101,
+    ...) on hosts of their own form the metadata quorum (``kafka_version`` 3.3 or later). A ZooKeeper still
+    runs for Burrow's own coordination (Burrow 1.2.1 requires one); Kafka never uses it.
 
     Raises:
         SandboxError: bad options, a missing Debian package, the workdir or broker addresses in use by
@@ -147,6 +166,20 @@ def up(
             again; the message names the log to read).
     """
     _validate_up_args(brokers, spares, racks, kafka_version, address_base)
+    if mode not in ("zookeeper", "kraft"):
+        raise SandboxError(f"--mode must be zookeeper or kraft (got {mode!r})")
+    if mode == "kraft":
+        if controllers < 1:
+            raise SandboxError(f"--controllers must be at least 1 (got {controllers})")
+        if parse_version(kafka_version)[:2] < (3, 3):
+            raise SandboxError(f"KRaft mode needs Kafka 3.3 or later (got {kafka_version})")
+        try:
+            hosts.address(settings.CONTROLLER_ID_BASE + controllers - 1, address_base)
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from None
+        if brokers + spares > settings.CONTROLLER_ID_BASE:
+            raise SandboxError(f"KRaft mode: broker ids must stay below the controllers' "
+                               f"{settings.CONTROLLER_ID_BASE} (got {brokers + spares} brokers and spares)")
     try:
         debs.check_packages()
     except debs.MissingPackage as exc:
@@ -173,6 +206,8 @@ def up(
                 "racks": racks,
                 "kafka_version": kafka_version,
                 "address_base": address_base,
+                "mode": mode,
+                "controllers": controllers if mode == "kraft" else 0,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -195,7 +230,8 @@ def up(
             )
         _prepare_workdir(workdir)
         specs = hosts.specs(brokers, spares, racks, address_base)
-        check_addresses_free(specs)
+        controller_specs = hosts.controller_specs(controllers, address_base) if mode == "kraft" else []
+        check_addresses_free(specs + controller_specs)
         info = state.SandboxState(
             workdir=str(workdir.root),
             brokers=brokers,
@@ -206,6 +242,8 @@ def up(
             zookeeper_port=procs.pick_port("127.0.0.1", settings.ZOOKEEPER_PREFERRED_PORT),
             burrow_port=procs.pick_port("127.0.0.1", settings.BURROW_PREFERRED_PORT),
             hosts=[vars(s) for s in specs],
+            mode=mode,
+            controller_hosts=[{"id": c.id, "host": c.host} for c in controller_specs],
         )
         state.save(workdir, info)
         try:
@@ -216,10 +254,12 @@ def up(
             if isinstance(exc, SandboxError) or not isinstance(exc, Exception):
                 raise
             raise SandboxError(f"sandbox up failed: {exc}") from exc
+        metadata = (f"KRaft controllers {sorted(info.voters)}" if info.kraft
+                    else f"ZooKeeper {info.zookeeper_connect}")
         say(
             f"sandbox up in {time.monotonic() - started:.1f} s: "
             f"{brokers} brokers ({info.bootstrap_servers}), "
-            f"{spares} spare hosts, ZooKeeper {info.zookeeper_connect}, Burrow {info.burrow_url}; "
+            f"{spares} spare hosts, {metadata}, Burrow {info.burrow_url}; "
             f"see {workdir.env_json}"
         )
         return info
@@ -229,9 +269,9 @@ def _health_problems(info: state.SandboxState) -> str | None:
     """None when the running sandbox is healthy (brokers registered, URP = 0), else what is wrong."""
     expected = [s.id for s in info.active_specs]
     try:
-        zk = zookeeper.client(info.zookeeper_port, timeout_s=3.0)
+        zk = metadata_access.open_client(info, timeout_s=3.0)
     except Exception as exc:  # noqa: BLE001 - unreachable ZooKeeper is the problem to report
-        return f"ZooKeeper {info.zookeeper_connect} unreachable ({exc})"
+        return f"{metadata_access.store_name(info)} unreachable ({exc})"
     try:
         health = cluster_health(zk)
     finally:
@@ -250,19 +290,42 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         "zookeeper_port",
         "ZooKeeper",
         start=lambda port: zookeeper.start(workdir, port),
-        wait=lambda port: zookeeper.wait_serving(workdir, port, timeout_s=remaining()),
+        wait=lambda port: zookeeper.wait_serving(workdir, port, timeout_s=remaining(), kafka_paths=not info.kraft),
         say=say,
         pid_file=workdir.zookeeper_pid,
         logs=(workdir.zookeeper_log,),
     )
-    say(f"ZooKeeper serving on {info.zookeeper_connect}")
+    say(f"ZooKeeper serving on {info.zookeeper_connect}" + (" (for Burrow only)" if info.kraft else ""))
+    controller_specs = [hosts.BrokerSpec(id=c["id"], host=c["host"], rack="", spare=False)
+                        for c in info.controller_hosts]
+    if info.kraft:
+        from sandbox.broker import features
+
+        level = features.supported_range(info.kafka_version)[1]
+        for spec in controller_specs:
+            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_voters, level)
+            sshd.start(workdir, spec.id, spec.host)
+        for spec in controller_specs:
+            service.start(workdir.host(spec.id), wait_s=0)
     for spec in specs:
-        hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version)
+        hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version,
+                      quorum_voters=info.quorum_voters if info.kraft else None)
         sshd.start(workdir, spec.id, spec.host)
-    sshd.write_known_hosts(workdir, [s.host for s in specs])
+    sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])
+    if info.kraft:
+        def quorum_led() -> bool:
+            for spec in controller_specs:
+                host = workdir.host(spec.id)
+                if not service.broker_pid(host) and host.broker_failed.exists():
+                    raise SandboxError(f"controller {spec.id} failed to start: "
+                                       f"{host.broker_failed.read_text().strip()}")
+            return any(service.quorum_status(workdir.host(s.id)).get("active") for s in controller_specs)
+
+        procs.wait_for(quorum_led, remaining(), f"controllers {sorted(info.voters)} to elect an active controller")
+        say(f"controllers {sorted(info.voters)} formed the metadata quorum")
     for spec in active:
         service.start(workdir.host(spec.id), wait_s=0)
-    zk = zookeeper.client(info.zookeeper_port)
+    zk = metadata_access.open_client(info, timeout_s=remaining())
     try:
         expected = [s.id for s in active]
 
@@ -275,10 +338,12 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                     )
             return set(expected) <= {int(b) for b in zk.get_children("/brokers/ids")}
 
-        procs.wait_for(all_registered, remaining(), f"brokers {expected} to register in ZooKeeper")
+        procs.wait_for(all_registered, remaining(),
+                       f"brokers {expected} to register in {metadata_access.store_name(info)}")
         say(f"brokers {expected} registered")
         workload.create_topics(zk, [(s.id, s.rack) for s in active])
-        workload.create_group_nodes(zk)
+        if not info.kraft:
+            workload.create_group_nodes(zk)  # the ZooKeeper-committed groups Burrow's kafka_zk module reads
         procs.wait_for(lambda: workload.offsets_topic_led(zk), remaining(), "leaders of __consumer_offsets")
         _start_on_free_port(
             workdir,
@@ -290,6 +355,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                 brokers=[f"{s.host}:{settings.BROKER_PORT}" for s in active],
                 zookeeper_connect=info.zookeeper_connect,
                 port=port,
+                kafka_zk=not info.kraft,
             ),
             wait=lambda port: burrow.wait_serving(
                 workdir,
@@ -313,7 +379,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                 ),
             },
         )
-        for spec in specs:
+        for spec in specs + controller_specs:
             sshd.wait_listening(workdir, spec.id, spec.host, timeout_s=remaining())
         last = {}
 
@@ -467,10 +533,14 @@ def crash_broker(workdir: Workdir, broker_id: int, say: Say = _stderr) -> int:
         )
     procs.signal_pid(pid, signal.SIGKILL)
     procs.wait_for(lambda: not procs.is_alive(pid), 5.0, f"broker {broker_id} (pid {pid}) to die")
-    say(
-        f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
-        f"{settings.ZK_SESSION_TIMEOUT_S:.0f} s"
-    )
+    if info.kraft:
+        say(f"broker {broker_id} (pid {pid}) killed with SIGKILL; the active controller fences it after "
+            f"{settings.BROKER_SESSION_TIMEOUT_S:.0f} s without heartbeats (broker.session.timeout.ms)")
+    else:
+        say(
+            f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
+            f"{settings.ZK_SESSION_TIMEOUT_S:.0f} s"
+        )
     return pid
 
 

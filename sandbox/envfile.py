@@ -31,8 +31,10 @@ SSH_CMD_TIMEOUT_S = 60  # kafka-service stop may take CONTROLLED_SHUTDOWN_TIMEOU
 
 
 def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
-    """The ``env.json`` document: exactly the keys of the sandbox issue (spare brokers included)."""
-    return {
+    """The ``env.json`` document: exactly the keys of the sandbox issue (spare brokers included); a KRaft
+    sandbox adds ``mode``, ``controllers`` (id, host, ssh_port) and has no ``zookeeper_connect`` (its ZooKeeper
+    is Burrow's only)."""
+    doc = {
         "bootstrap_servers": info.bootstrap_servers,
         "zookeeper_connect": info.zookeeper_connect,
         "burrow_url": info.burrow_url,
@@ -54,6 +56,12 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
             "known_hosts": str(workdir.known_hosts),
         },
     }
+    if info.kraft:
+        del doc["zookeeper_connect"]
+        doc["mode"] = "kraft"
+        doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT}
+                              for i, h in sorted(info.voters.items())]
+    return doc
 
 
 def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any]]:
@@ -82,6 +90,9 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
             "broker_hosts": {str(s.id): s.host for s in info.broker_specs},
         },
     }
+    if info.kraft:  # a KRaft cluster's profile has no ZooKeeper; its controllers run on hosts of their own
+        del kafka["extra"]["zookeeper"]
+        kafka["extra"]["controller_hosts"] = {str(i): h for i, h in sorted(info.voters.items())}
     first = info.broker_specs[0]
     ssh = {
         "conn_type": "ssh",

@@ -7,11 +7,12 @@ version and re-points the link), ``data/`` (log.dirs) and ``logs/``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import settings
-from sandbox.broker.config import render_server_properties
+from sandbox.broker.config import render_kraft_properties, render_server_properties
 from sandbox.layout import HostDir, Workdir
 
 
@@ -72,22 +73,43 @@ def install_kafka(host: HostDir, kafka_version: str) -> None:
     link.symlink_to(install.name)
 
 
-def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str) -> HostDir:
-    """Create host ``spec.id``'s directory: server.properties, installation, data/ and logs/."""
+def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str,
+            quorum_voters: str | None = None) -> HostDir:
+    """Create host ``spec.id``'s directory: server.properties, installation, data/ and logs/.
+    ``quorum_voters`` set = a KRaft-mode broker (``process.roles=broker``, no ZooKeeper)."""
     host = workdir.host(spec.id)
     for path in (host.path, host.data, host.logs, host.sshd):
         path.mkdir(parents=True, exist_ok=True)
     install_kafka(host, kafka_version)
-    host.server_properties.write_text(
-        render_server_properties(
-            broker_id=spec.id,
-            rack=spec.rack,
-            host=spec.host,
-            zookeeper_connect=zookeeper_connect,
-            log_dir=host.data,
-            kafka_version=kafka_version,
-        )
-    )
+    if quorum_voters:
+        text = render_kraft_properties(node_id=spec.id, role="broker", rack=spec.rack, host=spec.host,
+                                       quorum_voters=quorum_voters, log_dir=host.data)
+    else:
+        text = render_server_properties(broker_id=spec.id, rack=spec.rack, host=spec.host,
+                                        zookeeper_connect=zookeeper_connect, log_dir=host.data,
+                                        kafka_version=kafka_version)
+    host.server_properties.write_text(text)
+    return host
+
+
+def controller_specs(controllers: int, address_base: str) -> list[BrokerSpec]:
+    """KRaft controllers: node ids ``settings.CONTROLLER_ID_BASE`` + 0..N-1, each on its own host address."""
+    return [BrokerSpec(id=settings.CONTROLLER_ID_BASE + i, host=address(settings.CONTROLLER_ID_BASE + i, address_base),
+                       rack="", spare=False) for i in range(controllers)]
+
+
+def prepare_controller(workdir: Workdir, spec: BrokerSpec, kafka_version: str, quorum_voters: str,
+                       metadata_version: int) -> HostDir:
+    """Create a controller host: server.properties (``process.roles=controller``), installation, and the
+    formatted log dir (``kafka-storage format``: ``bootstrap.json`` holds the initial metadata.version)."""
+    host = workdir.host(spec.id)
+    for path in (host.path, host.data, host.logs, host.sshd):
+        path.mkdir(parents=True, exist_ok=True)
+    install_kafka(host, kafka_version)
+    host.server_properties.write_text(render_kraft_properties(
+        node_id=spec.id, role="controller", rack=None, host=spec.host, quorum_voters=quorum_voters,
+        log_dir=host.data))
+    (host.data / "bootstrap.json").write_text(json.dumps({"metadata.version": metadata_version}) + "\n")
     return host
 
 

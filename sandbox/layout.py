@@ -166,6 +166,11 @@ class HostDir:
         return self.path / "broker.failed"
 
     @property
+    def quorum_status(self) -> Path:
+        """KRaft controllers: the node's view of the quorum, rewritten every 0.3 s while it runs."""
+        return self.path / "quorum-status.json"
+
+    @property
     def sshd(self) -> Path:
         return self.path / "sshd"
 

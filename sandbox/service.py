@@ -17,6 +17,7 @@ Run on a broker host (an SSH session there has ``KAFKA_HOST_DIR`` set by that ho
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -50,13 +51,36 @@ def status(host: HostDir) -> tuple[str, str | None]:
     return "inactive", None
 
 
+def quorum_status(host: HostDir, fresh_s: float = 2.0) -> dict:
+    """A KRaft controller's own view (``quorum-status.json``: role, leader, active, epoch, offsets), ``{}``
+    when missing or older than ``fresh_s`` seconds (the controller is not running)."""
+    try:
+        status = json.loads(host.quorum_status.read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if time.time() - float(status.get("ts", 0)) <= fresh_s else {}
+
+
 def _registered(host: HostDir) -> bool:
-    """Whether ``/brokers/ids/<id>`` exists (read with a short-lived kazoo client)."""
+    """Whether the node is up: a broker's ``/brokers/ids/<id>`` exists (ZooKeeper, or the KRaft metadata
+    log read through the quorum); a KRaft controller knows the quorum leader and has registered."""
     from kazoo.client import KazooClient  # imported here: `status` and `stop` need no ZooKeeper
 
     from sandbox.broker.config import BrokerConfig
 
     config = BrokerConfig.load(host.path)
+    if config.is_controller:
+        status = quorum_status(host)
+        return bool(status.get("leader") is not None and status.get("registered"))
+    if config.kraft:
+        from sandbox.broker.quorum_client import RemoteQuorumClient
+
+        client = RemoteQuorumClient(config.quorum_voters or {}, settings.REPLICATION_PORT, -1, "kafka-service", None)
+        client.start(timeout=5.0)
+        try:
+            return client.exists(f"/brokers/ids/{config.broker_id}") is not None
+        finally:
+            client.stop()
     zk = KazooClient(hosts=config.zookeeper_connect, timeout=5.0)
     zk.start(timeout=5.0)
     try:

@@ -37,6 +37,8 @@ ZOOKEEPER_PREFERRED_PORT = 2181  # used when free, else a free port (env.json te
 BURROW_PREFERRED_PORT = 8000  # used when free, else a free port (env.json tells)
 BURROW_CLUSTER = "sandbox"
 DEFAULT_KAFKA_VERSION = "3.6.2"
+DEFAULT_KRAFT_KAFKA_VERSION = "4.0.0"  # `up --mode kraft` without --kafka-version
+CONTROLLER_ID_BASE = 100  # KRaft controllers get node ids 100, 101, ... (hosts at the address base + id)
 SCALA_VERSION = "2.13"
 
 
@@ -48,6 +50,7 @@ def broker_host(broker_id: int) -> str:
 
 # --- broker timings (Kafka config names in comments) ---------------------------------------------
 ZK_SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms (Kafka: 18000); crash -> leaders move after this
+BROKER_SESSION_TIMEOUT_S = 6.0  # broker.session.timeout.ms (Kafka: 9000): a KRaft broker silent this long is fenced
 REPLICA_LAG_TIME_MAX_S = 5.0  # replica.lag.time.max.ms (Kafka: 30000): follower out of ISR after this
 REPLICA_FETCH_INTERVAL_S = 0.2  # how often a follower fetches from its leader
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # controlled.shutdown.* : give up and exit after this

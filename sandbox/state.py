@@ -33,6 +33,22 @@ class SandboxState:
     burrow_port: int
     owner_pid: int = field(default_factory=os.getpid)
     hosts: list[dict] = field(default_factory=list)
+    mode: str = "zookeeper"  # "zookeeper" (Kafka's ZooKeeper mode) or "kraft"
+    controller_hosts: list[dict] = field(default_factory=list)  # KRaft: {"id", "host"} per controller
+
+    @property
+    def kraft(self) -> bool:
+        return self.mode == "kraft"
+
+    @property
+    def voters(self) -> dict[int, str]:
+        """KRaft: controller node id -> host (``controller.quorum.voters``); empty in ZooKeeper mode."""
+        return {int(c["id"]): c["host"] for c in self.controller_hosts}
+
+    @property
+    def quorum_voters(self) -> str:
+        """``controller.quorum.voters`` text: ``100@127.0.0.111:9093,...``."""
+        return ",".join(f"{i}@{h}:{settings.REPLICATION_PORT}" for i, h in sorted(self.voters.items()))
 
     @property
     def zookeeper_connect(self) -> str:
@@ -63,6 +79,8 @@ class SandboxState:
             "racks": self.racks,
             "kafka_version": self.kafka_version,
             "address_base": self.address_base,
+            "mode": self.mode,
+            "controllers": len(self.controller_hosts),
         }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from sandbox import burrow, settings, state
+from sandbox import burrow, metadata_access, service, settings, state
 from sandbox.broker import zkpaths
 from sandbox.layout import Workdir
 from sandbox.workload import stalled_until
@@ -62,12 +62,16 @@ class ClusterHealth:
 
 
 def cluster_health(zk: KazooClient) -> ClusterHealth:
-    """Read brokers, controller and every partition's state from ZooKeeper."""
+    """Read brokers, controller and every partition's state from ZooKeeper, or (KRaft mode, ``zk`` a
+    quorum client) from the metadata log; there the controller is the quorum's active controller."""
     brokers = sorted(int(b) for b in zk.get_children(zkpaths.BROKER_IDS))
-    try:
-        controller = zkpaths.loads(zk.get(zkpaths.CONTROLLER)[0])["brokerid"]
-    except NoNodeError:
-        controller = None
+    if hasattr(zk, "leader_id"):  # a RemoteQuorumClient: KRaft mode
+        controller = zk.leader_id
+    else:
+        try:
+            controller = zkpaths.loads(zk.get(zkpaths.CONTROLLER)[0])["brokerid"]
+        except NoNodeError:
+            controller = None
     health = ClusterHealth(brokers=brokers, controller=controller)
     for topic in zk.get_children(zkpaths.BROKER_TOPICS):
         assignment = zkpaths.loads(zk.get(zkpaths.topic_path(topic))[0])["partitions"]
@@ -113,11 +117,12 @@ def report(workdir: Workdir) -> dict[str, Any]:
     info = state.load(workdir)
     running = state.running_processes(workdir)
     doc: dict[str, Any] = {"workdir": str(workdir.root), "processes": running}
+    doc["mode"] = info.mode
     try:
-        zk = KazooClient(hosts=info.zookeeper_connect, timeout=3.0)
-        zk.start(timeout=3.0)
+        zk = metadata_access.open_client(info, timeout_s=3.0)
     except Exception as exc:  # noqa: BLE001 - report, do not fail: status is for diagnosis
-        doc["zookeeper"] = {"error": f"ZooKeeper {info.zookeeper_connect} unreachable: {exc}"}
+        doc["zookeeper" if not info.kraft else "quorum"] = {
+            "error": f"{metadata_access.store_name(info)} unreachable: {exc}"}
         health = None
     else:
         try:
@@ -144,6 +149,13 @@ def report(workdir: Workdir) -> dict[str, Any]:
         doc["urp_count"] = len(health.under_replicated)
         doc["offline_partitions"] = health.offline
         doc["healthy"] = health.healthy([s.id for s in info.active_specs])
+    if info.kraft:
+        doc["controllers"] = [
+            {"id": c["id"], "host": c["host"], "process": f"broker-{c['id']}" in running,
+             **{k: v for k, v in service.quorum_status(workdir.host(c["id"])).items()
+                if k in ("role", "leader", "epoch", "end_offset", "high_watermark")}}
+            for c in info.controller_hosts
+        ]
     doc["metadata"] = metadata_view(info.bootstrap_servers)
     groups: dict[str, Any] = {}
     for group in settings.WORKLOAD_GROUPS:

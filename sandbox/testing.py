@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import paramiko
 from kazoo.client import KazooClient
 
-from sandbox import burrow, procs
+from sandbox import burrow, metadata_access, procs, state
 from sandbox.layout import PROJECT_ROOT, HostDir, Workdir
 
 T = TypeVar("T")
@@ -87,8 +87,8 @@ class RunningSandbox:
         return [b["id"] for b in self.env["brokers"]]
 
     def broker(self, broker_id: int) -> dict[str, Any]:
-        """The ``env.json`` entry of broker ``broker_id`` (KeyError when unknown)."""
-        for entry in self.env["brokers"]:
+        """The ``env.json`` entry of broker (or KRaft controller) ``broker_id`` (KeyError when unknown)."""
+        for entry in [*self.env["brokers"], *self.env.get("controllers", [])]:
             if entry["id"] == broker_id:
                 return entry
         raise KeyError(broker_id)
@@ -111,10 +111,24 @@ class RunningSandbox:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
-    # --- ZooKeeper ----------------------------------------------------------------------------
+    @property
+    def kraft(self) -> bool:
+        return self.env.get("mode") == "kraft"
+
+    @property
+    def controller_ids(self) -> list[int]:
+        """KRaft: the controllers' node ids (``[]`` in ZooKeeper mode)."""
+        return [c["id"] for c in self.env.get("controllers", [])]
+
+    # --- metadata (ZooKeeper, or the KRaft quorum) ---------------------------------------------------
     @contextmanager
     def zk(self, timeout_s: float = 10.0) -> Iterator[KazooClient]:
-        """A started kazoo client on the sandbox's ZooKeeper, stopped on exit."""
+        """A started metadata client, stopped on exit: kazoo on the sandbox's ZooKeeper, or in KRaft mode
+        an observer of the controller quorum with the same calls (:mod:`sandbox.metadata_access`)."""
+        if self.kraft:
+            with metadata_access.metadata_client(state.load(Workdir.at(self.workdir)), timeout_s) as client:
+                yield client
+            return
         client = KazooClient(hosts=self.zookeeper_connect, timeout=timeout_s)
         client.start(timeout=timeout_s)
         try:
@@ -242,6 +256,8 @@ def start(
     kafka_version: str | None = None,
     address_base: str | None = None,
     timeout_s: float = CLI_TIMEOUT_S,
+    mode: str = "zookeeper",
+    controllers: int = 3,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
 
@@ -263,6 +279,8 @@ def start(
         args += ["--kafka-version", kafka_version]
     if address_base:
         args += ["--address-base", address_base]
+    if mode != "zookeeper":
+        args += ["--mode", mode, "--controllers", str(controllers)]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

@@ -17,6 +17,10 @@ commit, rates the partitions STALL and the group ERR. (A group that committed no
 OK in Burrow 1.2.1: its window would keep the old zero-lag commits.) When the stall ends the group
 commits the end offsets again and is OK at its next commit.
 
+KRaft mode has no ZooKeeper consumers: there each group commits its offsets to the group coordinator
+(OffsetCommit as a simple consumer, ``__consumer_offsets``), which Burrow's ``kafka`` consumer module reads;
+the rest is the same.
+
 Run as ``python -m sandbox.workload --workdir DIR`` (started by ``sandbox up``; reads ``DIR/sandbox.json``).
 """
 
@@ -30,12 +34,12 @@ import threading
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from sandbox import settings, state
+from sandbox import metadata_access, settings, state
 from sandbox.broker import zkpaths
 from sandbox.layout import Workdir
 
@@ -139,9 +143,14 @@ def stall(workdir: Workdir, group: str, seconds: float) -> float:
 class Workload:
     """The consumer groups' commit loop (one thread, ``run`` until ``stop``)."""
 
-    def __init__(self, workdir: Workdir, zookeeper_connect: str, bootstrap_servers: str) -> None:
+    def __init__(self, workdir: Workdir, zookeeper_connect: str, bootstrap_servers: str,
+                 info: state.SandboxState | None = None) -> None:
         self.workdir = workdir
-        self.zk = KazooClient(hosts=zookeeper_connect, timeout=10.0)
+        self.info = info
+        self.kraft = bool(info and info.kraft)
+        self.bootstrap_servers = bootstrap_servers
+        self.zk = None if self.kraft else KazooClient(hosts=zookeeper_connect, timeout=10.0)
+        self.consumers: dict[str, Consumer] = {}  # KRaft: one simple consumer per group, for its commits
         self.admin = AdminClient(
             {
                 "bootstrap.servers": bootstrap_servers,
@@ -154,6 +163,8 @@ class Workload:
         self.stopping = threading.Event()
 
     def partitions(self, topic: str) -> list[int]:
+        if self.zk is None:
+            return []
         try:
             return sorted(int(p) for p in self.zk.get_children(f"{zkpaths.topic_path(topic)}/partitions"))
         except NoNodeError:
@@ -181,8 +192,23 @@ class Workload:
         if failed:
             log.info("end offsets unavailable for %d partitions (e.g. %s)", len(failed), failed[:3])
 
+    def _consumer(self, group: str) -> Consumer:
+        if group not in self.consumers:
+            self.consumers[group] = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": group,
+                                              "enable.auto.commit": False, "client.id": "sandbox-workload",
+                                              "socket.timeout.ms": 3000, "log_level": 3})
+        return self.consumers[group]
+
     def committed(self, group: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        """``group``'s committed offsets for ``topics``, read from ZooKeeper."""
+        """``group``'s committed offsets for ``topics``, read from ZooKeeper (KRaft: OffsetFetch)."""
+        if self.kraft:
+            wanted = [TopicPartition(t, p) for t in topics for p in self.partitions(t)]
+            try:
+                found = self._consumer(group).committed(wanted, timeout=LIST_OFFSETS_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - the next round retries
+                log.warning("OffsetFetch of %s failed: %s", group, exc)
+                return {}
+            return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
         offsets = {}
         for topic in topics:
             for partition in self.partitions(topic):
@@ -198,6 +224,7 @@ class Workload:
         """Write ``group``'s offsets for ``topics`` to ZooKeeper: ``offsets`` when given (a stalled
         group), else the end offsets minus ``COMMIT_LAG_MSGS``. Returns how many were written."""
         written = 0
+        batch: list[TopicPartition] = []
         for topic in topics:
             for partition in self.partitions(topic):
                 if offsets is not None:
@@ -207,12 +234,21 @@ class Workload:
                     value = None if end is None or end < 0 else max(0, end - COMMIT_LAG_MSGS)
                 if value is None:
                     continue
+                if self.kraft:
+                    batch.append(TopicPartition(topic, partition, value))
+                    continue
                 path = offsets_path(group, topic, partition)
                 if self.zk.exists(path):
                     self.zk.set(path, str(value).encode())
                 else:
                     self.zk.create(path, str(value).encode(), makepath=True)
                 written += 1
+        if batch:
+            try:
+                self._consumer(group).commit(offsets=batch, asynchronous=False)
+                written += len(batch)
+            except Exception as exc:  # noqa: BLE001 - e.g. the coordinator moving during a restart
+                log.info("OffsetCommit of %s failed: %s", group, exc)
         return written
 
     def tick(self) -> None:
@@ -236,7 +272,10 @@ class Workload:
 
     def run(self) -> None:
         """Commit every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` until :meth:`stop`."""
-        self.zk.start(timeout=10.0)
+        if self.kraft:
+            self.zk = metadata_access.open_client(self.info, timeout_s=10.0)
+        else:
+            self.zk.start(timeout=10.0)
         try:
             while not self.stopping.is_set():
                 started = time.monotonic()
@@ -250,6 +289,8 @@ class Workload:
         finally:
             self.zk.stop()
             self.zk.close()
+            for consumer in self.consumers.values():
+                consumer.close()
 
     def stop(self, *_: object) -> None:
         self.stopping.set()
@@ -263,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     workdir = Workdir.at(args.workdir)
     info = state.load(workdir)
-    workload = Workload(workdir, info.zookeeper_connect, info.bootstrap_servers)
+    workload = Workload(workdir, info.zookeeper_connect, info.bootstrap_servers, info)
     signal.signal(signal.SIGTERM, workload.stop)
     signal.signal(signal.SIGINT, workload.stop)
     log.info("workload started: groups %s", ", ".join(settings.WORKLOAD_GROUPS))

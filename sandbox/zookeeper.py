@@ -78,7 +78,7 @@ def start(workdir: Workdir, port: int) -> int:
     )
 
 
-def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S) -> None:
+def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S, kafka_paths: bool = True) -> None:
     """Wait until ZooKeeper answers on ``port``, then create Kafka's persistent paths
     (:func:`sandbox.broker.zkpaths.ensure_cluster_paths`), e.g. ``/consumers`` before Burrow starts.
 
@@ -97,6 +97,8 @@ def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S
         return bool(ours)
 
     procs.wait_for(serving, timeout_s, f"ZooKeeper on 127.0.0.1:{port}")
+    if not kafka_paths:  # KRaft mode: this ZooKeeper serves Burrow only
+        return
     zk = KazooClient(hosts=connect_string(port), timeout=10.0)
     try:
         zk.start(timeout=timeout_s)

@@ -1,4 +1,4 @@
-"""``python -m sandbox.broker HOST_DIR``: run one sandbox broker in the foreground.
+"""``python -m sandbox.broker HOST_DIR``: run one sandbox broker (or KRaft controller) in the foreground.
 
 Exit codes: 0 after a controlled shutdown (SIGTERM), 1 when it cannot start; the reason is logged
 to ``HOST_DIR/logs/server.log`` and written to ``HOST_DIR/broker.failed`` (what
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from sandbox.broker.config import BrokerConfig, BrokerConfigError
+from sandbox.broker.controller_node import ControllerProcess
 from sandbox.broker.server import Broker, BrokerStartError, write_pid_file
 
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = BrokerConfig.load(host_dir)
         write_pid_file(pid_file)
-        asyncio.run(Broker(config).run())
+        asyncio.run(ControllerProcess(config).run() if config.is_controller else Broker(config).run())
     except (BrokerConfigError, BrokerStartError) as exc:
         log.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", exc)
         failed.write_text(f"{exc}\n", encoding="utf-8")

@@ -20,6 +20,7 @@ whose handlers the broker adds to :attr:`KafkaApis.handlers`.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import shutil
 import time
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import NoNodeError
 from kio.schema.errors import ErrorCode
 
-from sandbox.broker import zkpaths
+from sandbox.broker import features, zkpaths
+from sandbox.broker.controller_node import read_features
 from sandbox.broker.protocol import Request, build, response_module, supported_apis
 from sandbox.broker.records import BatchError, parse_batches
 
@@ -99,6 +101,8 @@ class KafkaApis:
             44: self.incremental_alter_configs,
             45: self.alter_partition_reassignments,
             46: self.list_partition_reassignments,
+            55: self.describe_quorum,
+            57: self.update_features,
             60: self.describe_cluster,
         }
 
@@ -122,16 +126,32 @@ class KafkaApis:
     # --- ApiVersions (18) ------------------------------------------------------------------------
     def api_versions(self, request: Request) -> Any:
         m = response_module(18, request.api_version)
-        apis = supported_apis(self.broker.config.version)
+        config = self.broker.config
+        apis = supported_apis(config.version, config.kraft)
+        supported, finalized, epoch = (), (), -1
+        if config.kraft and request.api_version >= 3:
+            low, high = features.supported_range(config.version)
+            supported = (m.SupportedFeatureKey(name=features.FEATURE, min_version=low, max_version=high),)
+            levels, epoch = read_features(self.broker.zk)
+            finalized = tuple(m.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                              for name, level in sorted(levels.items()))
         return build(
             m.ApiVersionsResponse,
             error_code=ErrorCode.none,
             api_keys=tuple(m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in apis.items()),
-            supported_features=(),
-            finalized_features_epoch=-1,
-            finalized_features=(),
+            supported_features=supported,
+            finalized_features_epoch=epoch,
+            finalized_features=finalized,
             zk_migration_ready=False,
         )
+
+    def controller_id(self) -> int:
+        """The controller id clients are told: the ``/controller`` broker in ZooKeeper mode; in KRaft mode a
+        random live broker (clients cannot reach controllers; that broker forwards, KIP-590), as Kafka does."""
+        if not self.broker.config.kraft:
+            return self.cache.controller_id
+        live = sorted(self.cache.brokers)
+        return random.choice(live) if live else -1
 
     # --- Metadata (3) -----------------------------------------------------------------------------
     def metadata(self, request: Request) -> Any:
@@ -171,7 +191,55 @@ class KafkaApis:
                       is_internal=name.startswith("__"), partitions=tuple(partitions))
             )
         return build(m.MetadataResponse, brokers=brokers, cluster_id=cache.cluster_id,
-                     controller_id=cache.controller_id, topics=tuple(topics))
+                     controller_id=self.controller_id(), topics=tuple(topics))
+
+    # --- DescribeQuorum (55) and UpdateFeatures (57): KRaft, forwarded to the active controller ------------
+    async def describe_quorum(self, request: Request) -> Any:
+        """The ``__cluster_metadata`` quorum as the active controller sees it (KIP-595; v2 adds the voters'
+        endpoints, KIP-853). NOT_LEADER_OR_FOLLOWER at the partition level while no controller answers."""
+        m = response_module(55, request.api_version)
+        answer = await self._forward("describe_quorum")
+
+        def rows(items: list[dict]) -> tuple:
+            return tuple(build(m.ReplicaState, replica_id=r["replica_id"], replica_directory_id=uuid.UUID(int=0),
+                               log_end_offset=r["log_end_offset"], last_fetch_timestamp=r["last_fetch_timestamp"],
+                               last_caught_up_timestamp=r["last_caught_up_timestamp"]) for r in items)
+
+        if answer is None:
+            partition = build(m.PartitionData, partition_index=0, error_code=ErrorCode.not_leader_or_follower,
+                              error_message="no active controller answered", leader_id=-1, leader_epoch=-1,
+                              high_watermark=-1, current_voters=(), observers=())
+            nodes = ()
+        else:
+            partition = build(m.PartitionData, partition_index=0, error_code=ErrorCode.none, error_message=None,
+                              leader_id=answer["leader_id"], leader_epoch=answer["leader_epoch"],
+                              high_watermark=answer["high_watermark"], current_voters=rows(answer["voters"]),
+                              observers=rows(answer["observers"]))
+            nodes = tuple(build(m.Node, node_id=n["node_id"], listeners=tuple(
+                build(m.Listener, name=li["name"], host=li["host"], port=li["port"]) for li in n["listeners"]))
+                for n in answer.get("nodes", [])) if hasattr(m, "Node") else ()
+        return build(m.DescribeQuorumResponse, error_code=ErrorCode.none, error_message=None,
+                     topics=(build(m.TopicData, topic_name="__cluster_metadata", partitions=(partition,)),),
+                     nodes=nodes)
+
+    async def update_features(self, request: Request) -> Any:
+        """Finalize feature levels (KIP-584; ``metadata.version``, KIP-778), decided by the active controller:
+        every node must support the level, downgrades only when asked for and safe."""
+        m = response_module(57, request.api_version)
+        updates = []
+        for u in request.body.feature_updates:
+            kind = getattr(u, "upgrade_type", None)
+            if kind is None:
+                kind = 2 if getattr(u, "allow_downgrade", False) else 1
+            updates.append({"feature": u.feature, "level": int(u.max_version_level), "upgrade_type": int(kind)})
+        answer = await self._forward("update_features", updates=updates,
+                                     validate_only=bool(getattr(request.body, "validate_only", False)))
+        if answer is None:
+            return build(m.UpdateFeaturesResponse, error_code=ErrorCode.not_controller,
+                         error_message="no active controller answered", results=())
+        results = tuple(build(m.UpdatableFeatureResult, feature=r["feature"], error_code=ErrorCode(r["error_code"]),
+                              error_message=r["error_message"]) for r in answer["results"])
+        return build(m.UpdateFeaturesResponse, error_code=ErrorCode.none, error_message=None, results=results)
 
     # --- DescribeCluster (60) ------------------------------------------------------------------------
     def describe_cluster(self, request: Request) -> Any:
@@ -181,7 +249,7 @@ class KafkaApis:
             for b in sorted(self.cache.brokers.values(), key=lambda b: b.id)
         )
         return build(m.DescribeClusterResponse, error_code=ErrorCode.none, error_message=None,
-                     endpoint_type=1, cluster_id=self.cache.cluster_id, controller_id=self.cache.controller_id,
+                     endpoint_type=1, cluster_id=self.cache.cluster_id, controller_id=self.controller_id(),
                      brokers=brokers, cluster_authorized_operations=-2147483648)
 
     # --- ListOffsets (2) ---------------------------------------------------------------------------
@@ -392,16 +460,32 @@ class KafkaApis:
         return build(m.DescribeLogDirsResponse, error_code=ErrorCode.none, results=(result,))
 
     # --- controller-routed APIs ---------------------------------------------------------------------
-    def elect_leaders(self, request: Request) -> Any:
+    async def _forward(self, op: str, **payload: Any) -> dict | None:
+        """KRaft: send a controller request to the active controller (KIP-590 forwarding); None when no
+        controller answers (the caller answers NOT_CONTROLLER and the client retries)."""
+        try:
+            answer = await self.broker._to_controller({"op": op, **payload})
+        except (OSError, TimeoutError):
+            return None
+        return None if answer.get("error") else answer
+
+    async def elect_leaders(self, request: Request) -> Any:
         m = response_module(43, request.api_version)
         controller = self.broker.controller
-        if not controller.active:
+        kraft = self.broker.config.kraft
+        if not kraft and not controller.active:
             return build(m.ElectLeadersResponse, error_code=ErrorCode.not_controller, replica_election_results=())
         election_type = getattr(request.body, "election_type", 0)
         wanted = request.body.topic_partitions
         keys = None if wanted is None else [(t.topic, p) for t in wanted for p in t.partitions]
         if election_type != 0:
             results = {k: int(ErrorCode.invalid_request) for k in (keys or [])}
+        elif kraft:
+            wanted_keys = None if keys is None else [list(k) for k in keys]
+            answer = await self._forward("elect_preferred", partitions=wanted_keys)
+            if answer is None:
+                return build(m.ElectLeadersResponse, error_code=ErrorCode.not_controller, replica_election_results=())
+            results = {(t, p): code for t, p, code in answer["results"]}
         else:
             results = controller.elect_preferred(keys)
         by_topic: dict[str, list] = {}
@@ -412,17 +496,25 @@ class KafkaApis:
         return build(m.ElectLeadersResponse, error_code=ErrorCode.none, replica_election_results=tuple(
             build(m.ReplicaElectionResult, topic=t, partition_result=tuple(ps)) for t, ps in by_topic.items()))
 
-    def alter_partition_reassignments(self, request: Request) -> Any:
+    async def alter_partition_reassignments(self, request: Request) -> Any:
         m = response_module(45, request.api_version)
         controller = self.broker.controller
-        if not controller.active:
+        kraft = self.broker.config.kraft
+        if not kraft and not controller.active:
             return build(m.AlterPartitionReassignmentsResponse, error_code=ErrorCode.not_controller,
                          error_message="not the controller", responses=())
         requests = {
             (t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
             for t in request.body.topics for p in t.partitions
         }
-        results = controller.reassign(requests)
+        if kraft:
+            answer = await self._forward("reassign", partitions=[[t, p, r] for (t, p), r in requests.items()])
+            if answer is None:
+                return build(m.AlterPartitionReassignmentsResponse, error_code=ErrorCode.not_controller,
+                             error_message="no active controller answered", responses=())
+            results = {(t, p): (code, message) for t, p, code, message in answer["results"]}
+        else:
+            results = controller.reassign(requests)
         by_topic: dict[str, list] = {}
         for (topic, partition), (code, message) in results.items():
             by_topic.setdefault(topic, []).append(
@@ -432,21 +524,32 @@ class KafkaApis:
                      responses=tuple(build(m.ReassignableTopicResponse, name=t, partitions=tuple(ps))
                                      for t, ps in by_topic.items()))
 
-    def list_partition_reassignments(self, request: Request) -> Any:
+    async def list_partition_reassignments(self, request: Request) -> Any:
         m = response_module(46, request.api_version)
         controller = self.broker.controller
-        if not controller.active:
+        kraft = self.broker.config.kraft
+        if not kraft and not controller.active:
             return build(m.ListPartitionReassignmentsResponse, error_code=ErrorCode.not_controller,
                          error_message="not the controller", topics=())
         wanted = None
         if request.body.topics is not None:
             wanted = {(t.name, p) for t in request.body.topics for p in t.partition_indexes}
+        if kraft:
+            answer = await self._forward("ongoing_reassignments")
+            if answer is None:
+                return build(m.ListPartitionReassignmentsResponse, error_code=ErrorCode.not_controller,
+                             error_message="no active controller answered", topics=())
+            ongoing = [(o["topic"], o["partition"], o["replicas"], o["adding"], o["removing"])
+                       for o in answer["partitions"]]
+        else:
+            ongoing = [(p.topic, p.partition, p.replicas, p.adding, p.removing)
+                       for p in controller.ongoing_reassignments()]
         by_topic: dict[str, list] = {}
-        for p in controller.ongoing_reassignments():
-            if wanted is None or p.key in wanted:
-                by_topic.setdefault(p.topic, []).append(
-                    build(m.OngoingPartitionReassignment, partition_index=p.partition, replicas=tuple(p.replicas),
-                          adding_replicas=tuple(p.adding), removing_replicas=tuple(p.removing)))
+        for topic, partition, replicas, adding, removing in ongoing:
+            if wanted is None or (topic, partition) in wanted:
+                by_topic.setdefault(topic, []).append(
+                    build(m.OngoingPartitionReassignment, partition_index=partition, replicas=tuple(replicas),
+                          adding_replicas=tuple(adding), removing_replicas=tuple(removing)))
         return build(m.ListPartitionReassignmentsResponse, error_code=ErrorCode.none, error_message=None,
                      topics=tuple(build(m.OngoingTopicReassignment, name=t, partitions=tuple(ps))
                                   for t, ps in by_topic.items()))

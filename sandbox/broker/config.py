@@ -68,6 +68,22 @@ class BrokerConfig:
     inter_broker_protocol_version: str
     log_message_format_version: str
     properties: dict[str, str]
+    process_roles: tuple[str, ...] = ()  # KRaft: ("broker",) or ("controller",); () in ZooKeeper mode
+    quorum_voters: dict[int, str] | None = None  # KRaft: controller.quorum.voters as node id -> host
+
+    @property
+    def kraft(self) -> bool:
+        """True for a KRaft-mode node (``process.roles`` set), False for a ZooKeeper-mode broker."""
+        return bool(self.process_roles)
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
+
+    @property
+    def broker_session_timeout_s(self) -> float:
+        """``broker.session.timeout.ms`` (Kafka default 9000): a KRaft broker not heard from this long is fenced."""
+        return int(self.properties.get("broker.session.timeout.ms", "9000")) / 1000.0
 
     @property
     def zk_session_timeout_s(self) -> float:
@@ -103,13 +119,22 @@ class BrokerConfig:
             raise BrokerConfigError(f"{path} is missing")
         with path.open(encoding="utf-8") as handle:
             props = dict(javaproperties.load(handle))
-        for key in ("broker.id", "listeners", "zookeeper.connect", "log.dirs"):
+        roles = tuple(r.strip() for r in props.get("process.roles", "").split(",") if r.strip())
+        if roles and (len(roles) != 1 or roles[0] not in ("broker", "controller")):
+            raise BrokerConfigError(f"{path}: process.roles={props['process.roles']!r}: the sandbox runs dedicated "
+                                    "brokers or controllers (broker | controller), not combined nodes")
+        required = ("node.id", "listeners", "controller.quorum.voters", "log.dirs") if roles else (
+            "broker.id", "listeners", "zookeeper.connect", "log.dirs")
+        for key in required:
             if key not in props:
                 raise BrokerConfigError(f"{path}: required key {key} is missing")
-        listener = re.match(r"^PLAINTEXT://([^:]+):(\d+)$", props["listeners"].split(",")[0].strip())
+        listener = re.match(r"^(?:PLAINTEXT|CONTROLLER)://([^:]+):(\d+)$", props["listeners"].split(",")[0].strip())
         if not listener:
             raise BrokerConfigError(f"{path}: listeners={props['listeners']!r} is not PLAINTEXT://host:port")
         version = installed_version(host_dir)
+        voters = parse_quorum_voters(props["controller.quorum.voters"], path) if roles else None
+        if roles and parse_version(version)[:2] < (3, 3):
+            raise BrokerConfigError(f"Kafka {version} has no production KRaft mode (3.3 is the first)")
         ibp = props.get("inter.broker.protocol.version", version)
         lmf = props.get("log.message.format.version", ibp)
         if parse_version(ibp)[:2] > parse_version(version)[:2]:
@@ -123,17 +148,36 @@ class BrokerConfig:
             )
         return cls(
             host_dir=host_dir,
-            broker_id=int(props["broker.id"]),
+            broker_id=int(props["node.id"] if roles else props["broker.id"]),
             rack=props.get("broker.rack") or None,
             host=listener.group(1),
             port=int(listener.group(2)),
-            zookeeper_connect=props["zookeeper.connect"],
+            zookeeper_connect=props.get("zookeeper.connect", ""),
             log_dir=Path(props["log.dirs"].split(",")[0]),
             version=version,
             inter_broker_protocol_version=ibp,
             log_message_format_version=lmf,
             properties=props,
+            process_roles=roles,
+            quorum_voters=voters,
         )
+
+
+def parse_quorum_voters(text: str, path: Path | str = "server.properties") -> dict[int, str]:
+    """``controller.quorum.voters`` (``"100@host:9093,101@host:9093"``) as ``{node id: host}``.
+
+    Raises:
+        BrokerConfigError: an entry that is not ``id@host:port``.
+    """
+    voters: dict[int, str] = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        match = re.match(r"^(\d+)@([^:]+):(\d+)$", entry)
+        if not match:
+            raise BrokerConfigError(f"{path}: controller.quorum.voters entry {entry!r} is not id@host:port")
+        voters[int(match.group(1))] = match.group(2)
+    if not voters:
+        raise BrokerConfigError(f"{path}: controller.quorum.voters is empty")
+    return voters
 
 
 def render_server_properties(
@@ -175,4 +219,47 @@ def render_server_properties(
     }
     if rack:
         props["broker.rack"] = rack
+    return javaproperties.dumps(props, timestamp=False, sort_keys=False)
+
+
+def render_kraft_properties(
+    *,
+    node_id: int,
+    role: str,
+    rack: str | None,
+    host: str,
+    quorum_voters: str,
+    log_dir: Path,
+) -> str:
+    """The ``server.properties`` of a KRaft-mode node (``role`` ``broker`` or ``controller``): Kafka's key
+    names, no ZooKeeper, no IBP (``metadata.version`` replaces it), timings from :mod:`sandbox.settings`."""
+    props = {
+        "process.roles": role,
+        "node.id": str(node_id),
+        "controller.quorum.voters": quorum_voters,
+        "controller.listener.names": "CONTROLLER",
+        "log.dirs": str(log_dir),
+    }
+    if role == "controller":
+        props["listeners"] = f"CONTROLLER://{host}:{settings.REPLICATION_PORT}"
+    else:
+        props.update({
+            "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+            "broker.session.timeout.ms": str(int(settings.BROKER_SESSION_TIMEOUT_S * 1000)),
+            "min.insync.replicas": str(settings.MIN_INSYNC_REPLICAS),
+            "default.replication.factor": "3",
+            "num.partitions": "3",
+            "offsets.topic.replication.factor": str(settings.CONSUMER_OFFSETS_RF),
+            "offsets.topic.num.partitions": str(settings.CONSUMER_OFFSETS_PARTITIONS),
+            "group.initial.rebalance.delay.ms": str(int(settings.GROUP_INITIAL_REBALANCE_DELAY_S * 1000)),
+            "replica.lag.time.max.ms": str(int(settings.REPLICA_LAG_TIME_MAX_S * 1000)),
+            "auto.leader.rebalance.enable": str(settings.AUTO_LEADER_REBALANCE_ENABLE).lower(),
+            "leader.imbalance.per.broker.percentage": str(settings.LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
+            "leader.imbalance.check.interval.seconds": str(settings.LEADER_IMBALANCE_CHECK_INTERVAL_S),
+            "controlled.shutdown.enable": "true",
+            "unclean.leader.election.enable": "false",
+        })
+        if rack:
+            props["broker.rack"] = rack
     return javaproperties.dumps(props, timestamp=False, sort_keys=False)

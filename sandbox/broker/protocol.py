@@ -77,7 +77,7 @@ _BASE_APIS: dict[int, tuple[int, int]] = {
 }
 
 
-def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
+def supported_apis(kafka_version: str, kraft: bool = False) -> dict[int, tuple[int, int]]:
     """The ApiVersions table a broker of ``kafka_version`` advertises: ``{api_key: (min, max)}``.
 
     Follows Kafka's own history for the highest versions:
@@ -96,6 +96,9 @@ def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
       OffsetCommit v7 in 2.3, v8 in 2.4, v9 (KIP-848) in 3.7; OffsetFetch v6 in 2.4, v7 (KIP-447) in 2.5,
       v8 (KIP-709) in 3.0, v9 in 3.7; DescribeGroups v4 in 2.3, v5 in 2.4; ListGroups v3 in 2.4, v4
       (KIP-518) in 2.6, v5 (KIP-848) in 3.8.
+
+    ``kraft``: a KRaft-mode broker also serves DescribeQuorum (v2 from 3.8) and UpdateFeatures (v0-v1),
+    which a ZooKeeper-mode broker does not.
 
     The lowest versions are those kio can decode (Produce v3, Fetch v4, CreateTopics v2, DeleteTopics
     v1, OffsetCommit v2, OffsetFetch v1), not Kafka's. DescribeCluster v1 came with 3.7 in Kafka, but
@@ -130,6 +133,9 @@ def supported_apis(kafka_version: str) -> dict[int, tuple[int, int]]:
     upto(14, ((2, 5), 5), ((2, 4), 4), ((2, 3), 3), ((0, 0), 2))
     upto(15, ((2, 4), 5), ((2, 3), 4), ((0, 0), 3))
     upto(16, ((3, 8), 5), ((2, 6), 4), ((2, 4), 3), ((0, 0), 2))
+    if kraft:  # KRaft-only APIs a broker forwards to the active controller (KIP-595, KIP-584)
+        apis[55] = (0, 2 if version >= (3, 8) else 1)  # DescribeQuorum (v2: KIP-853 in 3.8)
+        apis[57] = (0, 1)  # UpdateFeatures (v1: upgrade types, KIP-778)
     return apis
 
 

@@ -31,10 +31,11 @@ from kazoo.exceptions import NodeExistsError
 from kio.index import load_request_schema
 
 from sandbox import settings
-from sandbox.broker import rpc, zkpaths
+from sandbox.broker import features, rpc, zkpaths
 from sandbox.broker.apis import NO_RESPONSE, KafkaApis
 from sandbox.broker.config import BrokerConfig
 from sandbox.broker.controller import Controller
+from sandbox.broker.controller_node import read_features
 from sandbox.broker.groups import GroupCoordinator
 from sandbox.broker.metadata import MetadataCache
 from sandbox.broker.protocol import (
@@ -47,6 +48,7 @@ from sandbox.broker.protocol import (
     read_request,
     supported_apis,
 )
+from sandbox.broker.quorum_client import RemoteQuorumClient
 from sandbox.broker.replicas import RECORD_FETCH_MAX_WAIT_S, ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,11 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.zk = KazooClient(hosts=config.zookeeper_connect, timeout=config.zk_session_timeout_s)
+        if config.kraft:
+            self.zk = RemoteQuorumClient(config.quorum_voters or {}, settings.REPLICATION_PORT, config.broker_id,
+                                         f"broker {config.broker_id}", config.broker_session_timeout_s)
+        else:
+            self.zk = KazooClient(hosts=config.zookeeper_connect, timeout=config.zk_session_timeout_s)
         self.cache = MetadataCache(self.zk)
         self.controller = Controller(config.broker_id, self.zk, self.cache)
         self.replicas = ReplicaManager(config.broker_id, config.log_dir, self.cache, config.replica_lag_time_max_s)
@@ -70,6 +76,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.apis.handlers.update(self.groups.handlers)
         self.rpc = rpc.RpcClient(settings.REPLICATION_PORT)
+        self.controller_rpc = rpc.RpcClient(settings.REPLICATION_PORT, timeout_s=15.0)  # KRaft: forwarded requests
         # record fetches long-poll: their own connections, so they never hold up the simulated fetches
         self.record_rpc = rpc.RpcClient(settings.REPLICATION_PORT, timeout_s=RECORD_FETCH_MAX_WAIT_S + 2.0)
         self._record_fetchers: dict[int, asyncio.Task] = {}
@@ -97,7 +104,9 @@ class Broker:
         try:
             self.zk.start(timeout=10)
         except Exception as exc:
-            raise BrokerStartError(f"cannot reach ZooKeeper at {self.config.zookeeper_connect}: {exc}") from exc
+            where = (f"the controller quorum {self.config.quorum_voters}" if self.config.kraft
+                     else f"ZooKeeper at {self.config.zookeeper_connect}")
+            raise BrokerStartError(f"cannot reach {where}: {exc}") from exc
         self.zk.add_listener(self._on_zk_state)
         try:
             kafka_server = await asyncio.start_server(
@@ -111,15 +120,21 @@ class Broker:
         self.replicas.on_metadata()
         self.groups.on_metadata()
         self._install_watches()
-        self.controller.try_elect()
+        if not self.config.kraft:
+            self.controller.try_elect()
         for loop_fn in (self._produce_loop, self._fetch_loop, self._record_fetch_loop, self._persist_loop,
                         self._housekeeping_loop, self._group_loop):
             self._tasks.append(asyncio.create_task(loop_fn()))
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
-        log.info("broker %s started (Kafka %s, IBP %s) on %s:%s, rack %s", self.config.broker_id,
-                 self.config.version, self.config.inter_broker_protocol_version, self.config.host,
-                 self.config.port, self.config.rack)
+        if self.config.kraft:
+            log.info("broker %s started (Kafka %s, KRaft, metadata.version %s) on %s:%s, rack %s",
+                     self.config.broker_id, self.config.version, self.finalized_features().get(features.FEATURE),
+                     self.config.host, self.config.port, self.config.rack)
+        else:
+            log.info("broker %s started (Kafka %s, IBP %s) on %s:%s, rack %s", self.config.broker_id,
+                     self.config.version, self.config.inter_broker_protocol_version, self.config.host,
+                     self.config.port, self.config.rack)
         await self._stop.wait()
         log.info("broker %s: controlled shutdown", self.config.broker_id)
         await self._controlled_shutdown()
@@ -157,12 +172,27 @@ class Broker:
             self.config.log_dir.mkdir(parents=True, exist_ok=True)
             meta.write_text(f"version=0\nbroker.id={self.config.broker_id}\ncluster.id={cluster_id}\n")
 
+    def finalized_features(self) -> dict[str, int]:
+        """KRaft: ``{feature: finalized level}`` from the metadata log (``{}`` in ZooKeeper mode)."""
+        if not self.config.kraft:
+            return {}
+        return read_features(self.zk)[0]
+
     async def _register(self) -> None:
         self._check_cluster_id()
         path = f"{zkpaths.BROKER_IDS}/{self.config.broker_id}"
         endpoint = f"PLAINTEXT://{self.config.host}:{self.config.port}"
+        supported = {}
+        if self.config.kraft:
+            low, high = features.supported_range(self.config.version)
+            level = self.finalized_features().get(features.FEATURE)
+            if level is not None and not low <= level <= high:
+                raise BrokerStartError(
+                    f"the cluster's metadata.version level {level} is outside what Kafka {self.config.version} "
+                    f"supports ({low}-{high}): registration refused (UNSUPPORTED_VERSION)")
+            supported = {features.FEATURE: [low, high]}
         data = zkpaths.dumps({
-            "features": {},
+            "features": supported,
             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
             "endpoints": [endpoint],
             "jmx_port": -1,
@@ -205,6 +235,8 @@ class Broker:
         zk.ChildrenWatch(zkpaths.BROKER_TOPICS, on_change)
         zk.ChildrenWatch(zkpaths.CONFIG_CHANGES, on_change)
         zk.DataWatch(zkpaths.METADATA_VERSION, on_change)
+        if self.config.kraft:
+            return  # the partition controller runs on the active KRaft controller
 
         def on_controller(data, _stat, *_args) -> None:
             self._threadsafe(self.schedule_refresh)
@@ -394,6 +426,8 @@ class Broker:
                         log.error("cannot register again, shutting down: %s", exc)
                         self._stop.set()
                 self._refresh()
+                if self.config.kraft:
+                    continue  # leader rebalance and elections belong to the active KRaft controller
                 if self.cache.controller_id == -1:
                     self._elect()
                 interval = self.config.leader_imbalance_check_interval_s
@@ -405,6 +439,16 @@ class Broker:
 
     # --- controller requests -------------------------------------------------------------------
     async def _to_controller(self, request: dict) -> dict:
+        """Send ``request`` to the controller (KRaft: the active controller; ZooKeeper mode: the broker
+        holding ``/controller``, or answer it here when that is this broker). ``{"error": 41}`` when unknown."""
+        if self.config.kraft:
+            host = self.zk.leader_host()
+            if host is None:
+                return {"error": 41}
+            answer = await self.controller_rpc.call(host, request)
+            if answer.get("error") == 41 and answer.get("leader") is not None:
+                self.zk.leader_id = answer["leader"]
+            return answer
         if self.controller.active:
             return self._on_rpc(request)
         controller = self.cache.brokers.get(self.cache.controller_id)
@@ -489,7 +533,7 @@ class Broker:
         """The encoded answer to one request frame, None to close the connection, or NO_RESPONSE.
         ``connection`` carries the client's address and software name (ApiVersions v3+, KIP-511)."""
         connection = connection if connection is not None else {}
-        apis = supported_apis(self.config.version)
+        apis = supported_apis(self.config.version, self.config.kraft)
         try:
             request = dataclasses.replace(read_request(frame), client_host=connection.get("client_host", ""))
         except UnsupportedVersion as exc:

@@ -797,7 +797,7 @@ class KafkaApis:
         created: list[str] = []
         seen: set[str] = set()
         for topic in body.topics:
-            if not self.broker.controller.active:
+            if not self.broker.config.kraft and not self.broker.controller.active:
                 results[topic.name] = {"error_code": ErrorCode.not_controller, "error_message": None}
                 continue
             error, message, plan = self._validate_new_topic(topic, seen)
@@ -870,7 +870,7 @@ class KafkaApis:
         for name, topic_id in wanted:
             info = self.cache.topics.get(name) if name else self.cache.topic_by_id(topic_id)
             error, message = ErrorCode.none, None
-            if not self.broker.controller.active:
+            if not self.broker.config.kraft and not self.broker.controller.active:
                 error = ErrorCode.not_controller
             elif info is None:
                 error = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition

@@ -40,6 +40,7 @@ def broker_roll(
     before_start: BeforeStart | None = None,
     needs_action: NeedsAction = requested,
     facts: Facts | None = None,
+    plan_trigger_rule: str = "all_success",
     tooltip: str = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back",
 ) -> TaskGroup:
     """Build the roll's task group inside the current DAG context.
@@ -48,10 +49,14 @@ def broker_roll(
     :param settings: overrides of :data:`ROLL_SETTINGS` (values or ``FromParam``); the cluster, broker list,
         intervals, lag gate, commands and dry run come from the DAG params by default.
     :param before_start: / :param needs_action: / :param facts: see ``operators.broker_roll``.
+    :param plan_trigger_rule: the plan task's trigger rule: ``none_failed`` when it follows a roll that may be
+        empty (a zero-length mapped task is *skipped*, which ``all_success`` would pass on), as after the
+        controller roll in the rolling restart. A ``roles`` setting (``FromParam("roles")``) makes the plan
+        return no batch for ``roles=controllers``; without it every planned broker is rolled.
     """
     cfg = {**ROLL_SETTINGS, **(settings or {})}
     with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
-        plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg)
+        plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule)
         BrokerRollOperator.partial(
             task_id="broker", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
             needs_action=needs_action, facts=facts, map_index_template=LABEL,

@@ -21,7 +21,7 @@ GUARD_SETTINGS: dict[str, Any] = {
 
 
 def cluster_guard(body: Any, *, operation: str, roll_ids: Sequence[str] = (),
-                  settings: Mapping[str, Any] | None = None) -> Any:
+                  settings: Mapping[str, Any] | None = None, final_trigger_rule: str = "all_success") -> Any:
     """Wire ``body`` (a task or task group, or a list of them in order) between the lock and the final
     health check; returns the teardown task.
 
@@ -29,11 +29,17 @@ def cluster_guard(body: Any, *, operation: str, roll_ids: Sequence[str] = (),
     :param roll_ids: the rolls inside ``body``, whose records are deleted when the run succeeds.
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
         None, ...}``).
+    :param final_trigger_rule: ``final_health``'s trigger rule. The default ``all_success`` skips it (and
+        ``forget_rolls``) when the body's last task was skipped; a body that may end in an empty roll (a
+        zero-length mapped task is skipped: a rolling restart with ``roles=controllers``) passes
+        ``none_failed``, so the final check still runs, and still does not run after a failure. The parts of
+        ``body`` are chained as given: a part that may follow an empty roll sets its own trigger rule.
     """
     cfg = {**GUARD_SETTINGS, **(settings or {})}
     check = CheckParamsOperator(task_id="check_params", settings=cfg)
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
-    final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg)
+    final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg,
+                                   trigger_rule=final_trigger_rule)
     forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=list(roll_ids), settings=cfg)
     unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg, roll_ids=list(roll_ids))
     parts = list(body) if isinstance(body, (list, tuple)) else [body]

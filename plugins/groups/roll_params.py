@@ -11,6 +11,20 @@ from airflow.sdk import Param
 COMMAND = {"type": ["null", "string"], "maxLength": 4096}
 
 
+def role_params() -> dict[str, Param]:
+    """The KRaft role params of a DAG whose rolls cover controllers (``groups.controller_roll``) as well as
+    brokers (fresh objects per DAG): ``roles`` and ``controllers``. A DAG without them rolls brokers only."""
+    return {
+        "roles": Param("all", type="string", enum=["all", "brokers", "controllers"],
+                       description="KRaft: all = the controllers first (one at a time, the active controller last), "
+                       "then the brokers; brokers; controllers. ZooKeeper mode: all and brokers roll the brokers "
+                       "(the controller is a broker, rolled last); controllers is refused"),
+        "controllers": Param([], type="array", items={"type": "integer", "minimum": 0}, uniqueItems=True,
+                             description="KRaft controller node ids to restart; empty = every voter of the "
+                             "metadata quorum, the active controller last"),
+    }
+
+
 def roll_params() -> dict[str, Param]:
     """Params read by ``groups.cluster_guard`` and ``groups.broker_roll`` (fresh objects per DAG)."""
     return {

@@ -21,7 +21,14 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
   2.4+, KIP-455), else ZooKeeper's ``/admin/reassign_partitions``; ``admin``; ``zookeeper``),
   ``lock_store`` (where the per-cluster operation lock lives: ``auto``, the default: ZooKeeper when the
   profile has ``zookeeper``, else the cluster itself (a lock topic, ``hooks.kafka_lock``); ``zookeeper``;
-  ``kafka``).
+  ``kafka``);
+* KRaft controllers (optional; the rolling restart's controller roll, ``kafka_ops.controller_roll``):
+  ``controller_hosts`` (``{"100": "ctrl-100.example.com"}``: the host of each controller, by node id; a
+  voter without an entry takes the host DescribeQuorum v2 names for it (Kafka 3.8+), else the roll's plan
+  fails naming it), ``controller_service_stop`` / ``controller_service_start`` / ``controller_service_status``
+  (shell commands run on a controller host; each defaults to the broker's ``service_stop`` /
+  ``service_start`` / ``service_status``; ``{broker_id}`` is filled with the controller's node id). The
+  status command follows ``systemctl is-active``: exit 0 = running, non-zero = stopped.
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -77,6 +84,14 @@ PROFILE_SCHEMA: dict[str, Any] = {
             "propertyNames": {"pattern": r"^(0|[1-9][0-9]{0,9})$"},
             "additionalProperties": _NON_EMPTY,
         },
+        "controller_hosts": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^(0|[1-9][0-9]{0,9})$"},
+            "additionalProperties": _NON_EMPTY,
+        },
+        "controller_service_stop": _COMMAND,
+        "controller_service_start": _COMMAND,
+        "controller_service_status": _COMMAND,
         "client": {
             "type": "object",
             "propertyNames": {"pattern": _CLIENT_KEY},
@@ -183,6 +198,11 @@ class ClusterProfile:
         ``zookeeper`` (ZooKeeper-mode clusters before 2.4; needs ``zookeeper``).
     :param lock_store: where the operation lock lives: ``auto`` (ZooKeeper when ``zookeeper`` is set, else a
         lock topic in the cluster), ``zookeeper`` (needs ``zookeeper``), ``kafka``; see :attr:`lock_in`.
+    :param controller_hosts: KRaft controller node id -> host (owned by the connection, as ``broker_hosts``);
+        a voter missing here takes the host DescribeQuorum v2 names (``kafka_ops.controller_roll.resolve_hosts``).
+    :param controller_service_stop: / :param controller_service_start: / :param controller_service_status:
+        shell commands run on a controller host, or None = the broker's ``service_*`` command (see
+        :meth:`controller_service_command`).
     :raises ValueError: ``lock_store="zookeeper"`` without ``zookeeper``.
     """
 
@@ -204,12 +224,18 @@ class ClusterProfile:
     broker_hosts: Mapping[int, str] = field(default_factory=dict)
     reassignment_via: str = "auto"
     lock_store: str = "auto"
+    controller_hosts: Mapping[int, str] = field(default_factory=dict)
+    controller_service_stop: str | None = None
+    controller_service_start: str | None = None
+    controller_service_status: str | None = None
 
     def __post_init__(self) -> None:
         if self.lock_store == "zookeeper" and not self.zookeeper:
             where = f"connection {self.conn_id!r}" if self.conn_id else "cluster profile"
             raise ValueError(f"{where}: lock_store 'zookeeper' needs 'zookeeper' (the connect string)")
         object.__setattr__(self, "broker_hosts", MappingProxyType({int(k): v for k, v in self.broker_hosts.items()}))
+        object.__setattr__(self, "controller_hosts",
+                           MappingProxyType({int(k): v for k, v in self.controller_hosts.items()}))
         object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
         object.__setattr__(self, "commands", MappingProxyType(dict(self.commands)))
         object.__setattr__(self, "consumer_groups", tuple(self.consumer_groups))
@@ -330,6 +356,24 @@ class ClusterProfile:
             raise ValueError(f"unknown service action {action!r}; expected one of {sorted(commands)}")
         return self.for_broker(commands[action], broker_id)
 
+    def controller_service_command(self, action: str, controller_id: int) -> tuple[str, str]:
+        """The shell command for ``action`` (``"stop"``, ``"start"`` or ``"status"``) on a KRaft controller's
+        host, and how it was chosen: the profile's ``controller_service_<action>``, else the broker's
+        ``service_<action>`` (``"service command (service_stop; no controller_service_stop)"``).
+        ``{broker_id}`` is filled with the controller's node id.
+
+        :raises ValueError: unknown action.
+        """
+        own = {"stop": self.controller_service_stop, "start": self.controller_service_start,
+               "status": self.controller_service_status}
+        if action not in own:
+            raise ValueError(f"unknown service action {action!r}; expected one of {sorted(own)}")
+        if own[action] is not None:
+            return (self.for_broker(own[action], controller_id),
+                    f"controller service command (controller_service_{action})")
+        return (self.service_command(action, controller_id),
+                f"service command (service_{action}; no controller_service_{action})")
+
     def command(self, choice: str | None, step: str, broker_id: int) -> tuple[str, str] | None:
         """The shell text a run's ``choice`` for ``step`` means on this broker, and how it was chosen.
 
@@ -383,6 +427,10 @@ class ClusterProfile:
             "reassignment_via": self.reassignment_via,
             "lock_store": self.lock_store,
             "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
+            "controller_hosts": {str(k): v for k, v in self.controller_hosts.items()},
+            "controller_service_stop": self.controller_service_stop,
+            "controller_service_start": self.controller_service_start,
+            "controller_service_status": self.controller_service_status,
         }
 
     def __repr__(self) -> str:

@@ -9,7 +9,13 @@ it is down. Order: followers first (in id order, or as requested), the active co
 leader) last, one at a time.
 
 Pure rules: the quorum comes in as a :class:`Quorum` (built from kafka-python's ``describe_metadata_quorum``
-answer by :meth:`Quorum.from_describe`).
+answer by :meth:`Quorum.from_describe`). Timestamps in that answer are the *leader's* wall clock (ms since the
+epoch): ``LastFetchTimestamp`` is -1 for the leader itself, ``LastCaughtUpTimestamp`` the leader's current
+time (DescribeQuorumResponse v1, KIP-836). DescribeQuorum v2 (Kafka 3.8+, KIP-853) also names each
+controller's listeners (``nodes``): :attr:`Quorum.endpoints`.
+
+What a controller roll adds on top (host resolution, leader-last at each turn, "gone" and "back") lives in
+:mod:`kafka_ops.controller_roll`.
 """
 
 from __future__ import annotations
@@ -36,28 +42,54 @@ class Voter:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One listener of a controller, as DescribeQuorum v2 names it (``Nodes[].Listeners[]``, KIP-853):
+    the controller's node id, the listener name (``"CONTROLLER"``), host and port."""
+
+    node_id: int
+    listener: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class Quorum:
-    """The ``__cluster_metadata`` quorum: leader, epoch, high watermark, voters and observers."""
+    """The ``__cluster_metadata`` quorum: leader (-1 = none known), epoch, high watermark (offset), voters,
+    observers (brokers and controllers that are not voters), and the controllers' endpoints (DescribeQuorum
+    v2 only; empty before Kafka 3.8)."""
 
     leader_id: int
     leader_epoch: int
     high_watermark: int
     voters: tuple[Voter, ...]
     observers: tuple[Voter, ...] = ()
+    endpoints: tuple[Endpoint, ...] = ()
 
     @property
     def voter_ids(self) -> list[int]:
         return sorted(v.replica_id for v in self.voters)
 
+    @property
+    def has_leader(self) -> bool:
+        """True when the answer names a leader that is one of the voters (no election under way)."""
+        return self.leader_id >= 0 and self.voter(self.leader_id) is not None
+
     def voter(self, replica_id: int) -> Voter | None:
         return next((v for v in self.voters if v.replica_id == replica_id), None)
+
+    def hosts_of(self, node_id: int) -> list[str]:
+        """The distinct hosts of ``node_id``'s listeners, in the answer's order (empty when DescribeQuorum did
+        not name its endpoints: v0/v1, or a node it does not know)."""
+        return list(dict.fromkeys(e.host for e in self.endpoints if e.node_id == node_id and e.host))
 
     @classmethod
     def from_describe(cls, answer: Mapping[str, Any]) -> Quorum:
         """From kafka-python's ``KafkaAdminClient.describe_metadata_quorum()`` (DescribeQuorum v1+ fields:
         ``leader_id``, ``leader_epoch``, ``high_watermark``, ``current_voters`` / ``observers`` with
         ``replica_id``, ``log_end_offset``, ``last_fetch_timestamp``, ``last_caught_up_timestamp``), either
-        flat or under ``topics[0].partitions[0]`` as on the wire.
+        flat or under ``topics[0].partitions[0]`` as on the wire. kafka-python 3.0 returns the wire shape
+        (``{"topics": [...], "nodes": [...]}``); v2's top-level ``nodes`` (``[{"node_id", "listeners":
+        [{"name", "host", "port"}]}]``) become :attr:`endpoints`.
 
         :raises ValueError: no quorum partition in the answer.
         """
@@ -78,8 +110,13 @@ class Quorum:
                                  None if caught is None or int(caught) < 0 else int(caught)))
             return tuple(out)
 
+        endpoints = []
+        for node in answer.get("nodes") or ():
+            for listener in node.get("listeners") or ():
+                endpoints.append(Endpoint(int(node["node_id"]), str(listener.get("name") or ""),
+                                          str(listener.get("host") or ""), int(listener.get("port") or 0)))
         return cls(int(part["leader_id"]), int(part.get("leader_epoch", -1)), int(part.get("high_watermark", -1)),
-                   voters(part.get("current_voters")), voters(part.get("observers")))
+                   voters(part.get("current_voters")), voters(part.get("observers")), tuple(endpoints))
 
 
 def caught_up(quorum: Quorum, fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS) -> set[int]:
@@ -138,9 +175,15 @@ def controller_order(quorum: Quorum, requested: Iterable[int] | None = None, kee
 
     :param requested: controller ids (default: every voter); ``keep_order`` keeps their order among the
         followers (the leader still goes last).
-    :raises ValueError: an id that is not a voter.
+    :raises ValueError: an id that is not a voter (named, with the voters), a repeated id, or a non-integer.
     """
     ids = list(requested) if requested else quorum.voter_ids
+    bad = [c for c in ids if isinstance(c, bool) or not isinstance(c, int)]
+    if bad:
+        raise ValueError(f"controller ids must be integer node ids, got {bad!r}")
+    repeated = sorted({c for c in ids if ids.count(c) > 1})
+    if repeated:
+        raise ValueError(f"controller ids repeated: {repeated}")
     unknown = sorted(set(ids) - set(quorum.voter_ids))
     if unknown:
         raise ValueError(f"unknown controller ids {unknown}: the quorum's voters are {quorum.voter_ids}")

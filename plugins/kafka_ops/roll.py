@@ -183,7 +183,7 @@ class Decision:
         return self.action == "act"
 
 
-def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decision:
+def decide(step: str, broker_id: int, record: RollRecord, alive: bool, node: str = "broker") -> Decision:
     """May ``step`` act on ``broker_id`` now, given this roll's record and whether the broker is alive
     (in the cluster metadata)?
 
@@ -196,11 +196,14 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decisi
       although the roll never started it (someone else did, unprepared);
     - ``pre_start`` / ``start``: act while the broker the roll stopped is down; skip when it runs again.
 
+    The same rule serves a roll of KRaft controllers (``kafka_ops.controller_roll``): ``node="controller"``
+    names it so in every reason, and ``alive`` is then what the host's service status command says.
+
     :raises ValueError: unknown step.
     """
     if step not in STEPS:
         raise ValueError(f"unknown roll step {step!r}; expected one of {STEPS}")
-    who = f"broker {broker_id}"
+    who = f"{node} {broker_id}"
     progress = record.progress(broker_id)
     phase = progress.phase if progress else None
     when = clock(progress.at_ms) if progress else ""
@@ -214,20 +217,21 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decisi
             return Decision("fail", f"{who} is down and {roll} did not stop it: a crash or another operation. "
                                     f"Start it (or find out who stopped it), then clear this task")
         if phase == "stopping" and alive:
-            return Decision("act", f"{who}: {step} again: {roll} sent a stop at {when} but the broker still runs")
+            return Decision("act", f"{who}: {step} again: {roll} sent a stop at {when} but the {node} still runs")
         return Decision("skip", f"{who}: skip {step}: {roll} stopped it at {when}")
     if step == "wait_gone":
         if phase == "stopping":
-            return Decision("act", f"{who}: waiting until it has left the cluster metadata")
+            return Decision("act", f"{who}: waiting until it has left the cluster metadata" if node == "broker"
+                                   else f"{who}: waiting until its service has stopped")
         return Decision("skip", f"{who}: skip {step}: {roll} saw it gone by {when}")
     if phase is None:
-        return Decision("fail", f"{who}: {step} refused: {roll} has not stopped this broker")
+        return Decision("fail", f"{who}: {step} refused: {roll} has not stopped this {node}")
     if step == "before_start":
         if _rank(phase) >= _rank("prepared"):
             return Decision("skip", f"{who}: skip {step}: done at {when}")
         if alive:
             return Decision("fail", f"{who} runs again although {roll} never started it (stopped at {when}): "
-                                    f"someone else started it before its {step} step. Check the broker, then "
+                                    f"someone else started it before its {step} step. Check the {node}, then "
                                     f"clear this task")
         return Decision("act", f"{who}: {step}")
     # pre_start, start
@@ -236,31 +240,32 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool) -> Decisi
     return Decision("act", f"{who}: {step}")
 
 
-def turn(position: int, record: RollRecord, previous_failed: bool) -> Decision:
+def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "broker") -> Decision:
     """May the batch at ``position`` (0-based, in :attr:`RollRecord.batches`; in a serial roll a batch is one
     broker) begin?
 
     Only when every broker of the batches before it is done in this roll: ``act``. When the previous
     batch's task failed (or was marked failed): ``fail``, naming the unfinished broker, so a failed broker
-    stops the roll before the next one is touched. Otherwise ``skip`` = not yet (still going).
+    stops the roll before the next one is touched. Otherwise ``skip`` = not yet (still going). ``node``
+    names the nodes in the reasons (``"controller"`` for a roll of KRaft controllers).
     """
     batches = record.batches
     if not 0 <= position < len(batches):
         raise ValueError(f"position {position} outside the roll's {len(batches)} batches")
     pending = [b for batch in batches[:position] for b in batch if not record.is_done(b)]
-    me = _names(batches[position])
+    me = _names(batches[position], node)
     if not pending:
         return Decision("act", f"{me}: {'its' if len(batches[position]) == 1 else 'their'} turn "
                                f"({position + 1}/{len(batches)})")
     if previous_failed:
-        return Decision("fail", f"{me} NOT touched: broker {pending[-1]} (before it in roll "
+        return Decision("fail", f"{me} NOT touched: {node} {pending[-1]} (before it in roll "
                                 f"{record.roll_id!r}) did not finish; resume by clearing the failed tasks")
-    return Decision("skip", f"{me}: waiting for broker {pending[-1]} to finish")
+    return Decision("skip", f"{me}: waiting for {node} {pending[-1]} to finish")
 
 
-def _names(ids: list[int]) -> str:
-    """``"broker 3"`` or ``"brokers 0, 3, 6"``."""
-    return f"broker {ids[0]}" if len(ids) == 1 else "brokers " + ", ".join(str(i) for i in ids)
+def _names(ids: list[int], node: str = "broker") -> str:
+    """``"broker 3"`` or ``"brokers 0, 3, 6"`` (``node="controller"``: ``"controller 101"``)."""
+    return f"{node} {ids[0]}" if len(ids) == 1 else f"{node}s " + ", ".join(str(i) for i in ids)
 
 
 def batch_label(ids: list[int]) -> str:

@@ -1,16 +1,27 @@
-"""Rolling restart of a Kafka cluster, one broker at a time, stopping itself when the cluster or its
+"""Rolling restart of a Kafka cluster, one node at a time, stopping itself when the cluster or its
 consumers get unhealthy. The DAG is built by
 :func:`rolling_restart_dag`; dags/kafka_rolling_restart.py builds the default one.
 
-Shape: ``check_params`` -> ``lock_cluster`` -> roll ``restart`` (``restart.plan``: validate against the
-live cluster and freeze the order, controller last; ``restart.broker``: one mapped task per broker,
-labelled "broker <id> (<position>/<total>)", strictly one after another: gate -> pre-stop -> stop ->
-gone -> pre-start -> start -> registered -> caught up -> preferred leaders back -> soak) ->
-``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown, also after failures).
+Shape: ``check_params`` -> ``lock_cluster`` -> roll ``controllers`` (KRaft only; ``controllers.plan``: the
+mode and the ``roles`` param decide, then the quorum's voters are validated and frozen, followers first, the
+quorum leader last; ``controllers.controller``: one mapped task per controller, labelled "controller <id>
+(<position>/<total>)" (" · active" for the quorum leader), strictly one after another: gate (a caught-up
+majority of the voters without it) -> stop -> gone -> start -> back (a voter again, caught up) -> soak) ->
+roll ``restart`` (``restart.plan``: validate against the live cluster and freeze the order, the ZooKeeper-mode
+controller last; ``restart.broker``: one mapped task per broker, labelled "broker <id> (<position>/<total>)",
+strictly one after another: gate -> pre-stop -> stop -> gone -> pre-start -> start -> registered -> caught up
+-> preferred leaders back -> soak) -> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown,
+also after failures).
 
-Resume: clear the failed tasks. The roll's record says what this run did to each broker; a broker it
-finished is never restarted again, a broker it left stopped is started, a broker it did not stop but
-finds down stops the roll (see plugins/kafka_ops/roll.py).
+``roles``: ``all`` (default; KRaft: controllers, then brokers), ``brokers``, ``controllers``. A roll with nothing
+to do (the controllers on a ZooKeeper-mode cluster or with ``roles=brokers``; the brokers with
+``roles=controllers``) plans an empty list and its mapped task is *skipped*: ``restart.plan`` and
+``final_health`` run with ``none_failed``, so a skipped roll does not skip what follows while a failed one still
+stops it.
+
+Resume: clear the failed tasks. Each roll's record says what this run did to each node; a node it finished
+is never restarted again, a node it left stopped is started, a node it did not stop but finds down stops the
+roll (see plugins/kafka_ops/roll.py).
 """
 
 from __future__ import annotations
@@ -18,24 +29,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, TriggerRule
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
+from groups.controller_roll import controller_roll
 from groups.operation_dag import operation_dag
-from groups.roll_params import roll_params
+from groups.roll_params import role_params, roll_params
+from runtime.params import FromParam
+
+#: The rolls of a rolling restart, in order.
+ROLL_IDS = ["controllers", "restart"]
 
 
 def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any = None,
                         defaults: Mapping[str, Any] | None = None) -> DAG:
     """The rolling-restart DAG (see the module docstring); ``schedule`` / ``defaults`` as in
-    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every broker)."""
+    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every controller and broker)."""
     with operation_dag(
         dag_id,
-        description="Restart Kafka brokers one at a time behind health and consumer-lag gates",
+        description="Restart Kafka controllers and brokers one at a time behind health and consumer-lag gates",
         doc_md=__doc__,
-        params=roll_params(),
+        params={**roll_params(), **role_params()},
         schedule=schedule,
         defaults=defaults,
     ) as dag:
-        cluster_guard(broker_roll("restart"), operation="rolling restart", roll_ids=["restart"])
+        cluster_guard(
+            [controller_roll("controllers"),
+             broker_roll("restart", settings={"roles": FromParam("roles")}, plan_trigger_rule=TriggerRule.NONE_FAILED)],
+            operation="rolling restart",
+            roll_ids=ROLL_IDS,
+            final_trigger_rule=TriggerRule.NONE_FAILED,
+        )
     return dag

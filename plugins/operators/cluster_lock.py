@@ -243,8 +243,12 @@ def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock
         if record is None:
             lines.append(f"roll {roll_id!r}: not planned")
             continue
+        if not record.order:
+            lines.append(f"roll {roll_id!r}: nothing to roll (ZooKeeper mode or the run's roles)")
+            continue
         done = record.finished()
-        other = [f"broker {b} {record.phase(b)} at {clock(record.progress(b).at_ms)}" for b in record.order
+        noun = {int(s["id"]): s.get("role", "broker") for s in record.steps}
+        other = [f"{noun[b]} {b} {record.phase(b)} at {clock(record.progress(b).at_ms)}" for b in record.order
                  if record.phase(b) not in (None, "done")]
         lines.append(f"roll {roll_id!r}: done {done or 'none'} of {record.order}"
                      + (f"; left {'; '.join(other)}" if other else ""))

@@ -11,10 +11,17 @@ together (``kafka_ops.batches.plan_batches``: min ISR kept, a leader candidate l
 
 The first computation is frozen in the roll's record (``runtime.roll_store``): clearing the plan task, or
 the whole run, resumes the same brokers in the same order, including one the failure left stopped.
+
+KRaft (``KafkaAdminHook.is_kraft``: the cluster answers DescribeQuorum): the Metadata answer's controller id
+is a broker chosen at random (the active controller is a controller process, rolled by
+``groups.controller_roll``), so no broker is moved last for it. ZooKeeper mode: the controller is a broker and
+goes last. With a ``roles`` setting of ``controllers`` the plan returns no batch (the run restarts controllers
+only); the record is still frozen, empty.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -119,8 +126,9 @@ class RollPlanOperator(BaseOperator):
 
     :param roll_id: the roll's id (its record's key).
     :param settings: ``cluster``, ``brokers`` ([] = all), ``keep_order``, ``consumer_groups``,
-        ``max_parallel`` (default 1), ``batch_by`` (``none`` | ``rack``) and the command choices ``pre_stop``
-        / ``pre_start`` / ``stop_command`` / ``start_command``: values or :class:`runtime.params.FromParam`.
+        ``max_parallel`` (default 1), ``batch_by`` (``none`` | ``rack``), optional ``roles`` (``all`` |
+        ``brokers`` | ``controllers``; absent = ``all``) and the command choices ``pre_stop`` / ``pre_start``
+        / ``stop_command`` / ``start_command``: values or :class:`runtime.params.FromParam`.
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
     """
 
@@ -141,23 +149,35 @@ class RollPlanOperator(BaseOperator):
             return batch_items(frozen.steps)
         cfg = resolve_settings(self.settings, context["params"])
         profile = profile_or_fail(cfg["cluster"])
+        if str(cfg.get("roles") or "all") == "controllers":
+            self.log.info("roles=controllers: no broker is restarted by roll %r", self.roll_id)
+            store.save(RollRecord(self.roll_id, now_ms()))
+            return []
         waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
                  "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
         max_parallel = int(cfg.get("max_parallel", 1) or 1)
         batch_by = str(cfg.get("batch_by", "none") or "none")
         with KafkaAdminHook(profile=profile) as admin:  # batches need ISR and min.insync.replicas (configs)
             state = _ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata", waits)
+            kraft = _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits)
+        if kraft:
+            self.log.info("KRaft cluster: the controller id of the Metadata answer (%s) is a broker chosen at random, "
+                          "not the active controller: no broker is moved last for it", state.controller_id)
+            ordering = replace(state, controller_id=-1)
+        else:
+            self.log.info("ZooKeeper mode: the controller is a broker, rolled last (broker %s)", state.controller_id)
+            ordering = state
         requested = list(cfg.get("brokers") or [])
         refusals = down_brokers(state.broker_ids, state.down_broker_ids, requested)
         if refusals:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: " + "; ".join(refusals))
         try:
-            plan = plan_restart(state.broker_ids, state.controller_id, requested,
+            plan = plan_restart(ordering.broker_ids, None if kraft else ordering.controller_id, requested,
                                 keep_order=is_true(cfg.get("keep_order", False)))
         except ValueError as exc:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
         try:
-            batches = plan_batches(state, plan.order, max_parallel, batch_by)
+            batches = plan_batches(ordering, plan.order, max_parallel, batch_by)
         except ValueError as exc:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
         steps = []
@@ -177,7 +197,8 @@ class RollPlanOperator(BaseOperator):
             if _ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})", waits):
                 lag_ok = LagStreak(1, now_ms())  # the first gate's streak starts here
         for reason in plan.reasons:
-            self.log.info("plan: %s", reason)
+            if not (kraft and reason.startswith("controller unknown")):
+                self.log.info("plan: %s", reason)
         record = RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups),
                             lag_ok)
         self.log.info("roll %r: order %s; %s; lag gate on %s", self.roll_id, plan.order,

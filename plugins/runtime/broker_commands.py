@@ -7,6 +7,9 @@ param names a command of the profile's ``commands`` (or, for stop / start, nothi
 ``KAFKA_BROKER_ID=<id> bash -c '<command>'``, every value quoted with ``shlex.quote``; a non-zero exit fails
 the step with the command's stderr. The log says which command ran, why it was chosen, and who triggered
 the run.
+
+KRaft controller hosts run the profile's ``controller_service_*`` commands (:func:`controller_command`), the
+same way; :meth:`BrokerCommand.status` runs a status command and returns its exit code instead of failing.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ class BrokerCommandFailed(Exception):
 class BrokerCommand:
     """One step's command on one broker host.
 
-    :param step: ``pre_stop``, ``stop``, ``pre_start`` or ``start``.
+    :param step: ``pre_stop``, ``stop``, ``pre_start`` or ``start`` (``status`` for :meth:`status`).
+    :param broker_id: the node id (a broker's, or a KRaft controller's).
     :param text: the shell text (``{broker_id}`` already filled).
     :param origin: how it was chosen ("profile command 'drain-lb'", "service command (service_stop)").
+    :param node: what runs on the host, for the log: ``"broker"`` or ``"controller"``.
     """
 
     step: str
@@ -44,6 +49,7 @@ class BrokerCommand:
     host: str
     text: str
     origin: str
+    node: str = "broker"
 
     @classmethod
     def choose(cls, profile: ClusterProfile, step: str, choice: str | None, broker: dict) -> BrokerCommand | None:
@@ -60,7 +66,7 @@ class BrokerCommand:
         return cls(step, int(broker["id"]), str(broker["host"]), chosen[0], chosen[1])
 
     def describe(self) -> str:
-        return f"broker {self.broker_id} ({self.host}): {self.step}: {self.origin}: {self.text}"
+        return f"{self.node} {self.broker_id} ({self.host}): {self.step}: {self.origin}: {self.text}"
 
     def run(self, ssh_conn_id: str, timeout_s: float, log: logging.Logger, dry_run: bool = False,
             triggered_by: str | None = None) -> int:
@@ -79,7 +85,7 @@ class BrokerCommand:
             rc, out, err = BrokerShell(ssh_conn_id, self.host).run(remote_command(self.text, self.broker_id), timeout_s)
         except Exception as exc:
             raise BrokerCommandFailed(
-                f"{self.step} on broker {self.broker_id}: could not run it on {self.host} over SSH "
+                f"{self.step} on {self.node} {self.broker_id}: could not run it on {self.host} over SSH "
                 f"connection {ssh_conn_id!r}: {type(exc).__name__}: {exc}. Check that the host is up, its sshd "
                 f"answers and its host key is known; nothing ran"
             ) from exc
@@ -89,5 +95,26 @@ class BrokerCommand:
             log.info("stderr: %s", line)
         if rc != 0:
             tail = err.strip()[-500:] or out.strip()[-500:]
-            raise BrokerCommandFailed(f"{self.step} on broker {self.broker_id} ({self.host}) exited {rc}: {tail}")
+            raise BrokerCommandFailed(f"{self.step} on {self.node} {self.broker_id} ({self.host}) exited {rc}: {tail}")
         return rc
+
+    def status(self, ssh_conn_id: str, timeout_s: float) -> tuple[int, str]:
+        """Run a status command (read-only) and return ``(exit code, stdout)``; a non-zero exit is an answer
+        here, not a failure (``systemctl is-active`` exits 3 for a stopped unit).
+
+        :raises Exception: SSH errors as raised (``runtime.failures`` types them: a refused connection is
+            transient, a host key mismatch fatal), so a wait can poll through a host that is rebooting.
+        """
+        rc, out, _ = BrokerShell(ssh_conn_id, self.host).run(remote_command(self.text, self.broker_id), timeout_s)
+        return rc, out
+
+
+def controller_command(profile: ClusterProfile, action: str, controller: dict) -> BrokerCommand:
+    """The profile's service command for ``action`` (``stop``, ``start``, ``status``) on a KRaft controller
+    (``{"id", "host"}``): ``controller_service_<action>``, else the broker's ``service_<action>``
+    (:meth:`kafka_ops.profile.ClusterProfile.controller_service_command`).
+
+    :raises ValueError: unknown action.
+    """
+    text, origin = profile.controller_service_command(action, int(controller["id"]))
+    return BrokerCommand(action, int(controller["id"]), str(controller["host"]), text, origin, node="controller")

@@ -377,3 +377,37 @@ def test_lock_store_refuses_a_zookeeper_lock_without_zookeeper_and_unknown_store
         ClusterProfile.from_connection_fields("c", "b:9092", {"lock_store": "zookeeper"})
     with pytest.raises(ValueError, match="lock_store"):
         ClusterProfile.from_connection_fields("c", "b:9092", {"lock_store": "etcd"})
+
+
+def test_controller_hosts_and_service_commands_are_optional_profile_fields():
+    extra = {"controller_hosts": {"100": "ctrl-100.example.com", "101": "ctrl-101.example.com"},
+             "controller_service_stop": "sudo systemctl stop kafka-controller-{broker_id}",
+             "controller_service_status": "sudo systemctl is-active kafka-controller"}
+    p = ClusterProfile.from_connection_fields("c", "b1:9092", {"service_start": "svc start", **extra})
+    assert dict(p.controller_hosts) == {100: "ctrl-100.example.com", 101: "ctrl-101.example.com"}
+    assert p.controller_service_command("stop", 101) == ("sudo systemctl stop kafka-controller-101",
+                                                         "controller service command (controller_service_stop)")
+    assert p.controller_service_command("start", 101) == (
+        "svc start", "service command (service_start; no controller_service_start)")
+    assert p.controller_service_command("status", 100)[0] == "sudo systemctl is-active kafka-controller"
+    red = p.redacted()
+    assert red["controller_hosts"] == {"100": "ctrl-100.example.com", "101": "ctrl-101.example.com"}
+    assert red["controller_service_start"] is None
+    with pytest.raises(ValueError, match="unknown service action 'restart'"):
+        p.controller_service_command("restart", 100)
+
+
+def test_without_controller_fields_controllers_use_the_broker_service_commands():
+    p = ClusterProfile.from_connection_fields("c", "b1:9092", {})
+    assert dict(p.controller_hosts) == {}
+    assert p.controller_service_command("stop", 100)[0] == DEFAULT_SERVICE_STOP
+    assert p.controller_service_command("status", 100)[0] == DEFAULT_SERVICE_STATUS
+
+
+@pytest.mark.parametrize("extra", [
+    {"controller_hosts": {"x": "h"}}, {"controller_hosts": {"100": ""}}, {"controller_hosts": ["h"]},
+    {"controller_service_stop": ""}, {"controller_service_start": "   "}, {"controller_service_status": 3},
+])
+def test_bad_controller_fields_are_refused_by_name(extra):
+    with pytest.raises(ValueError, match=next(iter(extra))):
+        ClusterProfile.from_connection_fields("c", "b1:9092", extra)

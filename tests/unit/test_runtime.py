@@ -381,3 +381,36 @@ def test_ramp_polls_quickly_first_then_at_the_interval() -> None:
     check = script(*[Check(False, "not yet")] * 5, Check(True, "back"))
     result = wait(check, t, ramp_from_s=0.5)
     assert result.ok and t.sleeps == [0.5, 1, 2, 4, 5] and len(check.calls) == 6
+
+
+def test_controller_commands_come_from_the_profile_and_say_controller(caplog: pytest.LogCaptureFixture) -> None:
+    from runtime.broker_commands import controller_command
+
+    profile = ClusterProfile.from_connection_fields("c", "b:9092", {"controller_service_stop": "ctl stop {broker_id}"})
+    stop = controller_command(profile, "stop", {"id": 101, "host": "ctrl-101"})
+    assert (stop.step, stop.broker_id, stop.host, stop.text, stop.node) == ("stop", 101, "ctrl-101", "ctl stop 101",
+                                                                            "controller")
+    assert stop.describe() == ("controller 101 (ctrl-101): stop: controller service command (controller_service_stop):"
+                               " ctl stop 101")
+    status = controller_command(profile, "status", {"id": 101, "host": "ctrl-101"})
+    assert status.text == "sudo systemctl is-active kafka" and "no controller_service_status" in status.origin
+    with caplog.at_level(logging.INFO):
+        stop.run("ssh", 10, logging.getLogger("test"), dry_run=True)
+    assert "DRY RUN: would run controller 101 (ctrl-101): stop" in caplog.text
+
+
+def test_a_status_command_returns_its_exit_code_instead_of_failing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime import broker_commands
+    from runtime.broker_commands import controller_command
+
+    class Shell:
+        def __init__(self, ssh_conn_id: str, host: str) -> None:
+            self.host = host
+
+        def run(self, command: str, timeout_s: float) -> tuple[int, str, str]:
+            assert command == "KAFKA_BROKER_ID=100 bash -c 'sudo systemctl is-active kafka'"
+            return 3, "inactive\n", ""
+
+    monkeypatch.setattr(broker_commands, "BrokerShell", Shell)
+    profile = ClusterProfile.from_connection_fields("c", "b:9092", {})
+    assert controller_command(profile, "status", {"id": 100, "host": "h"}).status("ssh", 5) == (3, "inactive\n")

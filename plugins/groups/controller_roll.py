@@ -1,0 +1,71 @@
+"""``controller_roll(roll_id, ...)``: one roll of KRaft controllers as a task group, the controller side of
+every operation that restarts nodes (the rolling restart; later the upgrade's binaries phase).
+
+Tasks (ids derived from ``roll_id``): ``<roll_id>.plan`` (the mode and the ``roles`` param decide whether
+there is anything to do; validate and freeze the order: followers by id, the quorum leader last) ->
+``<roll_id>.controller`` (mapped over the plan, strictly one after another, labelled "controller 101 (2/3)",
+" · active" for the quorum leader). The plan returns an empty list on a ZooKeeper-mode cluster and for
+``roles=brokers``: Airflow then marks the mapped task *skipped*, so what follows the group must run with a
+trigger rule that lets a skip through (``none_failed``; see ``operations.rolling_restart``).
+
+Each roll has its own record (``runtime.roll_store``), so a resumed run continues where this roll stopped and
+never restarts a controller it finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk import TaskGroup
+from kafka_ops.roll import NeedsAction, requested
+from operators.broker_roll import BeforeStart, Facts
+from operators.controller_roll import ControllerPlanOperator, ControllerRollOperator
+from runtime.params import FromParam
+
+#: The settings a controller roll reads, by default from the DAG params of the same names.
+CONTROLLER_SETTINGS: dict[str, Any] = {
+    name: FromParam(name)
+    for name in ("cluster", "roles", "controllers", "healthcheck_interval_s", "healthcheck_timeout_s", "soak_s",
+                 "dry_run", "window_policy")
+}
+
+LABEL = ("{{ task.item['label'] }} ({{ task.item['position'] }}/{{ task.item['total'] }})"
+         "{{ ' · active' if task.item['active'] else '' }}{{ ' · dry run' if params.dry_run else '' }}")
+
+
+def controller_roll(
+    roll_id: str = "controllers",
+    *,
+    settings: Mapping[str, Any] | None = None,
+    operation: str = "rolling restart",
+    before_start: BeforeStart | None = None,
+    needs_action: NeedsAction = requested,
+    facts: Facts | None = None,
+    plan_trigger_rule: str = "all_success",
+    tooltip: str = "KRaft controllers one at a time, the quorum leader last: gate, stop, gone, start, back",
+) -> TaskGroup:
+    """Build the controller roll's task group inside the current DAG context.
+
+    :param roll_id: a task-id-safe name, unique in the DAG ("controllers", "controller_binaries").
+    :param settings: overrides of :data:`CONTROLLER_SETTINGS` (values or ``FromParam``): a DAG without the
+        ``roles`` / ``controllers`` params passes ``{"roles": "all", "controllers": []}`` (every voter on a KRaft
+        cluster, an empty roll in ZooKeeper mode; ``"controllers"`` would fail a ZooKeeper-mode run); also
+        ``quorum_fetch_timeout_ms`` (the cluster's ``controller.quorum.fetch.timeout.ms``, default 2,000) and
+        ``command_timeout_s`` (SSH commands, default 300).
+    :param before_start: / :param needs_action: / :param facts: as for ``groups.broker_roll.broker_roll``,
+        called with the controller's step dict (``{"id", "host", "role": "controller", ...}``).
+    :param plan_trigger_rule: the plan task's trigger rule (``none_failed`` when it follows a roll that may be
+        empty, i.e. skipped).
+    """
+    cfg = {**CONTROLLER_SETTINGS, **(settings or {})}
+    with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
+        plan = ControllerPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule)
+        ControllerRollOperator.partial(
+            task_id="controller", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
+            needs_action=needs_action, facts=facts, map_index_template=LABEL,
+            # one controller at a time: a running (or deferred) instance blocks the next, and the scheduler
+            # starts them in map-index order; no retries, since an instance waiting to retry would not block
+            max_active_tis_per_dagrun=1, retries=0,
+        ).expand(item=plan.output)
+    return group

@@ -142,7 +142,8 @@ def fresh_sandbox(
     started: list[testing.RunningSandbox] = []
 
     def make(
-        brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None
+        brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
+        mode: str = "zookeeper", controllers: int = 3,
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -155,6 +156,8 @@ def fresh_sandbox(
             racks=racks,
             kafka_version=kafka_version,
             address_base=f"127.{_net(request.config)}.{k}.11",
+            mode=mode,
+            controllers=controllers,
         )
         started.append(running)
         return running

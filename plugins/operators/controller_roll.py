@@ -252,10 +252,12 @@ class ControllerRollOperator(BaseOperator):
 
     def _follow(self, step: dict, quorum: Quorum) -> None:
         """Point the task's label (the map index template renders ``task.item`` again when the task ends) at
-        the controller this task restarts, marked active when it is the quorum leader."""
+        the controller this task restarts, marked active when it is (or was, at this turn) the quorum leader:
+        once restarted it is a follower, but the Grid should still say the active controller went here."""
         cid = int(step["id"])
+        was_active = int(self.item.get("id", -1)) == cid and bool(self.item.get("active"))
         self.item = {**self.item, "id": cid, "host": step["host"], "label": f"controller {cid}",
-                     "active": quorum.leader_id == cid}
+                     "active": was_active or quorum.leader_id == cid}
 
     # -- the controller ---------------------------------------------------------------------------------
 

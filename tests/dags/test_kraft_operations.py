@@ -1,0 +1,191 @@
+"""Operations on a KRaft cluster (no ZooKeeper for Kafka): the rolling restart of 3 controllers and 3 brokers,
+the lock without ZooKeeper, and the metadata.version upgrade, each run with ``dag.test()`` against a KRaft-mode
+sandbox (``sandbox up --mode kraft``) and judged from outside: DescribeQuorum polled by kafka-python, metadata
+by confluent-kafka, acks=all traffic, and the nodes' own logs.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from airflow_env import run_dag
+from kafka import KafkaAdminClient
+from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+
+from sandbox.traffic_watch import watched_traffic
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
+
+FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
+CONTROLLERS = [100, 101, 102]
+
+
+@dataclass
+class QuorumWatcher:
+    """Polls DescribeQuorum every ``interval_s`` in a thread; keeps (time, leader id or None, caught-up voters)."""
+
+    bootstrap_servers: str
+    interval_s: float = 0.25
+    views: list[tuple[float, int | None, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000)
+        while not self._stop.is_set():
+            try:
+                q = client.describe_metadata_quorum()["topics"][0]["partitions"][0]
+                leader = q["leader_id"] if q["leader_id"] >= 0 else None
+                now_ms = time.time() * 1000
+                caught = sum(1 for v in q["current_voters"]
+                             if v["replica_id"] == leader or now_ms - v["last_caught_up_timestamp"] <= 2000 + 1000)
+            except Exception:  # noqa: BLE001 - brokers restart during the roll
+                leader, caught = None, 0
+            self.views.append((time.monotonic(), leader, caught))
+            self._stop.wait(self.interval_s)
+        client.close()
+
+    def __enter__(self) -> QuorumWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+    def longest_leaderless_s(self) -> float:
+        longest, since = 0.0, None
+        for at, leader, _ in self.views:
+            if leader is None and since is None:
+                since = at
+            elif leader is not None and since is not None:
+                longest, since = max(longest, at - since), None
+        return longest
+
+    def leaders(self) -> list[int]:
+        """The leaders seen, in order, without repeats."""
+        seen: list[int] = []
+        for _, leader, _ in self.views:
+            if leader is not None and (not seen or seen[-1] != leader):
+                seen.append(leader)
+        return seen
+
+
+def starts(sandbox, node: int, role: str) -> int:
+    log = sandbox.host_dir(node).path / "logs" / "server.log"
+    return len(re.findall(rf"{role} {node} started ", log.read_text() if log.exists() else ""))
+
+
+def controller_shutdowns(sandbox) -> list[int]:
+    """Controllers ordered by the time of their last shutdown, from their own logs."""
+    last = {}
+    for node in CONTROLLERS:
+        log = sandbox.host_dir(node).path / "logs" / "server.log"
+        found = re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: controller {node}: shutting down",
+                           log.read_text() if log.exists() else "", re.M)
+        if found:
+            last[node] = found[-1]
+    return sorted(last, key=last.get)
+
+
+def leader_of(sandbox) -> int:
+    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
+    try:
+        return client.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def kraft(fresh_sandbox, use_sandbox):
+    sandbox = fresh_sandbox(mode="kraft", controllers=3)
+    use_sandbox(sandbox.workdir)
+    return sandbox
+
+
+def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft, capfd, caplog):
+    brokers = [0, 1, 2]
+    before = {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS}
+    before |= {("broker", b): starts(kraft, b, "broker") for b in brokers}
+    first_leader = leader_of(kraft)
+    began = time.monotonic()
+    with watched_traffic(kraft.workdir, kraft.bootstrap_servers, brokers) as traffic, \
+            MetadataWatcher(kraft.bootstrap_servers, interval_s=0.25) as watcher, \
+            QuorumWatcher(kraft.bootstrap_servers) as quorum:
+        result = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", **FAST})
+    wall_s = time.monotonic() - began
+    print(f"KRaft roll of 3 controllers + 3 brokers: {wall_s:.1f} s; {traffic.summary()}")
+    text = capfd.readouterr().out + caplog.text
+    assert result.state == "success", result.states
+    assert_no_acknowledged_message_lost(traffic)
+    after = {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS}
+    after |= {("broker", b): starts(kraft, b, "broker") for b in brokers}
+    assert {k: after[k] - before[k] for k in before} == {k: 1 for k in before}, "every node started exactly once"
+    # controllers one at a time, the active controller last; then the brokers
+    order = [int(label.split()[1]) for label in result.mapped_labels("controllers.controller")]
+    assert sorted(order) == CONTROLLERS and order[-1] == first_leader, order
+    assert controller_shutdowns(kraft) == order
+    assert result.mapped_labels("controllers.controller")[-1].startswith(f"controller {first_leader} (3/3) · active")
+    assert sorted(int(label.split()[1]) for label in result.mapped_labels("restart.broker")) == brokers
+    last_controller_end = max(ti.end_date for ti in result.task_instances if ti.task_id == "controllers.controller")
+    first_broker_start = min(ti.start_date for ti in result.task_instances if ti.task_id == "restart.broker")
+    assert first_broker_start >= last_controller_end, "brokers roll after the controllers"
+    # the quorum was never lost: a leader at (almost) every poll, leaderless only for the elections
+    assert quorum.views and quorum.longest_leaderless_s() < 4.0, quorum.longest_leaderless_s()
+    # leadership moved once: when the active controller went down (restarted followers rejoin without an
+    # election, KIP-996 pre-vote)
+    assert len(quorum.leaders()) == 2 and quorum.leaders()[0] == first_leader, quorum.leaders()
+    assert watcher.ever_offline() == [], "no partition offline during the roll"
+    end = snapshot(admin(kraft.bootstrap_servers))
+    assert end.under_replicated == [] and end.offline == []
+    assert "KRaft cluster" in text, "the plan says which path it takes"
+
+
+def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):
+    """Another operation holds the cluster (its lock is the lock topic in the cluster, named holder): a run with
+    lock_wait=fail fails at once naming it; a run with lock_wait=wait waits until it is released, then rolls."""
+    import os
+
+    from hooks.kafka_lock import KafkaLockStore
+    from kafka_ops.profile import ClusterProfile
+
+    conn = __import__("json").loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", conn["host"], conn["extra"])
+    assert profile.lock_in == "kafka"
+    other = "kafka_upgrade/manual__other-run"
+    with KafkaLockStore(profile) as store:
+        assert store.try_acquire(other, "upgrade") is None, "the lock was free"
+    try:
+        failed = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "lock_wait": "fail",
+                                                   "roles": "brokers", **FAST})
+        assert failed.state == "failed" and failed.state_of("lock_cluster") == "failed", failed.states
+        assert other in capfd.readouterr().out + caplog.text
+        release_after_s = 12.0
+
+        def release() -> None:
+            time.sleep(release_after_s)
+            with KafkaLockStore(profile) as store:
+                store.release(other)
+
+        releaser = threading.Thread(target=release, daemon=True)
+        began = time.monotonic()
+        releaser.start()
+        waited = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "lock_wait": "wait",
+                                                   "roles": "brokers", "brokers": [0], **FAST})
+        releaser.join(30)
+    finally:
+        with KafkaLockStore(profile) as store:
+            store.release(other)
+    assert waited.state == "success", waited.states
+    lock_ti = next(ti for ti in waited.task_instances if ti.task_id == "lock_cluster")
+    assert (lock_ti.end_date - lock_ti.start_date).total_seconds() >= release_after_s - 3
+    assert time.monotonic() - began >= release_after_s
+    assert waited.mapped_labels("controllers.controller") == [], "roles=brokers restarts no controller"
+    with KafkaLockStore(profile) as store:
+        wait_for(lambda: store.current_holder(wait_s=1) is None, 30, what="the lock released by the run")

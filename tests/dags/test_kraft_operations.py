@@ -189,3 +189,37 @@ def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd
     assert waited.mapped_labels("controllers.controller") == [], "roles=brokers restarts no controller"
     with KafkaLockStore(profile) as store:
         wait_for(lambda: store.current_holder(wait_s=1) is None, 30, what="the lock released by the run")
+
+
+def test_decommission_on_kraft_drains_through_the_active_controller_and_stops_the_broker(fresh_sandbox, use_sandbox,
+                                                                                          capfd, caplog):
+    """The reassignment path of a KRaft cluster: AlterPartitionReassignments and the throttle configs go to
+    brokers, which forward to the active controller; the lock is the lock topic; the broker is stopped."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=4, racks=2)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, [0, 1, 2, 3]) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2],
+                                                "throttle_bytes_per_s": 200_000_000, "healthcheck_interval_s": 2,
+                                                "healthcheck_timeout_s": 180, "verify_interval_s": 2})
+    print(traffic.summary())
+    assert result.state == "success", result.states
+    assert_no_acknowledged_message_lost(traffic)
+    after = snapshot(admin(sandbox.bootstrap_servers))
+    assert all(2 not in p.replicas for p in after.partitions), "broker 2 holds nothing"
+    assert 2 not in admin(sandbox.bootstrap_servers).list_topics(timeout=10).brokers, "broker 2 stopped (fenced)"
+    assert after.under_replicated == [] and after.offline == [] and watcher.ever_offline() == []
+    client = admin(sandbox.bootstrap_servers)
+    left = {}
+    for broker in (0, 1, 3):
+        configs = client.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))])
+        for resource, future in configs.items():
+            throttles = {k: v.value for k, v in future.result().items() if "throttled.rate" in k
+                         and not v.is_default and v.value not in ("", None, "9223372036854775807")}
+            if throttles:
+                left[resource.name] = throttles
+    assert left == {}, f"throttles left behind: {left}"
+    assert "through ZooKeeper" not in capfd.readouterr().out + caplog.text

@@ -17,6 +17,9 @@ sandbox, and prints a table:
   acknowledged, lost, duplicated, and producer errors by code per restarted broker;
 - ratio = wall / sum of unavoidable; overhead per broker = (wall - fixed - unavoidable) / brokers, where
   fixed = trigger to the first stop + the last broker's leadership back to the run's end.
+- ``--mode kraft``: a KRaft sandbox (``--controllers``, default 3; Kafka 4.0.0); the roll restarts the
+  controllers first (``roles=all``, unless ``--conf`` says otherwise): ``ctrl_s`` is the controllers' roll,
+  from its first task's start to its last task's end, and is left out of ``fixed``.
 
 Usage: ``.venv/bin/python bench/restart_overhead.py [--sizes 3 6] [--conf '{"healthcheck_interval_s": 5}']``.
 The sandboxes are always stopped (also on errors and Ctrl-C); their workdirs are removed after a successful
@@ -120,10 +123,14 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
     brokers = broker_waits(rows)
     stops = [b["marks"]["stop_sent"] for b in brokers if "stop_sent" in b["marks"]]
     backs = [b["marks"]["leadership"] for b in brokers if "leadership" in b["marks"]]
+    ctrl = [t for t in tis if t.task_id == "controllers.controller" and t.map_index >= 0 and t.start_date]
+    ctrl_s = (max(t.end_date for t in ctrl) - min(t.start_date for t in ctrl)).total_seconds() if ctrl else 0.0
     result = {
         "state": str(run.state.value if hasattr(run.state, "value") else run.state),
         "wall_s": wall,
-        "fixed_s": (min(stops) - began) + (ended - max(backs)) if stops and backs else None,
+        "controllers_s": ctrl_s,
+        "controllers": len(ctrl),
+        "fixed_s": (min(stops) - began) + (ended - max(backs)) - ctrl_s if stops and backs else None,
         "failed": sorted(f"{t.task_id}[{t.map_index}]" for t in tis if str(t.state) == "failed"),
         "brokers": brokers,
     }
@@ -131,7 +138,8 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
     return 0
 
 
-def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bool = True) -> dict[str, Any]:
+def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bool = True,
+            mode: str = "zookeeper", controllers: int = 3) -> dict[str, Any]:
     """Sandbox of ``size`` brokers up -> DAG run in a child process -> sandbox down. Returns the child's
     result plus ``size`` (and, with ``traffic``, ``traffic``: what an idempotent ``acks=all`` producer and a
     reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the child's
@@ -147,6 +155,8 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
     ok = False
     try:
         up = ["up", "--workdir", str(workdir), "--brokers", str(size), "--address-base", _address_base(size)]
+        if mode == "kraft":
+            up += ["--mode", "kraft", "--controllers", str(controllers)]
         try:
             _sandbox(up)
         except subprocess.CalledProcessError:  # seen once on the shared machine with an empty message: retry once
@@ -173,7 +183,7 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
         if rc != 0 or not result_path.exists():
             raise RuntimeError(f"{size}-broker run failed (exit {rc}); see {log_path}")
         ok = True
-        out = {"size": size, **json.loads(result_path.read_text())}
+        out = {"size": size, "mode": mode, **json.loads(result_path.read_text())}
         if watched is not None:
             out["traffic"] = {**watched.result.to_dict(), "per_restart": watched.per_restart}
             out["traffic_kafka_python"] = {**watched.kafka_python.to_dict(),
@@ -193,7 +203,8 @@ def _fmt(x: float | None) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     """The summary table (one row per size) followed by per-broker detail lines."""
-    head = f"{'brokers':>7} {'state':>8} {'wall_s':>7} {'stop_s':>7} {'start_s':>7} {'catchup_s':>9} " \
+    head = f"{'mode':>9} {'brokers':>7} {'ctrl':>4} {'ctrl_s':>6} {'state':>8} {'wall_s':>7} {'stop_s':>7} " \
+           f"{'start_s':>7} {'catchup_s':>9} " \
            f"{'unavoid_s':>9} {'ratio':>6} {'fixed_s':>7} {'overhead_s/broker':>17}"
     lines = [head, "-" * len(head)]
     detail = []
@@ -203,7 +214,9 @@ def table(results: list[dict[str, Any]]) -> str:
         ratio = r["wall_s"] / unavoidable if unavoidable else None
         fixed = r.get("fixed_s") or 0.0
         per_broker = (r["wall_s"] - fixed - unavoidable) / max(1, len(r["brokers"]))
-        lines.append(f"{r['size']:>7} {r['state']:>8} {r['wall_s']:>7.1f} {sums['stop']:>7.1f} {sums['start']:>7.1f} "
+        lines.append(f"{r.get('mode', 'zookeeper'):>9} {r['size']:>7} {r.get('controllers', 0):>4} "
+                     f"{r.get('controllers_s', 0.0):>6.1f} {r['state']:>8} {r['wall_s']:>7.1f} {sums['stop']:>7.1f} "
+                     f"{sums['start']:>7.1f} "
                      f"{sums['catch_up']:>9.1f} {unavoidable:>9.1f} {_fmt(ratio):>6} {_fmt(r.get('fixed_s')):>7} "
                      f"{per_broker:>17.1f}")
         for b in r["brokers"]:
@@ -234,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the sandbox workdirs (logs) after the run")
     p.add_argument("--no-traffic", action="store_true", help="no client traffic during the runs (by default an "
                    "idempotent acks=all producer and a reader run, and producer errors per restart are printed)")
+    p.add_argument("--mode", choices=("zookeeper", "kraft"), default="zookeeper",
+                   help="sandbox mode (kraft: dedicated controllers, no ZooKeeper for Kafka; default %(default)s)")
+    p.add_argument("--controllers", type=int, default=3, help="KRaft controllers (default %(default)s)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     conf = {"cluster": "kafka_sandbox", **args.conf}
@@ -245,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes:
         t0 = time.monotonic()
         try:
-            results.append(measure(size, base, conf, args.keep, traffic=not args.no_traffic))
+            results.append(measure(size, base, conf, args.keep, traffic=not args.no_traffic, mode=args.mode,
+                                   controllers=args.controllers))
         except (RuntimeError, subprocess.SubprocessError) as exc:
             print(f"restart overhead: {size} brokers: {exc} (logs kept in {base / str(size)})", file=sys.stderr)
             return 1

@@ -145,6 +145,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft
     end = snapshot(admin(kraft.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
     assert "KRaft cluster" in text, "the plan says which path it takes"
+    assert "cluster kafka_sandbox: KRaft mode (metadata quorum leader" in text, "the lock step says the mode"
 
 
 def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):
@@ -222,4 +223,6 @@ def test_decommission_on_kraft_drains_through_the_active_controller_and_stops_th
             if throttles:
                 left[resource.name] = throttles
     assert left == {}, f"throttles left behind: {left}"
-    assert "through ZooKeeper" not in capfd.readouterr().out + caplog.text
+    text = capfd.readouterr().out + caplog.text
+    assert "through ZooKeeper" not in text
+    assert "KRaft mode (metadata quorum leader" in text and "lock in the cluster" in text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -25,6 +26,8 @@ MARKER_ENV = "KOPS_DEMO_AIRFLOW_HOME"
 RECORD_NAME = "demo-standalone.json"
 LOG_NAME = "standalone.log"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
+API_USER = "kafka-ops"  # the service user the DAGs' run notes are written as (role "user": may edit DAG runs)
+API_CONN_ID = "kafka_ops_airflow_api"
 
 
 @dataclass
@@ -69,11 +72,33 @@ TUNING = {
     "AIRFLOW__CORE__PARALLELISM": "8",
 }
 
+def api_user_password(home: Path) -> str:
+    """The password of :data:`API_USER`: made once per Airflow home and written into SimpleAuthManager's password
+    file before Airflow starts (it keeps passwords it finds and generates the others, e.g. ``admin``'s)."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / PASSWORD_FILE
+    try:
+        passwords = json.loads(path.read_text())
+    except (OSError, ValueError):
+        passwords = {}
+    if API_USER not in passwords:
+        passwords[API_USER] = secrets.token_urlsafe(18)
+        path.write_text(json.dumps(passwords) + "\n")
+        path.chmod(0o600)
+    return passwords[API_USER]
+
+
 def demo_env(settings: AirflowSettings, connections: dict[str, str]) -> dict[str, str]:
     """The variables the demo sets for ``airflow standalone``: the sandbox's ``connections``, the Airflow
-    settings (home, folders, no examples, port and base URL, :data:`TUNING`), PATH and the process marker."""
+    settings (home, folders, no examples, port and base URL, :data:`TUNING`), PATH and the process marker;
+    users ``admin`` and :data:`API_USER` with the connection ``kafka_ops_airflow_api`` the DAGs write their
+    run notes through."""
     env = {k: v for k, v in TUNING.items() if k not in os.environ}
     env.update(connections)
+    api_conn = {"conn_type": "http", "host": "127.0.0.1", "port": settings.port, "schema": "http",
+                "login": API_USER, "password": api_user_password(settings.home)}
+    env[f"AIRFLOW_CONN_{API_CONN_ID.upper()}"] = json.dumps(api_conn)
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"admin:admin,{API_USER}:user"
     env.update(
         {
             "AIRFLOW_HOME": str(settings.home),

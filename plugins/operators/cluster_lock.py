@@ -24,6 +24,7 @@ from hooks.zookeeper import ZooKeeperHook
 from kafka_ops.profile import ClusterProfile
 from runtime.failures import Misconfiguration
 from runtime.params import FromParam, resolve_settings
+from runtime.run_note import note_run
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
 
@@ -152,7 +153,11 @@ class LockClusterOperator(BaseOperator):
         except Exception as exc:
             raise AirflowFailException(f"cluster {cfg['cluster']!r}: {exc}") from exc
         holder = holder_of(context)
-        self.log.info("%s", describe_mode(profile))
+        mode = describe_mode(profile)
+        self.log.info("%s", mode)
+        dry = str(context["params"].get("dry_run")).lower() == "true"
+        note_run(context, (f"DRY RUN (nothing is touched): {self.operation}" if dry else
+                           f"{self.operation} running") + f" on {mode}", self.log)
 
         def check() -> Check:
             ok, other = take(profile, holder, self.operation)
@@ -218,9 +223,11 @@ class UnlockClusterOperator(BaseOperator):
                    if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
             ) from exc
         lock = "released" if released[-1] else "not held by this run (released earlier, or never taken)"
-        for line in run_summary(context, profile, self.roll_ids, f"cluster lock {lock}"):
+        summary = run_summary(context, profile, self.roll_ids, f"cluster lock {lock}")
+        for line in summary:
             level = logging.WARNING if line.startswith(("FAILED", "next:")) else logging.INFO
             self.log.log(level, "%s", line)
+        note_run(context, "\n".join(summary), self.log)
         return released[-1]
 
 

@@ -94,6 +94,7 @@ class KafkaApis:
             19: self.create_topics,
             20: self.delete_topics,
             22: self.init_producer_id,
+            23: self.offset_for_leader_epoch,
             32: self.describe_configs,
             33: self.alter_configs,
             35: self.describe_log_dirs,
@@ -267,6 +268,39 @@ class KafkaApis:
             found = plog.offset_for_timestamp(timestamp)
             return ErrorCode.none, hw if found is None or found >= hw else found
         return ErrorCode.none, hw  # LATEST (and, for simulated topics, by time): the HW
+
+    def offset_for_leader_epoch(self, request: Request) -> Any:
+        """OffsetForLeaderEpoch (KIP-101, KIP-320): per partition the largest leader epoch ``<=`` the asked one
+        in the leader's log and where it ends (the start of the next epoch, or the log end). Consumers use it
+        to validate their position after a leader change. NOT_LEADER_OR_FOLLOWER off the leader;
+        FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's current epoch is older / newer than the
+        partition's. Simulated topics answer with the partition's epoch and high watermark."""
+        m = response_module(23, request.api_version)
+        topics = []
+        for t in request.body.topics:
+            parts = []
+            for part in t.partitions:
+                p = self.cache.partition(t.topic, part.partition)
+                error, epoch, end = ErrorCode.none, -1, -1
+                current = int(getattr(part, "current_leader_epoch", -1))
+                if p is None:
+                    error = ErrorCode.unknown_topic_or_partition
+                elif p.leader != self.broker_id or p.key not in self.broker.replicas.replicas:
+                    error = ErrorCode.not_leader_or_follower
+                elif current >= 0 and current < p.leader_epoch:
+                    error = ErrorCode.fenced_leader_epoch
+                elif current > p.leader_epoch:
+                    error = ErrorCode.unknown_leader_epoch
+                else:
+                    plog = self.broker.replicas.logs.get(p.key)
+                    if plog is not None:
+                        epoch, end = plog.end_for_epoch(int(part.leader_epoch))
+                    else:
+                        epoch, end = p.leader_epoch, self.broker.replicas.high_watermark(p)
+                parts.append(build(m.EpochEndOffset, error_code=error, partition=part.partition,
+                                   leader_epoch=epoch, end_offset=end))
+            topics.append(build(m.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(parts)))
+        return build(m.OffsetForLeaderEpochResponse, topics=tuple(topics))
 
     def list_offsets(self, request: Request) -> Any:
         if request.api_version == 0:

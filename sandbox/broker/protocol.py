@@ -66,6 +66,7 @@ _BASE_APIS: dict[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics (controller only, as in ZK mode)
     20: (1, 6),  # DeleteTopics (controller only)
     22: (0, 4),  # InitProducerId (idempotent producers; no transactions)
+    23: (2, 4),  # OffsetForLeaderEpoch (KIP-101/KIP-320; kio has v2+, Kafka's v2 came in 2.1, v4 in 2.4)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 4),  # DescribeLogDirs

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 
 import kio.schema.fetch.v11.request as fetch_v11
+import kio.schema.offset_for_leader_epoch.v4.request as epoch_v4
 import kio.schema.produce.v9.request as produce_v9
 import pytest
 from broker_support import SLOT_DATA_PATH, kadmin, log_dir_sizes, module_sandbox, restore, start_broker, stop_broker
@@ -345,3 +346,46 @@ def test_leader_restart_during_traffic_loses_no_acknowledged_message(healthy: Ru
     assert result.acknowledged > 5000, result.to_dict()
     assert result.lost == [] and result.ok, result.to_dict()
     assert result.unresolved == 0
+
+
+def test_offset_for_leader_epoch_tells_where_each_epoch_ends(healthy: RunningSandbox) -> None:
+    """OffsetForLeaderEpoch (KIP-101/KIP-320) after a leader change: the old epoch ends where the new leader's
+    first batch begins, the current one at the log end; a stale current epoch is fenced, a follower refuses."""
+    sb = healthy
+    topic = "dp-epochs"
+    ensure_topic(sb.bootstrap_servers, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": sb.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+
+    def produce(count: int) -> None:
+        for i in range(count):
+            producer.produce(topic, value=f"m{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+
+    def epoch_now() -> tuple[int, int]:
+        md = admin(sb.bootstrap_servers).list_topics(topic, timeout=10).topics[topic].partitions[0]
+        return md.leader, md.leader_epoch
+
+    produce(5)
+    first_leader, first_epoch = epoch_now()
+    stop_broker(sb, first_leader)  # controlled shutdown: another ISR member leads in a new epoch
+    new_leader, new_epoch = wait_for(lambda: (e := epoch_now())[0] not in (-1, first_leader) and e, 15,
+                                     what="a new leader")
+    assert new_epoch > first_epoch
+    produce(3)
+    start_broker(sb, first_leader)
+    sb.wait_healthy(timeout_s=60)
+
+    def ask(broker: int, asked: int, current: int = -1):
+        host, port = address(sb, broker)
+        body = kio_call(host, port, 23, 4, replica_id=-1, topics=(epoch_v4.OffsetForLeaderTopic(
+            topic=topic, partitions=(epoch_v4.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=current, leader_epoch=asked),)),))
+        answer = body.topics[0].partitions[0]
+        return int(answer.error_code), answer.leader_epoch, answer.end_offset
+
+    leader, epoch = epoch_now()
+    assert ask(leader, first_epoch) == (NONE, first_epoch, 5)  # the old epoch ends where the new leader began
+    assert ask(leader, epoch, epoch) == (NONE, new_epoch, 8)  # the latest batches' epoch ends at the log end
+    assert ask(leader, first_epoch, first_epoch)[0] == 74  # FENCED_LEADER_EPOCH: the client's epoch is stale
+    follower = next(b for b in (0, 1, 2) if b != leader)
+    assert ask(follower, epoch)[0] == NOT_LEADER_OR_FOLLOWER

@@ -123,7 +123,13 @@ def test_trigger_form_dry_run_labels_every_broker(
     tis = states(client, run_id)
     assert run["state"] == "success", {k: ti["state"] for k, ti in tis.items()}
 
+    # the run's note: its summary, written by the teardown through the REST API as the kafka-ops service user
+    note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
+    assert note.startswith("run succeeded (DRY RUN: nothing was touched)"), note
+    assert "cluster kafka_sandbox:" in note and "roll 'restart': done" in note, note
     open_run_grid(page, run_id)
+    expect(page.get_by_text("run succeeded (DRY RUN: nothing was touched)").first).to_be_visible(timeout=20_000)
+    shot(page, tmp_path, "run-note")
     grid_cell(page, run_id, "restart.broker/mapped").click()
     page.wait_for_url("**/tasks/restart.broker/mapped")
     brokers = sandbox.registered_brokers()

@@ -1,0 +1,40 @@
+"""The DAG run's note as the operator's first look: what the run does ("DRY RUN" included) while it runs, and
+its closing summary when it ends (failed tasks, brokers down, URP, offline partitions, each roll, the lock,
+the next action). Written through Airflow's REST API (``hooks.airflow_api``) when the deployment has the
+connection ``kafka_ops_airflow_api``; without it the task logs once that no note is written. Never fails a
+task: a note is a convenience, the task logs carry the same lines.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hooks.airflow_api import CONN_ID, AirflowApiHook
+
+log = logging.getLogger(__name__)
+
+
+def note_run(context: Any, text: str, task_log: Any = log) -> bool:
+    """Set the running DAG run's note to ``text`` (cut to Airflow's 1,000 characters). True when written."""
+    ti = context.get("ti")
+    dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
+    run_id = context.get("run_id") or getattr(ti, "run_id", None)
+    if not dag_id or not run_id:
+        return False
+    try:
+        hook = AirflowApiHook()
+        hook.get_connection(CONN_ID)
+    except Exception:  # noqa: BLE001 - AirflowNotFoundException: the deployment does not want notes
+        task_log.info("run note not written: no connection %r (an Airflow REST API user that may edit DAG "
+                      "runs; see the README)", CONN_ID)
+        return False
+    try:
+        hook.set_dag_run_note(dag_id, run_id, text)
+    except Exception as exc:  # noqa: BLE001 - best effort
+        task_log.warning("run note not written: %s", str(exc)[:300])
+        return False
+    finally:
+        hook.close()
+    task_log.info("run note written (%d characters)", min(len(text), 1000))
+    return True

@@ -1,0 +1,89 @@
+"""The DAG run note written through Airflow's REST API (hooks.airflow_api, runtime.run_note): against a local
+stand-in for the api-server's two endpoints (the real api-server is exercised by tests/ui)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from types import SimpleNamespace
+
+import pytest
+from runtime.run_note import note_run
+
+
+class _Api(BaseHTTPRequestHandler):
+    calls: list[tuple[str, str, dict, dict]] = []
+
+    def _reply(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self._body()
+        self.calls.append(("POST", self.path, dict(self.headers), body))
+        if body == {"username": "kafka-ops", "password": "s3cret"}:
+            self._reply(201, {"access_token": "tok"})
+        else:
+            self._reply(401, {"detail": "Invalid credentials"})
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        body = self._body()
+        self.calls.append(("PATCH", self.path, dict(self.headers), body))
+        if self.headers.get("Authorization") != "Bearer tok":
+            self._reply(401, {"detail": "no token"})
+        else:
+            self._reply(200, {"note": body["note"]})
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+@pytest.fixture
+def api(monkeypatch):
+    server = HTTPServer(("127.0.0.1", 0), _Api)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Api.calls = []
+
+    def connect(password: str = "s3cret") -> None:
+        monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OPS_AIRFLOW_API", json.dumps({
+            "conn_type": "http", "host": "127.0.0.1", "port": server.server_port, "schema": "http",
+            "login": "kafka-ops", "password": password}))
+
+    yield connect
+    server.shutdown()
+
+
+CONTEXT = {"ti": SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1"), "run_id": "manual__1"}
+
+
+def test_the_note_is_patched_with_a_token_and_cut_to_airflows_limit(api, caplog):
+    api()
+    assert note_run(CONTEXT, "run succeeded\n" + "x" * 2000) is True
+    (post, patch) = _Api.calls
+    assert post[:2] == ("POST", "/auth/token")
+    assert patch[0] == "PATCH" and patch[1] == "/api/v2/dags/kafka_rolling_restart/dagRuns/manual__1?update_mask=note"
+    assert patch[2]["Authorization"] == "Bearer tok"
+    assert len(patch[3]["note"]) == 1000 and patch[3]["note"].startswith("run succeeded\n")
+    assert patch[3]["note"].endswith("...")
+
+
+def test_a_refused_login_is_logged_not_raised(api, caplog):
+    api(password="wrong")
+    assert note_run(CONTEXT, "run succeeded") is False
+    assert "refused user 'kafka-ops'" in caplog.text and "HTTP 401" in caplog.text
+    assert [c[0] for c in _Api.calls] == ["POST"]
+
+
+def test_no_connection_no_note(monkeypatch, caplog):
+    monkeypatch.delenv("AIRFLOW_CONN_KAFKA_OPS_AIRFLOW_API", raising=False)
+    assert note_run(CONTEXT, "run succeeded") is False
+    assert "no connection 'kafka_ops_airflow_api'" in caplog.text

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 
 import kio.schema.fetch.v11.request as fetch_v11
+import kio.schema.metadata.v12.request as metadata_v12
 import kio.schema.offset_for_leader_epoch.v4.request as epoch_v4
 import kio.schema.produce.v9.request as produce_v9
 import pytest
@@ -362,8 +363,17 @@ def test_offset_for_leader_epoch_tells_where_each_epoch_ends(healthy: RunningSan
         assert producer.flush(30) == 0
 
     def epoch_now() -> tuple[int, int]:
-        md = admin(sb.bootstrap_servers).list_topics(topic, timeout=10).topics[topic].partitions[0]
-        return md.leader, md.leader_epoch
+        """(leader, leader epoch) of partition 0 from a Metadata v12 answer of any live broker."""
+        for broker in (0, 1, 2):
+            try:
+                body = kio_call(*address(sb, broker), 3, 12, topics=(metadata_v12.MetadataRequestTopic(
+                    topic_id=None, name=topic),), allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False)
+            except OSError:
+                continue
+            p = body.topics[0].partitions[0]
+            return int(p.leader_id), int(p.leader_epoch)
+        raise AssertionError("no broker answered Metadata")
 
     produce(5)
     first_leader, first_epoch = epoch_now()

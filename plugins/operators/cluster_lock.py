@@ -270,7 +270,8 @@ def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock
             lines.append(f"roll {roll_id!r}: record unreadable ({exc})")
             continue
         if record is None:
-            lines.append(f"roll {roll_id!r}: not planned")
+            lines.append(f"roll {roll_id!r}: " + ("dry run, nothing restarted (plan and steps in its tasks' logs)"
+                                                  if dry else "not planned"))
             continue
         if not record.order:
             lines.append(f"roll {roll_id!r}: nothing to roll (ZooKeeper mode or the run's roles)")

@@ -126,7 +126,7 @@ def test_trigger_form_dry_run_labels_every_broker(
     # the run's note: its summary, written by the teardown through the REST API as the kafka-ops service user
     note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
     assert note.startswith("run succeeded (DRY RUN: nothing was touched)"), note
-    assert "cluster kafka_sandbox:" in note and "roll 'restart': done" in note, note
+    assert "cluster kafka_sandbox: brokers down none" in note and "roll 'restart': dry run" in note, note
     open_run_grid(page, run_id)
     expect(page.get_by_text("run succeeded (DRY RUN: nothing was touched)").first).to_be_visible(timeout=20_000)
     shot(page, tmp_path, "run-note")

@@ -93,6 +93,9 @@ class TopicMaker:
     def create(self, names: list[str]) -> None:
         for i in range(0, len(names), CHUNK):
             chunk = names[i : i + CHUNK]
+            if self.env.get("mode") == "kraft":
+                self._metadata_log(chunk)
+                continue
             if self.via_zookeeper is None:
                 self._create_topics(chunk)
             if self.via_zookeeper is not None:
@@ -144,6 +147,30 @@ class TopicMaker:
         failed = [r for r in tx.commit() if isinstance(r, Exception)]
         if failed:
             raise RuntimeError(f"ZooKeeper multi-op creating {len(names)} topics failed: {failed[0]!r}")
+
+    def _metadata_log(self, names: list[str]) -> None:
+        """KRaft sandbox: one append to the controller quorum's log per chunk holding each topic's config,
+        workload node (no produce traffic) and assignment (as a KRaft controller records a CreateTopics:
+        TopicRecord + PartitionRecords in one batch); the active controller then elects the leaders."""
+        from sandbox.broker import zkpaths
+        from sandbox.broker.quorum_client import RemoteQuorumClient
+
+        if self._zk is None:
+            voters = {c["id"]: c["host"] for c in self.env["controllers"]}
+            self._zk = RemoteQuorumClient(voters, 9093, -1, "probe bench", None)
+            self._zk.start(timeout=30)
+        brokers = [(b["id"], b.get("rack")) for b in self.env["brokers"]]
+        items = []
+        for name in names:
+            assignment = zkpaths.assign_replicas(self.partitions, 3, brokers)
+            topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            items += [(f"{zkpaths.CONFIG_TOPICS}/{name}", zkpaths.dumps({"version": 1, "config": {}})),
+                      (f"{zkpaths.SANDBOX_TOPICS}/{name}", zkpaths.dumps({"initial_bytes": 0,
+                                                                          "produce_msgs_per_s": 0})),
+                      (zkpaths.topic_path(name), zkpaths.dumps({
+                          "version": 3, "topic_id": topic_id, "partitions": {str(p): r for p, r in assignment.items()},
+                          "adding_replicas": {}, "removing_replicas": {}}))]
+        self._zk.put_many(items)
 
     def set_min_insync(self, names: list[str], value: str) -> None:
         """IncrementalAlterConfigs (the sandbox has it): ``min.insync.replicas`` = ``value`` on ``names``."""
@@ -324,6 +351,8 @@ def run(args: argparse.Namespace, base: Path) -> tuple[list[dict[str, Any]], str
     from kafka_ops.profile import ClusterProfile
 
     up = ["up", "--workdir", str(workdir), "--brokers", str(BROKERS), "--address-base", ADDRESS_BASE]
+    if args.mode == "kraft":
+        up += ["--mode", "kraft", "--controllers", "3"]
     try:
         _sandbox(up)
     except subprocess.CalledProcessError:  # as bench/restart_overhead.py: retry once
@@ -395,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds a step may take to be led with URP = 0 (default 180)",
     )
     p.add_argument("--keep", action="store_true", help="keep the sandbox workdir (logs) after the run")
+    p.add_argument("--mode", choices=("zookeeper", "kraft"), default="zookeeper",
+                   help="sandbox mode; kraft: topics appended to the controller quorum's metadata log, and each "
+                   "broker refreshes from its local copy of it instead of re-reading ZooKeeper (default %(default)s)")
     args = p.parse_args(argv)
     if args.topics < 1 or args.partitions < 1 or args.polls < 1 or args.step < 1:
         p.error("--topics, --partitions, --polls and --step must be >= 1")

@@ -343,21 +343,20 @@ class Controller:
     def _write_states(self, partitions: list[PartitionState]) -> None:
         if not partitions:
             return
-        for p in partitions:
-            data = zkpaths.dumps(
-                {
-                    "controller_epoch": self.epoch,
-                    "leader": p.leader,
-                    "version": 1,
-                    "leader_epoch": p.leader_epoch,
-                    "isr": p.isr,
-                }
-            )
-            path = zkpaths.partition_state_path(p.topic, p.partition)
-            if self.zk.exists(path):
-                self.zk.set(path, data)
-            else:
-                self.zk.create(path, data, makepath=True)
+        states = [
+            (zkpaths.partition_state_path(p.topic, p.partition), zkpaths.dumps({
+                "controller_epoch": self.epoch, "leader": p.leader, "version": 1, "leader_epoch": p.leader_epoch,
+                "isr": p.isr}))
+            for p in partitions
+        ]
+        if hasattr(self.zk, "put_many"):  # KRaft: one append of the whole batch (PartitionChangeRecords)
+            self.zk.put_many(states)
+        else:
+            for path, data in states:
+                if self.zk.exists(path):
+                    self.zk.set(path, data)
+                else:
+                    self.zk.create(path, data, makepath=True)
         self._bump()
 
     def _write_assignment(self, topic: str) -> None:

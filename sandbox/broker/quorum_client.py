@@ -117,6 +117,18 @@ class QuorumClient:
             _raise_for(self._write([{"op": "ensure", "path": path}])[0])
         return True
 
+    def put_many(self, items: list[tuple[str, bytes]]) -> None:
+        """Write every ``(path, data)`` (set when the node exists, else create with its parents) in one
+        append to the metadata log, committed together (how a KRaft controller writes a batch of records).
+
+        Raises:
+            kazoo exceptions: the first record that failed (the others are applied all the same).
+        """
+        records = [{"op": "set", "path": path, "data": encode(data), "version": -1} if self.tree.get(path) else
+                   {"op": "create", "path": path, "data": encode(data), "makepath": True} for path, data in items]
+        for result in self._write(records):
+            _raise_for(result)
+
     def DataWatch(self, path: str, func: Callable) -> None:  # noqa: N802 - kazoo's name
         """Call ``func(data, stat)`` now and whenever ``path`` is created, changed or deleted (data/stat
         None when it does not exist); a callback returning False stops its watch."""

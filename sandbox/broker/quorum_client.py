@@ -286,9 +286,10 @@ class RemoteQuorumClient(QuorumClient):
             return
 
         async def close() -> None:
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             self._rpc_fetch.close()
             self._rpc_write.close()
 

@@ -41,6 +41,8 @@ def broker_roll(
     needs_action: NeedsAction = requested,
     facts: Facts | None = None,
     plan_trigger_rule: str = "all_success",
+    only_in: str | None = None,
+    skip_reason: str = "",
     tooltip: str = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back",
 ) -> TaskGroup:
     """Build the roll's task group inside the current DAG context.
@@ -53,10 +55,14 @@ def broker_roll(
         empty (a zero-length mapped task is *skipped*, which ``all_success`` would pass on), as after the
         controller roll in the rolling restart. A ``roles`` setting (``FromParam("roles")``) makes the plan
         return no batch for ``roles=controllers``; without it every planned broker is rolled.
+    :param only_in: / :param skip_reason: a roll of one cluster mode only (``"zookeeper"`` | ``"kraft"``): in
+        the other mode the plan logs ``skip_reason`` and is empty (see ``operators.roll_plan.RollPlanOperator``);
+        what follows the group then needs ``none_failed``.
     """
     cfg = {**ROLL_SETTINGS, **(settings or {})}
     with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
-        plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule)
+        plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
+                                only_in=only_in, skip_reason=skip_reason)
         BrokerRollOperator.partial(
             task_id="broker", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
             needs_action=needs_action, facts=facts, map_index_template=LABEL,

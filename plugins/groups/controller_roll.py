@@ -1,5 +1,6 @@
 """``controller_roll(roll_id, ...)``: one roll of KRaft controllers as a task group, the controller side of
-every operation that restarts nodes (the rolling restart; later the upgrade's binaries phase).
+every operation that restarts nodes (the rolling restart; the upgrade's binaries phase on the controllers,
+roll ``controller_binaries``).
 
 Tasks (ids derived from ``roll_id``): ``<roll_id>.plan`` (the mode and the ``roles`` param decide whether
 there is anything to do; validate and freeze the order: followers by id, the quorum leader last) ->

@@ -466,18 +466,65 @@ class KafkaAdminHook(ClusterProfileHook):
 
     def update_metadata_version(self, level: int, *, downgrade: bool = False, validate_only: bool = False) -> str:
         """Finalize ``metadata.version`` at ``level`` (UpdateFeatures, KIP-584, routed to the active
-        controller); ``downgrade`` asks for a SAFE_DOWNGRADE (never an unsafe one).
+        controller); ``downgrade`` asks for a SAFE_DOWNGRADE (never an unsafe one); ``validate_only`` (v1+)
+        asks the controller to judge the update without applying it.
 
-        :returns: ``"OK"`` or the controller's error text (e.g. a level above what a node supports).
+        :returns: ``"OK"`` or the controller's error text (e.g. a level above what a node supports: Kafka's
+            ``InvalidUpdateVersion ... Broker 0 only supports versions 7-25``), also when the answer comes as
+            a top-level error (UpdateFeatures v2+, which kafka-python raises).
         """
+        from kafka.errors import KafkaError as KafkaPythonError
+
         client = self._kafka_python_admin()
         try:
             kind = "SAFE_DOWNGRADE" if downgrade else "UPGRADE"
             result = client.update_features({METADATA_VERSION: (kind, int(level))}, validate_only=validate_only,
                                             timeout_ms=int(self.request_timeout_s * 1000))
+        except KafkaPythonError as exc:
+            if getattr(exc, "retriable", False):
+                raise
+            return f"{type(exc).__name__}: {exc}"
         finally:
             client.close()
         return str(result.get(METADATA_VERSION, "OK"))
+
+    def broker_features(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """``metadata.version`` as each broker itself reports it: broker id -> ``{"finalized": level or None,
+        "supported": (min, max) or None}`` (ApiVersions v3+ FinalizedFeatures / SupportedFeatures, KIP-584,
+        asked of every broker: each answers from its own binaries and its own copy of the metadata log).
+
+        kafka-python's ``describe_features`` asks whichever broker its connection manager picks, so this sends
+        the same ApiVersions request to each node id through the client's connection manager (kafka-python
+        3.0's ``_manager.send(request, node_id=...)``, the call ``describe_features`` itself makes).
+
+        :raises kafka.errors.KafkaError: a broker not in the metadata (``UnknownBrokerIdError``) or not
+            answering.
+        """
+        from kafka.errors import for_code
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        client = self._kafka_python_admin()
+        manager = client._manager
+
+        async def ask(node_id: int) -> dict[str, Any]:
+            request = ApiVersionsRequest(client_software_name=manager.config["client_software_name"],
+                                         client_software_version=manager.config["client_software_version"],
+                                         min_version=3)
+            response = await manager.send(request, node_id=node_id)
+            error = for_code(response.error_code)
+            if error.errno != 0:
+                raise error(f"ApiVersions of broker {node_id} failed")
+            supported = next(((f.min_version, f.max_version) for f in response.supported_features or []
+                              if f.name == METADATA_VERSION), None)
+            finalized = next((f.max_version_level for f in response.finalized_features or []
+                              if f.name == METADATA_VERSION), None)
+            return {"finalized": None if finalized is None else int(finalized),
+                    "supported": None if supported is None else (int(supported[0]), int(supported[1]))}
+
+        try:
+            return {int(b): manager.run(ask, int(b)) for b in broker_ids}
+        finally:
+            client.close()
 
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """Replica sizes per broker and log dir (DescribeLogDirs, KIP-113; kafka-python).

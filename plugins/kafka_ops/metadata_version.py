@@ -85,6 +85,49 @@ def parse(text: str | int) -> MetadataVersion:
     return MetadataVersion(max(levels))
 
 
+def _release_tuple(version: str) -> tuple[int, int]:
+    m = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?$", str(version).strip())
+    if not m:
+        raise MetadataVersionError(f"Kafka release {version!r} is not major.minor[.patch] (e.g. 4.1.0)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _rel(release: str) -> tuple[int, int]:
+    major, minor = release.split(".")
+    return int(major), int(minor)
+
+
+def supported_max(version: str) -> MetadataVersion | None:
+    """The highest ``metadata.version`` the binaries of Kafka ``version`` (``"4.0.0"``, ``"4.1"``) support: the
+    latest level of that release or of the newest release before it in :data:`TABLE` (Kafka's
+    ``MetadataVersion.latestProduction()`` of that release: 4.0.x -> 4.0-IV3 = 25, 4.1.x -> 4.1-IV1 = 27). A
+    release newer than the table gets the table's last level (a lower bound: kafka-ops knows no newer level);
+    one older than 3.3 gets None (no KRaft level this table knows).
+
+    :raises MetadataVersionError: ``version`` is not ``major.minor[.patch]``.
+    """
+    release = _release_tuple(version)
+    levels = [level for level, rel, _, _ in TABLE if _rel(rel) <= release]
+    return MetadataVersion(max(levels)) if levels else None
+
+
+def for_release(version: str) -> MetadataVersion:
+    """The ``metadata.version`` an upgrade to Kafka ``version`` finalizes by default: the latest level of that
+    very release (``"4.1.0"`` -> 4.1-IV1, level 27), as ``kafka-features.sh upgrade --release-version`` does.
+
+    :raises MetadataVersionError: malformed ``version``, or a release :data:`TABLE` has no level for (older
+        than 3.3, or newer than kafka-ops knows: then name the level explicitly).
+    """
+    release = _release_tuple(version)
+    levels = [level for level, rel, _, _ in TABLE if _rel(rel) == release]
+    if not levels:
+        raise MetadataVersionError(
+            f"kafka-ops knows no metadata.version level of Kafka {release[0]}.{release[1]} (its table covers "
+            f"{TABLE[0][1]}-{TABLE[0][2]} to {TABLE[-1][1]}-{TABLE[-1][2]}, Kafka's MetadataVersion): name the level "
+            "explicitly (param metadata_version, e.g. '27')")
+    return MetadataVersion(max(levels))
+
+
 def safe_downgrade(current: MetadataVersion, target: MetadataVersion) -> bool:
     """True when going from ``current`` down to ``target`` loses no metadata: no level in (target, current]
     changed the metadata format (Kafka's ``MetadataVersion.checkIfMetadataChanged``)."""
@@ -103,7 +146,7 @@ def check_bump(current: MetadataVersion, target: MetadataVersion, supported_max:
     short = {n: lv for n, lv in supported_max.items() if lv < target.level}
     if short:
         reasons.append(f"{target} is above what the binaries of nodes {sorted(short)} support (up to "
-                       + ", ".join(f"{n}: {MetadataVersion(lv).name}" for n, lv in sorted(short.items()))
+                       + ", ".join(f"{n}: {MetadataVersion(lv)}" for n, lv in sorted(short.items()))
                        + "): roll the new binaries first")
     if target.level < current.level:
         if not allow_downgrade:
@@ -113,3 +156,42 @@ def check_bump(current: MetadataVersion, target: MetadataVersion, supported_max:
             reasons.append(f"downgrading {current} to {target} would lose metadata ({', '.join(changed)} changed "
                            "its format): Kafka refuses it unless unsafe, and kafka-ops never sends unsafe ones")
     return reasons
+
+
+def label(version: MetadataVersion) -> str:
+    """``"4.1-IV1 (27)"``: a level as the upgrade's log lines show it."""
+    return f"{version.name} ({version.level})"
+
+
+def change_line(current: MetadataVersion, target: MetadataVersion) -> str:
+    """``"metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)"``."""
+    return f"{FEATURE} {label(current)} -> {label(target)}"
+
+
+_REFUSED_NODE = re.compile(r"\b(Broker|Controller) (\d+) only supports versions (\d+)-(\d+)", re.IGNORECASE)
+
+
+def short_nodes_in(answer: str) -> dict[int, tuple[str, int]]:
+    """The nodes a controller's refusal names as not supporting a level: ``"Invalid update version 27 for
+    feature metadata.version. Broker 0 only supports versions 7-25"`` -> ``{0: ("broker", 25)}`` (node id ->
+    (role, highest level it supports)). Kafka's ``QuorumFeatures.reasonNotSupported`` wording; empty when the
+    answer names none."""
+    return {int(m.group(2)): (m.group(1).lower(), int(m.group(4))) for m in _REFUSED_NODE.finditer(answer or "")}
+
+
+def finalized_everywhere(target: MetadataVersion, finalized: dict[int, int | None]) -> tuple[bool, str]:
+    """Whether every broker reports ``target`` as the finalized ``metadata.version`` (each broker answers
+    ApiVersions from its own copy of the metadata log, so it follows the controller a moment later), and the
+    line to log: ``"metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2"`` or ``"... on brokers
+    0, 1; not yet on 2 (finalized 25)"``.
+
+    :param finalized: broker id -> the level its ApiVersions answer finalizes (None: none, or not answered).
+    """
+    done = sorted(b for b, level in finalized.items() if level == target.level)
+    behind = sorted(b for b in finalized if b not in done)
+    if finalized and not behind:
+        return True, f"{FEATURE} {label(target)} finalized on every broker: {', '.join(map(str, done))}"
+    late = ", ".join(f"{b} (finalized {finalized[b] if finalized[b] is not None else 'nothing / no answer'})"
+                     for b in behind)
+    return False, (f"{FEATURE} {label(target)} finalized on brokers {', '.join(map(str, done)) or 'none'}; "
+                   f"not yet on {late or 'any broker (none answered)'}")

@@ -1,9 +1,17 @@
-"""The upgrade's rules (Kafka's upgrade notes, ZooKeeper mode): pin ``inter.broker.protocol.version`` (IBP)
-and ``log.message.format.version`` (LMF) to the running version, roll the new binaries, bump the IBP and
-roll again, then the LMF (ignored from IBP 3.0 on: KIP-724) and roll a third time.
+"""The upgrade's rules.
 
-Pure: versions, the ``server.properties`` edit (comments and order kept), and one needs-action rule per
-phase over the facts read from a broker host: ``{"installed": "3.6.2", "ibp": "3.6" | None, "lmf": ...}``.
+ZooKeeper mode (Kafka's upgrade notes): pin ``inter.broker.protocol.version`` (IBP) and
+``log.message.format.version`` (LMF) to the running version, roll the new binaries, bump the IBP and roll
+again, then the LMF (ignored from IBP 3.0 on: KIP-724) and roll a third time.
+
+KRaft (Kafka's upgrade notes for KRaft clusters, KIP-584 / KIP-778): no IBP or LMF; roll the new binaries on
+the controllers, then on the brokers, then finalize ``metadata.version`` (a feature level, UpdateFeatures) at
+the target release's level (:mod:`kafka_ops.metadata_version`). The pin / ibp / lmf phases do nothing there
+(:data:`KRAFT_SKIP`), and the metadata_version phase does nothing in ZooKeeper mode.
+
+Pure: versions, the ``server.properties`` edit (comments and order kept), one needs-action rule per roll
+phase over the facts read from a node's host: ``{"installed": "3.6.2", "ibp": "3.6" | None, "lmf": ...}``,
+and the refusals made before anything is touched.
 """
 
 from __future__ import annotations
@@ -14,9 +22,21 @@ from typing import Any
 
 import javaproperties
 
+from kafka_ops import metadata_version as mv
+from kafka_ops.metadata_version import MetadataVersion, MetadataVersionError
 from kafka_ops.roll import NeedsAction
 
-PHASES = ("pin", "binaries", "ibp", "lmf")
+#: Every phase, in the order a run does them (the ``phases`` param's default).
+PHASES = ("pin", "binaries", "ibp", "lmf", "metadata_version")
+#: The phases that are rolls (one restart per node that needs it), with a needs-action rule each.
+ROLL_PHASES = ("pin", "binaries", "ibp", "lmf")
+#: The rolls of ZooKeeper mode only: on a KRaft cluster they plan nothing (:data:`KRAFT_SKIP`).
+ZOOKEEPER_PHASES = ("pin", "ibp", "lmf")
+#: Why the pin / ibp / lmf rolls plan nothing on a KRaft cluster.
+KRAFT_SKIP = "KRaft: metadata.version replaces inter.broker.protocol.version"
+#: Why the controllers' roll and the metadata_version step do nothing in ZooKeeper mode.
+ZOOKEEPER_SKIP = ("ZooKeeper mode: no KRaft controllers and no metadata.version (the ibp / lmf phases bump "
+                  "the protocol)")
 IBP = "inter.broker.protocol.version"
 LMF = "log.message.format.version"
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -73,9 +93,10 @@ def set_property(text: str, key: str, value: str) -> str:
     return f"{text}{tail}{key}={value}\n"
 
 
-def check_target(target: str, installed: Mapping[int, str]) -> list[str]:
-    """Refusals before any action: unparsable target, a broker on a newer release than the target, brokers
-    on more than two releases (the upgrade's own old and new). ``installed``: broker id -> release."""
+def check_target(target: str, installed: Mapping[int, str], nodes: str = "brokers") -> list[str]:
+    """Refusals before any action: unparsable target, a node on a newer release than the target, nodes
+    on more than two releases (the upgrade's own old and new). ``installed``: node id -> release (brokers; on
+    a KRaft cluster the controllers too, with ``nodes="nodes"`` naming them in the messages)."""
     try:
         goal = parse_version(target)
     except ValueError as exc:
@@ -83,18 +104,72 @@ def check_target(target: str, installed: Mapping[int, str]) -> list[str]:
     reasons = []
     newer = sorted(b for b, v in installed.items() if parse_version(v) > goal)
     if newer:
-        reasons.append(f"brokers {newer} run a release newer than the target {target} "
+        reasons.append(f"{nodes} {newer} run a release newer than the target {target} "
                        f"({', '.join(f'{b}: {installed[b]}' for b in newer)}): downgrades are not supported")
     releases = sorted(set(installed.values()), key=parse_version)
     if len(releases) > 2 or (len(releases) == 2 and target not in releases):
-        reasons.append(f"brokers run {releases}: finish or undo the last upgrade first (only the old release "
+        reasons.append(f"{nodes} run {releases}: finish or undo the last upgrade first (only the old release "
                        f"and the target {target} may be mixed, as when a run is resumed)")
     return reasons
 
 
-def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping[str, Any]]) -> list[str]:
-    """Refusals of a phase list that skips a step the brokers still need (Kafka's upgrade notes: pin, then
-    binaries, then the IBP, then the LMF). ``facts``: broker id -> ``{"installed", "ibp", "lmf"}``.
+def metadata_target(target: str, requested: str | int | None) -> MetadataVersion:
+    """The ``metadata.version`` a KRaft upgrade to release ``target`` finalizes: ``requested`` (the
+    ``metadata_version`` param: ``"4.1-IV1"``, ``"4.1"`` = that release's latest level, or the level ``"27"``),
+    or when None / empty the latest level of ``target`` itself (``"4.1.0"`` -> 4.1-IV1, level 27; Kafka's
+    ``MetadataVersion``, as ``kafka-features.sh upgrade --release-version`` picks it).
+
+    :raises MetadataVersionError: a malformed or unknown ``requested``; a ``target`` whose levels kafka-ops
+        does not know (then ``requested`` must name one).
+    """
+    if requested is None or not str(requested).strip():
+        return mv.for_release(target)
+    return mv.parse(requested)
+
+
+def check_metadata_version(target: str, requested: str | int | None,
+                           current: MetadataVersion | None) -> tuple[MetadataVersion | None, list[str]]:
+    """The KRaft upgrade's ``metadata.version`` and the refusals of it before anything is touched:
+    ``(target level or None when refused for being malformed, reasons)``.
+
+    - ``requested`` malformed or unknown (named, with the accepted forms);
+    - a level above what the binaries of ``target`` support (too new: named, with the release's latest
+      level; :func:`kafka_ops.metadata_version.supported_max`), which the controller would refuse once the
+      binaries are rolled, i.e. after every node was restarted for nothing;
+    - a level below the cluster's ``current`` finalized one: an upgrade never downgrades (Kafka allows only
+      safe downgrades, KIP-778, and only when asked for: ``kafka-features.sh downgrade``, by hand).
+
+    :param current: the cluster's finalized level (None: not read, no downgrade check).
+    """
+    try:
+        goal = metadata_target(target, requested)
+    except MetadataVersionError as exc:
+        given = requested is not None and str(requested).strip()
+        return None, [f"param metadata_version: {exc}" if given else str(exc)]
+    reasons = []
+    top = mv.supported_max(target)
+    if top is None or goal.level > top.level:
+        can = f"up to {top}" if top else "no metadata.version kafka-ops knows"
+        reasons.append(f"metadata.version {goal} is too new for Kafka {target}: its binaries support {can}; "
+                       f"choose a level up to {top.name if top else '-'} or a newer target_version")
+    if current is not None and goal.level < current.level:
+        reasons.append(f"metadata.version {goal} is below the cluster's finalized {current}: an upgrade does not "
+                       "downgrade it (a safe downgrade is done by hand: kafka-features.sh downgrade)")
+    return goal, reasons
+
+
+def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping[str, Any]], *,
+                 kraft: bool = False, metadata_version: MetadataVersion | None = None) -> list[str]:
+    """Refusals of a phase list that skips a step the nodes still need (Kafka's upgrade notes: pin, then
+    binaries, then the IBP, then the LMF; on KRaft: binaries, then metadata.version). ``facts``: node id ->
+    ``{"installed", "ibp", "lmf"}`` (brokers; on KRaft the controllers too).
+
+    KRaft (``kraft``; ``metadata_version`` = the level the run finalizes):
+
+    - ``metadata_version`` without ``binaries`` while a node's installed release does not support the level
+      (every broker and controller must, KIP-584: the controller refuses the UpdateFeatures otherwise).
+
+    ZooKeeper mode:
 
     - ``binaries`` without ``pin`` while a broker has no IBP in server.properties: the new binaries would
       raise its IBP by themselves, with no way back to the old release;
@@ -102,6 +177,8 @@ def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping
       IBP newer than its binaries and would not start);
     - ``lmf`` without ``ibp`` while a broker's IBP is below the target's (the LMF may not pass the IBP).
     """
+    if kraft:
+        return _check_kraft_phases(phases, facts, metadata_version)
     goal = protocol_version(target)
     reasons = []
     unpinned = sorted(b for b, f in facts.items() if not f.get("ibp") and f.get("installed") != target)
@@ -119,6 +196,30 @@ def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping
     return reasons
 
 
+def _up_to(release: str) -> str:
+    """``"metadata.version up to 4.0-IV3, level 25"``: what the binaries of ``release`` support."""
+    top = mv.supported_max(release)
+    return f"metadata.version up to {top.name}, level {top.level}" if top else "no KRaft metadata.version"
+
+
+def _level_of(release: str) -> int:
+    top = mv.supported_max(release)
+    return top.level if top else 0
+
+
+def _check_kraft_phases(phases: Sequence[str], facts: Mapping[int, Mapping[str, Any]],
+                        goal: MetadataVersion | None) -> list[str]:
+    if goal is None or "metadata_version" not in phases or "binaries" in phases:
+        return []
+    short = sorted(n for n, f in facts.items() if _level_of(str(f.get("installed"))) < goal.level)
+    if not short:
+        return []
+    releases = sorted({str(facts[n].get("installed")) for n in short}, key=parse_version)
+    runs = ", ".join(f"{r} ({_up_to(r)})" for r in releases)
+    return [f"phase metadata_version needs binaries supporting metadata.version {goal} on every node, but nodes "
+            f"{short} run {runs}; add 'binaries'"]
+
+
 def needs_action(phase: str, target: str, phases: Sequence[str]) -> NeedsAction:
     """The needs-action rule of ``phase`` for an upgrade to ``target``; facts as in the module docstring.
 
@@ -129,10 +230,11 @@ def needs_action(phase: str, target: str, phases: Sequence[str]) -> NeedsAction:
     - ``lmf``: nothing from a target IBP of 3.0 on (KIP-724: the broker ignores it); else act when the LMF
       is not the target's.
 
-    :raises ValueError: unknown phase or malformed target.
+    :raises ValueError: unknown phase (``metadata_version`` included: it is a step, not a roll) or malformed
+        target.
     """
-    if phase not in PHASES:
-        raise ValueError(f"unknown upgrade phase {phase!r}; expected one of {PHASES}")
+    if phase not in ROLL_PHASES:
+        raise ValueError(f"unknown upgrade phase {phase!r}; expected one of {ROLL_PHASES}")
     goal = protocol_version(target)
 
     def rule(broker_id: int, facts: Mapping[str, Any]) -> tuple[bool, str]:

@@ -1,14 +1,26 @@
-"""Upgrade a ZooKeeper-mode Kafka cluster, one roll per phase, each stopping itself when the cluster or its
-consumers get unhealthy.
+"""Upgrade a Kafka cluster, ZooKeeper mode or KRaft, one roll per phase, each stopping itself when the cluster
+or its consumers get unhealthy. The mode is detected at run time (``KafkaAdminHook.is_kraft``: the cluster
+answers DescribeQuorum); every task says which path it takes.
 
-Shape: ``check_params`` -> ``lock_cluster`` -> ``check_upgrade`` (every host's release and IBP / LMF read
-over SSH; a malformed or older target, or brokers on more than two releases, refused) -> roll ``pin``
-(``inter.broker.protocol.version`` written where absent, = the running release) -> roll ``binaries``
-(the install step while each broker is down; "running 3.6.2, target 3.7.1") -> roll ``ibp`` (bumped to the
-target, after ``approve_protocol_bump``: a human-in-the-loop Approve / Reject unless approved in advance) ->
-roll ``lmf`` (skipped from IBP 3.0 on, KIP-724) -> ``final_health`` -> ``forget_rolls`` ->
-``unlock_cluster``. A broker that needs nothing in a phase is left alone, with the reason in the log.
-Each phase's edits keep a timestamped backup of server.properties beside it.
+Shape (task ids, in order): ``check_params`` -> ``lock_cluster`` -> ``check_upgrade`` (the path logged; every
+broker's and, on KRaft, every controller's release read over SSH; refused before anything is touched: a
+malformed or older target, nodes on more than two releases, a phase list that skips a needed step, and on
+KRaft a malformed, too new or lower ``metadata_version``) -> roll ``pin`` (ZooKeeper mode:
+``inter.broker.protocol.version`` written where absent, = the running release; KRaft: plans nothing) -> roll
+``controller_binaries`` (KRaft: the install step while each controller is down, one at a time, the active
+controller last, behind the quorum gate; ZooKeeper mode: plans nothing) -> roll ``binaries`` (the brokers:
+the install step while each broker is down; "running 3.6.2, target 3.7.1") -> ``approve_protocol_bump`` (a
+human-in-the-loop Approve / Reject of the IBP bump, or on KRaft of the metadata.version bump, unless approved
+in advance; Reject skips everything after it) -> roll ``ibp`` (ZooKeeper mode: bumped to the target; KRaft:
+plans nothing) -> roll ``lmf`` (ZooKeeper mode below IBP 3.0 only, KIP-724; KRaft: plans nothing) ->
+``metadata_version`` (KRaft: UpdateFeatures to the target level, KIP-584 / KIP-778, then every broker's
+DescribeFeatures polled until it reports it; ZooKeeper mode: nothing) -> ``final_health`` -> ``forget_rolls``
+-> ``unlock_cluster``.
+
+A roll with nothing to do in this mode plans an empty list and its mapped task is *skipped*; the task after
+each such roll runs with ``none_failed`` (a skip lets it through, a failure still stops it). A node that needs
+nothing in a phase is left alone, with the reason in the log. Each phase's edits keep a timestamped backup of
+server.properties beside it.
 """
 
 from __future__ import annotations
@@ -16,12 +28,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, TriggerRule
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
+from groups.controller_roll import controller_roll
 from groups.operation_dag import operation_dag
 from groups.roll_params import roll_params
 from kafka_ops import upgrade
+from operators.metadata_version import MetadataVersionOperator
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
 from operators.upgrade_checks import UpgradeChecksOperator
 from runtime.params import FromParam
@@ -29,30 +43,51 @@ from runtime.upgrade_steps import before_start, facts
 
 OPERATION = "upgrade"
 UPGRADE_SETTINGS = {name: FromParam(name) for name in ("target_version", "install_command", "phases")}
+#: The rolls of an upgrade, in order (their records are forgotten when a run succeeds).
+ROLL_IDS = ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
 
 
-def phase_roll(phase: str):
-    """One phase as a roll: its needs-action rule reads the target and phases from the params at run time."""
+def _needs(phase: str):
+    def needs(node_id, found):
+        return upgrade.needs_action(phase, found["target_version"], found["phases"])(node_id, found)
 
-    def needs(broker_id, found):
-        return upgrade.needs_action(phase, found["target_version"], found["phases"])(broker_id, found)
+    return needs
 
-    def phase_facts(profile, broker, settings):
-        return {**facts(profile, broker, settings), "target_version": str(settings["target_version"]),
-                "phases": list(settings.get("phases") or upgrade.PHASES)}
 
+def _facts(profile, node, settings):
+    return {**facts(profile, node, settings), "target_version": str(settings["target_version"]),
+            "phases": list(settings.get("phases") or upgrade.PHASES)}
+
+
+def phase_roll(phase: str, plan_trigger_rule: str = TriggerRule.ALL_SUCCESS):
+    """One phase as a roll of brokers: its needs-action rule reads the target and phases from the params at run
+    time; pin / ibp / lmf exist in ZooKeeper mode only (on KRaft they plan nothing, logged)."""
+    zookeeper_only = phase in upgrade.ZOOKEEPER_PHASES
     return broker_roll(phase, settings=UPGRADE_SETTINGS, operation=OPERATION, before_start=before_start(phase),
-                       needs_action=needs, facts=phase_facts,
+                       needs_action=_needs(phase), facts=_facts, plan_trigger_rule=plan_trigger_rule,
+                       only_in="zookeeper" if zookeeper_only else None,
+                       skip_reason=upgrade.KRAFT_SKIP if zookeeper_only else "",
                        tooltip=f"upgrade phase {phase}: one broker (or batch) at a time")
+
+
+def controller_binaries_roll():
+    """The KRaft controllers' binaries: every voter, one at a time, the active controller last (an empty,
+    skipped roll in ZooKeeper mode)."""
+    return controller_roll("controller_binaries", settings={"roles": "all", "controllers": [], **UPGRADE_SETTINGS},
+                           operation=OPERATION, before_start=before_start("binaries"),
+                           needs_action=_needs("binaries"), facts=_facts, plan_trigger_rule=TriggerRule.NONE_FAILED,
+                           tooltip="upgrade phase binaries on the KRaft controllers: one at a time, the active "
+                                   "controller last")
 
 
 def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
                 defaults: Mapping[str, Any] | None = None) -> DAG:
     """The upgrade DAG (see the module docstring); ``schedule`` / ``defaults`` as in
-    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every broker, batch and wave)."""
+    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every node, batch and wave)."""
     with operation_dag(
         dag_id,
-        description="Upgrade Kafka brokers: pin the protocol versions, roll the binaries, bump IBP (and LMF)",
+        description="Upgrade Kafka: roll the binaries (KRaft: controllers first), then bump the protocol "
+                    "(ZooKeeper mode: IBP and LMF; KRaft: metadata.version)",
         doc_md=__doc__,
         schedule=schedule,
         defaults=defaults,
@@ -61,23 +96,37 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
             "target_version": Param("3.7.1", type="string", pattern=r"^\d+\.\d+\.\d+$",
                                     description="The Kafka release to upgrade to (major.minor.patch)"),
             "install_command": Param(None, type=["null", "string"], maxLength=4096,
-                                     description="Name of a profile command installing the release on a broker host "
-                                     "({version} is filled in); empty = switch the kafka symlink under kafka_home "
-                                     "to the unpacked kafka_*-<version> beside it"),
+                                     description="Name of a profile command installing the release on a broker "
+                                     "or controller host ({version} is filled in); empty = switch the kafka symlink "
+                                     "under kafka_home to the unpacked kafka_*-<version> beside it"),
             "approve_protocol_bump": Param(False, type="boolean",
-                                           description="Approve the IBP/LMF bump in advance; false = the run waits "
-                                           "for Approve / Reject (Required Actions) before the irreversible phases"),
+                                           description="Approve the IBP/LMF bump (KRaft: the metadata.version bump) "
+                                           "in advance; false = the run waits for Approve / Reject (Required "
+                                           "Actions) before the irreversible phases"),
             "phases": Param(list(upgrade.PHASES), type="array", items={"type": "string", "enum": list(upgrade.PHASES)},
-                            uniqueItems=True, description="Phases to run, in this order: pin, binaries, ibp, lmf"),
+                            uniqueItems=True, description="Phases to run, in this order: pin, binaries, ibp, lmf "
+                            "(ZooKeeper mode), metadata_version (KRaft); binaries rolls the KRaft controllers first"),
+            "metadata_version": Param(None, type=["null", "string"], maxLength=32,
+                                      description="KRaft: the metadata.version to finalize ('4.1-IV1', '4.1' or the "
+                                      "feature level '27'); empty = the latest level of target_version"),
         },
     ) as dag:
+        settings = {"cluster": FromParam("cluster"), "metadata_version": FromParam("metadata_version"),
+                    **UPGRADE_SETTINGS}
+        step_settings = {**settings, **{n: FromParam(n) for n in ("dry_run", "healthcheck_interval_s",
+                                                                  "healthcheck_timeout_s")}}
         cluster_guard(
-            [UpgradeChecksOperator(task_id="check_upgrade", settings={"cluster": FromParam("cluster"),
-                                                                     **UPGRADE_SETTINGS}),
-             phase_roll("pin"), phase_roll("binaries"),
-             ProtocolBumpApprovalOperator(task_id="approve_protocol_bump"),
-             phase_roll("ibp"), phase_roll("lmf")],
+            [UpgradeChecksOperator(task_id="check_upgrade", settings=settings),
+             phase_roll("pin"),
+             controller_binaries_roll(),
+             phase_roll("binaries", TriggerRule.NONE_FAILED),
+             ProtocolBumpApprovalOperator(task_id="approve_protocol_bump", trigger_rule=TriggerRule.NONE_FAILED),
+             phase_roll("ibp"),
+             phase_roll("lmf", TriggerRule.NONE_FAILED),
+             MetadataVersionOperator(task_id="metadata_version", settings=step_settings, operation=OPERATION,
+                                     trigger_rule=TriggerRule.NONE_FAILED)],
             operation=OPERATION,
-            roll_ids=list(upgrade.PHASES),
+            roll_ids=ROLL_IDS,
+            final_trigger_rule=TriggerRule.NONE_FAILED,
         )
     return dag

@@ -129,15 +129,24 @@ class RollPlanOperator(BaseOperator):
         ``max_parallel`` (default 1), ``batch_by`` (``none`` | ``rack``), optional ``roles`` (``all`` |
         ``brokers`` | ``controllers``; absent = ``all``) and the command choices ``pre_stop`` / ``pre_start``
         / ``stop_command`` / ``start_command``: values or :class:`runtime.params.FromParam`.
+    :param only_in: ``"zookeeper"`` or ``"kraft"``: a roll that exists in one mode only (the upgrade's pin / ibp
+        / lmf rolls: ZooKeeper mode). In the other mode (``KafkaAdminHook.is_kraft``) the plan logs
+        ``skip_reason`` and returns no batch (its broker task is then *skipped*); None = both modes.
+    :param skip_reason: the line logged when ``only_in`` rules the roll out.
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
     """
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, roll_id: str, settings: dict, **kwargs: Any) -> None:
+    def __init__(self, *, roll_id: str, settings: dict, only_in: str | None = None, skip_reason: str = "",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if only_in not in (None, "zookeeper", "kraft"):
+            raise ValueError(f"only_in must be None, 'zookeeper' or 'kraft', got {only_in!r}")
         self.roll_id = roll_id
         self.settings = settings
+        self.only_in = only_in
+        self.skip_reason = skip_reason
 
     def execute(self, context: Any) -> list[dict]:
         store = RollStore(context, self.roll_id)
@@ -155,6 +164,15 @@ class RollPlanOperator(BaseOperator):
             return []
         waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
                  "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
+        if self.only_in is not None:
+            with KafkaAdminHook(profile=profile) as admin:
+                kraft = _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits)
+            if kraft != (self.only_in == "kraft"):
+                self.log.info("%s: roll %r plans nothing", self.skip_reason or
+                              f"{'KRaft cluster' if kraft else 'ZooKeeper mode'}: roll {self.roll_id!r} is for "
+                              f"{self.only_in} mode only", self.roll_id)
+                store.save(RollRecord(self.roll_id, now_ms()))
+                return []
         max_parallel = int(cfg.get("max_parallel", 1) or 1)
         batch_by = str(cfg.get("batch_by", "none") or "none")
         with KafkaAdminHook(profile=profile) as admin:  # batches need ISR and min.insync.replicas (configs)

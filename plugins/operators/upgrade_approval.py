@@ -1,38 +1,85 @@
-"""The approval before an upgrade's irreversible step: once ``inter.broker.protocol.version`` is bumped,
-the brokers cannot go back to the old release. Airflow's human-in-the-loop ``ApprovalOperator``
-(standard provider): the task waits in ``awaiting_input`` (no worker slot, no triggerer on Airflow 3.3)
-until someone chooses Approve or Reject in the UI's Required Actions (or the HITL REST API). Reject skips
-the protocol phases: the run ends cleanly, the cluster on the new binaries with the old IBP pinned."""
+"""The approval before an upgrade's irreversible step. Airflow's human-in-the-loop ``ApprovalOperator``
+(standard provider): the task waits in ``awaiting_input`` (no worker slot, no triggerer on Airflow 3.3) until
+someone chooses Approve or Reject in the UI's Required Actions (or the HITL REST API).
+
+- ZooKeeper mode: once ``inter.broker.protocol.version`` is bumped, the brokers cannot go back to the old
+  release. Reject ends the run on the new binaries with the old IBP pinned.
+- KRaft: once ``metadata.version`` is finalized at the new level (UpdateFeatures, KIP-584 / KIP-778), no node
+  can start on binaries that do not support it (the old release), and going back down is a downgrade Kafka
+  allows only when no level in between changed the metadata format. Reject ends the run on the new binaries
+  with ``metadata.version`` unchanged.
+
+The mode and the levels come from the ``check_upgrade`` task's XCom (``operators.upgrade_checks``). Reject skips
+every task after this one (``ignore_downstream_trigger_rules``): the rolls that follow run with
+``none_failed`` (a roll with nothing to do in this mode is *skipped*), which a plain skip of the next task
+would not stop. Teardowns (the lock's release) still run.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from kafka_ops.metadata_version import MetadataVersion, label, safe_downgrade
 from runtime.params import is_true
 
 
 class ProtocolBumpApprovalOperator(ApprovalOperator):
-    """Approve or reject the IBP / LMF bump of an upgrade; passes at once when the run's param
-    ``approve_protocol_bump`` is true (approved in advance) or no protocol phase is requested."""
+    """Approve or reject the IBP / LMF bump (ZooKeeper mode) or the ``metadata.version`` bump (KRaft) of an
+    upgrade; passes at once when the run's param ``approve_protocol_bump`` is true (approved in advance), when
+    no protocol phase of the cluster's mode is requested (``ibp`` / ``lmf``; ``metadata_version``), when
+    ``metadata.version`` is at the target already, and in a dry run.
 
-    def __init__(self, **kwargs: Any) -> None:
+    :param checks_task_id: the task whose XCom says the mode and the metadata.version levels.
+    """
+
+    def __init__(self, *, checks_task_id: str = "check_upgrade", **kwargs: Any) -> None:
         kwargs.setdefault("subject", "Bump the protocol versions of cluster {{ params.cluster }} to "
                                      "{{ params.target_version }}?")
         kwargs.setdefault("body", "Every broker runs the new binaries. After the inter.broker.protocol.version "
                                   "bump the brokers cannot be downgraded to the old release. Approve to roll the "
                                   "IBP (and LMF) phases; Reject to end the run here, the old IBP pinned.")
+        kwargs.setdefault("ignore_downstream_trigger_rules", True)
         super().__init__(**kwargs)
+        self.checks_task_id = checks_task_id
+
+    def _approved(self, why: str) -> dict:
+        self.log.info("%s", why)
+        return {"chosen_options": [self.APPROVE], "params_input": {}}
 
     def execute(self, context: Any) -> Any:
         params = context["params"]
+        checked = context["ti"].xcom_pull(task_ids=self.checks_task_id) or {}
+        kraft = checked.get("mode") == "kraft"
+        phases = set(params.get("phases") or ())
         if is_true(params.get("approve_protocol_bump", False)):
-            self.log.info("protocol bump approved in advance (param approve_protocol_bump)")
-            return {"chosen_options": [self.APPROVE], "params_input": {}}
-        if not {"ibp", "lmf"} & set(params.get("phases") or ()):
-            self.log.info("no protocol phase requested: nothing to approve")
-            return {"chosen_options": [self.APPROVE], "params_input": {}}
+            what = "metadata.version bump" if kraft else "protocol bump"
+            return self._approved(f"{what} approved in advance (param approve_protocol_bump)")
+        if kraft:
+            levels = checked.get("metadata_version") or {}
+            if "metadata_version" not in phases or not levels:
+                return self._approved("KRaft cluster: no metadata_version phase requested: nothing to approve")
+            current, target = MetadataVersion(int(levels["current"])), MetadataVersion(int(levels["target"]))
+            if current == target:
+                return self._approved(f"KRaft cluster: metadata.version is {label(target)} already: nothing to "
+                                      "approve")
+            if is_true(params.get("dry_run", False)):
+                return self._approved("DRY RUN: the run would wait here for approval of the metadata.version bump "
+                                      f"{label(current)} -> {label(target)}")
+            self.subject = (f"Bump metadata.version of cluster {params.get('cluster')} to {label(target)} "
+                            f"(Kafka {params.get('target_version')})?")
+            back = ("Kafka can still downgrade it safely afterwards (no level in between changed the metadata "
+                    "format: kafka-features.sh downgrade, by hand)" if safe_downgrade(target, current) else
+                    "a later downgrade to the old level would lose metadata: Kafka refuses it")
+            self.body = (f"Every controller and broker runs the new binaries. metadata.version {label(current)} -> "
+                         f"{label(target)} (UpdateFeatures, KIP-584 / KIP-778): after the bump no node can start on "
+                         f"binaries older than Kafka {target.release}, and {back}. Approve to finalize it; Reject "
+                         "to end the run here, on the new binaries with metadata.version unchanged.")
+            self.log.info("KRaft cluster: waiting for approval of metadata.version %s -> %s", label(current),
+                          label(target))
+            return super().execute(context)
+        if not {"ibp", "lmf"} & phases:
+            return self._approved("no protocol phase requested: nothing to approve")
         if is_true(params.get("dry_run", False)):
-            self.log.info("DRY RUN: the run would wait here for approval of the protocol bump")
-            return {"chosen_options": [self.APPROVE], "params_input": {}}
+            return self._approved("DRY RUN: the run would wait here for approval of the protocol bump")
         return super().execute(context)

@@ -1,6 +1,18 @@
-"""Before an upgrade touches anything: read every broker host's release and IBP / LMF, refuse a target
-that is malformed, older than a broker's release, or brokers on more than the upgrade's two releases
-(``kafka_ops.upgrade.check_target``), and log what each phase will do to each broker."""
+"""Before an upgrade touches anything: decide the path (KRaft or ZooKeeper mode), read every node's release
+over SSH, refuse bad input, and log what each phase will do to each node.
+
+- ZooKeeper mode (the cluster does not answer DescribeQuorum): every broker host's release and IBP / LMF;
+  refused: a target that is malformed, older than a broker's release, brokers on more than the upgrade's two
+  releases (``kafka_ops.upgrade.check_target``), a phase list that skips a needed step
+  (``kafka_ops.upgrade.check_phases``), a ``metadata_version`` param (KRaft only).
+- KRaft (``KafkaAdminHook.is_kraft``): every broker host's and every controller host's release (the
+  controllers are the quorum's voters, their hosts the profile's ``controller_hosts`` or DescribeQuorum v2's
+  endpoints); the cluster's finalized ``metadata.version`` and each broker's supported range (ApiVersions);
+  refused besides the above over brokers and controllers: a malformed ``metadata_version``, a level above
+  what the target release supports, a level below the cluster's finalized one
+  (``kafka_ops.upgrade.check_metadata_version``), ``metadata_version`` without ``binaries`` while a node's
+  release does not support the level.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +21,28 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
+from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from runtime.params import resolve_settings
 from runtime.upgrade_steps import host_state
 
 from operators.roll_plan import profile_or_fail
 
+KRAFT = "kraft"
+ZOOKEEPER = "zookeeper"
+
 
 class UpgradeChecksOperator(BaseOperator):
-    """Refuse bad upgrade input before any action; returns ``{broker id: facts}``.
+    """Refuse bad upgrade input before any action; returns (XCom, read by the approval task)::
 
-    :param settings: ``cluster``, ``target_version``, ``phases``, ``install_command`` (values or ``FromParam``).
-    :raises AirflowFailException: naming every refusal.
+        {"mode": "kraft" | "zookeeper",
+         "nodes": {"<node id>": {"installed", "ibp", "lmf", "role": "broker" | "controller"}},
+         "metadata_version": {"current": 25, "target": 27} | None}   # levels; None in ZooKeeper mode
+
+    :param settings: ``cluster``, ``target_version``, ``phases``, ``install_command``, ``metadata_version``
+        (values or ``FromParam``).
+    :raises AirflowFailException: naming every refusal ("nothing was touched").
     """
 
     ui_color = "#eeeeee"
@@ -29,17 +51,74 @@ class UpgradeChecksOperator(BaseOperator):
         super().__init__(**kwargs)
         self.settings = settings
 
-    def execute(self, context: Any) -> dict[str, dict]:
+    def execute(self, context: Any) -> dict[str, Any]:
         cfg = resolve_settings(self.settings, context["params"])
         profile = profile_or_fail(cfg["cluster"])
         target = str(cfg["target_version"])
         phases = list(cfg.get("phases") or upgrade.PHASES)
+        requested_mv = cfg.get("metadata_version")
+        requested_mv = None if requested_mv is None or not str(requested_mv).strip() else str(requested_mv).strip()
+        refusals: list[str] = []
+        controllers: list[dict[str, Any]] = []
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
-        found = {b.id: host_state(profile, {"id": b.id, "host": b.host})[0] for b in state.brokers}
-        refusals = upgrade.check_target(target, {b: f["installed"] for b, f in found.items()})
-        if not refusals:
-            refusals += upgrade.check_phases(target, phases, found)
+            kraft = admin.is_kraft()
+            if kraft:
+                quorum = admin.describe_quorum()
+                try:
+                    hosts = controller_rules.resolve_hosts(quorum.voter_ids, profile.controller_hosts, quorum,
+                                                           profile.conn_id)
+                    controllers = [{"id": cid, "host": hosts[cid][0], "role": "controller"}
+                                   for cid in quorum.voter_ids]
+                except ValueError as exc:
+                    refusals.append(str(exc))
+                features = admin.broker_features(state.broker_ids)
+        if kraft:
+            self.log.info("KRaft cluster (it answers DescribeQuorum): the controllers %s roll their binaries first "
+                          "(one at a time, the active controller last), then the brokers %s; then metadata.version "
+                          "is finalized with UpdateFeatures (KIP-584, KIP-778) after the approval; the pin / ibp / "
+                          "lmf phases do nothing (%s)", [c["id"] for c in controllers], state.broker_ids,
+                          upgrade.KRAFT_SKIP)
+        else:
+            self.log.info("ZooKeeper mode (the cluster does not answer DescribeQuorum): the brokers %s roll pin, "
+                          "binaries, then ibp and lmf after the approval; no KRaft controllers, no metadata.version",
+                          state.broker_ids)
+        found = {b.id: {**host_state(profile, {"id": b.id, "host": b.host})[0], "role": "broker"}
+                 for b in state.brokers}
+        for c in controllers:
+            found[c["id"]] = {**host_state(profile, c)[0], "role": "controller"}
+        nodes = "nodes" if kraft else "brokers"
+        refusals += upgrade.check_target(target, {n: f["installed"] for n, f in found.items()}, nodes)
+        mv_info = None
+        try:
+            upgrade.parse_version(target)
+        except ValueError:  # check_target named it; no release to judge a metadata.version against
+            kraft_checks = False
+        else:
+            kraft_checks = kraft
+        if kraft_checks:
+            finalized = [f["finalized"] for f in features.values() if f["finalized"] is not None]
+            current = MetadataVersion(max(finalized)) if finalized else None
+            for b, f in sorted(features.items()):
+                span = "-".join(map(str, f["supported"])) if f["supported"] else "nothing (no answer)"
+                self.log.info("broker %s: metadata.version finalized %s, its binaries support %s", b,
+                              f["finalized"], span)
+            if current is None:
+                refusals.append("no broker reports a finalized metadata.version (ApiVersions v3+): is this a KRaft "
+                                "cluster on Kafka 3.3 or newer?")
+            goal, reasons = upgrade.check_metadata_version(target, requested_mv, current)
+            refusals += reasons
+            if goal is not None and current is not None:
+                mv_info = {"current": current.level, "target": goal.level}
+            if not refusals:
+                refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
+        elif not kraft:
+            if requested_mv is not None:
+                refusals.append(f"param metadata_version {requested_mv!r} applies to KRaft clusters only; cluster "
+                                f"{profile.conn_id!r} runs in ZooKeeper mode (its protocol is bumped by the ibp and "
+                                "lmf phases): leave metadata_version empty")
+            if not refusals:
+                refusals += upgrade.check_phases(target, phases, found)
         if cfg.get("install_command"):
             try:
                 profile.command(cfg["install_command"], "install", 0)
@@ -47,9 +126,30 @@ class UpgradeChecksOperator(BaseOperator):
                 refusals.append(f"param install_command: {exc}")
         if refusals:
             raise AirflowFailException(f"upgrade to {target!r} refused (nothing was touched): " + "; ".join(refusals))
+        self._log_phases(target, phases, found, kraft, mv_info)
+        return {"mode": KRAFT if kraft else ZOOKEEPER,
+                "nodes": {str(n): f for n, f in sorted(found.items())},
+                "metadata_version": mv_info}
+
+    def _log_phases(self, target: str, phases: list[str], found: dict[int, dict], kraft: bool,
+                    mv_info: dict | None) -> None:
+        """One line per phase: what it does to each node (or why it does nothing in this mode)."""
         for phase in upgrade.PHASES:
+            if phase == "metadata_version":
+                if not kraft:
+                    self.log.info("phase metadata_version: nothing (%s)", upgrade.ZOOKEEPER_SKIP)
+                elif phase not in phases:
+                    self.log.info("phase metadata_version: not requested")
+                else:
+                    current, goal = MetadataVersion(mv_info["current"]), MetadataVersion(mv_info["target"])
+                    self.log.info("phase metadata_version: %s", change_line(current, goal) if goal != current else
+                                  f"metadata.version is {label(goal)} already: nothing to send")
+                continue
+            if kraft and phase in upgrade.ZOOKEEPER_PHASES:
+                self.log.info("phase %s: nothing (%s)", phase, upgrade.KRAFT_SKIP)
+                continue
             rule = upgrade.needs_action(phase, target, phases)
-            decisions = {b: rule(b, f) for b, f in sorted(found.items())}
-            self.log.info("phase %s: %s", phase, "; ".join(f"broker {b}: {'roll' if act else 'skip'}: {why}"
-                                                           for b, (act, why) in decisions.items()))
-        return {str(b): f for b, f in found.items()}
+            decisions = {n: rule(n, f) for n, f in sorted(found.items(), key=lambda i: (i[1]["role"] != "controller",
+                                                                                        i[0]))}
+            self.log.info("phase %s: %s", phase, "; ".join(
+                f"{found[n]['role']} {n}: {'roll' if act else 'skip'}: {why}" for n, (act, why) in decisions.items()))

@@ -1,4 +1,6 @@
-"""The upgrade's work on a broker host over SSH (the roll's ``facts`` and ``before_start`` hooks):
+"""The upgrade's work on a node's host over SSH (the roll's ``facts`` and ``before_start`` hooks), for brokers
+and, on a KRaft cluster, controllers alike (a controller's step dict has ``"role": "controller"``; its host's
+``kafka_home`` and ``server_properties`` are the profile's, ``{broker_id}`` filled with its node id):
 
 - facts: the release the ``kafka`` symlink (profile ``kafka_home``) points at, and the IBP / LMF in
   ``server.properties`` (profile ``server_properties``), read in one SSH command;
@@ -32,6 +34,11 @@ DEFAULT_INSTALL = (
 )
 
 
+def who(node: Mapping[str, Any]) -> str:
+    """``"broker 0"`` or ``"controller 100"`` (a step dict's ``role``, brokers by default)."""
+    return f"{node.get('role') or 'broker'} {node['id']}"
+
+
 def _paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
     home, props = profile.kafka_home_for(broker_id), profile.server_properties_for(broker_id)
     if not home or not props:
@@ -44,13 +51,13 @@ def _run(profile: ClusterProfile, broker: Mapping[str, Any], command: str, what:
     rc, out, err = BrokerShell(profile.ssh_conn_id, str(broker["host"])).run(
         remote_command(command, int(broker["id"])), timeout_s)
     if rc != 0:
-        raise AirflowFailException(f"broker {broker['id']} ({broker['host']}): {what} exited {rc}: "
+        raise AirflowFailException(f"{who(broker)} ({broker['host']}): {what} exited {rc}: "
                                    f"{(err.strip() or out.strip())[-500:]}")
     return out
 
 
 def host_state(profile: ClusterProfile, broker: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """(facts ``{"installed", "ibp", "lmf"}``, the server.properties text) of a broker host."""
+    """(facts ``{"installed", "ibp", "lmf"}``, the server.properties text) of a broker's (or controller's) host."""
     home, props = _paths(profile, int(broker["id"]))
     out = _run(profile, broker, f"readlink {shlex.quote(home)}; echo {shlex.quote(SPLIT)}; cat {shlex.quote(props)}",
                "reading the installation and server.properties")
@@ -58,7 +65,7 @@ def host_state(profile: ClusterProfile, broker: Mapping[str, Any]) -> tuple[dict
     try:
         installed = upgrade.installed_version(link)
     except ValueError as exc:
-        raise AirflowFailException(f"broker {broker['id']}: {exc} ({home})") from exc
+        raise AirflowFailException(f"{who(broker)}: {exc} ({home})") from exc
     values = upgrade.read_properties(text)
     return {"installed": installed, "ibp": values.get(upgrade.IBP), "lmf": values.get(upgrade.LMF)}, text
 
@@ -91,13 +98,13 @@ def before_start(phase: str):
                 command = found[0].replace("{version}", shlex.quote(target))
             else:
                 command = DEFAULT_INSTALL.format(home=shlex.quote(home), version=shlex.quote(target))
-            log.info("broker %s: installing Kafka %s: %s", broker["id"], target, command)
+            log.info("%s: installing Kafka %s: %s", who(broker), target, command)
             if not dry_run:
                 _run(profile, broker, command, f"installing Kafka {target}", timeout_s=600)
                 now = host_state(profile, broker)[0]["installed"]
                 if now != target:
-                    raise AirflowFailException(f"broker {broker['id']}: the install ran but the host still "
-                                               f"runs {now}, not {target}: the broker is left stopped")
+                    raise AirflowFailException(f"{who(broker)}: the install ran but the host still runs {now}, "
+                                               f"not {target}: the {broker.get('role') or 'broker'} is left stopped")
             return
         state, text = host_state(profile, broker)
         edited = upgrade.edited_properties(phase, target, state, text)

@@ -86,8 +86,8 @@ def test_malformed_or_unknown_metadata_versions_are_refused(text, message):
 def test_a_bump_needs_every_node_to_support_the_target():
     assert check_bump(parse("3.7"), parse("3.9"), {1: 21, 2: 21, 3000: 21}) == []
     reasons = check_bump(parse("3.7"), parse("3.9"), {1: 21, 2: 19, 3000: 19})
-    assert reasons == ["3.9-IV0 (level 21) is above what the binaries of nodes [2, 3000] support (up to 2: 3.7-IV4, "
-                       "3000: 3.7-IV4): roll the new binaries first"]
+    assert reasons == ["3.9-IV0 (level 21) is above what the binaries of nodes [2, 3000] support (up to 2: 3.7-IV4 "
+                       "(level 19), 3000: 3.7-IV4 (level 19)): roll the new binaries first"]
 
 
 def test_downgrades_need_the_flag_and_must_be_safe():

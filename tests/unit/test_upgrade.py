@@ -84,3 +84,109 @@ def test_check_phases_refuses_a_phase_list_that_skips_a_needed_step() -> None:
         "phase ibp needs every broker on 3.7.1, but brokers [0, 1] run ['3.6.2']; add 'binaries'"]
     assert check_phases("2.8.2", ["lmf"], {0: {"installed": "2.8.2", "ibp": "2.7"}}) == [
         "phase lmf needs inter.broker.protocol.version 2.8 first, but brokers [0] are below it; add 'ibp'"]
+
+
+# --- KRaft: metadata.version ----------------------------------------------------------------------------------
+
+
+def test_the_metadata_version_of_a_release_and_what_its_binaries_support() -> None:
+    from kafka_ops import metadata_version as mv
+
+    assert mv.for_release("4.1.0") == mv.parse("4.1-IV1") == mv.MetadataVersion(27)
+    assert mv.for_release("4.0.2").level == 25 and mv.for_release("3.7.1").name == "3.7-IV4"
+    assert mv.supported_max("4.0.0").level == 25 and mv.supported_max("4.2.1").level == 29
+    assert mv.supported_max("3.8.1").level == 20, "a release supports the levels up to its own latest"
+    assert mv.supported_max("9.0.0").level == mv.TABLE[-1][0], "newer than the table: its last level (a bound)"
+    assert mv.supported_max("3.2.3") is None, "before KRaft's first level (3.3-IV3)"
+    with pytest.raises(mv.MetadataVersionError, match="knows no metadata.version level of Kafka 9.0"):
+        mv.for_release("9.0.0")
+    with pytest.raises(mv.MetadataVersionError, match="not major.minor"):
+        mv.supported_max("four")
+    assert mv.change_line(mv.MetadataVersion(25), mv.MetadataVersion(27)) == \
+        "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)"
+
+
+def test_the_metadata_version_target_defaults_to_the_target_releases_latest_level() -> None:
+    from kafka_ops.upgrade import metadata_target
+
+    for requested in (None, "", "  "):
+        assert metadata_target("4.1.0", requested).level == 27
+    assert metadata_target("4.1.0", "4.1-IV1").level == 27
+    assert metadata_target("4.1.0", "4.1").level == 27
+    assert metadata_target("4.1.0", "27").level == 27
+    assert metadata_target("4.2.0", "4.1-IV0").level == 26
+
+
+def test_metadata_version_refusals_malformed_too_new_and_downgrade() -> None:
+    from kafka_ops.metadata_version import MetadataVersion
+    from kafka_ops.upgrade import check_metadata_version
+
+    current = MetadataVersion(25)
+    assert check_metadata_version("4.1.0", None, current) == (MetadataVersion(27), [])
+    assert check_metadata_version("4.1.0", "4.0-IV3", current) == (MetadataVersion(25), []), "already there: no-op"
+    goal, reasons = check_metadata_version("4.1.0", "4.2", current)
+    assert goal == MetadataVersion(29)
+    assert reasons == ["metadata.version 4.2-IV1 (level 29) is too new for Kafka 4.1.0: its binaries support up to "
+                       "4.1-IV1 (level 27); choose a level up to 4.1-IV1 or a newer target_version"]
+    goal, reasons = check_metadata_version("4.1.0", "4.1-IV7", current)
+    assert goal is None and reasons[0].startswith("param metadata_version: metadata.version '4.1-IV7' is unknown")
+    goal, reasons = check_metadata_version("4.1.0", "latest", current)
+    assert goal is None and "is malformed" in reasons[0]
+    goal, reasons = check_metadata_version("4.1.0", "24", current)
+    assert goal == MetadataVersion(24)
+    assert reasons == ["metadata.version 4.0-IV2 (level 24) is below the cluster's finalized 4.0-IV3 (level 25): an "
+                       "upgrade does not downgrade it (a safe downgrade is done by hand: kafka-features.sh downgrade)"]
+    goal, reasons = check_metadata_version("9.0.0", None, current)
+    assert goal is None and "name the level explicitly" in reasons[0] and not reasons[0].startswith("param")
+
+
+def test_check_phases_on_kraft_needs_binaries_supporting_the_level() -> None:
+    from kafka_ops.metadata_version import MetadataVersion
+    from kafka_ops.upgrade import check_phases
+
+    old = {n: {"installed": "4.0.0", "ibp": None} for n in (0, 1, 100)}
+    new = {n: {"installed": "4.1.0", "ibp": None} for n in (0, 1, 100)}
+    level = MetadataVersion(27)
+    assert check_phases("4.1.0", ["metadata_version"], old, kraft=True, metadata_version=level) == [
+        "phase metadata_version needs binaries supporting metadata.version 4.1-IV1 (level 27) on every node, but "
+        "nodes [0, 1, 100] run 4.0.0 (metadata.version up to 4.0-IV3, level 25); add 'binaries'"]
+    assert check_phases("4.1.0", ["binaries", "metadata_version"], old, kraft=True, metadata_version=level) == []
+    assert check_phases("4.1.0", ["metadata_version"], new, kraft=True, metadata_version=level) == [], \
+        "the binaries were rolled by an earlier run"
+    mixed = {**new, 1: {"installed": "4.0.0"}}
+    assert "nodes [1] run 4.0.0" in check_phases("4.1.0", ["metadata_version"], mixed, kraft=True,
+                                                 metadata_version=level)[0]
+    # the ZooKeeper rules do not apply on KRaft: no IBP to pin there
+    assert check_phases("4.1.0", ["binaries"], old, kraft=True, metadata_version=level) == []
+    assert check_phases("4.1.0", ["pin", "binaries", "ibp", "lmf"], old, kraft=True, metadata_version=level) == []
+    with pytest.raises(ValueError, match="unknown upgrade phase"):
+        needs_action("metadata_version", "4.1.0", upgrade.PHASES)
+
+
+def test_check_target_over_brokers_and_controllers_names_nodes() -> None:
+    assert check_target("4.1.0", {0: "4.0.0", 100: "4.1.0"}, "nodes") == []
+    assert check_target("4.0.0", {0: "4.0.0", 100: "4.1.0"}, "nodes") == [
+        "nodes [100] run a release newer than the target 4.0.0 (100: 4.1.0): downgrades are not supported"]
+
+
+def test_the_controllers_refusal_and_the_verification_are_read_per_node() -> None:
+    from kafka_ops.metadata_version import MetadataVersion, finalized_everywhere, short_nodes_in
+
+    answer = ("InvalidUpdateVersionError: Invalid update version 27 for feature metadata.version. Broker 0 only "
+              "supports versions 7-25")
+    assert short_nodes_in(answer) == {0: ("broker", 25)}
+    assert short_nodes_in("Controller 101 only supports versions 7-25") == {101: ("controller", 25)}
+    assert short_nodes_in("OK") == {}
+    goal = MetadataVersion(27)
+    assert finalized_everywhere(goal, {0: 27, 1: 27, 2: 27}) == (
+        True, "metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2")
+    assert finalized_everywhere(goal, {0: 27, 1: 25, 2: None}) == (
+        False, "metadata.version 4.1-IV1 (27) finalized on brokers 0; not yet on 1 (finalized 25), 2 (finalized "
+               "nothing / no answer)")
+    assert finalized_everywhere(goal, {})[0] is False
+
+
+def test_the_phases_and_what_each_mode_skips() -> None:
+    assert upgrade.PHASES == ("pin", "binaries", "ibp", "lmf", "metadata_version")
+    assert upgrade.ZOOKEEPER_PHASES == ("pin", "ibp", "lmf")
+    assert upgrade.KRAFT_SKIP == "KRaft: metadata.version replaces inter.broker.protocol.version"

@@ -1,0 +1,199 @@
+"""kafka_upgrade on a KRaft cluster (3 controllers, 3 brokers, Kafka 4.0.0, metadata.version 25), run end to end
+with ``dag.test()`` on a sandbox of its own per test: 4.0.0 -> 4.1.0, then metadata.version 4.1-IV1 (27).
+
+Judged from outside the DAG: each node's own log (how often it started, on which release), the controllers'
+shutdown order, every broker's ApiVersions (its finalized metadata.version), an independent metadata watcher (no
+partition offline) and acks=all client traffic (no acknowledged message lost).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+from airflow_env import run_dag
+from kafka import KafkaAdminClient
+from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+from test_kafka_upgrade import Responder
+
+from sandbox.traffic_watch import watched_traffic
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
+
+FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
+CONTROLLERS = [100, 101, 102]
+TARGET = "4.1.0"
+
+
+@pytest.fixture
+def kraft(fresh_sandbox, use_sandbox):
+    sandbox = fresh_sandbox(mode="kraft", controllers=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    return sandbox
+
+
+def nodes(sandbox) -> list[int]:
+    return CONTROLLERS + list(sandbox.broker_ids)
+
+
+def started(sandbox) -> dict[int, list[str]]:
+    """Node id -> the release of every start in its own log ("controller 100 started (Kafka 4.0.0, ...").
+    Waits until every node's first start is there (a fresh sandbox's log may trail its health by a moment)."""
+
+    def read() -> dict[int, list[str]]:
+        out = {}
+        for n in nodes(sandbox):
+            log = sandbox.host_dir(n).path / "logs" / "server.log"
+            role = "controller" if n in CONTROLLERS else "broker"
+            out[n] = re.findall(rf"{role} {n} started \(Kafka ([\d.]+)", log.read_text() if log.exists() else "")
+        return out
+
+    return wait_for(lambda: (s := read()) and all(s.values()) and s, 30, what="every node's first start in its log")
+
+
+def controller_shutdowns(sandbox) -> list[int]:
+    """Controllers ordered by the time of their last shutdown, from their own logs."""
+    last = {}
+    for node in CONTROLLERS:
+        log = sandbox.host_dir(node).path / "logs" / "server.log"
+        found = re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: controller {node}: shutting down",
+                           log.read_text() if log.exists() else "", re.M)
+        if found:
+            last[node] = found[-1]
+    return sorted(last, key=last.get)
+
+
+def leader_of(sandbox) -> int:
+    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
+    try:
+        return client.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
+    finally:
+        client.close()
+
+
+def finalized(sandbox) -> dict[int, int | None]:
+    """Broker id -> the metadata.version its own ApiVersions answer finalizes (asked of each broker by node id)."""
+    from hooks.kafka_admin import KafkaAdminHook
+
+    with KafkaAdminHook(bootstrap_servers=sandbox.bootstrap_servers) as hook:
+        return {b: f["finalized"] for b, f in hook.broker_features(sandbox.broker_ids).items()}
+
+
+def release_everywhere(sandbox, version: str, switch: bool = False) -> None:
+    """What configuration management does first: ``version`` unpacked beside the running release on every broker
+    and controller host; ``switch`` also points the ``kafka`` symlink at it (installed, but nothing restarted)."""
+    from sandbox.hosts import install_kafka, unpack_kafka
+
+    for n in nodes(sandbox):
+        (install_kafka if switch else unpack_kafka)(sandbox.host_dir(n), version)
+
+
+def output(capfd, caplog) -> str:
+    return capfd.readouterr().out + caplog.text
+
+
+def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_version(kraft, capfd, caplog):
+    release_everywhere(kraft, TARGET)
+    before = started(kraft)
+    first_leader = leader_of(kraft)
+    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
+    approver.start()
+    began = time.monotonic()
+    try:
+        with watched_traffic(kraft.workdir, kraft.bootstrap_servers, kraft.broker_ids) as traffic, \
+                MetadataWatcher(kraft.bootstrap_servers, interval_s=0.25) as watcher:
+            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
+    finally:
+        approver.stop.set()
+    print(f"KRaft upgrade 4.0.0 -> {TARGET} of 3 controllers + 3 brokers: {time.monotonic() - began:.1f} s; "
+          f"{traffic.summary()}")
+    text = output(capfd, caplog)
+    assert result.state == "success", result.states
+    assert_no_acknowledged_message_lost(traffic)
+    assert approver.answered.is_set(), "the run waited for the metadata.version bump's approval"
+
+    # every controller, then every broker, restarted exactly once, on the target release
+    after = started(kraft)
+    assert {n: after[n][len(before[n]):] for n in nodes(kraft)} == {n: [TARGET] for n in nodes(kraft)}
+    for n in nodes(kraft):
+        assert kraft.host_dir(n).kafka_link.resolve().name == f"kafka_2.13-{TARGET}"
+    order = [int(label.split()[1]) for label in result.mapped_labels("controller_binaries.controller")]
+    assert sorted(order) == CONTROLLERS and order[-1] == first_leader, order
+    assert controller_shutdowns(kraft) == order, "one at a time, the active controller last"
+    tis = result.task_instances
+    last_controller = max(ti.end_date for ti in tis if ti.task_id == "controller_binaries.controller")
+    first_broker = min(ti.start_date for ti in tis if ti.task_id == "binaries.broker")
+    assert first_broker >= last_controller, "the brokers roll after the controllers"
+    approval = next(ti for ti in tis if ti.task_id == "approve_protocol_bump")
+    bump = next(ti for ti in tis if ti.task_id == "metadata_version")
+    assert approval.state == "success" and bump.start_date >= approval.end_date
+
+    # the ZooKeeper-mode rolls planned nothing (skipped) and did not skip what follows
+    for roll in ("pin", "ibp", "lmf"):
+        assert result.state_of(f"{roll}.plan") == "success" and result.state_of(f"{roll}.broker") == "skipped"
+        assert result.mapped_states(f"{roll}.broker") == []
+    assert result.state_of("final_health") == "success" and result.state_of("forget_rolls") == "success"
+
+    # metadata.version finalized at 4.1-IV1 (27) on every broker
+    assert finalized(kraft) == {b: 27 for b in kraft.broker_ids}
+    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in text
+    assert "metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2" in text
+    assert "KRaft cluster (it answers DescribeQuorum)" in text, "check_upgrade says which path it takes"
+    assert "KRaft: metadata.version replaces inter.broker.protocol.version" in text
+    assert watcher.ever_offline() == [], "no partition offline during the upgrade"
+    end = snapshot(admin(kraft.bootstrap_servers))
+    assert end.offline == [] and end.under_replicated == []
+
+
+def test_a_too_new_metadata_version_is_refused_before_anything_is_touched(kraft, capfd, caplog):
+    before = started(kraft)
+    refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET,
+                                        "metadata_version": "4.2", **FAST})
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
+    text = output(capfd, caplog)
+    assert "metadata.version 4.2-IV1 (level 29) is too new for Kafka 4.1.0: its binaries support up to 4.1-IV1 " \
+           "(level 27)" in text
+    assert "nothing was touched" in text
+    assert refused.state_of("controller_binaries.plan") != "success", "no controller roll was planned"
+
+    # a dry run of the real upgrade: logs what it would send, touches nothing
+    release_everywhere(kraft, TARGET)
+    links = {n: os.readlink(kraft.host_dir(n).path / "kafka") for n in nodes(kraft)}
+    dry = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, "dry_run": True, **FAST})
+    assert dry.state == "success", dry.states
+    text = output(capfd, caplog)
+    assert "DRY RUN: would send UpdateFeatures metadata.version=27 (UPGRADE)" in text
+    assert "DRY RUN: the run would wait here for approval of the metadata.version bump" in text
+    assert started(kraft) == before, "a refused or dry run restarts nothing"
+    assert {n: os.readlink(kraft.host_dir(n).path / "kafka") for n in nodes(kraft)} == links
+    assert finalized(kraft) == {b: 25 for b in kraft.broker_ids}
+
+
+def test_metadata_version_without_the_binaries_is_refused_naming_the_nodes(kraft, capfd, caplog):
+    before = started(kraft)
+    only_mv = {"cluster": "kafka_sandbox", "target_version": TARGET, "phases": ["metadata_version"],
+               "approve_protocol_bump": True, **FAST}
+    # every host still has 4.0.0 installed: check_upgrade refuses the phase list
+    refused = run_dag("kafka_upgrade", only_mv)
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
+    assert "phase metadata_version needs binaries supporting metadata.version 4.1-IV1 (level 27) on every node, but " \
+           "nodes [0, 1, 2, 100, 101, 102] run 4.0.0 (metadata.version up to 4.0-IV3, level 25); add 'binaries'" \
+           in output(capfd, caplog)
+
+    # 4.1.0 installed on every host (the kafka symlink switched), but no node restarted: the running binaries
+    # still support up to 25, which only the brokers' ApiVersions tell; the step sends nothing
+    release_everywhere(kraft, TARGET, switch=True)
+    failed = run_dag("kafka_upgrade", only_mv)
+    assert failed.state == "failed" and failed.state_of("metadata_version") == "failed", failed.states
+    assert failed.state_of("check_upgrade") == "success"
+    text = output(capfd, caplog)
+    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) not sent (nothing was touched): 4.1-IV1 (level 27) is " \
+           "above what the binaries of nodes [0, 1, 2] support (up to 0: 4.0-IV3 (level 25), 1: 4.0-IV3 (level 25), " \
+           "2: 4.0-IV3 (level 25)): roll the new binaries first" in text
+    assert "roll the binaries of Kafka 4.1.0 first (phase binaries)" in text
+    assert "phase binaries not requested" in text, "the binaries rolls left every node alone"
+    assert finalized(kraft) == {b: 25 for b in kraft.broker_ids}, "metadata.version unchanged"
+    assert started(kraft) == before, "no node restarted"

@@ -1,0 +1,268 @@
+"""The KRaft upgrade's tasks without servers: the ``metadata_version`` step (``operators.metadata_version``), the
+approval's KRaft path (``operators.upgrade_approval``), ``check_upgrade``'s mode detection and refusals
+(``operators.upgrade_checks``) and a roll of one mode only (``operators.roll_plan``, ``only_in``).
+
+:class:`FakeFeatures` stands in for the cluster: brokers 0-2 reporting a finalized ``metadata.version`` and the
+range their binaries support (ApiVersions), and an active controller that applies UpdateFeatures the way the
+sandbox and Kafka do (refused with INVALID_UPDATE_VERSION naming the first node that does not support the
+level; a validate-only request changes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from kafka_ops.cluster import Broker, ClusterState
+from kafka_ops.profile import ClusterProfile
+from kafka_ops.quorum import Quorum, Voter
+from operators import metadata_version as step
+from operators import roll_plan, upgrade_checks
+from operators.upgrade_approval import ProtocolBumpApprovalOperator
+
+PROFILE = ClusterProfile.from_connection_fields("kafka_kraft", "b1:9092", {
+    "ssh_conn_id": "ssh", "kafka_home": "/opt/kafka", "server_properties": "/etc/kafka/server.properties",
+    "controller_hosts": {"100": "h100", "101": "h101", "102": "h102"}})
+SETTINGS = {"cluster": "kafka_kraft", "target_version": "4.1.0", "metadata_version": None,
+            "phases": ["pin", "binaries", "ibp", "lmf", "metadata_version"], "dry_run": False,
+            "healthcheck_interval_s": 0.01, "healthcheck_timeout_s": 2}
+
+
+class FakeFeatures:
+    """Brokers 0, 1, 2 (finalized level, supported max) and controllers (supported max), see the module docstring;
+    ``sent`` records every UpdateFeatures as (level, validate_only)."""
+
+    def __init__(self, finalized: int = 25, brokers_max: int = 27, controllers_max: int = 27,
+                 kraft: bool = True) -> None:
+        self.finalized = {b: finalized for b in (0, 1, 2)}
+        self.supported = {b: brokers_max for b in (0, 1, 2)}
+        self.controllers = {c: controllers_max for c in (100, 101, 102)}
+        self.kraft = kraft
+        self.sent: list[tuple[int, bool]] = []
+        self.lagging_polls = 0  # brokers answer the old level this many more times after a bump
+
+    def update(self, level: int, validate_only: bool = False) -> str:
+        self.sent.append((level, validate_only))
+        for role, nodes in (("Broker", self.supported), ("Controller", self.controllers)):
+            for node, top in sorted(nodes.items()):
+                if level > top:
+                    return (f"InvalidUpdateVersionError: Invalid update version {level} for feature metadata.version. "
+                            f"{role} {node} only supports versions 7-{top}")
+        if not validate_only:
+            self.new_level = level
+            self.lagging_polls = 1
+        return "OK"
+
+    def features(self, brokers: list[int]) -> dict[int, dict]:
+        if getattr(self, "new_level", None) is not None:
+            if self.lagging_polls:
+                self.lagging_polls -= 1
+            else:
+                self.finalized = {b: self.new_level for b in self.finalized}
+        return {b: {"finalized": self.finalized[b], "supported": (7, self.supported[b])} for b in brokers}
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
+    fake = FakeFeatures()
+
+    class Admin:
+        def __init__(self, profile: Any = None, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> Admin:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def is_kraft(self) -> bool:
+            return fake.kraft
+
+        def cluster_state(self, configs: bool = True) -> ClusterState:
+            return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in (0, 1, 2)), (), controller_id=0)
+
+        def broker_features(self, brokers: Any) -> dict[int, dict]:
+            return fake.features(list(brokers))
+
+        def update_metadata_version(self, level: int, *, downgrade: bool = False, validate_only: bool = False) -> str:
+            return fake.update(level, validate_only)
+
+        def describe_quorum(self) -> Quorum:
+            return Quorum(101, 3, 500, tuple(Voter(c, 500) for c in (100, 101, 102)), ())
+
+    for module in (step, roll_plan, upgrade_checks):
+        monkeypatch.setattr(module, "KafkaAdminHook", Admin)
+        monkeypatch.setattr(module, "profile_or_fail", lambda conn_id: PROFILE)
+    monkeypatch.setattr(step, "ensure_held", lambda profile, context, operation, log: fake.sent.append("held"))
+    return fake
+
+
+def run_step(**settings: Any) -> dict:
+    op = step.MetadataVersionOperator(task_id="metadata_version", settings={**SETTINGS, **settings})
+    return op.execute({"params": {}})
+
+
+def test_the_step_bumps_then_waits_until_every_broker_reports_the_level(cluster, capfd):
+    assert run_step() == {"action": "bumped", "from": 25, "to": 27}
+    assert cluster.sent == ["held", (27, False)], "the lock checked, then one UpdateFeatures"
+    out = capfd.readouterr().out
+    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in out
+    assert "not yet on 0 (finalized 25)" in out, "a broker behind the controller for a moment is waited for"
+    assert "verified: metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2" in out
+    # a resumed run finds it done: verified, nothing sent again
+    cluster.sent.clear()
+    assert run_step()["action"] == "already" and cluster.sent == []
+
+
+def test_brokers_whose_binaries_lack_the_level_are_named_and_nothing_is_sent(cluster):
+    cluster.supported = {0: 25, 1: 27, 2: 25}
+    with pytest.raises(AirflowFailException) as failed:
+        run_step()
+    assert str(failed.value).startswith(
+        "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) not sent (nothing was touched): 4.1-IV1 (level 27) is above "
+        "what the binaries of nodes [0, 2] support (up to 0: 4.0-IV3 (level 25), 2: 4.0-IV3 (level 25)): roll the "
+        "new binaries first")
+    assert "roll the binaries of Kafka 4.1.0 first (phase binaries)" in str(failed.value)
+    assert cluster.sent == [] and cluster.finalized == {0: 25, 1: 25, 2: 25}
+
+
+def test_a_controller_the_brokers_cannot_see_is_named_from_the_controllers_refusal(cluster):
+    cluster.controllers[101] = 25
+    with pytest.raises(AirflowFailException) as failed:
+        run_step()
+    message = str(failed.value)
+    assert "refused by the controller (nothing was changed)" in message
+    assert "controller 101 supports only up to 4.0-IV3 (level 25): roll the binaries of Kafka 4.1.0 on it first" \
+        in message
+    assert cluster.finalized == {0: 25, 1: 25, 2: 25}
+
+
+def test_a_dry_run_asks_the_controller_to_validate_only(cluster, capfd):
+    cluster.supported = {0: 25, 1: 25, 2: 25}
+    assert run_step(dry_run=True)["action"] == "dry run"
+    assert cluster.sent == [(27, True)], "validate_only, no lock needed, nothing applied"
+    out = capfd.readouterr().out
+    assert "DRY RUN: would send UpdateFeatures metadata.version=27 (UPGRADE)" in out
+    assert "Broker 0 only supports versions 7-25" in out and cluster.finalized[0] == 25
+
+
+def test_the_step_does_nothing_in_zookeeper_mode_or_when_not_requested(cluster, capfd):
+    assert run_step(phases=["binaries"]) == {"action": "skipped"}
+    cluster.kraft = False
+    assert run_step() == {"action": "skipped"}
+    assert "ZooKeeper mode: no KRaft controllers and no metadata.version" in capfd.readouterr().out
+    assert cluster.sent == []
+
+
+def test_a_malformed_metadata_version_fails_the_step(cluster):
+    with pytest.raises(AirflowFailException, match="param metadata_version: metadata.version '4.1-IV9' is unknown"):
+        run_step(metadata_version="4.1-IV9")
+
+
+# --- the approval ---------------------------------------------------------------------------------------------
+
+
+def approval(params: dict, checked: dict | None, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """(the approval's result, the operator); waiting for a human is replaced by recording the question."""
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    monkeypatch.setattr(ApprovalOperator, "execute", lambda self, context: "waits")
+    op = ProtocolBumpApprovalOperator(task_id="approve_protocol_bump")
+    ti = SimpleNamespace(xcom_pull=lambda task_ids: checked)
+    return op.execute({"params": {"cluster": "kafka_kraft", "target_version": "4.1.0", **params}, "ti": ti}), op
+
+
+KRAFT_CHECKED = {"mode": "kraft", "nodes": {}, "metadata_version": {"current": 25, "target": 27}}
+ALL = ["pin", "binaries", "ibp", "lmf", "metadata_version"]
+
+
+def test_the_approval_asks_about_metadata_version_on_kraft(monkeypatch):
+    result, op = approval({"phases": ALL}, KRAFT_CHECKED, monkeypatch)
+    assert result == "waits"
+    assert op.subject == "Bump metadata.version of cluster kafka_kraft to 4.1-IV1 (27) (Kafka 4.1.0)?"
+    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in op.body and "inter.broker" not in op.body
+    assert "can still downgrade it safely" in op.body, "no level in 26-27 changed the metadata format"
+    assert op.ignore_downstream_trigger_rules, "Reject skips the none_failed tasks after it too"
+    for params, checked in (({"phases": ALL, "approve_protocol_bump": True}, KRAFT_CHECKED),
+                            ({"phases": ["binaries", "ibp"]}, KRAFT_CHECKED),
+                            ({"phases": ALL}, {**KRAFT_CHECKED, "metadata_version": {"current": 27, "target": 27}}),
+                            ({"phases": ALL, "dry_run": True}, KRAFT_CHECKED)):
+        result, _ = approval(params, checked, monkeypatch)
+        assert result["chosen_options"] == ["Approve"], (params, checked)
+
+
+def test_the_approval_keeps_the_protocol_question_in_zookeeper_mode(monkeypatch):
+    zk = {"mode": "zookeeper", "nodes": {}, "metadata_version": None}
+    result, op = approval({"phases": ALL}, zk, monkeypatch)
+    assert result == "waits" and op.subject.startswith("Bump the protocol versions of cluster")
+    result, _ = approval({"phases": ["binaries", "metadata_version"]}, zk, monkeypatch)
+    assert result["chosen_options"] == ["Approve"], "no ibp / lmf phase in ZooKeeper mode: nothing to approve"
+
+
+# --- check_upgrade and a roll of one mode only ------------------------------------------------------------------
+
+
+@pytest.fixture
+def hosts(monkeypatch: pytest.MonkeyPatch) -> dict[int, str]:
+    installed = {n: "4.0.0" for n in (0, 1, 2, 100, 101, 102)}
+    monkeypatch.setattr(upgrade_checks, "host_state",
+                        lambda profile, node: ({"installed": installed[int(node["id"])], "ibp": None, "lmf": None}, ""))
+    return installed
+
+
+def check(**settings: Any) -> dict:
+    op = upgrade_checks.UpgradeChecksOperator(task_id="check_upgrade", settings={**SETTINGS, **settings})
+    return op.execute({"params": {}})
+
+
+def test_check_upgrade_reads_controllers_too_and_returns_the_levels(cluster, hosts, capfd):
+    found = check()
+    assert found["mode"] == "kraft" and found["metadata_version"] == {"current": 25, "target": 27}
+    assert {n: f["role"] for n, f in found["nodes"].items()} == {
+        "0": "broker", "1": "broker", "2": "broker", "100": "controller", "101": "controller", "102": "controller"}
+    out = capfd.readouterr().out
+    assert "KRaft cluster (it answers DescribeQuorum)" in out
+    assert "phase ibp: nothing (KRaft: metadata.version replaces inter.broker.protocol.version)" in out
+    assert "phase binaries: controller 100: roll: running 4.0.0, target 4.1.0" in out
+    hosts[101] = "4.2.0"
+    with pytest.raises(AirflowFailException, match=r"nodes \[101\] run a release newer than the target 4.1.0"):
+        check()
+
+
+def test_check_upgrade_refuses_metadata_version_in_zookeeper_mode(cluster, hosts, capfd):
+    cluster.kraft = False
+    with pytest.raises(AirflowFailException, match="param metadata_version '27' applies to KRaft clusters only"):
+        check(metadata_version="27")
+    assert check(target_version="4.1.0")["mode"] == "zookeeper"
+    assert "ZooKeeper mode (the cluster does not answer DescribeQuorum)" in capfd.readouterr().out
+
+
+def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capfd):
+    from kafka_ops.roll import RollRecord
+
+    saved: dict[str, Any] = {}
+
+    class Store:
+        def __init__(self, context: Any, roll_id: str) -> None:
+            self.roll_id = roll_id
+
+        def load(self) -> RollRecord | None:
+            return None
+
+        def save(self, record: RollRecord) -> None:
+            saved[self.roll_id] = json.loads(json.dumps(record.to_dict()))
+
+    monkeypatch.setattr(roll_plan, "RollStore", Store)
+    op = roll_plan.RollPlanOperator(task_id="plan", roll_id="ibp", settings={"cluster": "kafka_kraft"},
+                                    only_in="zookeeper", skip_reason="KRaft: metadata.version replaces "
+                                    "inter.broker.protocol.version")
+    assert op.execute({"params": {}}) == []
+    assert saved["ibp"]["steps"] == [], "an empty plan is frozen: a resumed run plans nothing again"
+    assert "KRaft: metadata.version replaces inter.broker.protocol.version: roll 'ibp' plans nothing" in \
+        capfd.readouterr().out
+    with pytest.raises(ValueError, match="only_in"):
+        roll_plan.RollPlanOperator(task_id="plan", roll_id="x", settings={}, only_in="kraft-only")

@@ -1,0 +1,44 @@
+"""The kafka_upgrade DAG's shape (one DAG for both modes): its tasks in order, the trigger rules that let a roll
+with nothing to do in this mode (skipped) through, and its params. Parsed from dags/, no servers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHAIN = ["check_params", "lock_cluster", "check_upgrade", "pin.plan", "pin.broker", "controller_binaries.plan",
+         "controller_binaries.controller", "binaries.plan", "binaries.broker", "approve_protocol_bump", "ibp.plan",
+         "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version", "final_health", "forget_rolls", "unlock_cluster"]
+
+
+def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
+    from airflow.dag_processing.dagbag import DagBag
+
+    shutil.copy(REPO / "dags" / "kafka_upgrade.py", tmp_path)
+    bag = DagBag(dag_folder=str(tmp_path))
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.dags["kafka_upgrade"]
+    t = dag.task_dict
+    assert set(t) == set(CHAIN)
+    for before, after in zip(CHAIN, CHAIN[1:], strict=False):
+        assert after in t[before].downstream_task_ids, (before, after)
+    rules = {task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule)) for task_id, task in t.items()}
+    after_a_maybe_empty_roll = {"controller_binaries.plan", "binaries.plan", "approve_protocol_bump", "lmf.plan",
+                                "metadata_version", "final_health"}
+    assert {k for k, v in rules.items() if v == "none_failed"} == after_a_maybe_empty_roll, rules
+    assert rules["unlock_cluster"] == "all_done_setup_success"
+    assert t["approve_protocol_bump"].ignore_downstream_trigger_rules, "Reject skips every task after it"
+    assert t["pin.plan"].only_in == "zookeeper" and t["ibp.plan"].only_in == "zookeeper"
+    assert t["lmf.plan"].only_in == "zookeeper" and t["binaries.plan"].only_in is None
+    assert t["pin.plan"].skip_reason == "KRaft: metadata.version replaces inter.broker.protocol.version"
+    assert t["controller_binaries.plan"].settings["roles"] == "all"
+    assert t["controller_binaries.plan"].settings["controllers"] == []
+    ctrl = t["controller_binaries.controller"]
+    assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["before_start"] is not None
+    assert t["forget_rolls"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
+    assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
+    assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
+    assert dag.params["metadata_version"] is None
+    assert "roles" not in dag.params, "the upgrade always rolls every node"

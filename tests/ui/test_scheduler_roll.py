@@ -35,7 +35,9 @@ def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: Runni
                      poll_s=3.0)
     tis = client.task_instances(DAG_ID, run_id)
     assert run["state"] == "success", [(t["task_id"], t["map_index"], t["state"]) for t in tis]
-    assert {t["task_id"]: t["try_number"] for t in tis if t["try_number"] != 1} == {}, "no task was retried"
+    # a skipped instance never ran (try 0: the empty controllers roll of a ZooKeeper-mode cluster)
+    assert {t["task_id"]: t["try_number"] for t in tis if t["try_number"] != 1 and t["state"] != "skipped"} == {}, \
+        "no task was retried"
     brokers = sorted((t for t in tis if t["task_id"] == "restart.broker"), key=lambda t: t["map_index"])
     assert len(brokers) == len(before)
     for previous, current in zip(brokers, brokers[1:], strict=False):

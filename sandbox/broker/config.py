@@ -180,6 +180,24 @@ def parse_quorum_voters(text: str, path: Path | str = "server.properties") -> di
     return voters
 
 
+def _broker_settings() -> dict[str, str]:
+    """The broker settings both modes share (Kafka key names; timings from :mod:`sandbox.settings`)."""
+    return {
+        "min.insync.replicas": str(settings.MIN_INSYNC_REPLICAS),
+        "default.replication.factor": "3",
+        "num.partitions": "3",
+        "offsets.topic.replication.factor": str(settings.CONSUMER_OFFSETS_RF),
+        "offsets.topic.num.partitions": str(settings.CONSUMER_OFFSETS_PARTITIONS),
+        "group.initial.rebalance.delay.ms": str(int(settings.GROUP_INITIAL_REBALANCE_DELAY_S * 1000)),
+        "replica.lag.time.max.ms": str(int(settings.REPLICA_LAG_TIME_MAX_S * 1000)),
+        "auto.leader.rebalance.enable": str(settings.AUTO_LEADER_REBALANCE_ENABLE).lower(),
+        "leader.imbalance.per.broker.percentage": str(settings.LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
+        "leader.imbalance.check.interval.seconds": str(settings.LEADER_IMBALANCE_CHECK_INTERVAL_S),
+        "controlled.shutdown.enable": "true",
+        "unclean.leader.election.enable": "false",
+    }
+
+
 def render_server_properties(
     *,
     broker_id: int,
@@ -202,20 +220,9 @@ def render_server_properties(
         "zookeeper.connect": zookeeper_connect,
         "zookeeper.session.timeout.ms": str(int(settings.ZK_SESSION_TIMEOUT_S * 1000)),
         "log.dirs": str(log_dir),
-        "min.insync.replicas": str(settings.MIN_INSYNC_REPLICAS),
-        "default.replication.factor": "3",
-        "num.partitions": "3",
-        "offsets.topic.replication.factor": str(settings.CONSUMER_OFFSETS_RF),
-        "offsets.topic.num.partitions": str(settings.CONSUMER_OFFSETS_PARTITIONS),
-        "group.initial.rebalance.delay.ms": str(int(settings.GROUP_INITIAL_REBALANCE_DELAY_S * 1000)),
         "inter.broker.protocol.version": major_minor,
         "log.message.format.version": major_minor,
-        "replica.lag.time.max.ms": str(int(settings.REPLICA_LAG_TIME_MAX_S * 1000)),
-        "auto.leader.rebalance.enable": str(settings.AUTO_LEADER_REBALANCE_ENABLE).lower(),
-        "leader.imbalance.per.broker.percentage": str(settings.LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
-        "leader.imbalance.check.interval.seconds": str(settings.LEADER_IMBALANCE_CHECK_INTERVAL_S),
-        "controlled.shutdown.enable": "true",
-        "unclean.leader.election.enable": "false",
+        **_broker_settings(),
     }
     if rack:
         props["broker.rack"] = rack
@@ -247,18 +254,7 @@ def render_kraft_properties(
             "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
             "advertised.listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
             "broker.session.timeout.ms": str(int(settings.BROKER_SESSION_TIMEOUT_S * 1000)),
-            "min.insync.replicas": str(settings.MIN_INSYNC_REPLICAS),
-            "default.replication.factor": "3",
-            "num.partitions": "3",
-            "offsets.topic.replication.factor": str(settings.CONSUMER_OFFSETS_RF),
-            "offsets.topic.num.partitions": str(settings.CONSUMER_OFFSETS_PARTITIONS),
-            "group.initial.rebalance.delay.ms": str(int(settings.GROUP_INITIAL_REBALANCE_DELAY_S * 1000)),
-            "replica.lag.time.max.ms": str(int(settings.REPLICA_LAG_TIME_MAX_S * 1000)),
-            "auto.leader.rebalance.enable": str(settings.AUTO_LEADER_REBALANCE_ENABLE).lower(),
-            "leader.imbalance.per.broker.percentage": str(settings.LEADER_IMBALANCE_PER_BROKER_PERCENTAGE),
-            "leader.imbalance.check.interval.seconds": str(settings.LEADER_IMBALANCE_CHECK_INTERVAL_S),
-            "controlled.shutdown.enable": "true",
-            "unclean.leader.election.enable": "false",
+            **_broker_settings(),
         })
         if rack:
             props["broker.rack"] = rack

@@ -25,3 +25,13 @@ def use_sandbox(monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> Iterator[C
             monkeypatch.setenv(name, value)
 
     yield point
+
+
+@pytest.fixture
+def kraft(fresh_sandbox, use_sandbox):
+    """A KRaft sandbox of this test (3 controllers, 3 brokers, Kafka 4.0.0), healthy, with the Airflow
+    connections pointed at it."""
+    sandbox = fresh_sandbox(mode="kraft", controllers=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    return sandbox

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 from airflow_env import run_dag
 from kafka import KafkaAdminClient
+from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 
 from sandbox.traffic_watch import watched_traffic
@@ -21,7 +22,6 @@ from sandbox.traffic_watch import watched_traffic
 pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
 
 FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
-CONTROLLERS = [100, 101, 102]
 
 
 @dataclass
@@ -82,31 +82,10 @@ def starts(sandbox, node: int, role: str) -> int:
     return len(re.findall(rf"{role} {node} started ", log.read_text() if log.exists() else ""))
 
 
-def controller_shutdowns(sandbox) -> list[int]:
-    """Controllers ordered by the time of their last shutdown, from their own logs."""
-    last = {}
-    for node in CONTROLLERS:
-        log = sandbox.host_dir(node).path / "logs" / "server.log"
-        found = re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: controller {node}: shutting down",
-                           log.read_text() if log.exists() else "", re.M)
-        if found:
-            last[node] = found[-1]
-    return sorted(last, key=last.get)
 
 
-def leader_of(sandbox) -> int:
-    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
-    try:
-        return client.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
-    finally:
-        client.close()
 
 
-@pytest.fixture
-def kraft(fresh_sandbox, use_sandbox):
-    sandbox = fresh_sandbox(mode="kraft", controllers=3)
-    use_sandbox(sandbox.workdir)
-    return sandbox
 
 
 def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft, capfd, caplog):

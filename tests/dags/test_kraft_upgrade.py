@@ -14,7 +14,7 @@ import time
 
 import pytest
 from airflow_env import run_dag
-from kafka import KafkaAdminClient
+from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from test_kafka_upgrade import Responder
 
@@ -23,16 +23,9 @@ from sandbox.traffic_watch import watched_traffic
 pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
 
 FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
-CONTROLLERS = [100, 101, 102]
 TARGET = "4.1.0"
 
 
-@pytest.fixture
-def kraft(fresh_sandbox, use_sandbox):
-    sandbox = fresh_sandbox(mode="kraft", controllers=3)
-    use_sandbox(sandbox.workdir)
-    sandbox.wait_healthy(timeout_s=120)
-    return sandbox
 
 
 def nodes(sandbox) -> list[int]:
@@ -54,24 +47,8 @@ def started(sandbox) -> dict[int, list[str]]:
     return wait_for(lambda: (s := read()) and all(s.values()) and s, 30, what="every node's first start in its log")
 
 
-def controller_shutdowns(sandbox) -> list[int]:
-    """Controllers ordered by the time of their last shutdown, from their own logs."""
-    last = {}
-    for node in CONTROLLERS:
-        log = sandbox.host_dir(node).path / "logs" / "server.log"
-        found = re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: controller {node}: shutting down",
-                           log.read_text() if log.exists() else "", re.M)
-        if found:
-            last[node] = found[-1]
-    return sorted(last, key=last.get)
 
 
-def leader_of(sandbox) -> int:
-    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
-    try:
-        return client.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
-    finally:
-        client.close()
 
 
 def finalized(sandbox) -> dict[int, int | None]:

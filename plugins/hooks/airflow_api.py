@@ -77,6 +77,21 @@ class AirflowApiHook(BaseHook):
         self._session = session
         return session
 
+    def _run_url(self, dag_id: str, run_id: str) -> str:
+        return f"{self._base_url}/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
+
+    def get_dag_run_note(self, dag_id: str, run_id: str) -> str:
+        """The note of DAG run ``run_id`` ("" when it has none).
+
+        :raises AirflowApiError: the api-server refused (e.g. HTTP 404 for an unknown run).
+        """
+        session = self.get_conn()
+        url = self._run_url(dag_id, run_id)
+        answer = session.get(url, timeout=self.timeout_s)
+        if answer.status_code != 200:
+            raise AirflowApiError(f"GET {url}: HTTP {answer.status_code} {answer.text[:300]}")
+        return answer.json().get("note") or ""
+
     def set_dag_run_note(self, dag_id: str, run_id: str, note: str) -> dict[str, Any]:
         """Replace the note of DAG run ``run_id`` (longer notes are cut to :data:`NOTE_MAX_CHARS`, ending in
         "..."). Returns the API's DAG run document.
@@ -86,7 +101,7 @@ class AirflowApiHook(BaseHook):
         session = self.get_conn()
         if len(note) > NOTE_MAX_CHARS:
             note = note[:NOTE_MAX_CHARS - 3] + "..."
-        url = f"{self._base_url}/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
+        url = self._run_url(dag_id, run_id)
         answer = session.patch(url, params={"update_mask": "note"}, json={"note": note}, timeout=self.timeout_s)
         if answer.status_code != 200:
             raise AirflowApiError(f"PATCH {url}: HTTP {answer.status_code} {answer.text[:300]}")

@@ -227,7 +227,7 @@ class UnlockClusterOperator(BaseOperator):
         for line in summary:
             level = logging.WARNING if line.startswith(("FAILED", "next:")) else logging.INFO
             self.log.log(level, "%s", line)
-        note_run(context, "\n".join(summary), self.log)
+        note_run(context, "\n".join(summary), self.log, keep_map_indexes=True)
         return released[-1]
 
 
@@ -271,7 +271,8 @@ def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock
             continue
         if record is None:
             lines.append(f"roll {roll_id!r}: " + ("dry run, nothing restarted (plan and steps in its tasks' logs)"
-                                                  if dry else "not planned"))
+                                                  if dry else "finished (forget_rolls deleted its record)"
+                                                  if not failed else "not planned"))
             continue
         if not record.order:
             lines.append(f"roll {roll_id!r}: nothing to roll (ZooKeeper mode or the run's roles)")

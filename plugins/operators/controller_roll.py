@@ -33,6 +33,7 @@ from runtime.failures import describe
 from runtime.grid import show_step
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore, now_ms
+from runtime.run_note import note_run
 from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
 from runtime.window_gate import window_gate
 
@@ -113,7 +114,11 @@ class ControllerPlanOperator(BaseOperator):
         self.log.info("roll %r: order %s, one controller at a time, the quorum leader last", self.roll_id,
                       plan.order)
         store.save(record)
-        return rules.controller_items(record.steps)
+        items = rules.controller_items(record.steps)
+        note_run(context, "map index " + ", ".join(f"{i} = {item['label']}" + (" (active)" if item["active"] else "")
+                                                   for i, item in enumerate(items)),
+                 self.log, line_key=f"roll {self.roll_id!r}")
+        return items
 
     def _quorum_with_leader(self, admin: KafkaAdminHook, waits: dict) -> Quorum:
         """DescribeQuorum until it names a leader (an election takes a few seconds)."""

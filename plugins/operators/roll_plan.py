@@ -37,6 +37,7 @@ from kafka_ops.roll import LagStreak, RollRecord, batch_label, clock
 from runtime.broker_commands import BrokerCommand
 from runtime.params import is_true, resolve_settings
 from runtime.roll_store import RollStore, now_ms
+from runtime.run_note import note_run
 from runtime.waiting import WaitAborted, WaitTimeout, call_until_answered
 
 COMMAND_SETTINGS = {"pre_stop": "pre_stop", "stop_command": "stop", "pre_start": "pre_start", "start_command": "start"}
@@ -223,4 +224,8 @@ class RollPlanOperator(BaseOperator):
                       "one broker at a time" if max_parallel == 1 else f"batches {record.batches}",
                       groups or "no groups")
         store.save(record)
-        return batch_items(record.steps)
+        items = batch_items(record.steps)
+        # the Grid shows a mapped task's bare map index until its instance runs: the note says which is which
+        note_run(context, "map index " + ", ".join(f"{i} = {item['label']}" for i, item in enumerate(items)),
+                 self.log, line_key=f"roll {self.roll_id!r}")
+        return items

@@ -15,8 +15,18 @@ from hooks.airflow_api import CONN_ID, AirflowApiHook
 log = logging.getLogger(__name__)
 
 
-def note_run(context: Any, text: str, task_log: Any = log) -> bool:
-    """Set the running DAG run's note to ``text`` (cut to Airflow's 1,000 characters). True when written."""
+MAP_INDEX_MARK = ": map index "  # the rolls' lines saying which map index is which broker / controller
+
+
+def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None = None,
+             keep_map_indexes: bool = False) -> bool:
+    """Set the running DAG run's note to ``text`` (cut to Airflow's 1,000 characters). True when written.
+
+    ``line_key`` (e.g. ``"roll 'restart'"``): keep the note and put ``"<line_key>: <text>"`` on a line of its own
+    instead, replacing an earlier line with the same key (each roll adds what its map indexes mean); the
+    missing connection is then logged at DEBUG only (the run's first note already said so).
+    ``keep_map_indexes``: keep the rolls' "map index" lines of the current note after ``text`` (the closing
+    summary: the instances that never ran still show bare map indexes in the Grid)."""
     ti = context.get("ti")
     dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
     run_id = context.get("run_id") or getattr(ti, "run_id", None)
@@ -26,10 +36,17 @@ def note_run(context: Any, text: str, task_log: Any = log) -> bool:
         hook = AirflowApiHook()
         hook.get_connection(CONN_ID)
     except Exception:  # noqa: BLE001 - AirflowNotFoundException: the deployment does not want notes
-        task_log.info("run note not written: no connection %r (an Airflow REST API user that may edit DAG "
-                      "runs; see the README)", CONN_ID)
+        task_log.log(logging.DEBUG if line_key else logging.INFO, "run note not written: no connection %r (an "
+                     "Airflow REST API user that may edit DAG runs; see the README)", CONN_ID)
         return False
     try:
+        if line_key is not None:
+            kept = [line for line in hook.get_dag_run_note(dag_id, run_id).splitlines()
+                    if line and not line.startswith(f"{line_key}:")]
+            text = "\n".join([*kept, f"{line_key}: {text}"])
+        elif keep_map_indexes:
+            kept = [line for line in hook.get_dag_run_note(dag_id, run_id).splitlines() if MAP_INDEX_MARK in line]
+            text = "\n".join([text, *kept])
         hook.set_dag_run_note(dag_id, run_id, text)
     except Exception as exc:  # noqa: BLE001 - best effort
         task_log.warning("run note not written: %s", str(exc)[:300])

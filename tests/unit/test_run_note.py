@@ -14,6 +14,7 @@ from runtime.run_note import note_run
 
 class _Api(BaseHTTPRequestHandler):
     calls: list[tuple[str, str, dict, dict]] = []
+    note: str | None = None
 
     def _reply(self, code: int, body: dict) -> None:
         data = json.dumps(body).encode()
@@ -40,7 +41,12 @@ class _Api(BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != "Bearer tok":
             self._reply(401, {"detail": "no token"})
         else:
+            _Api.note = body["note"]
             self._reply(200, {"note": body["note"]})
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.calls.append(("GET", self.path, dict(self.headers), {}))
+        self._reply(200, {"dag_run_id": "manual__1", "note": _Api.note})
 
     def log_message(self, *_args) -> None:
         pass
@@ -52,6 +58,7 @@ def api(monkeypatch):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     _Api.calls = []
+    _Api.note = None
 
     def connect(password: str = "s3cret") -> None:
         monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OPS_AIRFLOW_API", json.dumps({
@@ -87,3 +94,18 @@ def test_no_connection_no_note(monkeypatch, caplog):
     monkeypatch.delenv("AIRFLOW_CONN_KAFKA_OPS_AIRFLOW_API", raising=False)
     assert note_run(CONTEXT, "run succeeded") is False
     assert "no connection 'kafka_ops_airflow_api'" in caplog.text
+
+
+def test_rolls_add_their_map_index_lines_and_the_summary_keeps_them(api):
+    api()
+    assert note_run(CONTEXT, "rolling restart running on cluster x")
+    assert note_run(CONTEXT, "map index 0 = controller 101, 1 = controller 100 (active)", line_key="roll 'controllers'")
+    assert note_run(CONTEXT, "map index 0 = broker 2, 1 = broker 0", line_key="roll 'restart'")
+    assert note_run(CONTEXT, "map index 0 = broker 0, 1 = broker 2", line_key="roll 'restart'")  # replaced
+    assert _Api.note.splitlines() == ["rolling restart running on cluster x",
+                                      "roll 'controllers': map index 0 = controller 101, 1 = controller 100 (active)",
+                                      "roll 'restart': map index 0 = broker 0, 1 = broker 2"]
+    assert note_run(CONTEXT, "FAILED: restart.broker\ncluster x: brokers down [0]", keep_map_indexes=True)
+    assert _Api.note.splitlines() == ["FAILED: restart.broker", "cluster x: brokers down [0]",
+                                      "roll 'controllers': map index 0 = controller 101, 1 = controller 100 (active)",
+                                      "roll 'restart': map index 0 = broker 0, 1 = broker 2"]

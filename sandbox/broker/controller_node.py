@@ -40,6 +40,7 @@ CONTROLLERS = "/sandbox/controllers"
 FEATURES = "/feature"  # {"features": {"metadata.version": level}, "epoch": n}
 BOOTSTRAP_FILE = "bootstrap.json"  # written into log.dirs by `sandbox up` (kafka-storage format)
 NOT_CONTROLLER = 41
+HOUSEKEEPING_S = 5.0
 
 
 def read_features(client: Any) -> tuple[dict[str, int], int]:
@@ -194,6 +195,7 @@ class ControllerProcess:
         client.ChildrenWatch(zkpaths.BROKER_IDS, refresh)
         client.ChildrenWatch(zkpaths.BROKER_TOPICS, refresh)
         client.ChildrenWatch(zkpaths.CONFIG_CHANGES, refresh)
+        client.DataWatch(zkpaths.METADATA_VERSION, refresh)  # partition state written: e.g. a reassignment done
 
         def on_reassign(data, _stat, *_args) -> None:
             if data is not None:
@@ -207,10 +209,12 @@ class ControllerProcess:
         client.DataWatch(zkpaths.PREFERRED_ELECTION, on_election)
 
     async def _housekeeping(self) -> None:
+        """The partition controller's fallback pass (every ``HOUSEKEEPING_S``; the tree's watches trigger it on
+        every change) and the leader rebalance of ``auto.leader.rebalance.enable``."""
         last_rebalance = time.monotonic()
         interval = self.config.leader_imbalance_check_interval_s
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(HOUSEKEEPING_S)
             if self.controller is None or not self.controller.active:
                 continue
 

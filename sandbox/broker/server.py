@@ -52,6 +52,7 @@ from sandbox.broker.quorum_client import RemoteQuorumClient
 from sandbox.broker.replicas import RECORD_FETCH_MAX_WAIT_S, ReplicaManager
 
 log = logging.getLogger(__name__)
+KRAFT_REFRESH_FALLBACK_S = 10.0  # KRaft: full metadata re-read without a change (watches do the rest)
 MAX_NOTED_VERSIONS = 500  # distinct (api, version, client software) first-request log lines per broker run
 
 
@@ -412,7 +413,7 @@ class Broker:
             self.replicas.save()
 
     async def _housekeeping_loop(self) -> None:
-        last_rebalance = time.monotonic()
+        last_rebalance = last_refresh = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
             try:
@@ -425,9 +426,15 @@ class Broker:
                     except BrokerStartError as exc:
                         log.error("cannot register again, shutting down: %s", exc)
                         self._stop.set()
-                self._refresh()
                 if self.config.kraft:
-                    continue  # leader rebalance and elections belong to the active KRaft controller
+                    # the local copy of the metadata log fires every watch itself: a full re-read is only a
+                    # fallback here (ZooKeeper watches can be missed, so ZooKeeper mode re-reads every second);
+                    # leader rebalance and elections belong to the active KRaft controller
+                    if time.monotonic() - last_refresh >= KRAFT_REFRESH_FALLBACK_S:
+                        last_refresh = time.monotonic()
+                        self._refresh()
+                    continue
+                self._refresh()
                 if self.cache.controller_id == -1:
                     self._elect()
                 interval = self.config.leader_imbalance_check_interval_s

@@ -219,11 +219,18 @@ def test_crash_moves_leaders_only_after_the_session_expires(healthy: RunningSand
         regs = RegistrationLog(zk)
         probe.start()
         with QuickWatcher(sb.bootstrap_servers, interval_s=0.1) as watcher:
-            # every broker's metadata cache agrees with `before` first (each re-reads ZooKeeper every second; a
-            # leadership change just before the test, e.g. a preferred election, can still be in flight)
-            wait_for(lambda: len(watcher.views) >= 10 and all(
-                victim in v.brokers and keys(v.led_by(victim)) == keys(led) for v in watcher.views[-10:]), 15,
-                what="every broker's metadata showing the victim's leadership")
+            # every broker's metadata cache agrees on the victim's leadership first (each re-reads ZooKeeper every
+            # second; a leadership change just before the test, e.g. a preferred election, can still be in flight,
+            # so the leadership to watch is the one the views settle on, not necessarily `before`'s)
+            def settled() -> set | None:
+                last = watcher.views[-10:]
+                if len(last) < 10 or not all(victim in v.brokers for v in last):
+                    return None
+                seen = {frozenset(keys(v.led_by(victim))) for v in last}
+                return set(next(iter(seen))) if len(seen) == 1 and next(iter(seen)) else None
+
+            settled_keys = wait_for(settled, 30, what="every broker's metadata agreeing on the victim's leadership")
+            led = [p for p in watcher.views[-1].led_by(victim) if (p.topic, p.partition) in settled_keys]
             result = sb.cli("crash-broker", str(victim))
             assert result.returncode == 0, result.stderr
             killed_at = wait_for(lambda: probe.closed_at, 5, what="the killed broker's port to close")

@@ -7,9 +7,6 @@ PY := $(VENV)/bin/python
 DEBIAN_PACKAGES := zookeeper burrow openssh-server openssh-client default-jre-headless procps docker-compose chromium
 WORKDIR ?= .sandbox
 PYTEST_ARGS ?=
-# `make test` runs the files on this many pytest-xdist workers (each its own sandboxes on its own address net
-# and its own Airflow home; a file's tests stay on one worker, sharing its module sandbox); 1 = no workers
-TEST_WORKERS ?= 2
 
 .PHONY: install debs venv test unit lint demo down lock sandbox-up sandbox-down
 
@@ -46,7 +43,7 @@ unit: venv
 
 test: install
 	$(VENV)/bin/ruff check .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
 
 sandbox-up: install
 	$(PY) -m sandbox up --workdir $(WORKDIR)

@@ -33,18 +33,14 @@ def dags_folder(home: Path) -> Path:
 
 
 def configure_environment() -> Path:
-    """Point Airflow at a temp home (once per process; each pytest-xdist worker gets its own, since workers
-    inherit the controlling process's environment and must not share one SQLite database); returns it. Must run
-    before ``import airflow``."""
-    owner = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    if "KAFKA_OPS_TEST_AIRFLOW_HOME" in os.environ and os.environ.get("KAFKA_OPS_TEST_AIRFLOW_OWNER") == owner:
+    """Point Airflow at a temp home (once per process); returns it. Must run before ``import airflow``."""
+    if "KAFKA_OPS_TEST_AIRFLOW_HOME" in os.environ:
         return Path(os.environ["KAFKA_OPS_TEST_AIRFLOW_HOME"])
     if "airflow" in sys.modules:
         raise RuntimeError("airflow was imported before the test Airflow home was configured")
     home = Path(tempfile.mkdtemp(prefix="kafka-ops-airflow-"))
     os.environ.update({
         "KAFKA_OPS_TEST_AIRFLOW_HOME": str(home),
-        "KAFKA_OPS_TEST_AIRFLOW_OWNER": owner,
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home)),

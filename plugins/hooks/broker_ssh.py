@@ -22,6 +22,14 @@ class BrokerHostKeyError(RuntimeError):
     """No trusted host key for the broker host, or host key checking was disabled (not retryable)."""
 
 
+class IncompleteOutput(RuntimeError):
+    """A read-only command's output came back without its end mark on every attempt (:meth:`BrokerShell.read`)."""
+
+
+#: The line :meth:`BrokerShell.read` appends to a command's output, with the command's exit code.
+END_MARK = "--kafka-ops-end-of-output--"
+
+
 class BrokerShell:
     """Runs commands on broker host ``host`` over the SSH connection ``ssh_conn_id``.
 
@@ -67,3 +75,25 @@ class BrokerShell:
                 client, command, get_pty=False, environment=None, timeout=int(timeout_s)
             )
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def read(self, command: str, timeout_s: float, attempts: int = 3) -> tuple[int, str, str]:
+        """Run a read-only ``command`` and return (exit code, its complete stdout, stderr).
+
+        The SSH provider's reader stops once the exit status has arrived and no output is buffered; OpenSSH
+        may send the exit status before the last of a command's output, so ``run`` can return a truncated
+        stdout (seen: a ``cat server.properties`` that came back empty). Here the command is followed by a
+        line with :data:`END_MARK` and its exit code; a reply without that line is read again (the command
+        must be safe to repeat), up to ``attempts`` times.
+
+        :param timeout_s: each attempt's time limit, seconds.
+        :raises IncompleteOutput: no attempt came back whole.
+        :raises paramiko.SSHException / OSError / AirflowException: as :meth:`run`.
+        """
+        wrapped = f"( {command}\n); printf '\\n%s %d\\n' {END_MARK} $?"  # a subshell: ``exit`` ends only it
+        for _ in range(attempts):
+            _, out, err = self.run(wrapped, timeout_s)
+            body, mark, tail = out.rpartition(f"\n{END_MARK} ")
+            if mark and tail.strip().isdigit():
+                return int(tail.strip()), body, err
+        raise IncompleteOutput(f"{self.host}: the output of a read-only command came back incomplete "
+                               f"{attempts} times over SSH")

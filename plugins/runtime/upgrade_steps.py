@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
-from hooks.broker_ssh import BrokerShell
+from hooks.broker_ssh import BrokerShell, IncompleteOutput
 from kafka_ops import upgrade
 from kafka_ops.profile import ClusterProfile
 
@@ -47,9 +47,15 @@ def _paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
     return home, props
 
 
-def _run(profile: ClusterProfile, broker: Mapping[str, Any], command: str, what: str, timeout_s: float = 120) -> str:
-    rc, out, err = BrokerShell(profile.ssh_conn_id, str(broker["host"])).run(
-        remote_command(command, int(broker["id"])), timeout_s)
+def _run(profile: ClusterProfile, broker: Mapping[str, Any], command: str, what: str, timeout_s: float = 120,
+         read_only: bool = False) -> str:
+    """``command`` on the node's host; its stdout. ``read_only``: complete output guaranteed
+    (:meth:`hooks.broker_ssh.BrokerShell.read`), what every read that an edit is computed from needs."""
+    shell = BrokerShell(profile.ssh_conn_id, str(broker["host"]))
+    try:
+        rc, out, err = (shell.read if read_only else shell.run)(remote_command(command, int(broker["id"])), timeout_s)
+    except IncompleteOutput as exc:
+        raise AirflowFailException(f"{who(broker)}: {what}: {exc}") from exc
     if rc != 0:
         raise AirflowFailException(f"{who(broker)} ({broker['host']}): {what} exited {rc}: "
                                    f"{(err.strip() or out.strip())[-500:]}")
@@ -60,7 +66,7 @@ def host_state(profile: ClusterProfile, broker: Mapping[str, Any]) -> tuple[dict
     """(facts ``{"installed", "ibp", "lmf"}``, the server.properties text) of a broker's (or controller's) host."""
     home, props = _paths(profile, int(broker["id"]))
     out = _run(profile, broker, f"readlink {shlex.quote(home)}; echo {shlex.quote(SPLIT)}; cat {shlex.quote(props)}",
-               "reading the installation and server.properties")
+               "reading the installation and server.properties", read_only=True)
     link, _, text = out.partition(SPLIT + "\n")
     try:
         installed = upgrade.installed_version(link)
@@ -76,11 +82,20 @@ def facts(profile: ClusterProfile, broker: Mapping[str, Any], settings: Mapping[
 
 
 def write_properties(profile: ClusterProfile, broker: Mapping[str, Any], text: str) -> None:
-    """Replace server.properties atomically, keeping a timestamped backup beside it."""
+    """Replace server.properties atomically, keeping a timestamped backup beside it, then read it back.
+
+    :raises AirflowFailException: the write failed, or the file read back is not ``text`` (the node is not
+        started on it; the backup is beside it).
+    """
     _, props = _paths(profile, int(broker["id"]))
     p = shlex.quote(props)
     _run(profile, broker, f'cp -p {p} {p}.bak-$(date +%s) && printf %s {shlex.quote(text)} > {p}.kafka-ops-new '
                           f'&& mv {p}.kafka-ops-new {p}', "writing server.properties")
+    back = _run(profile, broker, f"cat {p}", "reading server.properties back", read_only=True)
+    if back != text:
+        raise AirflowFailException(f"{who(broker)}: server.properties read back differs from what was written "
+                                   f"({len(back)} vs {len(text)} characters): not started on it; the previous "
+                                   f"file is kept beside it as {props}.bak-<epoch>")
 
 
 def before_start(phase: str):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 import threading
 import time
 from collections.abc import Iterator
@@ -335,6 +336,18 @@ def test_broker_shell_runs_kafka_service_status_with_host_key_checking(shared: R
         assert (rc, out.splitlines()) == (0, ["active", f"host={shared.host_dir(broker).path}"]), err
     rc, out, _ = BrokerShell(SSH_CONN, shared.broker(3)["host"]).run("kafka-service status", timeout_s=30)
     assert (rc, out.strip()) == (3, "inactive"), "the spare host has no running broker"
+
+
+def test_broker_shell_read_returns_a_file_whole_with_the_command_exit_code(shared: RunningSandbox) -> None:
+    """``read`` (what the upgrade computes a server.properties edit from): the whole file, byte for byte, over
+    many reads (the provider's reader alone once returned it empty), and the command's own exit code."""
+    shell = BrokerShell(SSH_CONN, shared.broker(1)["host"])
+    props = shared.host_dir(1).path / "server.properties"
+    expected = props.read_text()
+    for _ in range(20):
+        rc, out, _ = shell.read(f"cat {shlex.quote(str(props))}", timeout_s=30)
+        assert (rc, out) == (0, expected)
+    assert shell.read("printf 'no newline'; exit 7", timeout_s=30)[:2] == (7, "no newline")
 
 
 @pytest.mark.parametrize("extra", [

@@ -16,7 +16,7 @@ import paramiko
 import pytest
 import requests
 from confluent_kafka import KafkaError, KafkaException
-from hooks.broker_ssh import BrokerHostKeyError
+from hooks.broker_ssh import END_MARK, BrokerHostKeyError, BrokerShell, IncompleteOutput
 from hooks.burrow import BurrowClusterUnknown, BurrowError
 from kafka.errors import KafkaConnectionError
 from kafka_ops.profile import ClusterProfile
@@ -414,3 +414,33 @@ def test_a_status_command_returns_its_exit_code_instead_of_failing(monkeypatch: 
     monkeypatch.setattr(broker_commands, "BrokerShell", Shell)
     profile = ClusterProfile.from_connection_fields("c", "b:9092", {})
     assert controller_command(profile, "status", {"id": 100, "host": "h"}).status("ssh", 5) == (3, "inactive\n")
+
+
+def _shell_answering(replies: list[str]) -> tuple[BrokerShell, list[str]]:
+    """A BrokerShell whose ``run`` answers the given stdouts in turn (no SSH), and the commands it got."""
+    shell = object.__new__(BrokerShell)
+    shell.host = "broker-1"
+    sent: list[str] = []
+
+    def run(command: str, timeout_s: float) -> tuple[int, str, str]:
+        sent.append(command)
+        return 0, replies.pop(0), ""
+
+    shell.run = run  # type: ignore[method-assign]
+    return shell, sent
+
+
+def test_read_asks_again_when_the_output_came_back_without_its_end_mark() -> None:
+    whole = "broker.id=1\nlog.dirs=/data\n"
+    shell, sent = _shell_answering(["", "broker.id=1\n", f"{whole}\n{END_MARK} 0\n"])
+    assert shell.read("cat server.properties", timeout_s=5) == (0, whole, "")
+    assert len(sent) == 3 and all(c.startswith("( cat server.properties\n); printf") for c in sent)
+
+
+def test_read_gives_the_command_exit_code_and_fails_after_the_attempts() -> None:
+    shell, _ = _shell_answering([f"partial\n{END_MARK} 3\n"])
+    assert shell.read("false", timeout_s=5) == (3, "partial", "")
+    shell, sent = _shell_answering(["x", "y"])
+    with pytest.raises(IncompleteOutput, match="broker-1: .* incomplete 2 times"):
+        shell.read("cat f", timeout_s=5, attempts=2)
+    assert len(sent) == 2

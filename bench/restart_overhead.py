@@ -96,6 +96,15 @@ def broker_waits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def timeline(tis: list[Any], began: float) -> list[dict[str, Any]]:
+    """Every task instance that ran, in start order: ``{"task", "start_s", "duration_s"}`` with ``start_s``
+    seconds from the ``dag.test()`` call (``began``, epoch seconds): where the fixed overhead goes."""
+    ran = sorted((t for t in tis if t.start_date and t.end_date), key=lambda t: t.start_date)
+    return [{"task": t.task_id + (f"[{t.map_index}]" if t.map_index >= 0 else ""),
+             "start_s": t.start_date.timestamp() - began,
+             "duration_s": (t.end_date - t.start_date).total_seconds()} for t in ran]
+
+
 def child(result_path: Path, conf: dict[str, Any]) -> int:
     """In the child process (environment prepared by the parent): run the DAG with ``dag.test()`` and
     write ``{"state", "wall_s", "failed", "brokers": [...]}`` to ``result_path``. Returns 0."""
@@ -133,6 +142,7 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
         "fixed_s": (min(stops) - began) + (ended - max(backs)) - ctrl_s if stops and backs else None,
         "failed": sorted(f"{t.task_id}[{t.map_index}]" for t in tis if str(t.state) == "failed"),
         "brokers": brokers,
+        "timeline": timeline(tis, began),
     }
     result_path.write_text(json.dumps(result, indent=1))
     return 0
@@ -222,6 +232,10 @@ def table(results: list[dict[str, Any]]) -> str:
         for b in r["brokers"]:
             detail.append(f"  {r['size']} brokers, {b['broker']}: stop {_fmt(b['stop'])} s, "
                           f"start {_fmt(b['start'])} s, catch-up {_fmt(b['catch_up'])} s")
+        steps = r.get("timeline") or []
+        if steps:
+            detail.append(f"  {r['size']} brokers, task timeline (start s from the call, duration s): "
+                          + ", ".join(f"{t['task']} {t['start_s']:.1f}+{t['duration_s']:.1f}" for t in steps))
         if r["failed"]:
             detail.append(f"  {r['size']} brokers: FAILED tasks {', '.join(r['failed'])}")
         for key, client in (("traffic", "confluent-kafka"), ("traffic_kafka_python", "kafka-python")):

@@ -468,8 +468,12 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
     running = state.running_processes(workdir)
     for name in ("workload", "burrow"):
         stop([name], [running.get(name, 0)], STOP_HELPER_TIMEOUT_S)
-    broker_names = [n for n in running if n.startswith("broker-")]
-    stop(broker_names, [running[n] for n in broker_names], BROKER_STOP_TIMEOUT_S)
+    # brokers before KRaft controllers: a broker's controlled shutdown needs the active controller, and
+    # controllers stopped alongside would leave every broker waiting for the SIGKILL
+    nodes = [n for n in running if n.startswith("broker-")]
+    for is_controller in (False, True):
+        names = [n for n in nodes if (int(n.split("-")[1]) >= settings.CONTROLLER_ID_BASE) == is_controller]
+        stop(names, [running[n] for n in names], BROKER_STOP_TIMEOUT_S)
     sshd_names = [n for n in running if n.startswith("sshd-")]
     stop(sshd_names, [running[n] for n in sshd_names], STOP_HELPER_TIMEOUT_S)
     stop(["zookeeper"], [running.get("zookeeper", 0)], STOP_HELPER_TIMEOUT_S)

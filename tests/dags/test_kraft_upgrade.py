@@ -125,8 +125,20 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     assert end.offline == [] and end.under_replicated == []
 
 
-def test_a_too_new_metadata_version_is_refused_before_anything_is_touched(kraft, capfd, caplog):
+def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
+    """On one sandbox, each run leaving it as it was: metadata_version without the binaries refused naming the
+    nodes; a too-new level refused; a dry run of the real upgrade; the step refusing a level above what the
+    running binaries support (4.1.0 installed, nothing restarted)."""
     before = started(kraft)
+    only_mv = {"cluster": "kafka_sandbox", "target_version": TARGET, "phases": ["metadata_version"],
+               "approve_protocol_bump": True, **FAST}
+    # every host still has 4.0.0 installed: check_upgrade refuses the phase list
+    refused = run_dag("kafka_upgrade", only_mv)
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
+    assert "phase metadata_version needs binaries supporting metadata.version 4.1-IV1 (level 27) on every node, but " \
+           "nodes [0, 1, 2, 100, 101, 102] run 4.0.0 (metadata.version up to 4.0-IV3, level 25); add 'binaries'" \
+           in output(capfd, caplog)
+
     refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET,
                                         "metadata_version": "4.2", **FAST})
     assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
@@ -147,18 +159,6 @@ def test_a_too_new_metadata_version_is_refused_before_anything_is_touched(kraft,
     assert started(kraft) == before, "a refused or dry run restarts nothing"
     assert {n: os.readlink(kraft.host_dir(n).path / "kafka") for n in nodes(kraft)} == links
     assert finalized(kraft) == {b: 25 for b in kraft.broker_ids}
-
-
-def test_metadata_version_without_the_binaries_is_refused_naming_the_nodes(kraft, capfd, caplog):
-    before = started(kraft)
-    only_mv = {"cluster": "kafka_sandbox", "target_version": TARGET, "phases": ["metadata_version"],
-               "approve_protocol_bump": True, **FAST}
-    # every host still has 4.0.0 installed: check_upgrade refuses the phase list
-    refused = run_dag("kafka_upgrade", only_mv)
-    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
-    assert "phase metadata_version needs binaries supporting metadata.version 4.1-IV1 (level 27) on every node, but " \
-           "nodes [0, 1, 2, 100, 101, 102] run 4.0.0 (metadata.version up to 4.0-IV3, level 25); add 'binaries'" \
-           in output(capfd, caplog)
 
     # 4.1.0 installed on every host (the kafka symlink switched), but no node restarted: the running binaries
     # still support up to 25, which only the brokers' ApiVersions tell; the step sends nothing

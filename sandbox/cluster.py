@@ -488,8 +488,9 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
 
 def down(workdir: Workdir, say: Say = _stderr) -> list[str]:
     """Stop everything the sandbox in ``workdir`` started (workload, Burrow, brokers with SIGTERM =
-    controlled shutdown then SIGKILL, sshd, ZooKeeper, then any leftover process marked with this
-    workdir). Keeps logs and data; removes env.json and airflow.env. Returns what was stopped."""
+    controlled shutdown then SIGKILL, then KRaft controllers likewise, sshd, ZooKeeper, then any leftover
+    process marked with this workdir). Keeps logs and data; removes env.json and airflow.env. Returns what was
+    stopped."""
     if not workdir.root.exists():
         say(f"no sandbox in {workdir.root}")
         return []

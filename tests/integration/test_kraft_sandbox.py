@@ -240,3 +240,15 @@ def test_admin_requests_reach_the_active_controller_through_any_broker(healthy: 
     client.elect_leaders(0, {name: [0]})
     wait_for(lambda: partition().leader == newcomer, 10, what=f"the preferred leader {newcomer} elected")
     client.close()
+
+
+def test_down_stops_the_brokers_cleanly_before_the_controllers(fresh_sandbox) -> None:
+    """``sandbox down`` on a KRaft sandbox: every broker first, each by its controlled shutdown (no SIGKILL: the
+    active controller is still there to answer it), then the controllers."""
+    from sandbox.cluster import down
+    from sandbox.layout import Workdir
+
+    sandbox = fresh_sandbox(mode="kraft", controllers=3)
+    sandbox.wait_healthy(timeout_s=120)
+    stopped = [name for name in down(Workdir.at(sandbox.workdir), say=lambda _: None) if name.startswith("broker-")]
+    assert stopped == ["broker-0", "broker-1", "broker-2", "broker-100", "broker-101", "broker-102"], stopped

@@ -76,22 +76,42 @@ class BrokerShell:
             )
         return rc, out.decode(errors="replace"), err.decode(errors="replace")
 
+    def collect(self, command: str, timeout_s: float) -> tuple[int, str, str]:
+        """Run ``command`` and return (exit code, stdout, stderr), reading both streams to their end of file.
+
+        Unlike the provider's ``exec_ssh_client_command`` (used by :meth:`run`), which stops reading once the
+        exit status has arrived and nothing is buffered, this waits for the server's EOF on the channel, which
+        OpenSSH sends after the last byte of output. For read-only commands with small output (files,
+        listings): stdout is read before stderr, so a stderr larger than the channel window (2 MiB) would stall.
+
+        :param timeout_s: the limit for each read from the channel, seconds.
+        :raises socket.timeout: no data within ``timeout_s``.
+        :raises paramiko.SSHException / OSError: connection, authentication or host key failures.
+        """
+        with self.hook.get_conn() as client:
+            stdin, stdout, stderr = client.exec_command(command, timeout=timeout_s)
+            stdin.close()
+            stdout.channel.shutdown_write()
+            out, err = stdout.read(), stderr.read()
+            rc = stdout.channel.recv_exit_status()
+        return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
     def read(self, command: str, timeout_s: float, attempts: int = 3) -> tuple[int, str, str]:
         """Run a read-only ``command`` and return (exit code, its complete stdout, stderr).
 
-        The SSH provider's reader stops once the exit status has arrived and no output is buffered; OpenSSH
-        may send the exit status before the last of a command's output, so ``run`` can return a truncated
-        stdout (seen: a ``cat server.properties`` that came back empty). Here the command is followed by a
-        line with :data:`END_MARK` and its exit code; a reply without that line is read again (the command
-        must be safe to repeat), up to ``attempts`` times.
+        The provider's reader (:meth:`run`) can return a truncated stdout (seen: a ``cat server.properties``
+        that came back empty: it stops at the exit status, which OpenSSH may send before the last output), so
+        this reads to end of file (:meth:`collect`) and checks it: the command is followed by a line with
+        :data:`END_MARK` and its exit code; a reply without that line is read again (the command must be safe
+        to repeat), up to ``attempts`` times.
 
-        :param timeout_s: each attempt's time limit, seconds.
+        :param timeout_s: each attempt's time limit for each read, seconds.
         :raises IncompleteOutput: no attempt came back whole.
-        :raises paramiko.SSHException / OSError / AirflowException: as :meth:`run`.
+        :raises socket.timeout / paramiko.SSHException / OSError: as :meth:`collect`.
         """
         wrapped = f"( {command}\n); printf '\\n%s %d\\n' {END_MARK} $?"  # a subshell: ``exit`` ends only it
         for _ in range(attempts):
-            _, out, err = self.run(wrapped, timeout_s)
+            _, out, err = self.collect(wrapped, timeout_s)
             body, mark, tail = out.rpartition(f"\n{END_MARK} ")
             if mark and tail.strip().isdigit():
                 return int(tail.strip()), body, err

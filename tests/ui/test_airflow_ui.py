@@ -77,6 +77,21 @@ def states(client: AirflowClient, run_id: str, dag_id: str = DAG_ID) -> dict[tup
     return {(ti["task_id"], ti["map_index"]): ti for ti in client.task_instances(dag_id, run_id)}
 
 
+def unsuccessful(client: AirflowClient, run_id: str, dag_id: str = DAG_ID, log_lines: int = 25) -> str:
+    """What an operator opens after a failed run: every task instance not in success or skipped with its
+    state, and the last ``log_lines`` events of each failed one's latest try (the assertion message of a
+    run that should have succeeded; the CI summary keeps only the message)."""
+    out = []
+    for (task_id, index), ti in sorted(states(client, run_id, dag_id).items()):
+        if ti["state"] in ("success", "skipped"):
+            continue
+        out.append(f"{task_id}[{index}]: {ti['state']}")
+        if ti["state"] in ("failed", "upstream_failed") and ti.get("try_number"):
+            events = client.task_log(dag_id, run_id, task_id, ti["try_number"], index)
+            out += [f"    {e.get('level', '')} {e.get('event', '')}" for e in events[-log_lines:]]
+    return "\n".join(out)
+
+
 def open_run_grid(page: Any, run_id: str) -> None:
     """The run's page with every task group of the Grid expanded. Once in a few runs the Grid's toolbar came
     up without its expand/collapse buttons (seen after a failed run, under load): the page is loaded again
@@ -121,7 +136,7 @@ def test_trigger_form_dry_run_labels_every_broker(
 
     run = wait_for_run(client, run_id)
     tis = states(client, run_id)
-    assert run["state"] == "success", {k: ti["state"] for k, ti in tis.items()}
+    assert run["state"] == "success", unsuccessful(client, run_id)
 
     # the run's note: its summary, written by the teardown through the REST API as the kafka-ops service user
     note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
@@ -278,7 +293,7 @@ def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approve
 
     run = wait_for_run(client, run_id, dag_id)
     tis = states(client, run_id, dag_id)
-    assert run["state"] == "success", {k: ti["state"] for k, ti in tis.items()}
+    assert run["state"] == "success", unsuccessful(client, run_id, dag_id)
     assert tis[("approve_protocol_bump", -1)]["state"] == "success"
     answer = client.request("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
                                    "approve_protocol_bump/-1/hitlDetails")

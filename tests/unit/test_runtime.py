@@ -417,7 +417,7 @@ def test_a_status_command_returns_its_exit_code_instead_of_failing(monkeypatch: 
 
 
 def _shell_answering(replies: list[str]) -> tuple[BrokerShell, list[str]]:
-    """A BrokerShell whose ``run`` answers the given stdouts in turn (no SSH), and the commands it got."""
+    """A BrokerShell whose ``collect`` answers the given stdouts in turn (no SSH), and the commands it got."""
     shell = object.__new__(BrokerShell)
     shell.host = "broker-1"
     sent: list[str] = []
@@ -426,7 +426,7 @@ def _shell_answering(replies: list[str]) -> tuple[BrokerShell, list[str]]:
         sent.append(command)
         return 0, replies.pop(0), ""
 
-    shell.run = run  # type: ignore[method-assign]
+    shell.collect = run  # type: ignore[method-assign]
     return shell, sent
 
 

@@ -149,11 +149,12 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
 
 
 def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bool = True,
-            mode: str = "zookeeper", controllers: int = 3) -> dict[str, Any]:
+            mode: str = "zookeeper", controllers: int = 3, rate_per_s: float = 500.0) -> dict[str, Any]:
     """Sandbox of ``size`` brokers up -> DAG run in a child process -> sandbox down. Returns the child's
     result plus ``size`` (and, with ``traffic``, ``traffic``: what an idempotent ``acks=all`` producer and a
     reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the child's
-    output is in ``<base>/<size>/dagtest.log``.
+    output is in ``<base>/<size>/dagtest.log``. ``rate_per_s``: the confluent-kafka producer's messages per
+    second (the kafka-python one sends a fifth of it).
 
     Raises:
         RuntimeError: the child failed or timed out (the log path is named).
@@ -185,7 +186,8 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             subprocess.run([str(Path(sys.prefix) / "bin" / "airflow"), "db", "migrate"], env=env, cwd=root,
                            stdout=log, stderr=subprocess.STDOUT, check=True, timeout=600)
             result_path = root / "result.json"
-            with watched_traffic(workdir, bootstrap, list(range(size))) if traffic else nullcontext() as watched:
+            with watched_traffic(workdir, bootstrap, list(range(size)), rate_per_s=rate_per_s) if traffic \
+                    else nullcontext() as watched:
                 rc = subprocess.run(
                     [sys.executable, __file__, "--child", str(result_path), "--conf", json.dumps(conf)],
                     env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S, check=False,
@@ -264,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=("zookeeper", "kraft"), default="zookeeper",
                    help="sandbox mode (kraft: dedicated controllers, no ZooKeeper for Kafka; default %(default)s)")
     p.add_argument("--controllers", type=int, default=3, help="KRaft controllers (default %(default)s)")
+    p.add_argument("--rate", type=float, default=500.0, help="client traffic, messages per second of the "
+                   "confluent-kafka producer (the kafka-python one sends a fifth; default %(default)s)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     conf = {"cluster": "kafka_sandbox", **args.conf}
@@ -276,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         try:
             results.append(measure(size, base, conf, args.keep, traffic=not args.no_traffic, mode=args.mode,
-                                   controllers=args.controllers))
+                                   controllers=args.controllers, rate_per_s=args.rate))
         except (RuntimeError, subprocess.SubprocessError) as exc:
             print(f"restart overhead: {size} brokers: {exc} (logs kept in {base / str(size)})", file=sys.stderr)
             return 1

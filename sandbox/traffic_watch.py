@@ -287,11 +287,15 @@ def _wait_led(bootstrap_servers: str, topic: str, partitions: int, timeout_s: fl
 
 
 @contextmanager
-def watched_traffic(workdir: Path, bootstrap_servers: str, brokers: list[int], *, rate_per_s: float = 500.0,
+def watched_traffic(workdir: Path, bootstrap_servers: str, brokers: list[int], *, rate_per_s: float = 100.0,
                     partitions: int = 6, replication_factor: int | None = None) -> Iterator[WatchedTraffic]:
     """Traffic on a new topic while the body runs (see the module docstring); the topic is deleted after.
 
     :param brokers: the brokers whose restarts errors are attributed to (every broker of the cluster).
+    :param rate_per_s: the confluent-kafka producer's messages per second (the kafka-python one sends a fifth).
+        The default, 100, keeps a few hundred messages in flight around each restart; the sandbox's brokers are
+        Python processes, and on 2 cores 500 msg/s nearly doubled a 3-broker roll (27.7 s at 50 msg/s, 51.1 s at
+        500, ``bench/restart_overhead.py --rate``).
     :param replication_factor: default min(3, number of brokers).
     :raises confluent_kafka.KafkaException: the topic cannot be created.
     """

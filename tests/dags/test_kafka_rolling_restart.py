@@ -500,12 +500,13 @@ class ZooKeeperOutage:
 
 def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                                  capfd, caplog):
-    """ZooKeeper unreachable from Airflow for 40 s as the first broker stops: the lock check before its start
-    waits it out (logging the cause), the broker comes back, the run succeeds and releases its lock."""
+    """ZooKeeper unreachable from Airflow for 20 s (twice the lock hook's connect timeout) as the first broker
+    stops: the lock check before its start waits it out (logging the cause), the broker comes back, the run
+    succeeds and releases its lock."""
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
     trigger = tmp_path / "stopped"
-    outage = ZooKeeperOutage(sandbox.zookeeper_connect, trigger, seconds=40)
+    outage = ZooKeeperOutage(sandbox.zookeeper_connect, trigger, seconds=20)
     chroot = sandbox.zookeeper_connect.partition("/")[2]
     with_profile(monkeypatch, zookeeper=outage.address + (f"/{chroot}" if chroot else ""),
                  commands={"stop-then-cut-zookeeper": f"kafka-service stop && touch {trigger}"})
@@ -517,7 +518,7 @@ def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, u
         outage.close()
     assert outage.went_dark_at is not None, "the outage happened"
     assert result.state == "success", result.states
-    assert time.monotonic() - outage.went_dark_at >= 40, "the run did not end before ZooKeeper came back"
+    assert time.monotonic() - outage.went_dark_at >= 20, "the run did not end before ZooKeeper came back"
     assert registrations(sandbox)[0] > before[0], "broker 0 was restarted"
     assert lock_holder(sandbox) is None, "the lock was released"
     out = output(capfd, caplog)
@@ -525,6 +526,9 @@ def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, u
 
 
 def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, capfd, caplog):
+    """Burrow frozen (SIGSTOP) when the run starts: the plan's Burrow check fails past the hook's own retries
+    (~45 s of read timeouts), the wait logs it and tries again; Burrow is thawed once that was logged, and
+    the run goes on and succeeds."""
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
     import os
@@ -532,19 +536,32 @@ def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, cap
     import threading
 
     burrow = _pid(sandbox, "burrow")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def thaw_once_a_failed_check_was_logged() -> None:
+        deadline = time.monotonic() + 240
+        while not done.is_set() and time.monotonic() < deadline:
+            seen.append(capfd.readouterr().out)
+            if "trying again" in "".join(seen) + caplog.text:
+                break
+            done.wait(1.0)
+        os.kill(burrow, signal.SIGCONT)
+
     os.kill(burrow, signal.SIGSTOP)
-    thaw = threading.Timer(75, os.kill, (burrow, signal.SIGCONT))  # past the hook's own retries (~45 s)
+    thaw = threading.Thread(target=thaw_once_a_failed_check_was_logged, daemon=True)
     thaw.start()
     try:
         before = registrations(sandbox)
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0], "consumer_groups": [],
                                   "healthcheck_interval_s": 2, "healthcheck_timeout_s": 180, "lag_ok_consecutive": 1})
     finally:
-        thaw.cancel()
+        done.set()
+        thaw.join(timeout=10)
         os.kill(burrow, signal.SIGCONT)
     assert result.state == "success", result.states
     assert registrations(sandbox)[0] > before[0]
-    out = output(capfd, caplog)
+    out = "".join(seen) + output(capfd, caplog)
     assert "could not check" in out and "trying again" in out, "Burrow's outage was logged and waited out"
 
 
@@ -567,7 +584,7 @@ def test_a_broker_stopped_by_someone_else_fails_its_gate(fresh_sandbox, use_sand
 
     meddler = threading.Thread(target=stop_second_once_first_is_back, daemon=True)
     meddler.start()
-    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [first, second], "soak_s": 30, **FAST})
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [first, second], "soak_s": 20, **FAST})
     meddler.join(timeout=60)
     assert stopped == [0], "the second broker was stopped behind the run's back during the first one's soak"
     assert result.state == "failed"
@@ -591,13 +608,13 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
     assert crashed.returncode == 0, crashed.stderr
     started = time.monotonic()
     result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [target], "consumer_groups": None,
-                              "healthcheck_interval_s": 2, "healthcheck_timeout_s": 30})
+                              "healthcheck_interval_s": 2, "healthcheck_timeout_s": 15})
     took = time.monotonic() - started
     assert result.state == "failed" and result.mapped_states() == ["failed"], result.states
     out = output(capfd, caplog)
     assert f"broker {target} may NOT be stopped yet" in out
-    assert "under-replicated" in out and "gave up after 30 s" in out
-    assert took >= 30, "it waited, it did not fail at the first error"
+    assert "under-replicated" in out and "gave up after 15 s" in out
+    assert took >= 15, "it waited, it did not fail at the first error"
     assert registrations(sandbox).get(target), "the target broker was not touched"
     rc, _, err = sandbox.ssh(victim, "kafka-service start")
     assert rc == 0, err

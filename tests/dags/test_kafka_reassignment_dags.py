@@ -178,7 +178,7 @@ def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(deferred, fresh_san
     sandbox.wait_healthy(timeout_s=120)
     before = snapshot(admin(sandbox.bootstrap_servers))
     result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [3], "throttle_bytes_per_s": 1,
-                                            "verify_timeout_s": 8, **FAST})
+                                            "verify_timeout_s": 10, **FAST})
     assert result.state == "failed"
     assert "failed" in result.mapped_states("reassign.wave")
     out = capfd.readouterr().out + caplog.text

@@ -21,7 +21,7 @@ from sandbox.traffic_watch import watched_traffic
 
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 TOPIC_THROTTLE_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 180, "verify_interval_s": 2}
+FAST = {"healthcheck_interval_s": 1, "healthcheck_timeout_s": 180, "verify_interval_s": 1}
 
 
 def registered(sandbox) -> set[int]:

@@ -20,7 +20,7 @@ from observers import MetadataWatcher, admin, assert_no_acknowledged_message_los
 from sandbox.traffic_watch import watched_traffic
 
 DAG_ID = "kafka_rolling_restart"
-FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
+FAST = {"healthcheck_interval_s": 1, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
 LOCK = "/kafka-ops/operation-lock"
 
 

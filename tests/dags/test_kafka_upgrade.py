@@ -18,7 +18,7 @@ from observers import MetadataWatcher, admin, assert_no_acknowledged_message_los
 
 from sandbox.traffic_watch import watched_traffic
 
-FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
+FAST = {"healthcheck_interval_s": 1, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
 
 
 def unpack(sandbox, version: str) -> None:

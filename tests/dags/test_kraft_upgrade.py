@@ -22,7 +22,7 @@ from sandbox.traffic_watch import watched_traffic
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
 
-FAST = {"healthcheck_interval_s": 2, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
+FAST = {"healthcheck_interval_s": 1, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 1}
 TARGET = "4.1.0"
 
 

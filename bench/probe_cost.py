@@ -1,9 +1,10 @@
 """Probe cost: requests and milliseconds per poll of the roll's cluster probes, before and after the config cache.
 
 Starts a sandbox of its own (3 brokers on 127.0.22.11-13, a temp workdir), adds ``--topics`` topics of
-``--partitions`` partitions (RF 3) in steps of ``--step`` topics, sets a ``min.insync.replicas`` override
-on a few of them, and after each step that the sandbox absorbs (every partition led, URP = 0) measures
-``--polls`` polls of each kind, interleaved so that background load hits every kind alike:
+``--partitions`` partitions (RF 3, or ``--replication-factor``) in steps of ``--step`` topics, sets a
+``min.insync.replicas`` override on a few of them, and after each step that the sandbox absorbs (every
+partition led, URP = 0) measures ``--polls`` polls of each kind, interleaved so that background load hits
+every kind alike:
 
 - ``metadata``: a Metadata-only wait (``gone``; ``cluster_state(configs=False)``), the same before and after;
 - ``configs before``: a config-reading probe (``gate``) as it was: an uncached ``KafkaAdminHook``, so
@@ -81,11 +82,12 @@ def _log(msg: str) -> None:
 class TopicMaker:
     """Creates the bench topics: CreateTopics when the brokers have it, else ZooKeeper (see module doc)."""
 
-    def __init__(self, env: dict[str, Any], partitions: int) -> None:
+    def __init__(self, env: dict[str, Any], partitions: int, replication_factor: int = 3) -> None:
         from confluent_kafka.admin import AdminClient
 
         self.env = env
         self.partitions = partitions
+        self.rf = replication_factor
         self.admin = AdminClient({"bootstrap.servers": env["bootstrap_servers"]})
         self.via_zookeeper: str | None = None  # why, once CreateTopics was refused
         self._zk = None
@@ -105,7 +107,7 @@ class TopicMaker:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
-        futures = self.admin.create_topics([NewTopic(n, self.partitions, 3) for n in names], request_timeout=60)
+        futures = self.admin.create_topics([NewTopic(n, self.partitions, self.rf) for n in names], request_timeout=60)
         for name, future in futures.items():
             try:
                 future.result(timeout=90)
@@ -132,7 +134,7 @@ class TopicMaker:
         brokers = [(b["id"], b.get("rack")) for b in self.env["brokers"]]
         tx = self._zk.transaction()
         for name in names:
-            assignment = zkpaths.assign_replicas(self.partitions, 3, brokers)
+            assignment = zkpaths.assign_replicas(self.partitions, self.rf, brokers)
             topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
             tx.create(f"{zkpaths.CONFIG_TOPICS}/{name}", zkpaths.dumps({"version": 1, "config": {}}))
             tx.create(f"{zkpaths.SANDBOX_TOPICS}/{name}", zkpaths.dumps({"initial_bytes": 0, "produce_msgs_per_s": 0}))
@@ -162,7 +164,7 @@ class TopicMaker:
         brokers = [(b["id"], b.get("rack")) for b in self.env["brokers"]]
         items = []
         for name in names:
-            assignment = zkpaths.assign_replicas(self.partitions, 3, brokers)
+            assignment = zkpaths.assign_replicas(self.partitions, self.rf, brokers)
             topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
             items += [(f"{zkpaths.CONFIG_TOPICS}/{name}", zkpaths.dumps({"version": 1, "config": {}})),
                       (f"{zkpaths.SANDBOX_TOPICS}/{name}", zkpaths.dumps({"initial_bytes": 0,
@@ -361,7 +363,7 @@ def run(args: argparse.Namespace, base: Path) -> tuple[list[dict[str, Any]], str
         _sandbox(up)
     env = json.loads((workdir / "env.json").read_text())
     profile = ClusterProfile(conn_id="bench", bootstrap_servers=env["bootstrap_servers"])
-    maker = TopicMaker(env, args.partitions)
+    maker = TopicMaker(env, args.partitions, args.replication_factor)
     steps: list[dict[str, Any]] = []
     stopped: str | None = None
     try:
@@ -414,7 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every step was measured, 2 when the sandbox stopped absorbing topics, 1 on errors."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--topics", type=int, default=2000, help="bench topics to create (default 2000)")
-    p.add_argument("--partitions", type=int, default=5, help="partitions per topic, RF 3 (default 5)")
+    p.add_argument("--partitions", type=int, default=5, help="partitions per topic (default 5)")
+    p.add_argument("--replication-factor", type=int, default=3, choices=(1, 2, 3),
+                   help="replication factor of the topics (default 3); 1 spares the sandbox's brokers every "
+                   "follower fetch, so it holds far more partitions, while a probe's requests stay the same")
     p.add_argument("--polls", type=int, default=10, help="measured polls per probe kind and step (default 10)")
     p.add_argument("--step", type=int, default=CHUNK, help=f"topics added between measurements (default {CHUNK})")
     p.add_argument(
@@ -432,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--topics, --partitions, --polls and --step must be >= 1")
     base = Path(tempfile.mkdtemp(prefix="kops-probe-cost-"))
     print(
-        f"probe cost: {args.topics} topics x {args.partitions} partitions (RF 3), {args.polls} polls, "
+        f"probe cost: {args.topics} topics x {args.partitions} partitions (RF {args.replication_factor}), "
+        f"{args.polls} polls, "
         f"sandbox {BROKERS} brokers on {ADDRESS_BASE}, workdir {base}",
         flush=True,
     )

@@ -137,6 +137,20 @@ def raw_produce(sb: RunningSandbox, broker: int, topic: str, partition: int, rec
     return int(part.error_code), int(part.base_offset)
 
 
+def produce_once_led(sb: RunningSandbox, broker: int, topic: str, partition: int, records: bytes,
+                     timeout_s: float = 10.0) -> tuple[int, int]:
+    """:func:`raw_produce`, sent again while ``broker`` answers NOT_LEADER_OR_FOLLOWER: right after a topic is
+    created the other brokers' metadata may already name ``broker`` the leader before ``broker`` itself has
+    read it (ZooKeeper-mode Kafka, until its LeaderAndIsr arrives; clients retry the same way)."""
+    answers: list[tuple[int, int]] = []
+
+    def accepted() -> tuple[int, int] | None:
+        answers.append(raw_produce(sb, broker, topic, partition, records))
+        return answers[-1] if answers[-1][0] != NOT_LEADER_OR_FOLLOWER else None
+
+    return wait_for(accepted, timeout_s, what=f"broker {broker} to lead {topic}-{partition}")
+
+
 def batch(producer_id: int, epoch: int, base_sequence: int, count: int = 3) -> bytes:
     """A RecordBatch v2 of ``count`` records (kafka-python's builder, CRC included)."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
@@ -273,7 +287,7 @@ def test_producer_sequence_rules(healthy: RunningSandbox) -> None:
                     transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
     assert int(init.error_code) == NONE and init.producer_epoch == 0
     pid = int(init.producer_id)
-    assert raw_produce(sb, leader, "dp-sequence", 0, batch(pid, 0, 0)) == (NONE, 0)
+    assert produce_once_led(sb, leader, "dp-sequence", 0, batch(pid, 0, 0)) == (NONE, 0)
     assert raw_produce(sb, leader, "dp-sequence", 0, batch(pid, 0, 0)) == (NONE, 0)  # duplicate: same offset
     assert raw_produce(sb, leader, "dp-sequence", 0, batch(pid, 0, 5))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
     assert raw_produce(sb, leader, "dp-sequence", 0, batch(pid, 0, 3)) == (NONE, 3)

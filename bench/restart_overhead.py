@@ -15,8 +15,8 @@ sandbox, and prints a table:
 - client traffic during the run (unless ``--no-traffic``), confluent-kafka and kafka-python each: an idempotent
   ``acks=all`` producer and a consumer-group reader on a topic of their own (``sandbox.traffic_watch``):
   acknowledged, lost, duplicated, and producer errors by code per restarted broker;
-- ratio = wall / sum of unavoidable; overhead per broker = (wall - fixed - unavoidable) / brokers, where
-  fixed = trigger to the first stop + the last broker's leadership back to the run's end.
+- ratio = wall / sum of unavoidable; overhead per broker = (wall - fixed - ctrl_s - unavoidable) / brokers,
+  where fixed = trigger to the first stop + the last broker's leadership back to the run's end.
 - ``--mode kraft``: a KRaft sandbox (``--controllers``, default 3; Kafka 4.0.0); the roll restarts the
   controllers first (``roles=all``, unless ``--conf`` says otherwise): ``ctrl_s`` is the controllers' roll,
   from its first task's start to its last task's end, and is left out of ``fixed``.
@@ -225,7 +225,8 @@ def table(results: list[dict[str, Any]]) -> str:
         unavoidable = sum(sums.values())
         ratio = r["wall_s"] / unavoidable if unavoidable else None
         fixed = r.get("fixed_s") or 0.0
-        per_broker = (r["wall_s"] - fixed - unavoidable) / max(1, len(r["brokers"]))
+        # the controllers' roll (KRaft) is neither fixed overhead nor the brokers'
+        per_broker = (r["wall_s"] - fixed - r.get("controllers_s", 0.0) - unavoidable) / max(1, len(r["brokers"]))
         lines.append(f"{r.get('mode', 'zookeeper'):>9} {r['size']:>7} {r.get('controllers', 0):>4} "
                      f"{r.get('controllers_s', 0.0):>6.1f} {r['state']:>8} {r['wall_s']:>7.1f} {sums['stop']:>7.1f} "
                      f"{sums['start']:>7.1f} "

@@ -28,8 +28,9 @@ ROLL_SETTINGS: dict[str, Any] = {
                  "soak_s", "dry_run", "max_parallel", "batch_by", "window_policy")
 }
 
-LABEL = ("{{ task.batch['label'] }} ({{ task.batch['batch'] }}/{{ task.batch['batches'] }})"
-         "{{ ' · dry run' if params.dry_run else '' }}")
+#: The broker task's map index template: the label its plan computed ("broker 3 (2/3)", "... · dry run"),
+#: which the scheduler also gives the instance before it runs (``runtime.pending_labels``).
+LABEL = "{{ task.batch['grid_label'] }}"
 
 
 def broker_roll(
@@ -62,7 +63,7 @@ def broker_roll(
     cfg = {**ROLL_SETTINGS, **(settings or {})}
     with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
         plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
-                                only_in=only_in, skip_reason=skip_reason)
+                                only_in=only_in, skip_reason=skip_reason, labels_for=group.child_id("broker"))
         BrokerRollOperator.partial(
             task_id="broker", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
             needs_action=needs_action, facts=facts, map_index_template=LABEL,

@@ -31,8 +31,9 @@ CONTROLLER_SETTINGS: dict[str, Any] = {
                  "dry_run", "window_policy")
 }
 
-LABEL = ("{{ task.item['label'] }} ({{ task.item['position'] }}/{{ task.item['total'] }})"
-         "{{ ' · active' if task.item['active'] else '' }}{{ ' · dry run' if params.dry_run else '' }}")
+#: The controller task's map index template: its item's label ("controller 101 (3/3) · active"), computed by
+#: the plan (and again when the quorum leader moves), which the scheduler also gives the instance before it runs.
+LABEL = "{{ task.item['grid_label'] }}"
 
 
 def controller_roll(
@@ -61,7 +62,8 @@ def controller_roll(
     """
     cfg = {**CONTROLLER_SETTINGS, **(settings or {})}
     with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
-        plan = ControllerPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule)
+        plan = ControllerPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
+                                      labels_for=group.child_id("controller"))
         ControllerRollOperator.partial(
             task_id="controller", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
             needs_action=needs_action, facts=facts, map_index_template=LABEL,

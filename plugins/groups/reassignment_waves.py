@@ -22,7 +22,9 @@ WAVE_SETTINGS: dict[str, Any] = {
                  "healthcheck_interval_s", "healthcheck_timeout_s", "window_policy")
 }
 
-WAVE_LABEL = "{{ task.wave['label'] }}{{ ' · dry run' if params.dry_run else '' }}"
+#: The wave task's map index template: the label the plan check computed ("wave 1/3 (1.2 GB, 34 moves)",
+#: "... · dry run"), which the scheduler also gives the instance before it runs (``runtime.pending_labels``).
+WAVE_LABEL = "{{ task.wave['grid_label'] }}"
 
 
 def reassignment_waves(mode: str, *, operation: str, settings: Mapping[str, Any] | None = None,
@@ -38,7 +40,7 @@ def reassignment_waves(mode: str, *, operation: str, settings: Mapping[str, Any]
     with TaskGroup(group_id=group_id, tooltip="snapshot, plan, throttled waves, throttles removed") as group:
         snapshot = SnapshotOperator(task_id="snapshot", settings=cfg)
         plan = PlannerSubmitOperator(task_id="plan", mode=mode, settings=cfg)
-        check = CheckPlanOperator(task_id="check_plan", settings=cfg)
+        check = CheckPlanOperator(task_id="check_plan", settings=cfg, labels_for=group.child_id("wave"))
         waves = ReassignmentWaveOperator.partial(
             task_id="wave", settings=cfg, operation=operation, map_index_template=WAVE_LABEL,
             # one wave at a time; no retries (an instance waiting to retry would let the next wave start)

@@ -31,7 +31,7 @@ from typing import Any
 
 from kafka_ops.health import Verdict
 from kafka_ops.quorum import DEFAULT_FETCH_TIMEOUT_MS, Quorum, caught_up, controller_order, majority
-from kafka_ops.roll import clock
+from kafka_ops.roll import clock, grid_label
 
 #: The ``roles`` param's values.
 ROLES = ("all", "brokers", "controllers")
@@ -186,12 +186,19 @@ def plan_controllers(quorum: Quorum, requested: Sequence[int] | None, profile_ho
     return ControllerPlan(steps, reasons)
 
 
-def controller_items(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def controller_items(steps: Sequence[Mapping[str, Any]], dry_run: bool = False) -> list[dict[str, Any]]:
     """The mapped items of the roll's controller task, one per step in roll order: ``{"position", "total",
-    "id", "host", "label": "controller 101", "active": bool}`` (``active``: the quorum leader when last
-    looked at)."""
-    return [{"position": i + 1, "total": len(steps), "id": int(s["id"]), "host": s["host"],
-             "label": f"controller {int(s['id'])}", "active": bool(s.get("leader"))} for i, s in enumerate(steps)]
+    "id", "host", "label": "controller 101", "active": bool, "grid_label": "controller 101 (3/3) · active"}``
+    (``active``: the quorum leader when last looked at; ``grid_label``: :func:`controller_grid_label`)."""
+    items = [{"position": i + 1, "total": len(steps), "id": int(s["id"]), "host": s["host"],
+              "label": f"controller {int(s['id'])}", "active": bool(s.get("leader"))} for i, s in enumerate(steps)]
+    return [{**item, "grid_label": controller_grid_label(item, dry_run)} for item in items]
+
+
+def controller_grid_label(item: Mapping[str, Any], dry_run: bool = False) -> str:
+    """A controller item's Grid label: ``"controller 101 (3/3) · active"`` (``· dry run`` for a dry run)."""
+    return grid_label(str(item["label"]), int(item["position"]), int(item["total"]),
+                      *(["active"] if item.get("active") else []), dry_run=dry_run)
 
 
 # -- at each turn: the active controller goes last ------------------------------------------------------------

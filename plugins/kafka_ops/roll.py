@@ -273,6 +273,16 @@ def batch_label(ids: list[int]) -> str:
     return _names(list(ids))
 
 
+def grid_label(name: str, number: int, total: int, *marks: str, dry_run: bool = False) -> str:
+    """A mapped instance's Grid label: ``"broker 3 (2/3)"``, ``"controller 101 (3/3) · active · dry run"``.
+
+    ``number`` / ``total`` count the roll's batches (or controllers); ``marks`` are appended after " · ", then
+    "dry run" for a dry run. The same text labels the instance before it runs (``runtime.pending_labels``) and
+    after (its ``map_index_template``); a running instance shows it followed by its current step.
+    """
+    return " · ".join([f"{name} ({number}/{total})", *marks, *(["dry run"] if dry_run else [])])
+
+
 #: A needs-action rule: (broker id, facts about it) -> (act?, reason). Facts are what the roll's probe
 #: observed (for a restart nothing is needed; an upgrade passes the broker's running version).
 NeedsAction = Callable[[int, Mapping[str, Any]], tuple[bool, str]]

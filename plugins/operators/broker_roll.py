@@ -59,8 +59,8 @@ class BrokerRollOperator(BaseOperator):
     """Roll one batch of brokers (mapped over the roll's plan; see the module docstring).
 
     :param roll_id: the roll this batch belongs to (its record's key).
-    :param batch: ``{"batch", "batches", "label", "brokers": [{"id", "host", "rack", "position", "total"}]}``
-        (mapped from the roll's plan task, ``operators.roll_plan.batch_items``).
+    :param batch: ``{"batch", "batches", "label", "grid_label", "brokers": [{"id", "host", "rack", "position",
+        "total"}]}`` (mapped from the roll's plan task, ``operators.roll_plan.batch_items``).
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``,
         ``lag_ok_consecutive``, ``soak_s``, ``pre_stop``, ``pre_start``, ``stop_command``, ``start_command``,
         ``command_timeout_s``, ``window_policy``: values or :class:`runtime.params.FromParam`.
@@ -137,9 +137,7 @@ class BrokerRollOperator(BaseOperator):
         return Check(verdict.ok, verdict.message())
 
     def _label(self, context: Any, step: str) -> None:
-        b = self.batch
-        dry = " · dry run" if self.dry_run else ""
-        show_step(context, f"{b['label']} ({b['batch']}/{b['batches']}){dry} · {step}")
+        show_step(context, f"{self.batch['grid_label']} · {step}")
 
     # -- the batch --------------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from runtime.broker_commands import BrokerCommandFailed, controller_command
 from runtime.failures import describe
 from runtime.grid import show_step
 from runtime.params import is_true, resolve_settings
+from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
@@ -52,7 +53,7 @@ def _waits(cfg: dict, log: Any) -> dict:
 class ControllerPlanOperator(BaseOperator):
     """Decide the run's path and freeze the controller roll's plan; returns the mapped items of the controller
     task (``kafka_ops.controller_roll.controller_items``: ``{"position", "total", "id", "host", "label",
-    "active"}``), in roll order, or ``[]`` when the run restarts no controller (ZooKeeper mode, or
+    "active", "grid_label"}``), in roll order, or ``[]`` when the run restarts no controller (ZooKeeper mode, or
     ``roles=brokers``).
 
     Checks, each failure naming the bad value with nothing touched: a valid profile with an SSH connection;
@@ -67,24 +68,34 @@ class ControllerPlanOperator(BaseOperator):
     :param settings: ``cluster``, ``roles`` (``all`` | ``brokers`` | ``controllers``; default ``all``),
         ``controllers`` (node ids, [] = every voter), ``healthcheck_interval_s``, ``healthcheck_timeout_s``:
         values or :class:`runtime.params.FromParam`.
+    :param labels_for: the id of the task mapped over the plan (``"controllers.controller"``): the plan publishes
+        each of its instances' Grid labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
     """
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, roll_id: str, settings: dict, **kwargs: Any) -> None:
+    def __init__(self, *, roll_id: str, settings: dict, labels_for: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.roll_id = roll_id
         self.settings = settings
+        self.labels_for = labels_for
 
     def execute(self, context: Any) -> list[dict]:
+        cfg = resolve_settings(self.settings, context["params"])
+        items = self._plan(context, cfg)
+        if self.labels_for and items:
+            publish(context, self.labels_for, [item["grid_label"] for item in items])
+        return items
+
+    def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
+        dry_run = is_true(cfg.get("dry_run", False))
         if frozen is not None:
             self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
                           clock(frozen.began_ms), frozen.order or "no controller", frozen.finished() or "none")
-            return rules.controller_items(frozen.steps)
-        cfg = resolve_settings(self.settings, context["params"])
+            return rules.controller_items(frozen.steps, dry_run)
         profile = profile_or_fail(cfg["cluster"])
         waits = _waits(cfg, self.log)
         requested_ids = list(cfg.get("controllers") or [])
@@ -114,7 +125,7 @@ class ControllerPlanOperator(BaseOperator):
         self.log.info("roll %r: order %s, one controller at a time, the quorum leader last", self.roll_id,
                       plan.order)
         store.save(record)
-        items = rules.controller_items(record.steps)
+        items = rules.controller_items(record.steps, dry_run)
         note_run(context, "map index " + ", ".join(f"{i} = {item['label']}" + (" (active)" if item["active"] else "")
                                                    for i, item in enumerate(items)),
                  self.log, line_key=f"roll {self.roll_id!r}")
@@ -153,9 +164,9 @@ class ControllerRollOperator(BaseOperator):
     """Restart one KRaft controller of a roll (mapped over the roll's plan; see the module docstring).
 
     :param roll_id: the roll this controller belongs to (its record's key).
-    :param item: ``{"position", "total", "id", "host", "label", "active"}`` (mapped from the plan task). The
-        controller actually restarted is the one at ``position`` in the roll's record, which differs from
-        ``id`` when the quorum leader moved since the plan (the leader goes last); the task's Grid label
+    :param item: ``{"position", "total", "id", "host", "label", "active", "grid_label"}`` (mapped from the plan
+        task). The controller actually restarted is the one at ``position`` in the roll's record, which differs
+        from ``id`` when the quorum leader moved since the plan (the leader goes last); the task's Grid label
         follows the record.
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``,
         ``soak_s``, ``window_policy``, optional ``command_timeout_s`` (SSH commands, default 300 s) and
@@ -250,10 +261,7 @@ class ControllerRollOperator(BaseOperator):
         return seen[-1] != "stopped"
 
     def _show(self, context: Any, step: str) -> None:
-        item = self.item
-        active = " · active" if item.get("active") else ""
-        dry = " · dry run" if self.dry_run else ""
-        show_step(context, f"{item['label']} ({item['position']}/{item['total']}){active}{dry} · {step}")
+        show_step(context, f"{self.item['grid_label']} · {step}")
 
     def _follow(self, step: dict, quorum: Quorum) -> None:
         """Point the task's label (the map index template renders ``task.item`` again when the task ends) at
@@ -261,8 +269,9 @@ class ControllerRollOperator(BaseOperator):
         once restarted it is a follower, but the Grid should still say the active controller went here."""
         cid = int(step["id"])
         was_active = int(self.item.get("id", -1)) == cid and bool(self.item.get("active"))
-        self.item = {**self.item, "id": cid, "host": step["host"], "label": f"controller {cid}",
-                     "active": was_active or quorum.leader_id == cid}
+        item = {**self.item, "id": cid, "host": step["host"], "label": f"controller {cid}",
+                "active": was_active or quorum.leader_id == cid}
+        self.item = {**item, "grid_label": rules.controller_grid_label(item, self.dry_run)}
 
     # -- the controller ---------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from runtime.params import is_true, resolve_settings
+from runtime.pending_labels import publish
 from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 
@@ -75,17 +76,21 @@ class PlannerSubmitOperator(SparkSubmitOperator):
 class CheckPlanOperator(BaseOperator):
     """Load the plan (schema-checked), check it against the live cluster (nothing moved since the
     snapshot, every target broker registered, no other reassignment in progress) and return the waves as
-    the mapped input of the wave task: ``[{"wave": i, "waves": n, "label": "wave 1/3 (1.2 GB, 34 moves)"}]``.
+    the mapped input of the wave task: ``[{"wave": i, "waves": n, "label": "wave 1/3 (1.2 GB, 34 moves)",
+    "grid_label": "wave 1/3 (1.2 GB, 34 moves) · dry run"}]`` (the Grid label: "· dry run" only in a dry run).
 
     :param settings: ``cluster``, ``dry_run`` (values or ``FromParam``).
+    :param labels_for: the id of the task mapped over the waves (``"reassign.wave"``): each wave instance's Grid
+        label is published for the scheduler (``runtime.pending_labels``); None publishes nothing.
     :raises AirflowFailException: a malformed or stale plan, or another reassignment in progress.
     """
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
+    def __init__(self, *, settings: dict, labels_for: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
+        self.labels_for = labels_for
 
     def execute(self, context: Any) -> list[dict]:
         cfg = resolve_settings(self.settings, context["params"])
@@ -120,13 +125,17 @@ class CheckPlanOperator(BaseOperator):
         if others:
             raise AirflowFailException("another reassignment is in progress (as kafka-reassign-partitions.sh "
                                        "--execute refuses): " + "; ".join(reassignment_in_progress(others)[:20]))
-        if is_true(cfg.get("dry_run", False)):
+        dry_run = is_true(cfg.get("dry_run", False))
+        if dry_run:
             self.log.info("DRY RUN: the waves will only log what they would do; rollback file %s",
                           run_dir / "plan" / "rollback.json")
         total = len(plan.waves)
-        items = [{"wave": w.index, "waves": total, "label": w.label(total)} for w in plan.waves]
+        items = [{"wave": w.index, "waves": total, "label": w.label(total),
+                  "grid_label": w.label(total) + (" · dry run" if dry_run else "")} for w in plan.waves]
         for item in items:
             self.log.info("%s", item["label"])
+        if self.labels_for and items:
+            publish(context, self.labels_for, [item["grid_label"] for item in items])
         return items
 
 

@@ -33,9 +33,10 @@ from kafka_ops.batches import plan_batches
 from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
-from kafka_ops.roll import LagStreak, RollRecord, batch_label, clock
+from kafka_ops.roll import LagStreak, RollRecord, batch_label, clock, grid_label
 from runtime.broker_commands import BrokerCommand
 from runtime.params import is_true, resolve_settings
+from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 from runtime.waiting import WaitAborted, WaitTimeout, call_until_answered
@@ -106,24 +107,27 @@ def _ask(call: Any, what: str, waits: dict) -> Any:
         raise AirflowFailException(str(cause if isinstance(cause, AirflowFailException) else exc)) from exc
 
 
-def batch_items(steps: Any) -> list[dict]:
-    """The roll's step dicts grouped into the broker task's mapped items (see :class:`RollPlanOperator`)."""
+def batch_items(steps: Any, dry_run: bool = False) -> list[dict]:
+    """The roll's step dicts grouped into the broker task's mapped items (see :class:`RollPlanOperator`), each
+    with its Grid label (``grid_label``: "broker 3 (2/3)", "... · dry run" for a dry run)."""
     groups: dict[int, list[dict]] = {}
     for position, step in enumerate(steps):
         groups.setdefault(int(step.get("batch", position + 1)), []).append(dict(step))
     items = []
     for number, key in enumerate(sorted(groups), start=1):
         brokers = groups[key]
-        items.append({"batch": number, "batches": len(groups), "label": batch_label([b["id"] for b in brokers]),
-                      "brokers": brokers})
+        label = batch_label([b["id"] for b in brokers])
+        items.append({"batch": number, "batches": len(groups), "label": label,
+                      "grid_label": grid_label(label, number, len(groups), dry_run=dry_run), "brokers": brokers})
     return items
 
 
 class RollPlanOperator(BaseOperator):
     """Validate a roll's params and freeze its plan; returns the batches in roll order (the mapped input of
     the roll's broker task), one dict each: ``{"batch": k, "batches": n, "label": "brokers 0, 3",
-    "brokers": [{"id", "host", "rack", "position", "total", "batch"}, ...]}`` (``position`` / ``total``
-    count brokers, ``batch`` / ``batches`` count batches; a serial roll has one broker per batch).
+    "grid_label": "brokers 0, 3 (1/2)", "brokers": [{"id", "host", "rack", "position", "total", "batch"}, ...]}``
+    (``position`` / ``total`` count brokers, ``batch`` / ``batches`` count batches; a serial roll has one broker
+    per batch; ``grid_label`` ends in " · dry run" in a dry run).
 
     :param roll_id: the roll's id (its record's key).
     :param settings: ``cluster``, ``brokers`` ([] = all), ``keep_order``, ``consumer_groups``,
@@ -134,13 +138,15 @@ class RollPlanOperator(BaseOperator):
         / lmf rolls: ZooKeeper mode). In the other mode (``KafkaAdminHook.is_kraft``) the plan logs
         ``skip_reason`` and returns no batch (its broker task is then *skipped*); None = both modes.
     :param skip_reason: the line logged when ``only_in`` rules the roll out.
+    :param labels_for: the id of the task mapped over the plan (``"restart.broker"``): the plan publishes each of
+        its instances' Grid labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
     """
 
     ui_color = "#eeeeee"
 
     def __init__(self, *, roll_id: str, settings: dict, only_in: str | None = None, skip_reason: str = "",
-                 **kwargs: Any) -> None:
+                 labels_for: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if only_in not in (None, "zookeeper", "kraft"):
             raise ValueError(f"only_in must be None, 'zookeeper' or 'kraft', got {only_in!r}")
@@ -148,16 +154,24 @@ class RollPlanOperator(BaseOperator):
         self.settings = settings
         self.only_in = only_in
         self.skip_reason = skip_reason
+        self.labels_for = labels_for
 
     def execute(self, context: Any) -> list[dict]:
+        cfg = resolve_settings(self.settings, context["params"])
+        items = self._plan(context, cfg)
+        if self.labels_for and items:
+            publish(context, self.labels_for, [item["grid_label"] for item in items])
+        return items
+
+    def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
+        dry_run = is_true(cfg.get("dry_run", False))
         if frozen is not None:
             done = frozen.finished()
             self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
                           clock(frozen.began_ms), frozen.batches, done or "none")
-            return batch_items(frozen.steps)
-        cfg = resolve_settings(self.settings, context["params"])
+            return batch_items(frozen.steps, dry_run)
         profile = profile_or_fail(cfg["cluster"])
         if str(cfg.get("roles") or "all") == "controllers":
             self.log.info("roles=controllers: no broker is restarted by roll %r", self.roll_id)
@@ -224,8 +238,8 @@ class RollPlanOperator(BaseOperator):
                       "one broker at a time" if max_parallel == 1 else f"batches {record.batches}",
                       groups or "no groups")
         store.save(record)
-        items = batch_items(record.steps)
-        # the Grid shows a mapped task's bare map index until its instance runs: the note says which is which
+        items = batch_items(record.steps, dry_run)
+        # which map index is which broker, also in the run's note (e.g. for `airflow tasks clear -m`)
         note_run(context, "map index " + ", ".join(f"{i} = {item['label']}" for i, item in enumerate(items)),
                  self.log, line_key=f"roll {self.roll_id!r}")
         return items

@@ -26,7 +26,7 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
     instead, replacing an earlier line with the same key (each roll adds what its map indexes mean); the
     missing connection is then logged at DEBUG only (the run's first note already said so).
     ``keep_map_indexes``: keep the rolls' "map index" lines of the current note after ``text`` (the closing
-    summary: the instances that never ran still show bare map indexes in the Grid)."""
+    summary: which map index is which broker, for `airflow tasks clear -m` and marking an instance failed)."""
     ti = context.get("ti")
     dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
     run_id = context.get("run_id") or getattr(ti, "run_id", None)

@@ -92,6 +92,23 @@ class DagRunResult:
         return [self.labels[k] for k in keys]
 
 
+def published_labels(dag_id: str, run_id: str) -> dict[str, list[str]]:
+    """The Grid labels the run's plan tasks published for the scheduler (``runtime.pending_labels``), merged:
+    ``{mapped task id: [label of map index 0, ...]}``."""
+    from airflow import settings
+    from airflow.models.xcom import XComModel
+    from runtime.pending_labels import GRID_LABELS_KEY
+    from sqlalchemy import select
+
+    with settings.Session() as session:
+        rows = session.scalars(select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run_id,
+                                                       XComModel.key == GRID_LABELS_KEY)).all()
+        merged: dict[str, list[str]] = {}
+        for row in rows:
+            merged.update(XComModel.deserialize_value(row))
+    return merged
+
+
 def _dag(dag_id: str) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -111,12 +128,14 @@ def _result(run: Any) -> DagRunResult:
     )
 
 
-def run_dag(dag_id: str, conf: dict[str, Any], logical_date: datetime | None = None) -> DagRunResult:
+def run_dag(dag_id: str, conf: dict[str, Any], logical_date: datetime | None = None,
+            mark_success_pattern: str | None = None) -> DagRunResult:
     """Run ``dag_id`` with ``dag.test()`` in this process. ``dag.test()`` deletes an existing run of the same
     ``logical_date`` and starts a new one with the same run id: to resume a run the way an operator does, use
-    :func:`clear_and_resume`."""
+    :func:`clear_and_resume`. ``mark_success_pattern``: task ids (a regex) set to success when they are
+    ready, without running (their instances keep what the scheduler gave them, e.g. their Grid labels)."""
     dag = _dag(dag_id)
-    kwargs: dict[str, Any] = {"run_conf": conf}
+    kwargs: dict[str, Any] = {"run_conf": conf, "mark_success_pattern": mark_success_pattern}
     if logical_date is not None:  # run_id derives from run_after: both pin the same DAG run
         kwargs["logical_date"] = logical_date
         kwargs["run_after"] = logical_date

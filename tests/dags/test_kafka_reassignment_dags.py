@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from airflow_env import run_dag
+from airflow_env import published_labels, run_dag
 from confluent_kafka.admin import ConfigResource, ResourceType
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 
@@ -110,6 +110,7 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert throttles_left(sandbox) == {}, "no throttle is left on any broker or topic"
     labels = result.mapped_labels("reassign.wave")
     assert labels and all(label.startswith("wave ") and " moves)" in label for label in labels), labels
+    assert published_labels("kafka_scale_out", result.run_id) == {"reassign.wave": labels}
     run_dir = run_directory("manual", "kafka_scale_out")
     for name in ("reassignment.json", "rollback.json", "waves.json", "summary.json", "balance.png"):
         assert (run_dir / "plan" / name).stat().st_size > 0, name

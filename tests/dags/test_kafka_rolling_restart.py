@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from airflow_env import clear_and_resume, run_dag
+from airflow_env import clear_and_resume, published_labels, run_dag
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 
 from sandbox.traffic_watch import watched_traffic
@@ -199,9 +199,27 @@ def test_dry_run_touches_nothing(shared, capfd, caplog):
     result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, "pre_stop": "show-broker", **FAST})
     assert result.state == "success", result.states
     assert result.mapped_states() == ["success"] * len(before)
+    # the labels the plan gave the scheduler for the instances before they ran are the ones they ran under
+    labels = result.mapped_labels()
+    assert published_labels(DAG_ID, result.run_id) == {"restart.broker": labels}
+    assert all(re.fullmatch(r"broker \d+ \(\d/\d\) · dry run", label) for label in labels), labels
     assert registrations(shared) == before, "a dry run restarts no broker"
     out = output(capfd, caplog)
     assert "DRY RUN: would run broker" in out and "profile command 'show-broker'" in out
+
+
+def test_broker_instances_are_labelled_before_they_run(shared):
+    # the broker instances are set to success when ready, without running: their labels are what the
+    # scheduler gave them when it created them, i.e. what the Grid shows while they wait (issue: bare "0")
+    brokers = sorted(registrations(shared))
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, **FAST},
+                     mark_success_pattern=r"restart\.broker")
+    assert result.state == "success", result.states
+    labels = result.mapped_labels()
+    parsed = [re.fullmatch(r"broker (\d+) \((\d+)/(\d+)\) · dry run", label or "") for label in labels]
+    assert all(parsed), labels
+    assert sorted(int(m[1]) for m in parsed) == brokers
+    assert [(int(m[2]), int(m[3])) for m in parsed] == [(i + 1, len(brokers)) for i in range(len(brokers))]
 
 
 @pytest.mark.parametrize(

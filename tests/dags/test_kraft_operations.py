@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from airflow_env import run_dag
+from airflow_env import published_labels, run_dag
 from kafka import KafkaAdminClient
 from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
@@ -112,6 +112,10 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft
     assert controller_shutdowns(kraft) == order
     assert result.mapped_labels("controllers.controller")[-1].startswith(f"controller {first_leader} (3/3) · active")
     assert sorted(int(label.split()[1]) for label in result.mapped_labels("restart.broker")) == brokers
+    # the labels the instances waited under (given by the scheduler from the plans) are the ones they ran under
+    assert published_labels("kafka_rolling_restart", result.run_id) == {
+        "controllers.controller": result.mapped_labels("controllers.controller"),
+        "restart.broker": result.mapped_labels("restart.broker")}
     last_controller_end = max(ti.end_date for ti in result.task_instances if ti.task_id == "controllers.controller")
     first_broker_start = min(ti.start_date for ti in result.task_instances if ti.task_id == "restart.broker")
     assert first_broker_start >= last_controller_end, "brokers roll after the controllers"

@@ -142,7 +142,7 @@ def test_trigger_form_dry_run_labels_every_broker(
     note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
     assert note.startswith("run succeeded (DRY RUN: nothing was touched)"), note
     assert "cluster kafka_sandbox: brokers down none" in note and "roll 'restart': dry run" in note, note
-    # which map index is which broker (the Grid shows bare indexes for instances that have not run)
+    # which map index is which broker, also in the note (for `airflow tasks clear -m` and the CLI)
     mapping = re.search(r"^roll 'restart': map index (.*)$", note, re.M)
     assert mapping, note
     assert sorted(int(b) for b in re.findall(r"\d+ = broker (\d+)", mapping[1])) == sandbox.registered_brokers()

@@ -1,12 +1,15 @@
 """A real roll under Airflow's own scheduler (``airflow standalone`` of the UI tests), not ``dag.test()``:
 ``dag.test()`` runs ready tasks one by one in no fixed order and ignores ``max_active_tis_per_dagrun``, so
 only a scheduler shows that the broker tasks go strictly one after another, in the plan's order, without a
-single retry (the earlier sensor-based sequencing needed dozens against apache/airflow#71172)."""
+single retry (the earlier sensor-based sequencing needed dozens against apache/airflow#71172). While the first
+broker runs, the Grid already labels the brokers still waiting ("broker 3 (3/3)", not a bare map index)."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
+from urllib.parse import quote
 
 import pytest
 from ui_standalone import DAG_ID, RunningAirflow, wait_until
@@ -24,12 +27,45 @@ def _at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: RunningAirflow, sandbox) -> None:
+def _not_started(tis: list[dict]) -> dict[int, str]:
+    """The broker instances that have not started (no state or scheduled: nothing of theirs has run, so no
+    template has been rendered), with the label the API (and the Grid) shows for each."""
+    return {t["map_index"]: t["rendered_map_index"] for t in tis
+            if t["task_id"] == "restart.broker" and t["map_index"] >= 0 and t["state"] in (None, "scheduled")
+            and not t["start_date"]}
+
+
+def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: RunningAirflow, sandbox, page,
+                                                               tmp_path) -> None:
     sandbox.wait_healthy(timeout_s=120)
     before = _registrations(sandbox)
     client = airflow_ui.client
     run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "healthcheck_interval_s": 2,
                                      "lag_ok_consecutive": 2})["dag_run_id"]
+    waiting: dict[int, str] = {}  # map index -> label shown while the instance waited for its turn
+
+    def last_waits() -> bool:
+        tis = client.task_instances(DAG_ID, run_id)
+        waiting.update(_not_started(tis))
+        return len(before) - 1 in _not_started(tis) and any(
+            t["task_id"] == "restart.broker" and t["state"] == "running" for t in tis)
+
+    # the Grid's list of the broker instances while the first one runs and the last one waits: every one
+    # is labelled "broker <id> (<n>/<total>)", not by a bare map index (apache/airflow#57208)
+    wait_until("the first broker running and the last one waiting", 300, last_waits, poll_s=1.0)
+    page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/restart.broker/mapped")
+    page.get_by_role("heading", name=f"restart.broker [{len(before)}]").wait_for()
+    cells = page.get_by_role("table").get_by_role("cell").filter(has_text=re.compile(r"^broker \d+ \(\d+/\d+\)"))
+    wait_until(f"{len(before)} broker labels in the mapped instances list", 60,
+               lambda: cells.count() == len(before), poll_s=0.5)
+    shown = {int((c.get_by_role("link").get_attribute("href") or "").rsplit("/", 1)[1]): c.inner_text().strip()
+             for c in cells.all()}
+    still = _not_started(client.task_instances(DAG_ID, run_id))
+    path = tmp_path / "grid-waiting-brokers.png"
+    page.screenshot(path=str(path))
+    print(f"screenshot: {path}; labels {shown}; not started after reading them: {sorted(still)}")
+    assert len(before) - 1 in still, "the last broker started before its label was read: the check proves nothing"
+
     run = wait_until(f"run {run_id} to end", 900,
                      lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
                      poll_s=3.0)
@@ -47,4 +83,9 @@ def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: Runni
     assert all(after[b] > before[b] for b in before), "every broker was restarted"
     order = [int(t["rendered_map_index"].split()[1]) for t in brokers]
     assert sorted(order) == sorted(before)
+    labels = {t["map_index"]: t["rendered_map_index"] for t in brokers}
+    # (the running one showed its current step after its label: "broker 3 (1/3) · gate")
+    assert {i: shown[i] for i in still} == {i: labels[i] for i in still}, "the Grid labelled the waiting brokers"
+    assert all(shown[i].startswith(labels[i]) for i in labels), (shown, labels)
+    assert waiting and {i: labels[i] for i in waiting} == waiting, "waiting instances had their final labels"
     sandbox.wait_healthy(timeout_s=120)

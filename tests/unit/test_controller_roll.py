@@ -149,7 +149,10 @@ def test_the_plan_puts_followers_by_id_first_and_the_quorum_leader_last():
                              "total": 3, "role": "controller", "leader": True}
     assert "controller 100 goes last: it is the quorum leader (the active controller)" in plan.reasons
     assert controller_items(plan.steps)[2] == {"position": 3, "total": 3, "id": 100, "host": "h100",
-                                               "label": "controller 100", "active": True}
+                                               "label": "controller 100", "active": True,
+                                               "grid_label": "controller 100 (3/3) · active"}
+    assert [i["grid_label"] for i in controller_items(plan.steps, dry_run=True)] == [
+        "controller 101 (1/3) · dry run", "controller 102 (2/3) · dry run", "controller 100 (3/3) · active · dry run"]
 
 
 def test_a_requested_subset_keeps_the_leader_last_or_leaves_it_out():

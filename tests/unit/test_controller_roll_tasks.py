@@ -191,7 +191,8 @@ def test_the_plan_freezes_followers_first_and_the_quorum_leader_last(cluster, ca
     items = plan()
     assert [(i["id"], i["position"], i["active"]) for i in items] == [(100, 1, False), (101, 2, False), (102, 3, True)]
     assert items[0] == {"position": 1, "total": 3, "id": 100, "host": "h100", "label": "controller 100",
-                        "active": False}
+                        "active": False, "grid_label": "controller 100 (1/3)"}
+    assert items[2]["grid_label"] == "controller 102 (3/3) · active"
     logged = capfd.readouterr().out
     assert "KRaft cluster: roles=all: the controllers first" in logged
     assert "KRaft cluster: quorum leader 102 (epoch 5), voters 100, 101, 102; observers 1, 2" in logged
@@ -441,19 +442,22 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     assert t["unlock_cluster"].is_teardown and t["lock_cluster"].is_setup
     ctrl = t["controllers.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["retries"] == 0
-    assert "task.item['label']" in ctrl.partial_kwargs["map_index_template"]
+    assert ctrl.partial_kwargs["map_index_template"] == "{{ task.item['grid_label'] }}"
+    assert t["controllers.plan"].labels_for == "controllers.controller"
     assert t["forget_rolls"].roll_ids == ["controllers", "restart"]
     assert dag.params["roles"] == "all" and dag.params["controllers"] == []
     assert dag.params.get_param("roles").schema["enum"] == ["all", "brokers", "controllers"]
 
 
-def test_the_controller_label_template_renders_position_and_the_active_mark():
+def test_the_controller_label_template_renders_the_items_label():
     from groups.controller_roll import LABEL
     from jinja2 import Template
+    from kafka_ops.controller_roll import controller_grid_label
 
     item = {"label": "controller 101", "position": 2, "total": 3, "active": True}
-    assert Template(LABEL).render(task=SimpleNamespace(item=item), params={"dry_run": False}) == \
-        "controller 101 (2/3) · active"
-    assert Template(LABEL).render(task=SimpleNamespace(item={**item, "active": False}), params={"dry_run": True}) == \
-        "controller 101 (2/3) · dry run"
+    for it, dry in ((item, False), ({**item, "active": False}, True)):
+        it = {**it, "grid_label": controller_grid_label(it, dry)}
+        assert Template(LABEL).render(task=SimpleNamespace(item=it)) == it["grid_label"]
+    assert controller_grid_label(item) == "controller 101 (2/3) · active"
+    assert controller_grid_label({**item, "active": False}, dry_run=True) == "controller 101 (2/3) · dry run"
 

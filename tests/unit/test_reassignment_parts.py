@@ -70,9 +70,13 @@ def test_drained_last_keeps_the_order_of_the_others() -> None:
 def test_batch_items_group_steps_by_batch_and_label_them() -> None:
     steps = [{"id": 0, "batch": 1}, {"id": 3, "batch": 1}, {"id": 2, "batch": 2}]
     assert batch_items(steps) == [
-        {"batch": 1, "batches": 2, "label": "brokers 0, 3", "brokers": [{"id": 0, "batch": 1}, {"id": 3, "batch": 1}]},
-        {"batch": 2, "batches": 2, "label": "broker 2", "brokers": [{"id": 2, "batch": 2}]},
+        {"batch": 1, "batches": 2, "label": "brokers 0, 3", "grid_label": "brokers 0, 3 (1/2)",
+         "brokers": [{"id": 0, "batch": 1}, {"id": 3, "batch": 1}]},
+        {"batch": 2, "batches": 2, "label": "broker 2", "grid_label": "broker 2 (2/2)",
+         "brokers": [{"id": 2, "batch": 2}]},
     ]
+    assert [i["grid_label"] for i in batch_items(steps, dry_run=True)] == [
+        "brokers 0, 3 (1/2) · dry run", "broker 2 (2/2) · dry run"]
     # steps frozen before batches existed: one broker per batch
     assert [i["label"] for i in batch_items([{"id": 2}, {"id": 0}])] == ["broker 2", "broker 0"]
 

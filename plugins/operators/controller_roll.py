@@ -83,10 +83,7 @@ class ControllerPlanOperator(BaseOperator):
 
     def execute(self, context: Any) -> list[dict]:
         cfg = resolve_settings(self.settings, context["params"])
-        items = self._plan(context, cfg)
-        if self.labels_for and items:
-            publish(context, self.labels_for, [item["grid_label"] for item in items])
-        return items
+        return publish(context, self.labels_for, self._plan(context, cfg))
 
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)

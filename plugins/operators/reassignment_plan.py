@@ -134,9 +134,7 @@ class CheckPlanOperator(BaseOperator):
                   "grid_label": w.label(total) + (" · dry run" if dry_run else "")} for w in plan.waves]
         for item in items:
             self.log.info("%s", item["label"])
-        if self.labels_for and items:
-            publish(context, self.labels_for, [item["grid_label"] for item in items])
-        return items
+        return publish(context, self.labels_for, items)
 
 
 def _current(state: Any, move: Any) -> tuple[int, ...] | None:

@@ -5,7 +5,8 @@ Until then the Grid's list of a roll's instances shows bare map indexes (``0``, 
 broker ids. Two halves close that gap:
 
 - the plan task that produces the mapped items publishes each instance's label (:func:`publish`): an XCom under
-  :data:`GRID_LABELS_KEY`, ``{"<mapped task id>": ["<label of map index 0>", ...]}``;
+  :data:`GRID_LABELS_KEY`, ``{"<mapped task id>": ["<label of map index 0>", ...]}``, from the items'
+  ``grid_label``;
 - the scheduler, when it creates the mapped instances, copies each one's label into its ``rendered_map_index``
   (:func:`label_new_instance`). This is installed as Airflow's ``task_instance_mutation_hook`` cluster
   policy by ``plugins/airflow_local_settings.py`` (Airflow imports that module from the plugins folder).
@@ -18,7 +19,6 @@ set (a running task's live step, the text rendered when it ended, a cleared inst
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -30,14 +30,19 @@ GRID_LABELS_KEY = "kafka_ops_grid_labels"
 MAX_LABEL = 250
 
 
-def publish(context: Any, mapped_task_id: str, labels: Sequence[str]) -> None:
-    """Publish the Grid labels of ``mapped_task_id``'s instances, one per map index in order, from the running
-    plan task (an XCom of its own, under :data:`GRID_LABELS_KEY`). Labels are cut to 250 characters.
-    A runtime without a task instance in ``context`` (unit tests) publishes nothing."""
+def publish(context: Any, mapped_task_id: str | None, items: list[dict]) -> list[dict]:
+    """Publish the Grid labels of ``mapped_task_id``'s instances from the running plan task, and return
+    ``items`` (its mapped output, one dict per map index in order, each with its label as ``grid_label``).
+
+    The labels go into an XCom of the plan task under :data:`GRID_LABELS_KEY`, cut to 250 characters.
+    Nothing is published for ``mapped_task_id`` None, no items, or a runtime without a task instance in
+    ``context`` (unit tests).
+    """
     ti = context.get("ti")
-    if ti is None:
-        return
-    ti.xcom_push(key=GRID_LABELS_KEY, value={mapped_task_id: [str(label)[:MAX_LABEL] for label in labels]})
+    if ti is not None and mapped_task_id and items:
+        labels = [str(item["grid_label"])[:MAX_LABEL] for item in items]
+        ti.xcom_push(key=GRID_LABELS_KEY, value={mapped_task_id: labels})
+    return items
 
 
 def label_for(published: Any, task_id: str, map_index: int) -> str | None:

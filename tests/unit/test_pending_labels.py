@@ -16,11 +16,15 @@ class FakeTI:
         self.pushed.append((key, value))
 
 
-def test_publish_pushes_the_labels_of_one_mapped_task_cut_to_airflows_limit():
+def test_publish_pushes_the_items_labels_for_one_mapped_task_cut_to_airflows_limit():
     ti = FakeTI()
-    publish({"ti": ti}, "restart.broker", ["broker 3 (1/2)", "x" * 300])
+    items = [{"id": 3, "grid_label": "broker 3 (1/2)"}, {"id": 1, "grid_label": "x" * 300}]
+    assert publish({"ti": ti}, "restart.broker", items) is items
     assert ti.pushed == [(GRID_LABELS_KEY, {"restart.broker": ["broker 3 (1/2)", "x" * 250]})]
-    publish({}, "restart.broker", ["broker 3 (1/2)"])  # no task instance: nothing to push to, no error
+    # nothing to publish: no task instance (no error), no mapped task named, no items
+    assert publish({}, "restart.broker", items) is items
+    assert publish({"ti": ti}, None, items) is items and publish({"ti": ti}, "restart.broker", []) == []
+    assert len(ti.pushed) == 1
 
 
 def test_label_for_picks_the_task_and_index_or_nothing():

@@ -13,8 +13,7 @@ BROKERS = [5, 3, 9]
 @task(task_id="plan")
 def plan(**context):
     items = [{"id": b, "grid_label": f"broker {b} ({i + 1}/{len(BROKERS)})"} for i, b in enumerate(BROKERS)]
-    publish(context, "labelled", [item["grid_label"] for item in items])
-    return items
+    return publish(context, "labelled", items)
 
 
 @task(task_id="labelled", map_index_template="{{ task.op_kwargs['item']['grid_label'] }}")

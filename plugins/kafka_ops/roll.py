@@ -283,6 +283,17 @@ def grid_label(name: str, number: int, total: int, *marks: str, dry_run: bool = 
     return " · ".join([f"{name} ({number}/{total})", *marks, *(["dry run"] if dry_run else [])])
 
 
+def batch_grid_label(item: Mapping[str, Any], dry_run: bool = False) -> str:
+    """A broker batch item's Grid label (``{"label", "batch", "batches", ...}``): ``"brokers 0, 3 (1/2)"``."""
+    return grid_label(str(item["label"]), int(item["batch"]), int(item["batches"]), dry_run=dry_run)
+
+
+def labelled_batch(item: Mapping[str, Any], dry_run: bool = False) -> dict[str, Any]:
+    """The batch item with its ``grid_label``: as it is when it has one, else computed (an item planned by a
+    kafka-ops release before Grid labels were planned, when such a run is resumed after an upgrade)."""
+    return dict(item) if "grid_label" in item else {**item, "grid_label": batch_grid_label(item, dry_run)}
+
+
 #: A needs-action rule: (broker id, facts about it) -> (act?, reason). Facts are what the roll's probe
 #: observed (for a restart nothing is needed; an upgrade passes the broker's running version).
 NeedsAction = Callable[[int, Mapping[str, Any]], tuple[bool, str]]

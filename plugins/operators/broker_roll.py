@@ -28,7 +28,7 @@ from hooks.burrow import BurrowHook
 from kafka_ops import health
 from kafka_ops.batches import can_stop_together
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.roll import NeedsAction, RollRecord, batch_label, clock, decide, eta_s, requested, turn
+from kafka_ops.roll import NeedsAction, RollRecord, batch_label, clock, decide, eta_s, labelled_batch, requested, turn
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
@@ -144,6 +144,7 @@ class BrokerRollOperator(BaseOperator):
     def execute(self, context: Any) -> dict:
         cfg = resolve_settings(self.settings, context["params"])
         self.dry_run = is_true(cfg.get("dry_run", False))
+        self.batch = labelled_batch(self.batch, self.dry_run)  # a run planned by an earlier kafka-ops
         self.interval_s = float(cfg.get("healthcheck_interval_s", 5))
         self.timeout_s = float(cfg.get("healthcheck_timeout_s", 900))
         position = int(self.batch["batch"]) - 1

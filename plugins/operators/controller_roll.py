@@ -275,6 +275,8 @@ class ControllerRollOperator(BaseOperator):
     def execute(self, context: Any) -> dict:
         cfg = resolve_settings(self.settings, context["params"])
         self.dry_run = is_true(cfg.get("dry_run", False))
+        if "grid_label" not in self.item:  # planned by an earlier kafka-ops (a run resumed after an upgrade)
+            self.item = {**self.item, "grid_label": rules.controller_grid_label(self.item, self.dry_run)}
         self.interval_s = float(cfg.get("healthcheck_interval_s", 5))
         self.timeout_s = float(cfg.get("healthcheck_timeout_s", 900))
         self.ssh_timeout_s = float(cfg.get("command_timeout_s", 300))

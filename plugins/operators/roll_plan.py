@@ -33,7 +33,7 @@ from kafka_ops.batches import plan_batches
 from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
-from kafka_ops.roll import LagStreak, RollRecord, batch_label, clock, grid_label
+from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
 from runtime.broker_commands import BrokerCommand
 from runtime.params import is_true, resolve_settings
 from runtime.pending_labels import publish
@@ -116,9 +116,8 @@ def batch_items(steps: Any, dry_run: bool = False) -> list[dict]:
     items = []
     for number, key in enumerate(sorted(groups), start=1):
         brokers = groups[key]
-        label = batch_label([b["id"] for b in brokers])
-        items.append({"batch": number, "batches": len(groups), "label": label,
-                      "grid_label": grid_label(label, number, len(groups), dry_run=dry_run), "brokers": brokers})
+        item = {"batch": number, "batches": len(groups), "label": batch_label([b["id"] for b in brokers])}
+        items.append({**item, "grid_label": batch_grid_label(item, dry_run), "brokers": brokers})
     return items
 
 

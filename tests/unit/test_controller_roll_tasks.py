@@ -251,6 +251,13 @@ def test_a_roll_restarts_each_controller_once_the_leader_last_checking_the_lock(
     assert cluster.leader == 100 and all(cluster.running.values())
 
 
+def test_an_item_planned_before_grid_labels_existed_still_rolls_and_is_labelled(cluster):
+    # a run planned by an earlier kafka-ops and resumed after an upgrade: its items have no grid_label
+    items = [{k: v for k, v in item.items() if k != "grid_label"} for item in plan()]
+    result, op = controller(items[0])
+    assert result["action"] == "restarted" and op.item["grid_label"] == "controller 100 (1/3)"
+
+
 def test_the_quorum_leader_moving_since_the_plan_still_goes_last(cluster, capfd):
     items = plan()  # 100, 101, 102 (leader)
     controller(items[0])

@@ -11,9 +11,12 @@ from kafka_ops.roll import (
     BrokerProgress,
     Decision,
     RollRecord,
+    batch_grid_label,
     clock,
     decide,
     eta_s,
+    grid_label,
+    labelled_batch,
     requested,
     turn,
 )
@@ -379,3 +382,14 @@ def test_lag_streak_round_trips_and_counts_only_while_fresh() -> None:
     assert LagStreak(2, T0).carried(T0 + 9_000, interval_s=5) == 2  # within two intervals
     assert LagStreak(2, T0).carried(T0 + 11_000, interval_s=5) == 0  # a gap: Burrow was not watched
     assert LagStreak(2, T0).carried(T0 - 1, interval_s=5) == 0  # clock went back: trust nothing
+
+
+def test_grid_labels_of_batches_and_items_planned_before_them():
+    assert grid_label("broker 3", 2, 3) == "broker 3 (2/3)"
+    assert grid_label("controller 101", 3, 3, "active", dry_run=True) == "controller 101 (3/3) · active · dry run"
+    old = {"batch": 1, "batches": 2, "label": "brokers 0, 3", "brokers": [{"id": 0}, {"id": 3}]}
+    assert labelled_batch(old) == {**old, "grid_label": "brokers 0, 3 (1/2)"}
+    assert labelled_batch(old, dry_run=True)["grid_label"] == "brokers 0, 3 (1/2) · dry run"
+    planned = {**old, "grid_label": "as planned"}
+    assert labelled_batch(planned, dry_run=True) == planned
+    assert batch_grid_label(old) == "brokers 0, 3 (1/2)"

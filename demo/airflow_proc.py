@@ -23,6 +23,7 @@ from pathlib import Path
 from demo.errors import DemoError
 
 MARKER_ENV = "KOPS_DEMO_AIRFLOW_HOME"
+EXEC_WAIT_S = 30.0  # at most, for a started process to show its environment (see wait_marked)
 RECORD_NAME = "demo-standalone.json"
 LOG_NAME = "standalone.log"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
@@ -138,17 +139,32 @@ def _environ(pid: int) -> bytes:
         return b""
 
 
+def _marked(pid: int, home: Path) -> bool:
+    needle = f"{MARKER_ENV}={home}\0".encode()
+    env = _environ(pid)
+    return env.startswith(needle) or b"\0" + needle in env
+
+
 def marked_processes(home: Path) -> list[int]:
     """Pids of live processes carrying this Airflow home's marker (standalone and all its descendants)."""
-    needle = f"{MARKER_ENV}={home}\0".encode()
     me = os.getpid()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != me:
-            env = _environ(int(entry.name))
-            if env.startswith(needle) or b"\0" + needle in env:
-                pids.append(int(entry.name))
-    return sorted(pids)
+    return sorted(int(e.name) for e in Path("/proc").iterdir()
+                  if e.name.isdigit() and int(e.name) != me and _marked(int(e.name), home))
+
+
+def wait_marked(proc: subprocess.Popen, home: Path, timeout_s: float = EXEC_WAIT_S) -> bool:
+    """Wait until the started process shows this home's marker in ``/proc/<pid>/environ``; False if it exited
+    first or ``timeout_s`` (seconds) passed. ``Popen`` returns once the exec has begun (its close-on-exec pipe
+    closes), which is before the kernel has set up the new program's environment: in between (longer on a
+    loaded machine) the environ file reads empty, and the process would look like someone else's, or gone."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if _marked(proc.pid, home):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return False
 
 
 def _is_zombie(pid: int) -> bool:
@@ -215,6 +231,7 @@ def start(settings: AirflowSettings, extra_env: dict[str, str]) -> StandaloneRec
         )
     finally:
         log.close()
+    wait_marked(proc, settings.home)  # found by marked_processes from now on (or exited: the callers see it)
     record = StandaloneRecord(pid=proc.pid, port=settings.port, env_digest=env_digest(extra_env), started=time.time())
     (settings.home / RECORD_NAME).write_text(json.dumps(asdict(record)) + "\n")
     return record

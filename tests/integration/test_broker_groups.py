@@ -307,10 +307,21 @@ def test_consumer_offsets_records_are_in_kafkas_format(healthy: RunningSandbox) 
 
     partition = partition_for(group, settings.CONSUMER_OFFSETS_PARTITIONS)
     leader = partition_info(sb, "__consumer_offsets")[partition][0]
-    answer = raw_fetch(sb, leader, "__consumer_offsets", partition)
-    assert int(answer.error_code) == 0
-    records = [decode(key, value) for _offset, key, value in read_records(bytes(answer.records))]
-    mine = [r for r in records if r.group == group]
+
+    def group_records() -> list:
+        answer = raw_fetch(sb, leader, "__consumer_offsets", partition)
+        assert int(answer.error_code) == 0
+        return [r for r in (decode(key, value) for _offset, key, value in read_records(bytes(answer.records)))
+                if r.group == group]
+
+    # the coordinator writes the emptied group after the LeaveGroup of close(): wait for it, not for a time
+    deadline = time.monotonic() + 30
+    while True:
+        mine = group_records()
+        groups = [r for r in mine if r.kind == "group"]
+        if (groups and groups[-1].stored.members == ()) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     commits = {(r.topic, r.partition): r for r in mine if r.kind == "offset"}
     assert {k: (r.key_version, r.value_version, r.committed.offset, r.committed.metadata)
             for k, r in commits.items()} == {("grp-format", p): (1, 3, 3 + p, f"meta-{p}") for p in range(3)}

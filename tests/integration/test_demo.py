@@ -97,6 +97,23 @@ def test_stop_ends_the_whole_marked_tree_and_nothing_else(tmp_path: Path) -> Non
             parent.kill()
 
 
+def test_a_started_process_is_waited_for_until_it_carries_the_marker(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, airflow_proc.MARKER_ENV: str(home)}
+    for _ in range(20):  # the window between Popen's return and the new environment is short when idle
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+        try:
+            assert airflow_proc.wait_marked(child, home)
+            assert child.pid in airflow_proc.marked_processes(home)
+        finally:
+            child.kill()
+            child.wait()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], env={**os.environ})  # exits; never marked
+    began = time.monotonic()
+    assert not airflow_proc.wait_marked(gone, home, timeout_s=20)
+    assert time.monotonic() - began < 15, "an exited process is not waited for until the deadline"
+
+
 def test_port_in_use_is_named(tmp_path: Path) -> None:
     import socket
 

@@ -155,8 +155,8 @@ def marked_processes(home: Path) -> list[int]:
 def wait_marked(proc: subprocess.Popen, home: Path, timeout_s: float = EXEC_WAIT_S) -> bool:
     """Wait until the started process shows this home's marker in ``/proc/<pid>/environ``; False if it exited
     first or ``timeout_s`` (seconds) passed. ``Popen`` returns once the exec has begun (its close-on-exec pipe
-    closes), which is before the kernel has set up the new program's environment: in between (longer on a
-    loaded machine) the environ file reads empty, and the process would look like someone else's, or gone."""
+    closes); a UI-test start once found the new standalone unmarked right after that (the likely reason: the
+    new program's environment not set up yet), took it for gone and stopped nothing."""
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None:
         if _marked(proc.pid, home):

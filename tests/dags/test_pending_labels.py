@@ -26,9 +26,3 @@ def test_mapped_instances_get_their_published_labels_when_created(airflow_db):
     # a mapped task without published labels keeps Airflow's bare map indexes
     assert result.mapped_labels("unlabelled") == ["0", "1", "2"]
 
-
-def test_a_run_renders_the_same_labels_its_instances_waited_under(airflow_db):
-    result = run_dag(DAG_ID, {})
-    assert result.state == "success", result.states
-    assert result.mapped_states("labelled") == ["success"] * 3
-    assert result.mapped_labels("labelled") == EXPECTED

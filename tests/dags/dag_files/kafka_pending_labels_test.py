@@ -16,7 +16,7 @@ def plan(**context):
     return publish(context, "labelled", items)
 
 
-@task(task_id="labelled", map_index_template="{{ task.op_kwargs['item']['grid_label'] }}")
+@task(task_id="labelled")
 def labelled(item):
     return item["id"]
 

@@ -16,9 +16,10 @@ from typing import Any
 
 from airflow.sdk import TaskGroup
 from kafka_ops.roll import NeedsAction, requested
-from operators.broker_roll import BeforeStart, BrokerRollOperator, Facts
+from operators.broker_roll import BrokerRollOperator
 from operators.roll_plan import RollPlanOperator
 from runtime.params import FromParam
+from runtime.roll_hooks import BeforeStart, Facts
 
 #: The settings a roll reads, by default from the DAG params of the same names.
 ROLL_SETTINGS: dict[str, Any] = {

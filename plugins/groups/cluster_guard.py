@@ -11,6 +11,8 @@ from typing import Any
 
 from operators.cluster_checks import CheckParamsOperator, ForgetRollsOperator, WaitForClusterOperator
 from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
+from operators.controller_roll import ControllerPlanOperator
+from operators.roll_plan import RollPlanOperator
 from runtime.params import FromParam
 
 GUARD_SETTINGS: dict[str, Any] = {
@@ -20,13 +22,35 @@ GUARD_SETTINGS: dict[str, Any] = {
 }
 
 
-def cluster_guard(body: Any, *, operation: str, roll_ids: Sequence[str] = (),
+def roll_ids_in(parts: Sequence[Any]) -> list[str]:
+    """The roll ids of the rolls among ``parts`` (tasks and task groups, in order), read from their plan tasks
+    (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a ``roll_id``): what
+    ``forget_rolls`` deletes and ``unlock_cluster`` summarises. Raises ValueError on a roll id used twice."""
+    from airflow.sdk import TaskGroup
+
+    found: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, TaskGroup):
+            for child in node.children.values():
+                visit(child)
+        elif isinstance(node, (RollPlanOperator, ControllerPlanOperator)):
+            if node.roll_id in found:
+                raise ValueError(f"roll id {node.roll_id!r} is used by two rolls of one DAG")
+            found.append(node.roll_id)
+
+    for part in parts:
+        visit(part)
+    return found
+
+
+def cluster_guard(body: Any, *, operation: str,
                   settings: Mapping[str, Any] | None = None, final_trigger_rule: str = "all_success") -> Any:
     """Wire ``body`` (a task or task group, or a list of them in order) between the lock and the final
-    health check; returns the teardown task.
+    health check; returns the teardown task. The rolls inside ``body`` (:func:`roll_ids_in`) are the ones whose
+    records ``forget_rolls`` deletes when the run succeeds: no list kept by hand.
 
     :param operation: the lock's label ("rolling restart").
-    :param roll_ids: the rolls inside ``body``, whose records are deleted when the run succeeds.
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
         None, ...}``).
     :param final_trigger_rule: ``final_health``'s trigger rule. The default ``all_success`` skips it (and
@@ -36,13 +60,14 @@ def cluster_guard(body: Any, *, operation: str, roll_ids: Sequence[str] = (),
         ``body`` are chained as given: a part that may follow an empty roll sets its own trigger rule.
     """
     cfg = {**GUARD_SETTINGS, **(settings or {})}
+    parts = list(body) if isinstance(body, (list, tuple)) else [body]
+    roll_ids = roll_ids_in(parts)
     check = CheckParamsOperator(task_id="check_params", settings=cfg)
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
     final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg,
                                    trigger_rule=final_trigger_rule)
-    forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=list(roll_ids), settings=cfg)
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg, roll_ids=list(roll_ids))
-    parts = list(body) if isinstance(body, (list, tuple)) else [body]
+    forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=roll_ids, settings=cfg)
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg, roll_ids=roll_ids)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after

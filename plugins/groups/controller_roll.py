@@ -20,9 +20,9 @@ from typing import Any
 
 from airflow.sdk import TaskGroup
 from kafka_ops.roll import NeedsAction, requested
-from operators.broker_roll import BeforeStart, Facts
 from operators.controller_roll import ControllerPlanOperator, ControllerRollOperator
 from runtime.params import FromParam
+from runtime.roll_hooks import BeforeStart, Facts
 
 #: The settings a controller roll reads, by default from the DAG params of the same names.
 CONTROLLER_SETTINGS: dict[str, Any] = {

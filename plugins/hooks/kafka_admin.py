@@ -140,14 +140,9 @@ class KafkaAdminHook(ClusterProfileHook):
     def close(self) -> None:
         """Drop the client (librdkafka closes its connections when it is garbage collected).
 
-        The config cache stays (it belongs to the hook, not to the client); see :meth:`refresh_configs`.
+        The config cache stays (it belongs to the hook, not to the client).
         """
         self._admin = None
-
-    def refresh_configs(self) -> None:
-        """Drop the config cache: the next ``cluster_state(configs=True)`` reads every config again."""
-        self._broker_defaults = None
-        self._topic_min_insync.clear()
 
     def __enter__(self) -> KafkaAdminHook:
         return self
@@ -175,10 +170,10 @@ class KafkaAdminHook(ClusterProfileHook):
         With ``cache_configs`` (see the class), ``configs=True`` reads the broker defaults on the first
         call only, and topic configs only for topics this hook has not read yet: a topic that appears
         later is read by the first call that sees it in the Metadata, a topic gone from the Metadata
-        leaves the cache. The cache lives as long as the hook (a prober's: one task), or until
-        :meth:`refresh_configs`. Trade-off: a ``min.insync.replicas`` (or leader-imbalance) change made
-        while the hook lives is seen only by the next hook (the next task), and so is a topic deleted and
-        created again under the same name; a new topic is seen at once. Metadata and DescribeCluster are
+        leaves the cache. The cache lives as long as the hook (a prober's: one task). Trade-off: a
+        ``min.insync.replicas`` (or leader-imbalance) change made while the hook lives is seen only by the
+        next hook (the next task), and so is a topic deleted and created again under the same name; a new
+        topic is seen at once. Metadata and DescribeCluster are
         asked on every call, cached or not.
         """
         with self._client() as admin:

@@ -5,7 +5,8 @@ step is Kafka's own: CreateTopics of ``kafka-ops.operation-lock`` succeeds for e
 controller refuses every later create with TOPIC_ALREADY_EXISTS until the topic is deleted). The winner
 then writes its holder record (``{"holder", "since_ms", "operation"}``, JSON) as the topic's first record
 with an idempotent ``acks=all`` producer; anyone reads the holder from that first record. Releasing deletes
-the topic (and waits until the metadata no longer lists it). The topic keeps its record for as long as the
+the topic and waits until the deletion is complete (ZooKeeper-mode Kafka deletes asynchronously and refuses to
+create a topic "marked for deletion" meanwhile). The topic keeps its record for as long as the
 lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.replicas`` = RF - 1.
 
 A lock topic whose holder record never arrived (its creator died between the two steps) reads as held by
@@ -32,6 +33,10 @@ LOCK_TOPIC = "kafka-ops.operation-lock"
 #: after creating the topic), seconds.
 HOLDER_RECORD_WAIT_S = 10.0
 REQUEST_TIMEOUT_S = 15.0
+#: How long a release waits for ZooKeeper-mode Kafka to finish deleting the lock topic, and a taker for a lock
+#: topic still being deleted, seconds.
+DELETION_WAIT_S = 60.0
+RETRY_PAUSE_S = 0.2  # between two tries of try_acquire that found the lock topic existing and free
 UNKNOWN = "unknown (the lock topic has no holder record: its creator died while taking it)"
 
 
@@ -64,7 +69,10 @@ class KafkaLockStore:
     # -- reading -----------------------------------------------------------------------------------------
 
     def _exists(self) -> bool:
-        meta = self.admin.list_topics(LOCK_TOPIC, timeout=REQUEST_TIMEOUT_S).topics.get(LOCK_TOPIC)
+        # Metadata for all topics, never for the lock topic by name: librdkafka's admin client asks as a producer,
+        # which lets a broker with auto.create.topics.enable=true (Kafka's default) create the topic it was asked
+        # about, so a released lock would come straight back
+        meta = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics.get(LOCK_TOPIC)
         if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return False
         return True
@@ -106,19 +114,23 @@ class KafkaLockStore:
 
     # -- taking and releasing ----------------------------------------------------------------------------
 
-    def _create(self) -> bool:
-        """CreateTopics of the lock topic: True when this call created it, False when it exists."""
+    def _create(self, validate_only: bool = False) -> bool | None:
+        """CreateTopics of the lock topic: True when this call created it (``validate_only``: could create it),
+        False when it exists, None while a deleted lock topic is still being deleted (ZooKeeper-mode Kafka
+        deletes a topic asynchronously, after it left the metadata, and refuses to create it meanwhile:
+        TOPIC_ALREADY_EXISTS "marked for deletion")."""
         brokers = len(self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers)
         rf = max(1, min(3, brokers))
         topic = NewTopic(LOCK_TOPIC, 1, rf, config={"min.insync.replicas": str(max(1, rf - 1)),
                                                      "retention.ms": "-1"})
-        future = self.admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[LOCK_TOPIC]
+        future = self.admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S,
+                                          validate_only=validate_only)[LOCK_TOPIC]
         try:
             future.result(timeout=REQUEST_TIMEOUT_S + 5)
             return True
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                return False
+                return None if "marked for deletion" in exc.args[0].str() else False
             raise
 
     def _write_holder(self, doc: dict[str, Any]) -> None:
@@ -131,15 +143,27 @@ class KafkaLockStore:
         if left or failures:
             raise KafkaException(failures[0] if failures else KafkaError(KafkaError._MSG_TIMED_OUT))
 
-    def try_acquire(self, holder: str, operation: str, attempts: int = 5) -> LockHolder | None:
+    def try_acquire(self, holder: str, operation: str, attempts: int = 5,
+                    deletion_wait_s: float = DELETION_WAIT_S) -> LockHolder | None:
         """Take the lock for ``holder``; None on success (or when ``holder`` already has it), else the other
         holder. A created topic whose holder record cannot be written is deleted again (and the error raised).
+        A lock topic still being deleted (just released) is waited for, up to ``deletion_wait_s`` seconds.
 
-        :raises RuntimeError: released and re-taken by others ``attempts`` times in a row.
+        :raises RuntimeError: released and re-taken by others ``attempts`` times in a row, or still being
+            deleted after ``deletion_wait_s``.
         """
         doc = {"holder": holder, "since_ms": int(time.time() * 1000), "operation": operation}
-        for _ in range(max(1, attempts)):
-            if self._create():
+        deadline = time.monotonic() + deletion_wait_s
+        tries = 0
+        while tries < max(1, attempts):
+            created = self._create()
+            if created is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.where}: still being deleted after {deletion_wait_s:.0f} s")
+                time.sleep(0.5)
+                continue
+            tries += 1
+            if created:
                 try:
                     self._write_holder(doc)
                 except Exception:
@@ -149,9 +173,15 @@ class KafkaLockStore:
             other = self.current_holder()
             if other is not None:
                 return None if other.holder == holder else other
+            # it exists (CreateTopics said so) yet reads as free: released meanwhile, or the answering broker's
+            # metadata does not list it yet (ZooKeeper mode propagates a new topic to the brokers after
+            # CreateTopics returned): a moment before asking again
+            time.sleep(RETRY_PAUSE_S)
         raise RuntimeError(f"{self.where}: released and re-taken {attempts} times while trying to take it")
 
-    def _delete(self, timeout_s: float = 60.0) -> None:
+    def _delete(self, timeout_s: float = DELETION_WAIT_S) -> None:
+        """Delete the lock topic and wait until the deletion is complete: the metadata no longer lists it and
+        the controller would create it again (a validate-only CreateTopics)."""
         future = self.admin.delete_topics([LOCK_TOPIC], request_timeout=REQUEST_TIMEOUT_S)[LOCK_TOPIC]
         try:
             future.result(timeout=REQUEST_TIMEOUT_S + 5)
@@ -159,10 +189,10 @@ class KafkaLockStore:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise
         deadline = time.monotonic() + timeout_s
-        while self._exists():  # deletion completes asynchronously
+        while self._exists() or self._create(validate_only=True) is None:  # deletion completes asynchronously
             if time.monotonic() > deadline:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{LOCK_TOPIC} still listed after its "
-                                                                     f"deletion ({timeout_s:.0f} s)"))
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{LOCK_TOPIC} still being deleted "
+                                                                     f"{timeout_s:.0f} s after its deletion"))
             time.sleep(0.2)
 
     def release(self, holder: str) -> bool:

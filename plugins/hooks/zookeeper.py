@@ -1,8 +1,7 @@
-"""ZooKeeper hook (kazoo) for ZooKeeper-mode Kafka clusters.
-
-Reads Kafka's own znodes: ``/controller`` (active controller), ``/brokers/ids/<id>`` (ephemeral
-broker registrations with their ``"timestamp"`` in ms), ``/admin/reassign_partitions`` (present
-while a ZK-driven reassignment runs). The hook's methods only read.
+"""ZooKeeper hook (kazoo) for ZooKeeper-mode Kafka clusters: the client the cluster lock uses
+(``runtime.lock_holding``), and Kafka's ``/admin/reassign_partitions`` znode (present while a
+ZooKeeper-driven reassignment runs; how reassignments started before Kafka 2.4). Brokers, the controller
+and their registrations are read through the Kafka protocol (``hooks.kafka_admin``), not here.
 """
 
 from __future__ import annotations
@@ -10,20 +9,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kafka_ops.cluster import BrokerRegistration, parse_broker_registration, parse_controller
 from kafka_ops.profile import ClusterProfile
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from hooks.cluster_profile import ClusterProfileHook
 
-BROKER_IDS_PATH = "/brokers/ids"
-CONTROLLER_PATH = "/controller"
 REASSIGN_PATH = "/admin/reassign_partitions"
 
 
 class ZooKeeperHook(ClusterProfileHook):
-    """Read Kafka's ZooKeeper layout.
+    """A kazoo client on a ZooKeeper-mode cluster's ZooKeeper, and its reassignment znode.
 
     Build it from exactly one of:
 
@@ -89,41 +85,7 @@ class ZooKeeperHook(ClusterProfileHook):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- reads ---------------------------------------------------------------------------------
-
-    def controller_id(self) -> int | None:
-        """The active controller's broker id from ``/controller``; None while no controller is elected."""
-        try:
-            data, _ = self.get_conn().get(CONTROLLER_PATH)
-        except NoNodeError:
-            return None
-        return parse_controller(data)
-
-    def broker_ids(self) -> list[int]:
-        """Registered broker ids (children of ``/brokers/ids``), ascending; [] when none."""
-        try:
-            children = self.get_conn().get_children(BROKER_IDS_PATH)
-        except NoNodeError:
-            return []
-        return sorted(int(c) for c in children if c.isdigit())
-
-    def broker_registration(self, broker_id: int) -> BrokerRegistration | None:
-        """The broker's registration (host, port, endpoints, rack, ``timestamp_ms``); None when not
-        registered (stopped, or its ZooKeeper session expired)."""
-        try:
-            data, _ = self.get_conn().get(f"{BROKER_IDS_PATH}/{broker_id}")
-        except NoNodeError:
-            return None
-        return parse_broker_registration(broker_id, data)
-
-    def broker_registrations(self) -> dict[int, BrokerRegistration]:
-        """All current registrations, broker id -> registration (brokers vanishing mid-read are left out)."""
-        out = {}
-        for broker_id in self.broker_ids():
-            reg = self.broker_registration(broker_id)
-            if reg is not None:
-                out[broker_id] = reg
-        return out
+    # -- the reassignment znode (Kafka before 2.4) -----------------------------------------------
 
     def start_reassignment(self, partitions: list[dict[str, Any]]) -> None:
         """Start a reassignment the way ``kafka-reassign-partitions.sh --zookeeper`` did before Kafka 2.4:

@@ -10,14 +10,10 @@ the *preferred leader*), *isr* the in-sync replicas, *leader* the current leader
 
 The snapshot round-trips through plain JSON (:meth:`ClusterState.to_dict` /
 :meth:`ClusterState.from_dict`), so tasks can pass it through XCom.
-
-This module also parses Kafka's ZooKeeper-mode registration znodes (``/brokers/ids/<id>``,
-``/controller``), see :func:`parse_broker_registration` and :func:`parse_controller`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -289,76 +285,3 @@ class ClusterState:
                 "leader_imbalance_percentage", DEFAULT_LEADER_IMBALANCE_PERCENTAGE
             ),
         )
-
-
-# -- ZooKeeper-mode registration znodes -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BrokerRegistration:
-    """A broker's ZooKeeper registration (``/brokers/ids/<id>``, an ephemeral znode).
-
-    :param broker_id: the id from the znode path.
-    :param host: ``host`` field (the first PLAINTEXT listener's host; may be None with only
-        secured listeners, then see ``endpoints``).
-    :param port: ``port`` field (``-1`` when absent).
-    :param endpoints: listener URLs, e.g. ``("PLAINTEXT://10.0.0.1:9092",)``.
-    :param rack: ``rack`` field or None.
-    :param timestamp_ms: registration time, ms since the epoch, as the broker's own clock wrote it
-        (Kafka writes it as a string; parsed here). Changes on every broker start, and also when a
-        broker re-registers after a ZooKeeper session expiry.
-    """
-
-    broker_id: int
-    host: str | None
-    port: int
-    endpoints: tuple[str, ...]
-    rack: str | None
-    timestamp_ms: int
-
-
-def _load_znode_json(data: bytes | str, path: str) -> dict[str, Any]:
-    try:
-        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
-        doc = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path}: not JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(doc).__name__}")
-    return doc
-
-
-def parse_broker_registration(broker_id: int, data: bytes | str) -> BrokerRegistration:
-    """Parse the JSON of ``/brokers/ids/<broker_id>`` (Kafka's ZK-mode layout, BrokerIdZNode).
-
-    Example znode: ``{"version":5,"host":"h","port":9092,"endpoints":["PLAINTEXT://h:9092"],
-    "jmx_port":-1,"rack":"r1","timestamp":"1700000000000"}``.
-    Raises ValueError naming the znode when the data is not JSON or has no usable ``timestamp``.
-    """
-    path = f"/brokers/ids/{broker_id}"
-    doc = _load_znode_json(data, path)
-    try:
-        timestamp_ms = int(doc["timestamp"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: missing or bad 'timestamp': {doc.get('timestamp')!r}") from exc
-    port = doc.get("port", -1)
-    return BrokerRegistration(
-        broker_id=broker_id,
-        host=doc.get("host"),
-        port=int(port) if port is not None else -1,
-        endpoints=tuple(doc.get("endpoints") or ()),
-        rack=doc.get("rack"),
-        timestamp_ms=timestamp_ms,
-    )
-
-
-def parse_controller(data: bytes | str) -> int:
-    """Parse ``/controller`` (``{"version":1,"brokerid":2,"timestamp":"..."}``) -> the controller's id.
-
-    Raises ValueError when the data is not JSON or has no integer ``brokerid``.
-    """
-    doc = _load_znode_json(data, "/controller")
-    value = doc.get("brokerid")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"/controller: missing or bad 'brokerid': {value!r}")
-    return value

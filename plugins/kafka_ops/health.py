@@ -286,7 +286,6 @@ def cluster_health(state: ClusterState, max_imbalance_percentage: float | None =
 # -- consumer lag (Burrow) -----------------------------------------------------------------------
 
 #: Burrow v3 consumer group statuses. Only OK passes.
-BURROW_STATUSES = ("NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
 
 
 @dataclass(frozen=True)
@@ -359,48 +358,20 @@ def consumer_lag(statuses: Iterable[ConsumerGroupStatus]) -> Verdict:
     return _verdict("consumer-lag", reasons)
 
 
-def next_ok_streak(streak: int, verdict: Verdict | bool) -> int:
-    """Consecutive passing polls after one more poll: ``streak + 1`` when it passed, else 0.
-
-    Restarts cause lag spikes, so the lag gate wants Burrow to say OK ``lag_ok_consecutive`` polls in
-    a row; a sensor keeps this counter between pokes.
-    """
-    if streak < 0:
-        raise ValueError(f"streak must be >= 0, got {streak}")
-    return streak + 1 if bool(verdict) else 0
-
-
-def ok_streak(history: Iterable[Verdict | bool]) -> int:
-    """Number of trailing passing polls in ``history`` (oldest first)."""
-    streak = 0
-    for v in history:
-        streak = next_ok_streak(streak, v)
-    return streak
-
-
-def lag_gate_passed(streak: int, lag_ok_consecutive: int) -> bool:
-    """True when ``streak`` consecutive OK polls satisfy ``lag_ok_consecutive`` (>= 1 required)."""
-    if lag_ok_consecutive < 1:
-        raise ValueError(f"lag_ok_consecutive must be >= 1, got {lag_ok_consecutive}")
-    return streak >= lag_ok_consecutive
-
-
 # -- the gate before restarting a broker ---------------------------------------------------------
 
 
 def restart_gate(
     state: ClusterState,
     broker_id: int,
-    lag: Iterable[ConsumerGroupStatus] | None = None,
     max_imbalance_percentage: float | None = None,
 ) -> Verdict:
-    """The gate before stopping ``broker_id`` in a rolling restart.
+    """The cluster's part of the gate before stopping ``broker_id`` in a rolling restart (the consumer-lag
+    part is Burrow's, :func:`consumer_lag`, kept with its OK streak by ``runtime.lag_watch``).
 
     Passes only when: no offline partitions, no URP, leader imbalance per broker within
-    ``leader.imbalance.per.broker.percentage``, :func:`can_restart` (min-ISR safety, Strimzi's canRoll),
-    and, when ``lag`` is given, every watched group is OK in Burrow (kafka_roller's consumer_health).
+    ``leader.imbalance.per.broker.percentage``, :func:`can_restart` (min-ISR safety, Strimzi's canRoll).
 
-    :param lag: Burrow statuses of the watched groups; None skips the lag check.
     :param max_imbalance_percentage: None = ``state.leader_imbalance_percentage``.
     Reasons are prefixed with the failing rule, e.g. ``"urp: orders-3: under-replicated, ..."``.
     """
@@ -410,6 +381,4 @@ def restart_gate(
         leader_imbalance(state, max_imbalance_percentage),
         can_restart(state, broker_id),
     ]
-    if lag is not None:
-        verdicts.append(consumer_lag(lag))
     return combine(verdicts, rule=f"gate broker {broker_id}")

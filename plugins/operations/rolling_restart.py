@@ -37,9 +37,6 @@ from groups.operation_dag import operation_dag
 from groups.roll_params import role_params, roll_params
 from runtime.params import FromParam
 
-#: The rolls of a rolling restart, in order.
-ROLL_IDS = ["controllers", "restart"]
-
 
 def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any = None,
                         defaults: Mapping[str, Any] | None = None) -> DAG:
@@ -57,7 +54,6 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
             [controller_roll("controllers"),
              broker_roll("restart", settings={"roles": FromParam("roles")}, plan_trigger_rule=TriggerRule.NONE_FAILED)],
             operation="rolling restart",
-            roll_ids=ROLL_IDS,
             final_trigger_rule=TriggerRule.NONE_FAILED,
         )
     return dag

@@ -43,8 +43,6 @@ from runtime.upgrade_steps import before_start, facts
 
 OPERATION = "upgrade"
 UPGRADE_SETTINGS = {name: FromParam(name) for name in ("target_version", "install_command", "phases")}
-#: The rolls of an upgrade, in order (their records are forgotten when a run succeeds).
-ROLL_IDS = ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
 
 
 def _needs(phase: str):
@@ -126,7 +124,6 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
              MetadataVersionOperator(task_id="metadata_version", settings=step_settings, operation=OPERATION,
                                      trigger_rule=TriggerRule.NONE_FAILED)],
             operation=OPERATION,
-            roll_ids=ROLL_IDS,
             final_trigger_rule=TriggerRule.NONE_FAILED,
         )
     return dag

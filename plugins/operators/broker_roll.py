@@ -16,7 +16,7 @@ cleared task resumes exactly where this roll left the broker and acts only on wh
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -33,26 +33,17 @@ from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
 from runtime.lag_watch import LagWatch
+from runtime.lock_holding import ensure_held, release_held
 from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
+from runtime.roll_hooks import FAILED_STATES, RAMP_FROM_S, BeforeStart, Facts
 from runtime.roll_store import RollStore
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
 
-from operators.cluster_lock import ensure_held, release_held
-from operators.roll_plan import profile_or_fail
-
-FAILED_STATES = {"failed", "upstream_failed"}
-#: First pause of the waits after an action, seconds (doubling up to healthcheck_interval_s).
-RAMP_FROM_S = 0.5
 #: The roll phase written just before a step's command is sent (so a resume knows it may have happened).
 SENT = {"stop": "stopping", "start": "starting"}
 
-#: A roll's optional step between "gone" and "start" (an upgrade switches binaries or edits
-#: server.properties there): ``before_start(profile, broker, settings, log, dry_run)`` (``settings``: the
-#: roll's resolved settings); raise to fail the broker.
-BeforeStart = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any], Any, bool], None]
-#: What a needs-action rule is told about a broker: ``facts(profile, broker, settings) -> dict``.
-Facts = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
 
 
 class BrokerRollOperator(BaseOperator):

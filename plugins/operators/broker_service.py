@@ -11,11 +11,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.reassignment import leaders_on, partitions_on
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.lock_holding import ensure_held
 from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
-
-from operators.cluster_lock import ensure_held
-from operators.roll_plan import profile_or_fail
 
 
 class BrokerServiceOperator(BaseOperator):

@@ -8,12 +8,12 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from probes.cluster import PROBES, ClusterProber
+from runtime.broker_commands import check_commands
+from runtime.lock_holding import release_held
 from runtime.params import is_true, resolve_settings, unknown_conf_keys
+from runtime.profiles import profile_or_fail
 from runtime.roll_store import forget
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
-
-from operators.cluster_lock import release_held
-from operators.roll_plan import check_commands, profile_or_fail
 
 
 class CheckParamsOperator(BaseOperator):

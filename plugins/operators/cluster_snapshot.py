@@ -12,9 +12,8 @@ from airflow.sdk import BaseOperator
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import ClusterState
 from runtime.params import resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.run_dir import run_directory
-
-from operators.roll_plan import profile_or_fail
 
 
 def partition_sizes(log_dir_rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:

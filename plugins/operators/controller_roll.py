@@ -11,7 +11,7 @@ start, caught up, a leader elected) -> soak. Waits poll in the task's own proces
 ``alive`` = the service status command says it runs, and the roll's record (``runtime.roll_store``) is written
 before and after each action, so a cleared task resumes where this roll left the controller and acts only on
 what this roll did. Every step that touches the cluster checks this run holds the cluster lock
-(``operators.cluster_lock.ensure_held``). The logic is in ``kafka_ops.controller_roll``; this is the glue.
+(``runtime.lock_holding.ensure_held``). The logic is in ``kafka_ops.controller_roll``; this is the glue.
 """
 
 from __future__ import annotations
@@ -31,16 +31,15 @@ from kafka_ops.roll import NeedsAction, RollRecord, clock, decide, eta_s, reques
 from runtime.broker_commands import BrokerCommandFailed, controller_command
 from runtime.failures import describe
 from runtime.grid import show_step
+from runtime.lock_holding import ensure_held, release_held
 from runtime.params import is_true, resolve_settings
 from runtime.pending_labels import publish
+from runtime.profiles import profile_or_fail
+from runtime.roll_hooks import FAILED_STATES, RAMP_FROM_S, BeforeStart, Facts
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
 from runtime.window_gate import window_gate
-
-from operators.broker_roll import FAILED_STATES, RAMP_FROM_S, BeforeStart, Facts
-from operators.cluster_lock import ensure_held, release_held
-from operators.roll_plan import profile_or_fail
 
 NODE = "controller"
 
@@ -170,7 +169,7 @@ class ControllerRollOperator(BaseOperator):
         ``quorum_fetch_timeout_ms`` (the cluster's ``controller.quorum.fetch.timeout.ms``, default 2,000 ms):
         values or :class:`runtime.params.FromParam`.
     :param operation: the lock's operation label ("rolling restart").
-    :param before_start: ``operators.broker_roll.BeforeStart``, called with the controller's step dict
+    :param before_start: ``runtime.roll_hooks.BeforeStart``, called with the controller's step dict
         (``{"id", "host", "role": "controller", ...}``) between gone and start; None = nothing.
     :param needs_action: / :param facts: as for the broker roll; default: every planned controller.
 

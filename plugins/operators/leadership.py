@@ -12,12 +12,11 @@ from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops import health
 from kafka_ops.reassignment import leaders_on
 from probes.cluster import ClusterProber
+from runtime.lock_holding import ensure_held
 from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.reassignments import Reassignments
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
-
-from operators.cluster_lock import ensure_held
-from operators.roll_plan import profile_or_fail
 
 
 def drained_last(replicas: tuple[int, ...], drained: set[int]) -> tuple[int, ...]:

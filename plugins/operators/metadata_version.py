@@ -37,11 +37,10 @@ from kafka_ops.metadata_version import (
     label,
     short_nodes_in,
 )
+from runtime.lock_holding import ensure_held
 from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
-
-from operators.cluster_lock import ensure_held
-from operators.roll_plan import profile_or_fail
 
 
 class MetadataVersionOperator(BaseOperator):

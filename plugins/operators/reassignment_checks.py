@@ -12,9 +12,8 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
 from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.reassignments import Reassignments
-
-from operators.roll_plan import profile_or_fail
 
 MODES = ("scale-out", "decommission")
 

@@ -21,10 +21,9 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from runtime.params import is_true, resolve_settings
 from runtime.pending_labels import publish
+from runtime.profiles import profile_or_fail
 from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
-
-from operators.roll_plan import profile_or_fail
 
 #: ``spark/`` beside ``plugins/`` (the repository, and /opt/airflow in the docker image);
 #: ``KAFKA_OPS_SPARK_DIR`` overrides it.

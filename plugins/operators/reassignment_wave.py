@@ -25,6 +25,7 @@ from kafka_ops.plan_files import Plan, PlanFileError, load_plan, reassignment_in
 from kafka_ops.reassignment import (
     THROTTLE_BROKER_KEYS,
     THROTTLE_TOPIC_KEYS,
+    ongoing_partitions,
     replica_sizes,
     stuck_partitions,
     throttle_configs,
@@ -32,15 +33,14 @@ from kafka_ops.reassignment import (
     wave_throttles,
 )
 from runtime.grid import show_step
+from runtime.lock_holding import ensure_held, release_held
 from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
 from triggers.wave_progress import WaveProgressTrigger
-
-from operators.cluster_lock import ensure_held, release_held
-from operators.roll_plan import profile_or_fail
 
 #: Seconds a wave is polled in its own task before the wait is deferred to the triggerer
 #: (``triggers.wave_progress``): short waves finish in the task, long ones hold no worker slot.
@@ -101,7 +101,7 @@ class ReassignmentWaveOperator(BaseOperator):
             if others:
                 raise AirflowFailException("another reassignment is in progress: "
                                            + "; ".join(reassignment_in_progress(others)[:20]))
-            running = {(o["topic"], o["partition"]) for o in ongoing} & ours
+            running = ongoing_partitions(ongoing) & ours
             current = replicas_now(state)
             done = {(m.topic, m.partition) for m in wave.moves if current.get((m.topic, m.partition)) == m.replicas}
             todo = [m for m in wave.moves if (m.topic, m.partition) not in done | running]
@@ -202,7 +202,7 @@ class ReassignmentWaveOperator(BaseOperator):
         inline = inline_s is not None and inline_s < timeout_s
 
         def check() -> Check:
-            ongoing = {(o["topic"], o["partition"]) for o in moves.ongoing()} & ours
+            ongoing = ongoing_partitions(moves.ongoing()) & ours
             sizes = replica_sizes(admin.describe_log_dirs(brokers)) if ongoing and brokers else {}
             progress = wave_progress(wave, sizes, ongoing, time.monotonic() - began)
             last["ongoing"] = ongoing

@@ -27,50 +27,19 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
-from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
 from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
-from runtime.broker_commands import BrokerCommand
+from runtime.broker_commands import check_commands
 from runtime.params import is_true, resolve_settings
 from runtime.pending_labels import publish
+from runtime.profiles import profile_or_fail
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 from runtime.waiting import WaitAborted, WaitTimeout, call_until_answered
-
-COMMAND_SETTINGS = {"pre_stop": "pre_stop", "stop_command": "stop", "pre_start": "pre_start", "start_command": "start"}
-
-
-def profile_or_fail(conn_id: str) -> ClusterProfile:
-    """The cluster profile, with an SSH connection named.
-
-    :raises AirflowFailException: unknown connection or invalid profile (named; waiting cannot fix it).
-    """
-    try:
-        profile = get_cluster_profile(conn_id)
-        profile.require("ssh_conn_id")
-    except Exception as exc:
-        raise AirflowFailException(f"cluster {conn_id!r}: {exc}") from exc
-    return profile
-
-
-def check_commands(profile: ClusterProfile, cfg: dict[str, Any], broker: dict) -> list[str]:
-    """The run's command choices (``pre_stop``, ``stop_command``, ...) as the profile resolves them for
-    ``broker``; raises AirflowFailException naming a choice the profile does not allow."""
-    chosen = []
-    for setting, step in COMMAND_SETTINGS.items():
-        if setting not in cfg:
-            continue
-        try:
-            command = BrokerCommand.choose(profile, step, cfg[setting], broker)
-        except ValueError as exc:
-            raise AirflowFailException(f"param {setting}: {exc}") from exc
-        if command is not None:
-            chosen.append(f"{step}: {command.origin}")
-    return chosen
 
 
 def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> bool:

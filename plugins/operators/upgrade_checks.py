@@ -25,9 +25,8 @@ from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from runtime.params import resolve_settings
+from runtime.profiles import profile_or_fail
 from runtime.upgrade_steps import host_state
-
-from operators.roll_plan import profile_or_fail
 
 KRAFT = "kraft"
 ZOOKEEPER = "zookeeper"

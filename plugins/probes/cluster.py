@@ -10,7 +10,7 @@ Kinds (``broker`` = the broker the step is about):
   (without a broker: every broker does);
 - ``healthy``: no offline partition, no URP, leaders balanced (an operation's final check);
 - ``gate``: the cluster may lose the broker now: healthy, and stopping it drops no partition below
-  ``min.insync.replicas`` (``kafka_ops.health.restart_gate`` without the lag part; the Burrow part is
+  ``min.insync.replicas`` (``kafka_ops.health.restart_gate``; the Burrow part is
   separate because only it needs several OK polls in a row).
 Cost per poll: every kind sends one Metadata and one DescribeCluster request. Only ``gate``,
 ``leadership`` and ``healthy`` read configs (DescribeConfigs), and a prober reads them once: its hook
@@ -58,7 +58,7 @@ def _leadership(state: ClusterState, broker: int | None) -> Verdict:
 def _gate(state: ClusterState, broker: int | None) -> Verdict:
     if not state.has_broker(broker):
         return Verdict(False, [f"broker {broker} is not in the metadata (down)"], "gate")
-    return health.restart_gate(state, broker, lag=None)
+    return health.restart_gate(state, broker)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
 from hooks.broker_ssh import BrokerShell
 from kafka_ops.profile import ClusterProfile
 
@@ -118,3 +120,23 @@ def controller_command(profile: ClusterProfile, action: str, controller: dict) -
     """
     text, origin = profile.controller_service_command(action, int(controller["id"]))
     return BrokerCommand(action, int(controller["id"]), str(controller["host"]), text, origin, node="controller")
+
+
+#: The run's command settings and the profile step each chooses.
+COMMAND_SETTINGS = {"pre_stop": "pre_stop", "stop_command": "stop", "pre_start": "pre_start", "start_command": "start"}
+
+
+def check_commands(profile: ClusterProfile, cfg: dict[str, Any], broker: dict) -> list[str]:
+    """The run's command choices (``pre_stop``, ``stop_command``, ...) as the profile resolves them for
+    ``broker``; raises AirflowFailException naming a choice the profile does not allow."""
+    chosen = []
+    for setting, step in COMMAND_SETTINGS.items():
+        if setting not in cfg:
+            continue
+        try:
+            command = BrokerCommand.choose(profile, step, cfg[setting], broker)
+        except ValueError as exc:
+            raise AirflowFailException(f"param {setting}: {exc}") from exc
+        if command is not None:
+            chosen.append(f"{step}: {command.origin}")
+    return chosen

@@ -4,9 +4,8 @@ and, on a KRaft cluster, controllers alike (a controller's step dict has ``"role
 
 - facts: the release the ``kafka`` symlink (profile ``kafka_home``) points at, and the IBP / LMF in
   ``server.properties`` (profile ``server_properties``), read in one SSH command;
-- the ``server.properties`` edit of a phase (``kafka_ops.upgrade.edited_properties``), written atomically:
-  a timestamped backup (``server.properties.bak-<epoch>``) kept beside it, the new text written to a temp
-  file and renamed over it;
+- the ``server.properties`` edit of a phase (``kafka_ops.upgrade.edited_properties``), written by
+  ``runtime.host_files.write_properties`` (backup beside it, atomic rename, read back);
 - the binaries' install: the profile command named by the run's ``install_command``, or by default the
   ``kafka`` symlink switched to the already unpacked ``kafka_*-<target>`` beside it. ``{version}`` is
   filled only after the target was validated, shell-quoted.
@@ -19,11 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
-from hooks.broker_ssh import BrokerShell, IncompleteOutput
 from kafka_ops import upgrade
 from kafka_ops.profile import ClusterProfile
 
-from runtime.broker_commands import remote_command
+from runtime.host_files import node_paths, run_on_host, who, write_properties
 
 SPLIT = "---kafka-ops-8<---"
 #: The default install: point the ``kafka`` symlink at the unpacked target release (atomic rename).
@@ -34,39 +32,12 @@ DEFAULT_INSTALL = (
 )
 
 
-def who(node: Mapping[str, Any]) -> str:
-    """``"broker 0"`` or ``"controller 100"`` (a step dict's ``role``, brokers by default)."""
-    return f"{node.get('role') or 'broker'} {node['id']}"
-
-
-def _paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
-    home, props = profile.kafka_home_for(broker_id), profile.server_properties_for(broker_id)
-    if not home or not props:
-        raise AirflowFailException(f"connection {profile.conn_id!r}: an upgrade needs kafka_home and "
-                                   "server_properties in the profile")
-    return home, props
-
-
-def _run(profile: ClusterProfile, broker: Mapping[str, Any], command: str, what: str, timeout_s: float = 120,
-         read_only: bool = False) -> str:
-    """``command`` on the node's host; its stdout. ``read_only``: complete output guaranteed
-    (:meth:`hooks.broker_ssh.BrokerShell.read`), what every read that an edit is computed from needs."""
-    shell = BrokerShell(profile.ssh_conn_id, str(broker["host"]))
-    try:
-        rc, out, err = (shell.read if read_only else shell.run)(remote_command(command, int(broker["id"])), timeout_s)
-    except IncompleteOutput as exc:
-        raise AirflowFailException(f"{who(broker)}: {what}: {exc}") from exc
-    if rc != 0:
-        raise AirflowFailException(f"{who(broker)} ({broker['host']}): {what} exited {rc}: "
-                                   f"{(err.strip() or out.strip())[-500:]}")
-    return out
-
-
 def host_state(profile: ClusterProfile, broker: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """(facts ``{"installed", "ibp", "lmf"}``, the server.properties text) of a broker's (or controller's) host."""
-    home, props = _paths(profile, int(broker["id"]))
-    out = _run(profile, broker, f"readlink {shlex.quote(home)}; echo {shlex.quote(SPLIT)}; cat {shlex.quote(props)}",
-               "reading the installation and server.properties", read_only=True)
+    home, props = node_paths(profile, int(broker["id"]))
+    out = run_on_host(profile, broker,
+                      f"readlink {shlex.quote(home)}; echo {shlex.quote(SPLIT)}; cat {shlex.quote(props)}",
+                      "reading the installation and server.properties", read_only=True)
     link, _, text = out.partition(SPLIT + "\n")
     try:
         installed = upgrade.installed_version(link)
@@ -81,23 +52,6 @@ def facts(profile: ClusterProfile, broker: Mapping[str, Any], settings: Mapping[
     return host_state(profile, broker)[0]
 
 
-def write_properties(profile: ClusterProfile, broker: Mapping[str, Any], text: str) -> None:
-    """Replace server.properties atomically, keeping a timestamped backup beside it, then read it back.
-
-    :raises AirflowFailException: the write failed, or the file read back is not ``text`` (the node is not
-        started on it; the backup is beside it).
-    """
-    _, props = _paths(profile, int(broker["id"]))
-    p = shlex.quote(props)
-    _run(profile, broker, f'cp -p {p} {p}.bak-$(date +%s) && printf %s {shlex.quote(text)} > {p}.kafka-ops-new '
-                          f'&& mv {p}.kafka-ops-new {p}', "writing server.properties")
-    back = _run(profile, broker, f"cat {p}", "reading server.properties back", read_only=True)
-    if back != text:
-        raise AirflowFailException(f"{who(broker)}: server.properties read back differs from what was written "
-                                   f"({len(back)} vs {len(text)} characters): not started on it; the previous "
-                                   f"file is kept beside it as {props}.bak-<epoch>")
-
-
 def before_start(phase: str):
     """The ``before_start`` hook of ``phase`` (settings ``target_version``, ``install_command``)."""
 
@@ -107,7 +61,7 @@ def before_start(phase: str):
         upgrade.parse_version(target)  # validated before {version} reaches a shell
         if phase == "binaries":
             choice = settings.get("install_command")
-            home, _ = _paths(profile, int(broker["id"]))
+            home, _ = node_paths(profile, int(broker["id"]))
             if choice:
                 found = profile.command(choice, "install", int(broker["id"]))
                 command = found[0].replace("{version}", shlex.quote(target))
@@ -115,7 +69,7 @@ def before_start(phase: str):
                 command = DEFAULT_INSTALL.format(home=shlex.quote(home), version=shlex.quote(target))
             log.info("%s: installing Kafka %s: %s", who(broker), target, command)
             if not dry_run:
-                _run(profile, broker, command, f"installing Kafka {target}", timeout_s=600)
+                run_on_host(profile, broker, command, f"installing Kafka {target}", timeout_s=600)
                 now = host_state(profile, broker)[0]["installed"]
                 if now != target:
                     raise AirflowFailException(f"{who(broker)}: the install ran but the host still runs {now}, "

@@ -1,0 +1,70 @@
+"""A node's host over SSH, for every operation that reads or edits it (brokers and KRaft controllers alike: a
+step dict ``{"id", "host", "role"?}``): run a command (complete output for reads an edit is computed from),
+where Kafka lives and its ``server.properties`` (the profile's ``kafka_home`` / ``server_properties``), and the
+safe edit of that file: a timestamped backup (``server.properties.bak-<epoch>``) kept beside it, the new text
+written to a temp file and renamed over it, then read back.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+from hooks.broker_ssh import BrokerShell, IncompleteOutput
+from kafka_ops.profile import ClusterProfile
+
+from runtime.broker_commands import remote_command
+
+
+def who(node: Mapping[str, Any]) -> str:
+    """``"broker 0"`` or ``"controller 100"`` (a step dict's ``role``, brokers by default)."""
+    return f"{node.get('role') or 'broker'} {node['id']}"
+
+
+def node_paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
+    """``(kafka_home, server_properties)`` of node ``broker_id``'s host (the profile's, ``{broker_id}`` filled).
+
+    :raises AirflowFailException: the profile sets either not (an operation that edits hosts needs both).
+    """
+    home, props = profile.kafka_home_for(broker_id), profile.server_properties_for(broker_id)
+    if not home or not props:
+        raise AirflowFailException(f"connection {profile.conn_id!r}: editing a node's host needs kafka_home and "
+                                   "server_properties in the profile")
+    return home, props
+
+
+def run_on_host(profile: ClusterProfile, node: Mapping[str, Any], command: str, what: str, timeout_s: float = 120,
+                read_only: bool = False) -> str:
+    """``command`` on the node's host; its stdout. ``read_only``: complete output guaranteed
+    (:meth:`hooks.broker_ssh.BrokerShell.read`), what every read that an edit is computed from needs.
+
+    :raises AirflowFailException: the command exited non-zero, or a read's output was incomplete.
+    """
+    shell = BrokerShell(profile.ssh_conn_id, str(node["host"]))
+    try:
+        rc, out, err = (shell.read if read_only else shell.run)(remote_command(command, int(node["id"])), timeout_s)
+    except IncompleteOutput as exc:
+        raise AirflowFailException(f"{who(node)}: {what}: {exc}") from exc
+    if rc != 0:
+        raise AirflowFailException(f"{who(node)} ({node['host']}): {what} exited {rc}: "
+                                   f"{(err.strip() or out.strip())[-500:]}")
+    return out
+
+
+def write_properties(profile: ClusterProfile, node: Mapping[str, Any], text: str) -> None:
+    """Replace server.properties atomically, keeping a timestamped backup beside it, then read it back.
+
+    :raises AirflowFailException: the write failed, or the file read back is not ``text`` (the node is not
+        started on it; the backup is beside it).
+    """
+    _, props = node_paths(profile, int(node["id"]))
+    p = shlex.quote(props)
+    run_on_host(profile, node, f"cp -p {p} {p}.bak-$(date +%s) && printf %s {shlex.quote(text)} > {p}.kafka-ops-new "
+                f"&& mv {p}.kafka-ops-new {p}", "writing server.properties")
+    back = run_on_host(profile, node, f"cat {p}", "reading server.properties back", read_only=True)
+    if back != text:
+        raise AirflowFailException(f"{who(node)}: server.properties read back differs from what was written "
+                                   f"({len(back)} vs {len(text)} characters): not started on it; the previous "
+                                   f"file is kept beside it as {props}.bak-<epoch>")

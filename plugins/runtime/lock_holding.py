@@ -1,0 +1,122 @@
+"""This run and the cluster's operation lock, for any task that acts on a cluster: who holds it
+(``"<dag_id>/<run_id>"``), the lock store the profile names (a znode in the cluster's ZooKeeper,
+``hooks.cluster_lock``, or a lock topic in the cluster, ``hooks.kafka_lock``: the profile's
+:attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides), make sure this run holds it before acting, and
+release it. The lock and unlock tasks are ``operators.cluster_lock``.
+
+Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
+waited out up to the deadline with the cause logged; another holder is never waited out by a step that
+acts on the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+from hooks import cluster_lock
+from hooks.kafka_lock import KafkaLockStore
+from hooks.zookeeper import ZooKeeperHook
+from kafka_ops.profile import ClusterProfile
+
+from runtime.failures import Misconfiguration
+from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+
+
+class LockHeldByOther(Exception):
+    """Another run holds the cluster (fatal for a step that would act on it)."""
+
+
+def holder_of(context: Any) -> str:
+    """This run's lock holder string: ``"<dag_id>/<run_id>"``."""
+    return f"{context['dag'].dag_id}/{context['run_id']}"
+
+
+@contextmanager
+def lock_store(profile: ClusterProfile) -> Iterator[Any]:
+    """The cluster's lock store, opened: ``hooks.cluster_lock.ZooKeeperLockStore`` or
+    ``hooks.kafka_lock.KafkaLockStore`` (per ``profile.lock_in``).
+
+    :raises runtime.failures.Misconfiguration: a ZooKeeper lock without a ``zookeeper`` connect string.
+    """
+    if profile.lock_in == "zookeeper":
+        if not profile.zookeeper:
+            raise Misconfiguration(f"connection {profile.conn_id!r}: the cluster lock lives in ZooKeeper and the "
+                                   "profile sets no 'zookeeper'")
+        with ZooKeeperHook(profile=profile) as zk:
+            yield cluster_lock.ZooKeeperLockStore(zk.get_conn(), profile.zookeeper)
+    else:
+        with KafkaLockStore(profile) as store:
+            yield store
+
+
+def take(profile: ClusterProfile, holder: str, operation: str) -> tuple[bool, cluster_lock.LockHolder | None]:
+    """Try once: (held by ``holder`` now, the other holder if not). (True, None) also when it was ours."""
+    with lock_store(profile) as store:
+        other = store.try_acquire(holder, operation)
+    return other is None, other
+
+
+def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any, timeout_s: float = 120.0) -> None:
+    """Make sure this run holds the cluster's lock before it acts: re-take it when it is free (a run resumed
+    by clearing only its failed tasks never re-runs the lock task), fail when another run holds it.
+
+    :raises AirflowFailException: another run holds it (named), or the lock store (ZooKeeper, or the cluster
+        for a lock topic) stayed unreachable ``timeout_s`` seconds.
+    """
+    holder = holder_of(context)
+
+    def check() -> Check:
+        with lock_store(profile) as store:
+            before = store.current_holder()
+            other = store.try_acquire(holder, operation)
+        if other is not None:
+            raise LockHeldByOther(
+                f"cluster {profile.conn_id} is held by {other.describe()}, not by this run ({holder}): "
+                "not acting on it"
+            )
+        if before is None:
+            log.warning("cluster %s: this run did not hold the lock (resumed without its lock task?): "
+                        "took it again", profile.conn_id)
+        return Check(True, f"held by {holder}")
+
+    try:
+        wait_until(check, what=f"this run holds the lock of cluster {profile.conn_id}", interval_s=5,
+                   timeout_s=timeout_s, log=log)
+    except (WaitAborted, WaitTimeout) as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> None:
+    """Release the lock if this run holds it (best effort, logged). A run resumed by clearing only its failed
+    tasks re-takes the lock in its broker tasks (:func:`ensure_held`) while its ``unlock_cluster`` teardown,
+    which succeeded before, is not run again: so the task that ends such a run releases it itself."""
+    try:
+        with lock_store(profile) as store:
+            if store.release(holder_of(context)):
+                log.warning("cluster %s: lock released (%s)", profile.conn_id, why)
+    except Exception as exc:  # the teardown, when it runs, tries again
+        log.warning("cluster %s: could not release the lock (%s): %s", profile.conn_id, why, exc)
+
+
+def describe_mode(profile: ClusterProfile) -> str:
+    """One line on which path an operation takes on this cluster: KRaft (the quorum's leader, epoch and voters,
+    from DescribeQuorum) or ZooKeeper mode, and where the operation lock lives. Best effort: a cluster that
+    cannot be asked now is said so (the steps that need it report their own errors)."""
+    from hooks.kafka_admin import KafkaAdminHook
+
+    lock = (f"lock in ZooKeeper ({profile.zookeeper})" if profile.lock_in == "zookeeper"
+            else "lock in the cluster (topic kafka-ops.operation-lock)")
+    try:
+        with KafkaAdminHook(profile=profile) as admin:
+            if admin.is_kraft():
+                q = admin.describe_quorum()
+                mode = (f"KRaft mode (metadata quorum leader {q.leader_id}, epoch {q.leader_epoch}, voters "
+                        f"{', '.join(str(v) for v in q.voter_ids)}; metadata.version, no IBP)")
+            else:
+                mode = "ZooKeeper mode (the controller is a broker; inter.broker.protocol.version)"
+    except Exception as exc:  # noqa: BLE001 - a description only
+        mode = f"mode unknown for now ({type(exc).__name__}: {exc})"
+    return f"cluster {profile.conn_id}: {mode}; {lock}"

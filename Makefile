@@ -4,17 +4,23 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-DEBIAN_PACKAGES := zookeeper burrow openssh-server openssh-client default-jre-headless procps docker-compose chromium
+DEBIAN_PACKAGES := zookeeper openssh-server openssh-client default-jre-headless maven procps docker-compose chromium \
+	golang-github-shopify-sarama-dev golang-github-samuel-go-zookeeper-dev golang-github-spf13-viper-dev \
+	golang-go.uber-zap-dev golang-gopkg-natefinch-lumberjack.v2-dev golang-github-julienschmidt-httprouter-dev \
+	golang-github-karrick-goswarm-dev golang-github-oneofone-xxhash-dev golang-github-pborman-uuid-dev
 WORKDIR ?= .sandbox
 PYTEST_ARGS ?=
 
-.PHONY: install debs venv test unit lint demo down lock sandbox-up sandbox-down
+.PHONY: install debs venv kafka burrow test unit lint demo down lock sandbox-up sandbox-down
 
-install: debs venv
+install: debs venv kafka burrow
 
-# Debian packages: ZooKeeper, Burrow, sshd (the sandbox's real parts), a Java runtime, Chromium (tests/ui).
+# Debian packages: ZooKeeper, sshd (the sandbox's real parts), a Java runtime and Maven (Kafka from Maven
+# Central), Burrow's Go libraries (Burrow is built from Debian's source, see sandbox/burrow_build.py) and Go
+# when the machine has none, Chromium (tests/ui).
 debs:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v go >/dev/null 2>&1 || test -x /usr/local/go/bin/go || missing="$$missing golang-go"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
@@ -31,6 +37,15 @@ $(VENV)/.installed: requirements.lock
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Real Apache Kafka releases (pinned in sandbox/kafka_release.py) assembled from Maven Central into .cache/kafka/;
+# a second run downloads nothing.
+kafka: venv
+	$(PY) -m sandbox.kafka_release install
+
+# Burrow 1.2.1 from Debian's source with ListOffsets v1 (Kafka 4.x removed v0), into .cache/burrow/.
+burrow: venv debs
+	$(PY) -m sandbox.burrow_build
 
 lock:
 	$(PY) -m pip freeze --exclude-editable > requirements.lock

@@ -18,27 +18,10 @@ had URP right after the polls is starred (overloaded: its ms say more about the 
 The sandbox is always stopped (also on errors and Ctrl-C); its workdir is removed after a complete run
 unless ``--keep`` (kept after errors and when the sandbox stopped absorbing topics).
 
-Topics are created with ``AdminClient.create_topics`` when the brokers support it. The sandbox's brokers do
-not implement CreateTopics (API 19): the bench then writes the topics into ZooKeeper the way
-``kafka-topics.sh --zookeeper`` did (``sandbox.broker.zkpaths`` layout, one ZooKeeper multi-op per chunk of
-200 topics) and the sandbox's controller elects their leaders.
-
-When a step does not settle within ``--settle-timeout`` the bench stops growing, prints why (URP, Metadata
-latency, and how long one full read of the cluster from ZooKeeper takes: what every sandbox broker does
-on each metadata change and every second), and reports the steps measured so far (exit 2).
-
-Limit (seen on a shared 2-core machine): the sandbox stays steady up to about 120-160 topics x 5 partitions
-(650-850 partitions in all), far below 2,000 x 5. Each sandbox broker re-reads the whole cluster from
-ZooKeeper (``MetadataCache.refresh``: every topic, partition state, config and workload node, one synchronous
-round trip each) on its asyncio loop, every second and on every metadata change; at 1,040-1,240 partitions
-one read took 1.3-1.7 s. The loop also serves follower fetches and Kafka requests: once it falls behind by
-``replica.lag.time.max`` (5 s; the machine's other load helps), ISRs shrink, each AlterPartition makes the
-controller write state and bump the metadata version, which makes every broker read everything again: the
-sandbox never gets back to URP = 0. The request counts per poll do not depend on the
-sandbox (tests/unit/test_config_cache.py checks them at 2,000 x 5: 13 before, 2 after).
-``--mode kraft --replication-factor 1`` (no follower fetches) holds 2,000 x 5: measured there, 2 cores, 5 polls,
-median ms: a config-reading probe 1,078 ms and 14 requests uncached, 486 ms and 2 requests cached; a
-Metadata-only wait 513 ms and 2 requests.
+Topics are created with Kafka's CreateTopics (``AdminClient.create_topics``, 200 per request). When a step
+does not settle within ``--settle-timeout`` the bench stops growing, prints why (URP, Metadata latency) and
+reports the steps measured so far (exit 2). The request counts per poll do not depend on the cluster
+(tests/unit/test_config_cache.py checks them at 2,000 x 5: 13 before, 2 after); the milliseconds do.
 
 Usage: ``.venv/bin/python bench/probe_cost.py [--topics 2000] [--partitions 5] [--polls 10] [--step 200] [--keep]``.
 """
@@ -46,7 +29,6 @@ Usage: ``.venv/bin/python bench/probe_cost.py [--topics 2000] [--partitions 5] [
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import logging
 import os
@@ -56,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,7 +64,7 @@ def _log(msg: str) -> None:
 
 
 class TopicMaker:
-    """Creates the bench topics: CreateTopics when the brokers have it, else ZooKeeper (see module doc)."""
+    """Creates the bench topics with Kafka's CreateTopics (Kafka places the replicas), ``CHUNK`` per request."""
 
     def __init__(self, env: dict[str, Any], partitions: int, replication_factor: int = 3) -> None:
         from confluent_kafka.admin import AdminClient
@@ -92,90 +73,23 @@ class TopicMaker:
         self.partitions = partitions
         self.rf = replication_factor
         self.admin = AdminClient({"bootstrap.servers": env["bootstrap_servers"]})
-        self.via_zookeeper: str | None = None  # why, once CreateTopics was refused
-        self._zk = None
 
     def create(self, names: list[str]) -> None:
-        for i in range(0, len(names), CHUNK):
-            chunk = names[i : i + CHUNK]
-            if self.env.get("mode") == "kraft":
-                self._metadata_log(chunk)
-                continue
-            if self.via_zookeeper is None:
-                self._create_topics(chunk)
-            if self.via_zookeeper is not None:
-                self._zookeeper(chunk)
-
-    def _create_topics(self, names: list[str]) -> None:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
-        futures = self.admin.create_topics([NewTopic(n, self.partitions, self.rf) for n in names], request_timeout=60)
-        for name, future in futures.items():
-            try:
-                future.result(timeout=90)
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError._UNSUPPORTED_FEATURE:
-                    self.via_zookeeper = err.str()
-                    _log(f"CreateTopics refused ({err.str()}): creating the topics through ZooKeeper")
-                    return
-                if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                raise RuntimeError(f"creating {name} failed: {exc}") from exc
-
-    def _zookeeper(self, names: list[str]) -> None:
-        """One multi-op per chunk: config, sandbox workload node (no produce traffic) and assignment of
-        each topic, as ``sandbox.broker.zkpaths.create_topic`` writes them (one watch event per chunk)."""
-        from kazoo.client import KazooClient
-
-        from sandbox.broker import zkpaths
-
-        if self._zk is None:
-            self._zk = KazooClient(hosts=self.env["zookeeper_connect"], timeout=30)
-            self._zk.start(timeout=30)
-        brokers = [(b["id"], b.get("rack")) for b in self.env["brokers"]]
-        tx = self._zk.transaction()
-        for name in names:
-            assignment = zkpaths.assign_replicas(self.partitions, self.rf, brokers)
-            topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-            tx.create(f"{zkpaths.CONFIG_TOPICS}/{name}", zkpaths.dumps({"version": 1, "config": {}}))
-            tx.create(f"{zkpaths.SANDBOX_TOPICS}/{name}", zkpaths.dumps({"initial_bytes": 0, "produce_msgs_per_s": 0}))
-            document = {
-                "version": 3,
-                "topic_id": topic_id,
-                "partitions": {str(p): r for p, r in assignment.items()},
-                "adding_replicas": {},
-                "removing_replicas": {},
-            }
-            tx.create(zkpaths.topic_path(name), zkpaths.dumps(document))
-        failed = [r for r in tx.commit() if isinstance(r, Exception)]
-        if failed:
-            raise RuntimeError(f"ZooKeeper multi-op creating {len(names)} topics failed: {failed[0]!r}")
-
-    def _metadata_log(self, names: list[str]) -> None:
-        """KRaft sandbox: one append to the controller quorum's log per chunk holding each topic's config,
-        workload node (no produce traffic) and assignment (as a KRaft controller records a CreateTopics:
-        TopicRecord + PartitionRecords in one batch); the active controller then elects the leaders."""
-        from sandbox.broker import zkpaths
-        from sandbox.broker.quorum_client import RemoteQuorumClient
-
-        if self._zk is None:
-            voters = {c["id"]: c["host"] for c in self.env["controllers"]}
-            self._zk = RemoteQuorumClient(voters, 9093, -1, "probe bench", None)
-            self._zk.start(timeout=30)
-        brokers = [(b["id"], b.get("rack")) for b in self.env["brokers"]]
-        items = []
-        for name in names:
-            assignment = zkpaths.assign_replicas(self.partitions, self.rf, brokers)
-            topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-            items += [(f"{zkpaths.CONFIG_TOPICS}/{name}", zkpaths.dumps({"version": 1, "config": {}})),
-                      (f"{zkpaths.SANDBOX_TOPICS}/{name}", zkpaths.dumps({"initial_bytes": 0,
-                                                                          "produce_msgs_per_s": 0})),
-                      (zkpaths.topic_path(name), zkpaths.dumps({
-                          "version": 3, "topic_id": topic_id, "partitions": {str(p): r for p, r in assignment.items()},
-                          "adding_replicas": {}, "removing_replicas": {}}))]
-        self._zk.put_many(items)
+        for i in range(0, len(names), CHUNK):
+            chunk = names[i : i + CHUNK]
+            futures = self.admin.create_topics([NewTopic(n, self.partitions, self.rf) for n in chunk],
+                                               request_timeout=60)
+            for name, future in futures.items():
+                try:
+                    future.result(timeout=90)
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else None
+                    if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                        continue
+                    raise RuntimeError(f"creating {name} failed: {exc}") from exc
 
     def set_min_insync(self, names: list[str], value: str) -> None:
         """IncrementalAlterConfigs (the sandbox has it): ``min.insync.replicas`` = ``value`` on ``names``."""
@@ -194,20 +108,8 @@ class TopicMaker:
         for future in self.admin.incremental_alter_configs(resources, request_timeout=30).values():
             future.result(timeout=60)
 
-    def zk_full_read_s(self) -> float | None:
-        """Seconds one ``MetadataCache.refresh()`` (a sandbox broker's full ZooKeeper read) takes from here."""
-        if self._zk is None:
-            return None
-        from sandbox.broker.metadata import MetadataCache
-
-        t0 = time.monotonic()
-        MetadataCache(self._zk).refresh()
-        return time.monotonic() - t0
-
     def close(self) -> None:
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
+        self.admin = None
 
 
 def cluster_view(admin: Any, prefix: str) -> dict[str, Any]:
@@ -387,13 +289,8 @@ def run(args: argparse.Namespace, base: Path) -> tuple[list[dict[str, Any]], str
             ok, view = settle(maker.admin, want, args.settle_timeout)
             settled_s = time.monotonic() - t0 - created_s
             if not ok:
-                full = maker.zk_full_read_s()
-                stopped = (
-                    f"{want} topics x {args.partitions} partitions did not settle in {args.settle_timeout:.0f} s "
-                    f"(last Metadata: {view}); one full ZooKeeper read of the cluster (what each sandbox broker "
-                    f"does on every metadata change and every second) takes "
-                    f"{'-' if full is None else f'{full:.2f} s'} from here"
-                )
+                stopped = (f"{want} topics x {args.partitions} partitions did not settle in "
+                           f"{args.settle_timeout:.0f} s (last Metadata: {view})")
                 _log(stopped)
                 break
             have = want
@@ -408,8 +305,6 @@ def run(args: argparse.Namespace, base: Path) -> tuple[list[dict[str, Any]], str
             if not steady:
                 _log(f"{want} topics: the sandbox did not stay steady during the polls ({after})")
             _log(table(steps[-1:]))
-        if maker.via_zookeeper:
-            _log(f"topics created through ZooKeeper: CreateTopics refused by the sandbox ({maker.via_zookeeper})")
     finally:
         maker.close()
     return steps, stopped

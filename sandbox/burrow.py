@@ -1,28 +1,19 @@
-"""Burrow 1.2.1 (Debian ``burrow``): its config, start, and a small HTTP v3 client.
+"""Burrow (Debian's 1.2.1 built from source for Kafka 4.x, :mod:`sandbox.burrow_build`): its config,
+start, and a small HTTP v3 client.
 
 Modules configured (Burrow 1.2.1 key names):
 
-- ``[zookeeper]``: Burrow's own coordination (required by 1.2.1), under ``/burrow`` in the sandbox's ZK;
-- ``[cluster.sandbox]`` class ``kafka``: sarama client on the brokers; ``kafka-version`` from the client
-  profile picks request versions (2.0.0: Metadata v5, ListOffsets v1); broker offsets every
-  ``settings.BURROW_OFFSET_REFRESH_S``;
-- ``[consumer.sandbox_zk]`` class ``kafka_zk``: watches ``/consumers/<group>/offsets/<topic>/<p>``
-  (1.2.1 uses ZooKeeper watches, so it has no refresh interval; it lists ``/consumers`` once at start):
-  the workload's groups;
-- ``[consumer.sandbox_kafka]`` class ``kafka``: consumes every partition of ``__consumer_offsets`` from
-  the oldest offset (sarama) and decodes the brokers' offset commit records (key v1, value v3): groups of
-  real consumers (``sandbox traffic --group``). It lists the topic's partitions once at start, so
-  ``sandbox up`` creates the topic before Burrow starts. Group metadata values v3 (what Kafka >= 2.3
-  writes) are logged as "failed to decode" by 1.2.1, as against a real cluster; offsets are unaffected;
-- ``[consumer.{cluster}_kafka]
-class-name="kafka"
-cluster="{cluster}"
-servers={_toml_list(brokers)}
-client-profile="sandbox"
-offsets-topic="__consumer_offsets"
-start-latest=false
-
-[storage.default]`` in memory, ``intervals = settings.BURROW_INTERVALS``;
+- ``[zookeeper]``: Burrow's own coordination (required by 1.2.1), under ``/burrow`` in the sandbox's
+  ZooKeeper (in KRaft mode that ZooKeeper serves Burrow only);
+- ``[cluster.sandbox]`` class ``kafka``: sarama client on the brokers (``kafka-version`` of the client
+  profile picks sarama's request versions: 2.0.0, Metadata v5; ListOffsets v1 by the build's change); the
+  brokers' log end offsets every ``settings.BURROW_OFFSET_REFRESH_S``;
+- ``[consumer.sandbox_kafka]`` class ``kafka``: consumes every partition of ``__consumer_offsets`` from the
+  oldest offset and decodes the group coordinators' offset commit records: the workload's groups and any
+  other group (``sandbox traffic --group``). It lists the topic's partitions once at start, so ``sandbox up``
+  starts Burrow after the first commits created the topic. Group metadata values v3 (what Kafka >= 2.3
+  writes) are logged as "failed to decode" by 1.2.1; offsets are unaffected;
+- ``[storage.default]`` in memory, ``intervals = settings.BURROW_INTERVALS``;
 - ``[httpserver.default]`` on 127.0.0.1:<port>.
 
 Burrow reads ``burrow.toml`` from ``-config-dir``.
@@ -35,7 +26,7 @@ from typing import Any
 
 import requests
 
-from sandbox import debs, procs, settings
+from sandbox import burrow_build, procs, settings
 from sandbox.layout import Workdir
 
 START_TIMEOUT_S = 20.0
@@ -46,20 +37,11 @@ def _toml_list(values: list[str]) -> str:
     return "[ " + ", ".join(json.dumps(v) for v in values) + " ]"
 
 
-def render_config(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int,
-                  kafka_zk: bool = True) -> str:
-    """The text of ``burrow.toml``: ``brokers`` are ``host:port`` bootstrap servers. ``kafka_zk=False``
-    (KRaft clusters: no consumer offsets in ZooKeeper) leaves out the ``kafka_zk`` consumer module."""
+def render_config(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int) -> str:
+    """The text of ``burrow.toml``: ``brokers`` are ``host:port`` bootstrap servers."""
     cluster = settings.BURROW_CLUSTER
     zk = _toml_list([zookeeper_connect])
-    zk_module = f"""[consumer.{cluster}_zk]
-class-name="kafka_zk"
-cluster="{cluster}"
-servers={zk}
-zookeeper-path=""
-zookeeper-timeout=6
-""" if kafka_zk else ""
-    return f"""# written by `python -m sandbox up` (Burrow 1.2.1)
+    return f"""# written by `python -m sandbox up` (Burrow {burrow_build.BUILD})
 [general]
 pidfile="{workdir.burrow / "burrow.run.pid"}"
 stdout-logfile="{workdir.burrow / "burrow.out"}"
@@ -89,7 +71,6 @@ client-profile="sandbox"
 topic-refresh={settings.BURROW_TOPIC_REFRESH_S}
 offset-refresh={settings.BURROW_OFFSET_REFRESH_S}
 
-{zk_module}
 [consumer.{cluster}_kafka]
 class-name="kafka"
 cluster="{cluster}"
@@ -114,15 +95,20 @@ address="127.0.0.1:{port}"
 """
 
 
-def start(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int, kafka_zk: bool = True) -> int:
-    """Write ``burrow/burrow.toml`` and start Burrow (detached). Returns its pid."""
+def start(workdir: Workdir, *, brokers: list[str], zookeeper_connect: str, port: int) -> int:
+    """Write ``burrow/burrow.toml`` and start Burrow (detached). Returns its pid.
+
+    Raises:
+        burrow_build.BurrowBuildError: Burrow is not built (``make install``).
+    """
+    binary = burrow_build.require()
     workdir.burrow.mkdir(parents=True, exist_ok=True)
     (workdir.burrow / "burrow.run.pid").unlink(missing_ok=True)  # Burrow refuses a stale pid file
     (workdir.burrow / "burrow.toml").write_text(
-        render_config(workdir, brokers=brokers, zookeeper_connect=zookeeper_connect, port=port, kafka_zk=kafka_zk)
+        render_config(workdir, brokers=brokers, zookeeper_connect=zookeeper_connect, port=port)
     )
     return procs.spawn(
-        [debs.BURROW, "-config-dir", str(workdir.burrow)],
+        [str(binary), "-config-dir", str(workdir.burrow)],
         log_file=workdir.burrow / "burrow.out",
         pid_file=workdir.burrow_pid,
         workdir=workdir.root,

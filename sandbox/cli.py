@@ -1,4 +1,4 @@
-"""``python -m sandbox up|down|status|lag|crash-broker|traffic``: the sandbox cluster's command line.
+"""``python -m sandbox up|down|status|lag|crash-broker|freeze|thaw|traffic``: the sandbox cluster's command line.
 
 Every subcommand takes ``--workdir`` (default ``.sandbox``; env ``SANDBOX_WORKDIR_DEFAULT`` overrides the
 default). Errors the user can fix print one line ``sandbox: error: ...`` and exit 1.
@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from sandbox import cluster, settings, state
+from sandbox import cluster, faults, kafka_release, settings, state
 from sandbox import status as status_mod
 from sandbox.layout import Workdir
 
@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--kafka-version",
         default=None,
-        help=f"installed Kafka version on every host (default {settings.DEFAULT_KAFKA_VERSION}; "
-        f"{settings.DEFAULT_KRAFT_KAFKA_VERSION} with --mode kraft)",
+        help=f"the Apache Kafka release installed on every host, one of {', '.join(kafka_release.RELEASES)} "
+        f"(default {settings.DEFAULT_KAFKA_VERSION}; {settings.DEFAULT_KRAFT_KAFKA_VERSION} with --mode kraft)",
     )
     up.add_argument(
         "--mode",
@@ -91,8 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--stall-seconds", type=float, required=True, help="how long the group makes no progress, seconds"
     )
 
-    crash = sub.add_parser("crash-broker", parents=[common], help="SIGKILL a broker (no controlled shutdown)")
+    crash = sub.add_parser("crash-broker", parents=[common],
+                           help="SIGKILL a broker's (or KRaft controller's) JVM: no controlled shutdown")
     crash.add_argument("broker_id", type=int, metavar="ID")
+    for name, verb in (("freeze", "SIGSTOP (it holds its sockets and sessions but answers nothing)"),
+                       ("thaw", "SIGCONT (resume what freeze stopped)")):
+        fault = sub.add_parser(name, parents=[common], help=f"{verb}: a node id, zookeeper, burrow or workload")
+        fault.add_argument("target", metavar="TARGET")
 
     traffic = sub.add_parser(
         "traffic",
@@ -132,8 +137,9 @@ def run_traffic(workdir: Workdir, seconds: float, topic: str, partitions: int, r
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (0 ok, 1 a problem the message explains)."""
     args = build_parser().parse_args(argv)
-    # Probes meet servers that are starting or stopping: kazoo's reconnect chatter is no news here.
+    # Probes meet servers that are starting or stopping: the clients' reconnect chatter is no news here.
     logging.getLogger("kazoo").setLevel(logging.ERROR)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     workdir = Workdir.at(args.workdir)
     try:
         if args.command == "up":
@@ -154,9 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "status":
             print(status_mod.dumps(status_mod.report(workdir)))
         elif args.command == "lag":
-            cluster.stall_group(workdir, args.group, args.stall_seconds)
+            faults.stall_group(workdir, args.group, args.stall_seconds)
         elif args.command == "crash-broker":
-            cluster.crash_broker(workdir, args.broker_id)
+            faults.crash_broker(workdir, args.broker_id)
+        elif args.command == "freeze":
+            faults.freeze(workdir, args.target)
+        elif args.command == "thaw":
+            faults.thaw(workdir, args.target)
         elif args.command == "traffic":
             return run_traffic(workdir, args.seconds, args.topic, args.partitions, args.rate, args.group)
     except (cluster.SandboxError, state.NotASandbox) as exc:

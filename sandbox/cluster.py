@@ -1,5 +1,6 @@
-"""The sandbox's lifecycle: ``up`` (start everything, return when healthy), ``down``, and fault injection
-(``crash_broker``, ``stall_group``). The CLI (:mod:`sandbox.cli`) parses arguments and calls these.
+"""The sandbox's lifecycle: ``up`` (start everything, return when healthy) and ``down``. Faults injected into
+a running sandbox are in :mod:`sandbox.faults`, KRaft storage formatting in :mod:`sandbox.kraft_storage`. The
+CLI (:mod:`sandbox.cli`) parses arguments and calls these.
 
 Errors a user can fix raise :class:`SandboxError` with the message to print (the CLI exits 1).
 """
@@ -18,10 +19,12 @@ from pathlib import Path
 
 from sandbox import (
     burrow,
+    burrow_build,
     debs,
     envfile,
     hosts,
-    metadata_access,
+    kafka_release,
+    kraft_storage,
     procs,
     service,
     settings,
@@ -30,20 +33,20 @@ from sandbox import (
     workload,
     zookeeper,
 )
-from sandbox.broker.config import BrokerConfigError, parse_version
 from sandbox.layout import Workdir
 from sandbox.status import cluster_health
 
 Say = Callable[[str], None]
 STOP_HELPER_TIMEOUT_S = 5.0  # workload, Burrow, sshd, ZooKeeper: SIGTERM, then SIGKILL after this
-BROKER_STOP_TIMEOUT_S = settings.CONTROLLED_SHUTDOWN_TIMEOUT_S + 5.0
+NODE_STOP_TIMEOUT_S = 30.0  # `down`: a node's controlled shutdown, then SIGKILL
 
 
 class SandboxError(procs.Abort):
     """A problem the user can act on; the message says what and how."""
 
 
-def _stderr(message: str) -> None:
+def say_to_stderr(message: str) -> None:
+    """The CLI's default ``say``: one progress line on standard error, flushed."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -75,11 +78,9 @@ def _validate_up_args(brokers: int, spares: int, racks: int, kafka_version: str,
         raise SandboxError(f"--spare-brokers cannot be negative (got {spares})")
     if racks < 1:
         raise SandboxError(f"--racks must be at least 1 (got {racks})")
-    try:
-        if len(parse_version(kafka_version)) != 3:
-            raise BrokerConfigError(kafka_version)
-    except BrokerConfigError:
-        raise SandboxError(f"--kafka-version must look like 3.6.2 (got {kafka_version!r})") from None
+    if kafka_version not in kafka_release.RELEASES:
+        raise SandboxError(f"--kafka-version must be a pinned Kafka release ({', '.join(kafka_release.RELEASES)}); "
+                           f"got {kafka_version!r}")
     parts = address_base.split(".")
     if len(parts) != 4 or parts[0] != "127" or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts):
         raise SandboxError(
@@ -105,13 +106,13 @@ def _owner_of(host: str, port: int) -> str:
 
 
 def check_addresses_free(specs: list[hosts.BrokerSpec]) -> None:
-    """Every broker host's Kafka, replication and SSH ports must be free.
+    """Every host's Kafka (broker and controller) and SSH ports must be free.
 
     Raises:
         SandboxError: naming the address and its owner (another sandbox's workdir when it is one).
     """
     for spec in specs:
-        for port in (settings.BROKER_PORT, settings.REPLICATION_PORT, settings.SSH_PORT):
+        for port in (settings.BROKER_PORT, settings.CONTROLLER_PORT, settings.SSH_PORT):
             if procs.port_in_use(spec.host, port):
                 raise SandboxError(
                     f"broker host address {spec.host}:{port} (broker {spec.id}) is in use by "
@@ -147,7 +148,7 @@ def up(
     kafka_version: str = settings.DEFAULT_KAFKA_VERSION,
     address_base: str = settings.BROKER_HOST_BASE,
     timeout_s: float = settings.UP_TIMEOUT_S,
-    say: Say = _stderr,
+    say: Say = say_to_stderr,
     mode: str = "zookeeper",
     controllers: int = 3,
 ) -> state.SandboxState:
@@ -157,22 +158,25 @@ def up(
     Idempotent: on a running sandbox with the same options it says so and returns its state.
 
     ``mode="kraft"``: no ZooKeeper for Kafka; ``controllers`` dedicated KRaft controllers (node ids 100, 101,
-    ...) on hosts of their own form the metadata quorum (``kafka_version`` 3.3 or later). A ZooKeeper still
-    runs for Burrow's own coordination (Burrow 1.2.1 requires one); Kafka never uses it.
+    ...) on hosts of their own form the metadata quorum, their storage formatted by Kafka's ``kafka-storage``
+    with a cluster id it generated. A ZooKeeper still runs for Burrow's own coordination (Burrow 1.2.1
+    requires one); Kafka never uses it. ZooKeeper mode needs a 3.x release (4.0 removed it).
 
     Raises:
-        SandboxError: bad options, a missing Debian package, the workdir or broker addresses in use by
+        SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
+            install``), the workdir or broker addresses in use by
             another sandbox, or not healthy within ``timeout_s`` seconds (everything started is stopped
             again; the message names the log to read).
     """
     _validate_up_args(brokers, spares, racks, kafka_version, address_base)
     if mode not in ("zookeeper", "kraft"):
         raise SandboxError(f"--mode must be zookeeper or kraft (got {mode!r})")
+    if mode == "zookeeper" and kafka_release.RELEASES[kafka_version].major >= 4:
+        raise SandboxError(f"Kafka {kafka_version} has no ZooKeeper mode (removed in 4.0): use --mode kraft "
+                           "or a 3.x release")
     if mode == "kraft":
         if controllers < 1:
             raise SandboxError(f"--controllers must be at least 1 (got {controllers})")
-        if parse_version(kafka_version)[:2] < (3, 3):
-            raise SandboxError(f"KRaft mode needs Kafka 3.3 or later (got {kafka_version})")
         try:
             hosts.address(settings.CONTROLLER_ID_BASE + controllers - 1, address_base)
         except ValueError as exc:
@@ -182,7 +186,9 @@ def up(
                                f"{settings.CONTROLLER_ID_BASE} (got {brokers + spares} brokers and spares)")
     try:
         debs.check_packages()
-    except debs.MissingPackage as exc:
+        kafka_release.release_dir(kafka_version)
+        burrow_build.require()
+    except (debs.MissingPackage, kafka_release.ReleaseError, burrow_build.BurrowBuildError) as exc:
         raise SandboxError(str(exc)) from None
     started = time.monotonic()
     deadline = started + timeout_s
@@ -266,18 +272,24 @@ def up(
 
 
 def _health_problems(info: state.SandboxState) -> str | None:
-    """None when the running sandbox is healthy (brokers registered, URP = 0), else what is wrong."""
+    """None when the running sandbox is healthy (brokers live, URP = 0), else what is wrong."""
     expected = [s.id for s in info.active_specs]
     try:
-        zk = metadata_access.open_client(info, timeout_s=3.0)
-    except Exception as exc:  # noqa: BLE001 - unreachable ZooKeeper is the problem to report
-        return f"{metadata_access.store_name(info)} unreachable ({exc})"
-    try:
-        health = cluster_health(zk)
-    finally:
-        zk.stop()
-        zk.close()
+        health = cluster_health(info.bootstrap_servers, timeout_s=5.0)
+    except Exception as exc:  # noqa: BLE001 - no broker answering is the problem to report
+        return f"no broker of {info.bootstrap_servers} answers ({exc})"
     return None if health.healthy(expected) else health.problems(expected)
+
+
+def _failed_start(workdir: Workdir, node_ids: list[int]) -> None:
+    """Raise when one of ``node_ids`` has no running JVM and its last start failed (Kafka's reason)."""
+    for node_id in node_ids:
+        host = workdir.host(node_id)
+        if procs.is_alive(procs.read_pid(host.kafka_pid)):  # not kafka_pid(): its command line changes at each exec
+            continue
+        state_, reason = service.status(host)
+        raise SandboxError(f"node {node_id} is not running ({state_}"
+                           f"{': ' + reason if reason else ''}); see {host.server_log}")
 
 
 def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[], float], say: Say) -> None:
@@ -290,7 +302,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         "zookeeper_port",
         "ZooKeeper",
         start=lambda port: zookeeper.start(workdir, port),
-        wait=lambda port: zookeeper.wait_serving(workdir, port, timeout_s=remaining(), kafka_paths=not info.kraft),
+        wait=lambda port: zookeeper.wait_serving(workdir, port, timeout_s=remaining()),
         say=say,
         pid_file=workdir.zookeeper_pid,
         logs=(workdir.zookeeper_log,),
@@ -298,108 +310,96 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     say(f"ZooKeeper serving on {info.zookeeper_connect}" + (" (for Burrow only)" if info.kraft else ""))
     controller_specs = [hosts.BrokerSpec(id=c["id"], host=c["host"], rack="", spare=False)
                         for c in info.controller_hosts]
-    if info.kraft:
-        from sandbox.broker import features
-
-        level = features.supported_range(info.kafka_version)[1]
-        for spec in controller_specs:
-            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_voters, level)
-            sshd.start(workdir, spec.id, spec.host)
-        for spec in controller_specs:
-            service.start(workdir.host(spec.id), wait_s=0)
+    for spec in controller_specs:
+        hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_voters, brokers=len(active))
     for spec in specs:
-        hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version,
+        hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
                       quorum_voters=info.quorum_voters if info.kraft else None)
+    for spec in specs + controller_specs:
         sshd.start(workdir, spec.id, spec.host)
     sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])
     if info.kraft:
-        def quorum_led() -> bool:
-            for spec in controller_specs:
-                host = workdir.host(spec.id)
-                if not service.broker_pid(host) and host.broker_failed.exists():
-                    raise SandboxError(f"controller {spec.id} failed to start: "
-                                       f"{host.broker_failed.read_text().strip()}")
-            return any(service.quorum_status(workdir.host(s.id)).get("active") for s in controller_specs)
-
-        procs.wait_for(quorum_led, remaining(), f"controllers {sorted(info.voters)} to elect an active controller")
-        say(f"controllers {sorted(info.voters)} formed the metadata quorum")
+        first = workdir.host(controller_specs[0].id)
+        info.cluster_id = kraft_storage.random_cluster_id(first)
+        state.save(workdir, info)
+        kraft_storage.format_storage(workdir, [s.id for s in controller_specs + active], info.cluster_id, say)
+        for spec in controller_specs:
+            service.start(workdir.host(spec.id), wait_s=0)
     for spec in active:
         service.start(workdir.host(spec.id), wait_s=0)
-    zk = metadata_access.open_client(info, timeout_s=remaining())
+    expected = [s.id for s in active]
+    nodes = [s.id for s in controller_specs + active]
+    last: dict = {}
+
+    def all_live() -> bool:
+        _failed_start(workdir, nodes)
+        last["health"] = cluster_health(info.bootstrap_servers, timeout_s=2.0)
+        return set(expected) <= set(last["health"].brokers)
+
+    procs.wait_for(all_live, remaining(), f"brokers {expected} to be live in Kafka's metadata", poll_s=0.3)
+    say(f"brokers {expected} live" + (f", controllers {sorted(info.voters)} in the quorum" if info.kraft else ""))
+    created = workload.create_topics(info.bootstrap_servers, len(active), timeout_s=remaining())
+    _wait_partitions_led(info, remaining())
+    written = workload.seed(info.bootstrap_servers, len(active), timeout_s=remaining())
+    say(f"topics {', '.join(created) or '(existing)'} created, {written} records written")
+    procs.spawn(
+        [sys.executable, "-m", "sandbox.workload", "--workdir", str(workdir.root)],
+        log_file=workdir.workload_log,
+        pid_file=workdir.workload_pid,
+        workdir=workdir.root,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
+            ),
+        },
+    )
+    procs.wait_for(lambda: workload.CONSUMER_OFFSETS in cluster_health(info.bootstrap_servers, 2.0).topics,
+                   remaining(), "the consumer groups' first commits (__consumer_offsets)", poll_s=0.3)
+    _wait_partitions_led(info, remaining())  # __consumer_offsets led before Burrow lists its partitions
+    brokers = [f"{s.host}:{settings.BROKER_PORT}" for s in active]
+    _start_on_free_port(
+        workdir,
+        info,
+        "burrow_port",
+        "Burrow",
+        start=lambda port: burrow.start(workdir, brokers=brokers, zookeeper_connect=info.zookeeper_connect,
+                                        port=port),
+        wait=lambda port: burrow.wait_serving(workdir, burrow.url(port), brokers, timeout_s=remaining()),
+        say=say,
+        pid_file=workdir.burrow_pid,
+        logs=(workdir.burrow_log, workdir.burrow / "burrow.out"),
+    )
+    for spec in specs + controller_specs:
+        sshd.wait_listening(workdir, spec.id, spec.host, timeout_s=remaining())
+
+    def healthy() -> bool:
+        _failed_start(workdir, nodes)
+        last["health"] = cluster_health(info.bootstrap_servers, timeout_s=2.0)
+        return last["health"].healthy(expected)
+
     try:
-        expected = [s.id for s in active]
-
-        def all_registered() -> bool:
-            for spec in active:
-                host = workdir.host(spec.id)
-                if not service.broker_pid(host) and host.broker_failed.exists():
-                    raise SandboxError(
-                        f"broker {spec.id} failed to start: {host.broker_failed.read_text().strip()}"
-                    )
-            return set(expected) <= {int(b) for b in zk.get_children("/brokers/ids")}
-
-        procs.wait_for(all_registered, remaining(),
-                       f"brokers {expected} to register in {metadata_access.store_name(info)}")
-        say(f"brokers {expected} registered")
-        workload.create_topics(zk, [(s.id, s.rack) for s in active])
-        if not info.kraft:
-            workload.create_group_nodes(zk)  # the ZooKeeper-committed groups Burrow's kafka_zk module reads
-        procs.wait_for(lambda: workload.offsets_topic_led(zk), remaining(), "leaders of __consumer_offsets")
-        _start_on_free_port(
-            workdir,
-            info,
-            "burrow_port",
-            "Burrow",
-            start=lambda port: burrow.start(
-                workdir,
-                brokers=[f"{s.host}:{settings.BROKER_PORT}" for s in active],
-                zookeeper_connect=info.zookeeper_connect,
-                port=port,
-                kafka_zk=not info.kraft,
-            ),
-            wait=lambda port: burrow.wait_serving(
-                workdir,
-                burrow.url(port),
-                [f"{s.host}:{settings.BROKER_PORT}" for s in active],
-                timeout_s=remaining(),
-            ),
-            say=say,
-            pid_file=workdir.burrow_pid,
-            logs=(workdir.burrow_log, workdir.burrow / "burrow.out"),
-        )
-        procs.spawn(
-            [sys.executable, "-m", "sandbox.workload", "--workdir", str(workdir.root)],
-            log_file=workdir.workload_log,
-            pid_file=workdir.workload_pid,
-            workdir=workdir.root,
-            env={
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(
-                    filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
-                ),
-            },
-        )
-        for spec in specs + controller_specs:
-            sshd.wait_listening(workdir, spec.id, spec.host, timeout_s=remaining())
-        last = {}
-
-        def healthy() -> bool:
-            last["health"] = cluster_health(zk)
-            return last["health"].healthy(expected)
-
-        try:
-            procs.wait_for(
-                healthy, remaining(), "every partition to have a leader and a full ISR", poll_s=0.2
-            )
-        except procs.Timeout as exc:
-            raise procs.Timeout(f"{exc}: {last['health'].problems(expected)}") from None
-        say(f"{last['health'].partitions} partitions led, URP = 0")
-    finally:
-        zk.stop()
-        zk.close()
+        procs.wait_for(healthy, remaining(), "every partition to have a leader and a full ISR", poll_s=0.3)
+    except procs.Timeout as exc:
+        raise procs.Timeout(f"{exc}: {last['health'].problems(expected)}") from None
+    say(f"{last['health'].partitions} partitions led, URP = 0")
     burrow.wait_ready(workdir, info.burrow_url, list(settings.WORKLOAD_GROUPS), timeout_s=remaining())
     say(f"Burrow at {info.burrow_url} rates groups {', '.join(settings.WORKLOAD_GROUPS)} OK")
     envfile.write(workdir, info)
+
+
+def _wait_partitions_led(info: state.SandboxState, timeout_s: float) -> None:
+    """Wait until every partition in Kafka's metadata has a leader."""
+    last: dict = {}
+
+    def led() -> bool:
+        last["health"] = cluster_health(info.bootstrap_servers, timeout_s=2.0)
+        return last["health"].partitions > 0 and not last["health"].offline
+
+    try:
+        procs.wait_for(led, timeout_s, "every partition to have a leader", poll_s=0.2)
+    except procs.Timeout as exc:
+        raise procs.Timeout(f"{exc}: {last.get('health') and last['health'].problems([])}") from None
 
 
 def _start_on_free_port(
@@ -466,14 +466,17 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
             stopped.append(name + (" (SIGKILL)" if pid in killed else ""))
 
     running = state.running_processes(workdir)
+    for pid in running.values():  # a frozen (SIGSTOP) process would not see SIGTERM
+        procs.signal_pid(pid, signal.SIGCONT)
     for name in ("workload", "burrow"):
         stop([name], [running.get(name, 0)], STOP_HELPER_TIMEOUT_S)
     # brokers before KRaft controllers: a broker's controlled shutdown needs the active controller, and
     # controllers stopped alongside would leave every broker waiting for the SIGKILL
-    nodes = [n for n in running if n.startswith("broker-")]
+    controllers = {int(c["id"]) for c in _controller_hosts(workdir)}
+    nodes = [n for n in running if n.startswith("kafka-")]
     for is_controller in (False, True):
-        names = [n for n in nodes if (int(n.split("-")[1]) >= settings.CONTROLLER_ID_BASE) == is_controller]
-        stop(names, [running[n] for n in names], BROKER_STOP_TIMEOUT_S)
+        names = [n for n in nodes if (int(n.split("-")[1]) in controllers) == is_controller]
+        stop(names, [running[n] for n in names], NODE_STOP_TIMEOUT_S)
     sshd_names = [n for n in running if n.startswith("sshd-")]
     stop(sshd_names, [running[n] for n in sshd_names], STOP_HELPER_TIMEOUT_S)
     stop(["zookeeper"], [running.get("zookeeper", 0)], STOP_HELPER_TIMEOUT_S)
@@ -486,7 +489,14 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
     return stopped
 
 
-def down(workdir: Workdir, say: Say = _stderr) -> list[str]:
+def _controller_hosts(workdir: Workdir) -> list[dict]:
+    try:
+        return state.load(workdir).controller_hosts
+    except state.NotASandbox:
+        return []
+
+
+def down(workdir: Workdir, say: Say = say_to_stderr) -> list[str]:
     """Stop everything the sandbox in ``workdir`` started (workload, Burrow, brokers with SIGTERM =
     controlled shutdown then SIGKILL, then KRaft controllers likewise, sshd, ZooKeeper, then any leftover
     process marked with this workdir). Keeps logs and data; removes env.json and airflow.env. Returns what was
@@ -502,70 +512,3 @@ def down(workdir: Workdir, say: Say = _stderr) -> list[str]:
         else f"nothing running in {workdir.root}"
     )
     return stopped
-
-
-def _load_running(workdir: Workdir) -> state.SandboxState:
-    try:
-        info = state.load(workdir)
-    except state.NotASandbox as exc:
-        raise SandboxError(str(exc)) from None
-    if not state.running_processes(workdir):
-        raise SandboxError(
-            f"the sandbox in {workdir.root} is not running: start it with `python -m sandbox up`"
-        )
-    return info
-
-
-def crash_broker(workdir: Workdir, broker_id: int, say: Say = _stderr) -> int:
-    """SIGKILL broker ``broker_id`` (no controlled shutdown); returns the killed pid.
-
-    Raises:
-        SandboxError: no running sandbox, unknown broker id, or the broker is not running.
-    """
-    info = _load_running(workdir)
-    ids = [s.id for s in info.broker_specs]
-    if broker_id not in ids:
-        spares = [s.id for s in info.broker_specs if s.spare]
-        raise SandboxError(
-            f"unknown broker id {broker_id}: this sandbox has brokers {[s.id for s in info.active_specs]}"
-            + (f" and spare hosts {spares}" if spares else "")
-        )
-    host = workdir.host(broker_id)
-    pid = service.broker_pid(host)
-    if not pid:
-        raise SandboxError(
-            f"broker {broker_id} is not running (kafka-service status: {service.status(host)[0]})"
-        )
-    procs.signal_pid(pid, signal.SIGKILL)
-    procs.wait_for(lambda: not procs.is_alive(pid), 5.0, f"broker {broker_id} (pid {pid}) to die")
-    if info.kraft:
-        say(f"broker {broker_id} (pid {pid}) killed with SIGKILL; the active controller fences it after "
-            f"{settings.BROKER_SESSION_TIMEOUT_S:.0f} s without heartbeats (broker.session.timeout.ms)")
-    else:
-        say(
-            f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
-            f"{settings.ZK_SESSION_TIMEOUT_S:.0f} s"
-        )
-    return pid
-
-
-def stall_group(workdir: Workdir, group: str, seconds: float, say: Say = _stderr) -> float:
-    """Make consumer group ``group`` stop progressing for ``seconds`` (it re-commits the offsets it had,
-    see :mod:`sandbox.workload`); returns the deadline (epoch s).
-
-    Raises:
-        SandboxError: no running sandbox, unknown group, or ``seconds`` <= 0.
-    """
-    _load_running(workdir)
-    if group not in settings.WORKLOAD_GROUPS:
-        raise SandboxError(
-            f"unknown consumer group {group!r}: the workload runs {', '.join(settings.WORKLOAD_GROUPS)}"
-        )
-    if seconds <= 0:
-        raise SandboxError(f"--stall-seconds must be positive (got {seconds})")
-    if not procs.alive_from_pid_file(workdir.workload_pid):
-        raise SandboxError(f"the workload of {workdir.root} is not running (see {workdir.workload_log})")
-    deadline = workload.stall(workdir, group, seconds)
-    until = time.strftime("%H:%M:%S", time.localtime(deadline))
-    say(f"group {group} stops committing for {seconds:g} s (until {until})")
-    return deadline

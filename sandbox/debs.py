@@ -1,4 +1,5 @@
-"""The Debian packages the sandbox runs (ZooKeeper, Burrow, sshd, Java) and the check that they are there.
+"""The Debian packages the sandbox runs (ZooKeeper, sshd, Java) and the check that they are there (Kafka and
+Burrow come from ``make install``: :mod:`sandbox.kafka_release`, :mod:`sandbox.burrow_build`).
 
 Each package is identified by a file it installs, so the check is a stat, not a dpkg call.
 """
@@ -11,7 +12,6 @@ from pathlib import Path
 # package -> the files `sandbox up` uses from it
 REQUIRED: dict[str, tuple[str, ...]] = {
     "zookeeper": ("/usr/share/java/zookeeper.jar",),
-    "burrow": ("/usr/bin/Burrow",),
     "openssh-server": ("/usr/sbin/sshd",),
     "openssh-client": ("/usr/bin/ssh-keygen",),
     "default-jre-headless": ("/usr/bin/java",),
@@ -20,7 +20,6 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 JAVA = "/usr/bin/java"
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
-BURROW = "/usr/bin/Burrow"
 
 
 class MissingPackage(RuntimeError):

@@ -27,7 +27,7 @@ KAFKA_CONN_ID = "kafka_sandbox"
 SSH_CONN_ID = "sandbox_ssh"
 BURROW_CONN_ID = "sandbox_burrow"
 SPARK_CONN_ID = "spark_default"
-SSH_CMD_TIMEOUT_S = 60  # kafka-service stop may take CONTROLLED_SHUTDOWN_TIMEOUT_S + grace
+SSH_CMD_TIMEOUT_S = int(settings.STOP_TIMEOUT_S + settings.START_WAIT_S + 15)  # kafka-service restart, with grace
 
 
 def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
@@ -40,6 +40,7 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
         "burrow_url": info.burrow_url,
         "burrow_cluster": settings.BURROW_CLUSTER,
         "consumer_groups": list(settings.WORKLOAD_GROUPS),
+        "kafka_version": info.kafka_version,
         "brokers": [
             {
                 "id": s.id,
@@ -59,6 +60,7 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
     if info.kraft:
         del doc["zookeeper_connect"]
         doc["mode"] = "kraft"
+        doc["cluster_id"] = info.cluster_id
         doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT}
                               for i, h in sorted(info.voters.items())]
     return doc

@@ -1,18 +1,19 @@
-"""Broker host directories: ``DIR/hosts/<id>/`` with server.properties and a fake Kafka installation.
+"""Host directories: ``DIR/hosts/<id>/`` with server.properties and a real Kafka release.
 
-A host is what an operator would find on a real broker machine: ``server.properties``, the installed
-distribution ``kafka_2.13-<version>/`` with a ``kafka`` symlink to it (an upgrade unpacks another
-version and re-points the link), ``data/`` (log.dirs) and ``logs/``.
+A host is what an operator finds on a broker (or KRaft controller) machine: ``server.properties``, the
+unpacked release ``kafka_2.13-<version>/`` with a ``kafka`` symlink to it (an upgrade unpacks another release
+beside it and re-points the link), ``data/`` (log.dirs) and ``logs/``. A release on a host has its own
+``bin/`` and ``config/`` (copied from the assembled release, :mod:`sandbox.kafka_release`) and its ``libs/``
+is a symlink to the assembled release's jars (about 55 MB each, shared by every host).
 """
 
 from __future__ import annotations
 
-import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import settings
-from sandbox.broker.config import render_kraft_properties, render_server_properties
+from sandbox import kafka_config, kafka_release, settings
 from sandbox.layout import HostDir, Workdir
 
 
@@ -54,13 +55,23 @@ def specs(brokers: int, spares: int, racks: int, address_base: str) -> list[Brok
 
 
 def unpack_kafka(host: HostDir, kafka_version: str) -> Path:
-    """Create the fake distribution ``kafka_2.13-<version>/`` (with bin/, libs/, config/, VERSION) beside the
-    running one, as an operator's configuration management unpacks a release before an upgrade; the
-    ``kafka`` symlink is left alone. Returns the directory."""
+    """Unpack Kafka ``kafka_version`` as ``kafka_2.13-<version>/`` beside the running one (``bin/``, ``config/``,
+    ``libs/``), as an operator's configuration management unpacks a release before an upgrade; the ``kafka``
+    symlink is left alone. Returns the directory.
+
+    Raises:
+        kafka_release.ReleaseError: the release is not pinned or not assembled.
+    """
+    source = kafka_release.release_dir(kafka_version)
     install = host.install_dir(kafka_version)
-    for sub in ("bin", "libs", "config"):
-        (install / sub).mkdir(parents=True, exist_ok=True)
-    (install / "VERSION").write_text(f"{kafka_version}\n")
+    install.mkdir(parents=True, exist_ok=True)
+    for sub in ("bin", "config"):
+        shutil.rmtree(install / sub, ignore_errors=True)
+        shutil.copytree(source / sub, install / sub, symlinks=True)
+    libs = install / "libs"
+    if libs.is_symlink() or libs.exists():
+        libs.unlink() if libs.is_symlink() else shutil.rmtree(libs)
+    libs.symlink_to(source / "libs")
     return install
 
 
@@ -73,21 +84,26 @@ def install_kafka(host: HostDir, kafka_version: str) -> None:
     link.symlink_to(install.name)
 
 
-def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str,
-            quorum_voters: str | None = None) -> HostDir:
-    """Create host ``spec.id``'s directory: server.properties, installation, data/ and logs/.
-    ``quorum_voters`` set = a KRaft-mode broker (``process.roles=broker``, no ZooKeeper)."""
-    host = workdir.host(spec.id)
+def _make_dirs(host: HostDir) -> None:
     for path in (host.path, host.data, host.logs, host.sshd):
         path.mkdir(parents=True, exist_ok=True)
+
+
+def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str, *, brokers: int,
+            quorum_voters: str | None = None) -> HostDir:
+    """Create broker host ``spec.id``'s directory: server.properties, the release, data/ and logs/.
+    ``quorum_voters`` set = a KRaft broker (``process.roles=broker``, no ZooKeeper); ``brokers`` = the
+    cluster's size (caps the internal topics' replication factors)."""
+    host = workdir.host(spec.id)
+    _make_dirs(host)
     install_kafka(host, kafka_version)
     if quorum_voters:
-        text = render_kraft_properties(node_id=spec.id, role="broker", rack=spec.rack, host=spec.host,
-                                       quorum_voters=quorum_voters, log_dir=host.data)
+        text = kafka_config.kraft_node(node_id=spec.id, role="broker", rack=spec.rack, host=spec.host,
+                                       quorum_voters=quorum_voters, log_dir=host.data, brokers=brokers)
     else:
-        text = render_server_properties(broker_id=spec.id, rack=spec.rack, host=spec.host,
-                                        zookeeper_connect=zookeeper_connect, log_dir=host.data,
-                                        kafka_version=kafka_version)
+        text = kafka_config.zookeeper_broker(broker_id=spec.id, rack=spec.rack, host=spec.host,
+                                             zookeeper_connect=zookeeper_connect, log_dir=host.data,
+                                             kafka_version=kafka_version, brokers=brokers)
     host.server_properties.write_text(text)
     return host
 
@@ -99,17 +115,15 @@ def controller_specs(controllers: int, address_base: str) -> list[BrokerSpec]:
 
 
 def prepare_controller(workdir: Workdir, spec: BrokerSpec, kafka_version: str, quorum_voters: str,
-                       metadata_version: int) -> HostDir:
-    """Create a controller host: server.properties (``process.roles=controller``), installation, and the
-    formatted log dir (``kafka-storage format``: ``bootstrap.json`` holds the initial metadata.version)."""
+                       brokers: int) -> HostDir:
+    """Create a KRaft controller host: server.properties (``process.roles=controller``), the release, data/
+    and logs/ (its storage is formatted by ``kafka-storage format`` before the first start)."""
     host = workdir.host(spec.id)
-    for path in (host.path, host.data, host.logs, host.sshd):
-        path.mkdir(parents=True, exist_ok=True)
+    _make_dirs(host)
     install_kafka(host, kafka_version)
-    host.server_properties.write_text(render_kraft_properties(
+    host.server_properties.write_text(kafka_config.kraft_node(
         node_id=spec.id, role="controller", rack=None, host=spec.host, quorum_voters=quorum_voters,
-        log_dir=host.data))
-    (host.data / "bootstrap.json").write_text(json.dumps({"metadata.version": metadata_version}) + "\n")
+        log_dir=host.data, brokers=brokers))
     return host
 
 

@@ -120,13 +120,13 @@ class Workdir:
     def hosts(self) -> Path:
         return self.root / "hosts"
 
-    def host(self, broker_id: int) -> HostDir:
-        return HostDir(self.hosts / str(broker_id))
+    def host(self, node_id: int) -> HostDir:
+        return HostDir(self.hosts / str(node_id))
 
 
 @dataclass(frozen=True)
 class HostDir:
-    """One broker host directory ``DIR/hosts/<id>/``."""
+    """One host directory ``DIR/hosts/<id>/`` (a broker's, or a KRaft controller's)."""
 
     path: Path
 
@@ -158,17 +158,9 @@ class HostDir:
         return self.logs / "server.log"
 
     @property
-    def broker_pid(self) -> Path:
-        return self.path / "broker.pid"
-
-    @property
-    def broker_failed(self) -> Path:
-        return self.path / "broker.failed"
-
-    @property
-    def quorum_status(self) -> Path:
-        """KRaft controllers: the node's view of the quorum, rewritten every 0.3 s while it runs."""
-        return self.path / "quorum-status.json"
+    def kafka_pid(self) -> Path:
+        """The running Kafka JVM's pid (written by ``kafka-service start``)."""
+        return self.path / "kafka.pid"
 
     @property
     def sshd(self) -> Path:

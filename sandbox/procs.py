@@ -256,16 +256,19 @@ def listening(host: str, port: int, timeout_s: float = 0.5) -> bool:
 
 
 def listener_pids(host: str, port: int) -> list[int]:
-    """Pids of processes holding a listening TCP socket on ``host:port`` (from /proc/net/tcp)."""
-    want = f"{_hex_addr(host)}:{port:04X}"
+    """Pids of processes holding a listening TCP socket on ``host:port`` (from /proc/net/tcp, and /proc/net/tcp6
+    for IPv4-mapped addresses: a JVM binds its IPv4 listeners through IPv6 sockets)."""
+    wanted = {f"{_hex_addr(host)}:{port:04X}", f"{_hex_addr6_mapped(host)}:{port:04X}"}
     inodes = set()
-    try:
-        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    except OSError:
-        return []
+    lines: list[str] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines += Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
     for line in lines:
         fields = line.split()
-        if fields[1] == want and fields[3] == "0A":  # 0A = LISTEN
+        if fields[1] in wanted and fields[3] == "0A":  # 0A = LISTEN
             inodes.add(fields[9])
     if not inodes:
         return []
@@ -286,3 +289,8 @@ def listener_pids(host: str, port: int) -> list[int]:
 
 def _hex_addr(host: str) -> str:
     return "".join(f"{int(octet):02X}" for octet in reversed(host.split(".")))
+
+
+def _hex_addr6_mapped(host: str) -> str:
+    """``::ffff:a.b.c.d`` as /proc/net/tcp6 prints it (four 32-bit words, each in host byte order)."""
+    return "0000000000000000FFFF0000" + _hex_addr(host)

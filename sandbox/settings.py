@@ -1,28 +1,27 @@
-"""Every tunable of the sandbox cluster, in one place, with time scaled down for tests.
+"""Every tunable of the sandbox cluster, in one place.
 
-Real Kafka waits tens of seconds (zookeeper.session.timeout.ms=18000, replica.lag.time.max.ms=30000);
-the sandbox shrinks those so that a broker stopped and restarted is back in every ISR within about 10 s.
-Leader rebalancing keeps Kafka's defaults (on, every 300 s). Values are plain module constants so that
-the orchestration (``sandbox.cli``), the broker processes (``sandbox.broker``) and the workload
-read the same numbers. Units are in the names (``_S`` seconds, ``_MS`` milliseconds, ``_BYTES``).
+The brokers and controllers are Apache Kafka itself (:mod:`sandbox.kafka_release`). What the sandbox sets
+differently from Kafka's defaults, and why, is :data:`BROKER_CONFIG` / :data:`KRAFT_BROKER_CONFIG` /
+:data:`CONTROLLER_CONFIG` (written into each host's ``server.properties``) and :data:`BROKER_HEAP` /
+:data:`JVM_OPTS` (the JVM each node runs in); everything else is Kafka's default. Units are in the names
+(``_S`` seconds, ``_MS`` milliseconds, ``_BYTES``).
 
 Layout of a sandbox work directory (``--workdir``, default ``.sandbox``)::
 
     DIR/env.json                 what tests and tools read (see ``sandbox.envfile``)
     DIR/airflow.env              ``export AIRFLOW_CONN_...`` lines for this cluster
-    DIR/sandbox.json             orchestration state: owner pid, ports, broker ids
+    DIR/sandbox.json             orchestration state: owner pid, ports, broker ids, cluster id
     DIR/zookeeper/               zoo.cfg, data, zookeeper.pid, zookeeper.log
     DIR/burrow/                  burrow.toml, burrow.pid, burrow.log
     DIR/ssh/                     client key, known_hosts (every host), the hosts' one shared host key
     DIR/workload/                workload.pid, workload.log, stall-<group> files
-    DIR/hosts/<id>/              one "broker host" (127.0.0.11 + id):
-        server.properties        read by the broker at start (broker.id, broker.rack, listeners, ...)
-        kafka -> kafka_2.13-3.6.2   the "installed" Kafka version (a symlink to a directory
-                                 whose name carries the version; an upgrade re-points it)
-        kafka_2.13-3.6.2/        the fake installation directory (holds a VERSION file)
-        data/                    log.dirs: the broker's persisted replica state
-        logs/server.log          the broker's log (startup failures are written here)
-        broker.pid               written by the broker process, removed at clean exit
+    DIR/hosts/<id>/              one host (broker N at the address base + N, KRaft controllers at + 100 + i):
+        server.properties        Kafka's configuration of the node (broker.id / node.id, listeners, ...)
+        kafka -> kafka_2.13-3.6.2   the installed release (an upgrade re-points the symlink)
+        kafka_2.13-3.6.2/        the release: bin/ and config/ of its own, libs/ -> the assembled release's jars
+        data/                    log.dirs (KRaft: formatted by kafka-storage)
+        logs/server.log          the node's log (Kafka's log4j output; kafka-service appends each start)
+        kafka.pid                the running JVM's pid (written by kafka-service)
         sshd/                    sshd_config, sshd.pid
 """
 
@@ -30,13 +29,13 @@ from __future__ import annotations
 
 # --- addresses -------------------------------------------------------------------------------
 BROKER_HOST_BASE = "127.0.0.11"  # broker id N listens on 127.0.0.(11 + N)
-BROKER_PORT = 9092  # Kafka listener (PLAINTEXT)
-REPLICATION_PORT = 9093  # inter-broker sideband (replica fetch, controller RPC); not Kafka protocol
-SSH_PORT = 2222  # sshd of each broker host, on the broker's address
+BROKER_PORT = 9092  # the brokers' listener (PLAINTEXT), clients and replication
+CONTROLLER_PORT = 9093  # KRaft controllers' listener (CONTROLLER)
+SSH_PORT = 2222  # sshd of each host, on the host's address
 ZOOKEEPER_PREFERRED_PORT = 2181  # used when free, else a free port (env.json tells)
 BURROW_PREFERRED_PORT = 8000  # used when free, else a free port (env.json tells)
 BURROW_CLUSTER = "sandbox"
-DEFAULT_KAFKA_VERSION = "3.6.2"
+DEFAULT_KAFKA_VERSION = "3.6.2"  # ZooKeeper mode
 DEFAULT_KRAFT_KAFKA_VERSION = "4.0.0"  # `up --mode kraft` without --kafka-version
 CONTROLLER_ID_BASE = 100  # KRaft controllers get node ids 100, 101, ... (hosts at the address base + id)
 SCALA_VERSION = "2.13"
@@ -48,51 +47,86 @@ def broker_host(broker_id: int) -> str:
     return f"{base[0]}.{int(base[1]) + broker_id}"
 
 
-# --- broker timings (Kafka config names in comments) ---------------------------------------------
-ZK_SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms (Kafka: 18000); crash -> leaders move after this
-BROKER_SESSION_TIMEOUT_S = 6.0  # broker.session.timeout.ms (Kafka: 9000): a KRaft broker silent this long is fenced
-REPLICA_LAG_TIME_MAX_S = 5.0  # replica.lag.time.max.ms (Kafka: 30000): follower out of ISR after this
-REPLICA_FETCH_INTERVAL_S = 0.2  # how often a follower fetches from its leader
-CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # controlled.shutdown.* : give up and exit after this
-LEADER_IMBALANCE_CHECK_INTERVAL_S = 300  # leader.imbalance.check.interval.seconds (Kafka's default: a roll
-#                                         that leaves leadership to the brokers waits as long as on a real cluster)
-LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10  # leader.imbalance.per.broker.percentage (Kafka default 10)
-AUTO_LEADER_REBALANCE_ENABLE = True  # auto.leader.rebalance.enable (Kafka's default)
-MIN_INSYNC_REPLICAS = 2  # min.insync.replicas broker default written to server.properties
-STATE_PERSIST_INTERVAL_S = 1.0  # how often a broker writes its replica offsets/sizes to log.dirs
+# --- the nodes' JVMs --------------------------------------------------------------------------------
+#: Heap per role (KAFKA_HEAP_OPTS; Kafka's scripts default to 1 GiB). A sandbox broker holds a few MiB of
+#: data and serves a few hundred messages per second; 320 MiB leaves the log cleaner its buffer (below).
+BROKER_HEAP = "-Xms96m -Xmx320m"
+CONTROLLER_HEAP = "-Xms64m -Xmx192m"
+#: KAFKA_JVM_PERFORMANCE_OPTS. Kafka's scripts use G1 with a 20 ms pause goal; on 2 shared cores the serial
+#: collector (one GC thread, pauses of a few ms on these heaps) and C1 only (TieredStopAtLevel=1: no C2
+#: compiler threads, a JVM up in about 2 s) leave more CPU to the other nodes, Airflow and the tests.
+JVM_OPTS = ("-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true "
+            "-Dsun.net.inetaddr.ttl=0")
 
-# --- simulated data rates -------------------------------------------------------------------
-PRODUCE_MSGS_PER_S = 20.0  # per partition, appended by the leader while the partition is online
-MESSAGE_BYTES = 512  # bytes per message (so log size grows MESSAGE_BYTES * rate per second)
-REPLICATION_BYTES_PER_S = 8 * 1024 * 1024  # per follower broker, unthrottled copy rate
-#   A broker down for 5 s is behind 100 messages (~50 KiB) per partition: it catches up in well
-#   under a second per partition, so it is back in every ISR a few seconds after it starts.
+# --- what the sandbox's server.properties set differently from Kafka's defaults ------------------------
+ZK_SESSION_TIMEOUT_MS = 6000  # Kafka 18000: a crashed ZooKeeper-mode broker loses leadership after 6 s
+BROKER_SESSION_TIMEOUT_MS = 6000  # Kafka 9000: a KRaft broker silent this long is fenced
+MIN_INSYNC_REPLICAS = 2  # Kafka 1; what production clusters with RF 3 use, and what the roll's gates guard
+
+#: Settings of every broker, both modes. Small thread pools and partition counts for 2 cores; short
+#: timeouts where a test would otherwise wait out Kafka's production values.
+BROKER_CONFIG: dict[str, str] = {
+    "num.network.threads": "2",  # Kafka 3
+    "num.io.threads": "2",  # Kafka 8
+    "background.threads": "2",  # Kafka 10
+    "num.replica.fetchers": "1",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),  # Kafka 128 MiB: half the broker heap
+    "offsets.topic.num.partitions": "10",  # Kafka 50
+    "transaction.state.log.num.partitions": "10",  # Kafka 50
+    "group.initial.rebalance.delay.ms": "0",  # Kafka 3000: a new group's first rebalance waits no longer
+    "min.insync.replicas": str(MIN_INSYNC_REPLICAS),
+    "replica.lag.time.max.ms": "10000",  # Kafka 30000: a stalled follower leaves the ISR after 10 s
+}
+#: ZooKeeper-mode brokers (Kafka 3.x) only.
+ZK_BROKER_CONFIG: dict[str, str] = {
+    "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
+    # Kafka 5000: a controlled shutdown the controller cannot complete (partitions with no other live replica,
+    # as when `sandbox down` stops every broker) is retried 3 times after this; 15 s of waiting become 3 s
+    "controlled.shutdown.retry.backoff.ms": "1000",
+}
+#: KRaft brokers only.
+KRAFT_BROKER_CONFIG: dict[str, str] = {
+    "broker.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
+    "broker.heartbeat.interval.ms": "1000",  # Kafka 2000; must stay well below the session timeout
+}
+#: KRaft controllers.
+CONTROLLER_CONFIG: dict[str, str] = {
+    "num.network.threads": "1",
+    "num.io.threads": "2",
+    "background.threads": "2",
+}
+
+# --- the nodes' service (kafka-service, the sandbox's systemd unit) -------------------------------------
+START_WAIT_S = 45.0  # `kafka-service start` waits this long for "started" (or an exit) before returning
+STOP_TIMEOUT_S = 60.0  # `kafka-service stop`: SIGTERM (controlled shutdown), then SIGKILL (systemd's TimeoutStopSec)
 
 # --- workload (topics and consumer groups created by `sandbox up`) ---------------------------
-# name -> (partitions, replication factor, initial bytes per partition)
+#: name -> (partitions, replication factor, bytes written per partition at `up`): the sizes give the
+#: reassignment planner partitions of different weights (clicks the heaviest, audit the lightest).
 WORKLOAD_TOPICS: dict[str, tuple[int, int, int]] = {
-    "orders": (12, 3, 8 * 1024 * 1024),
-    "payments": (6, 3, 2 * 1024 * 1024),
-    "clicks": (12, 2, 24 * 1024 * 1024),
-    "audit": (3, 2, 256 * 1024),
+    "orders": (12, 3, 256 * 1024),
+    "payments": (6, 3, 64 * 1024),
+    "clicks": (12, 2, 768 * 1024),
+    "audit": (3, 2, 8 * 1024),
 }
-CONSUMER_OFFSETS_PARTITIONS = 10  # __consumer_offsets (offsets.topic.num.partitions; Kafka: 50)
+MESSAGE_BYTES = 512  # bytes per workload message
+PRODUCE_MSGS_PER_S = 20.0  # the workload producer's rate per topic while the sandbox runs
+CONSUMER_OFFSETS_PARTITIONS = 10  # offsets.topic.num.partitions above
 CONSUMER_OFFSETS_RF = 3  # offsets.topic.replication.factor (capped at the broker count)
-GROUP_INITIAL_REBALANCE_DELAY_S = 0.5  # group.initial.rebalance.delay.ms (Kafka: 3000): a new group's
-#                                        first rebalance waits this long for more members
-# group -> topics it consumes (offsets committed to ZooKeeper /consumers/<group>/offsets/<topic>/<p>)
+# group -> topics it consumes (a consumer-group member reading them, committing to __consumer_offsets)
 WORKLOAD_GROUPS: dict[str, list[str]] = {
     "orders-service": ["orders", "payments"],
     "analytics": ["clicks"],
     "auditor": ["audit"],
 }
-WORKLOAD_COMMIT_INTERVAL_S = 1.0  # each group commits (log end offset - small lag) this often
+WORKLOAD_COMMIT_INTERVAL_S = 1.0  # each group commits the offsets it reached this often
 
 # --- Burrow (its config keys in comments) ---------------------------------------------------------
 BURROW_OFFSET_REFRESH_S = 1  # cluster.<name>.offset-refresh (Burrow default 10)
 BURROW_TOPIC_REFRESH_S = 5  # cluster.<name>.topic-refresh
 BURROW_INTERVALS = 5  # storage.default.intervals: offsets kept per partition = evaluation window
-BURROW_ZK_REFRESH_S = 1  # consumer.<name>.group-refresh for the kafka_zk module
 
 # --- startup ---------------------------------------------------------------------------------
-UP_TIMEOUT_S = 60.0  # `sandbox up` gives up when the cluster is not healthy after this
+UP_TIMEOUT_S = 120.0  # `sandbox up` gives up when the cluster is not healthy after this

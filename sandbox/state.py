@@ -35,6 +35,7 @@ class SandboxState:
     hosts: list[dict] = field(default_factory=list)
     mode: str = "zookeeper"  # "zookeeper" (Kafka's ZooKeeper mode) or "kraft"
     controller_hosts: list[dict] = field(default_factory=list)  # KRaft: {"id", "host"} per controller
+    cluster_id: str = ""  # KRaft: the id the storage was formatted with (kafka-storage random-uuid)
 
     @property
     def kraft(self) -> bool:
@@ -48,7 +49,7 @@ class SandboxState:
     @property
     def quorum_voters(self) -> str:
         """``controller.quorum.voters`` text: ``100@127.0.0.111:9093,...``."""
-        return ",".join(f"{i}@{h}:{settings.REPLICATION_PORT}" for i, h in sorted(self.voters.items()))
+        return ",".join(f"{i}@{h}:{settings.CONTROLLER_PORT}" for i, h in sorted(self.voters.items()))
 
     @property
     def zookeeper_connect(self) -> str:
@@ -110,7 +111,8 @@ def load(workdir: Workdir) -> SandboxState:
 
 def running_processes(workdir: Workdir) -> dict[str, int]:
     """``{name: pid}`` of the sandbox's processes that run now, from their pid files
-    (``zookeeper``, ``burrow``, ``workload``, ``sshd-<id>``, ``broker-<id>``)."""
+    (``zookeeper``, ``burrow``, ``workload``, ``sshd-<id>``, ``kafka-<id>``: a broker's or a KRaft controller's
+    JVM)."""
     found: dict[str, int] = {}
     for name, pid_file, marker in [
         ("zookeeper", workdir.zookeeper_pid, str(workdir.zookeeper)),
@@ -128,7 +130,7 @@ def running_processes(workdir: Workdir) -> dict[str, int]:
             pid = procs.alive_from_pid_file(host.sshd_pid, must_contain=str(host.sshd_config))
             if pid:
                 found[f"sshd-{host.broker_id}"] = pid
-            pid = procs.alive_from_pid_file(host.broker_pid, must_contain=str(host.path))
+            pid = procs.alive_from_pid_file(host.kafka_pid, must_contain=str(host.path))
             if pid:
-                found[f"broker-{host.broker_id}"] = pid
+                found[f"kafka-{host.broker_id}"] = pid
     return found

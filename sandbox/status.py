@@ -1,46 +1,43 @@
-"""The sandbox's health as its observers see it: ZooKeeper (kazoo), Kafka Metadata (confluent-kafka),
-Burrow (HTTP), pid files.
+"""The sandbox's health as a Kafka client sees it: Kafka's Metadata (confluent-kafka), the KRaft quorum
+(DescribeQuorum through kafka-python), Burrow (HTTP), pid files.
 
-:func:`cluster_health` reads Kafka's ZK-mode nodes (what a real ZK-mode cluster shows:
-``/brokers/ids``, ``/controller``, partition ``state`` nodes); `up` waits on it and `status` prints it
-together with the processes and the consumer groups' evaluation by Burrow.
+:func:`cluster_health` is what `up` waits on and `status` prints: the live brokers (registered in ZooKeeper
+mode, unfenced in KRaft mode), the controller and every partition's leader / ISR, in either mode.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from confluent_kafka.admin import AdminClient
 
-from sandbox import burrow, metadata_access, service, settings, state
-from sandbox.broker import zkpaths
+from sandbox import burrow, service, settings, state
 from sandbox.layout import Workdir
 from sandbox.workload import stalled_until
 
 
 @dataclass
 class ClusterHealth:
-    """One snapshot from ZooKeeper. Partitions are ``"topic-p"`` strings."""
+    """One Metadata snapshot. Partitions are ``"topic-p"`` strings."""
 
     brokers: list[int]
     controller: int | None
     partitions: int = 0
     under_replicated: list[str] = field(default_factory=list)
     offline: list[str] = field(default_factory=list)
-    unassigned: list[str] = field(default_factory=list)  # no state node yet (controller not done)
+    topics: list[str] = field(default_factory=list)
 
     def healthy(self, expected_brokers: list[int]) -> bool:
-        """All ``expected_brokers`` registered, a controller, every partition led and fully in sync."""
+        """All ``expected_brokers`` live, a controller, every partition led and fully in sync."""
         return (
             set(expected_brokers) <= set(self.brokers)
             and self.controller is not None
             and self.partitions > 0
             and not self.under_replicated
             and not self.offline
-            and not self.unassigned
         )
 
     def problems(self, expected_brokers: list[int]) -> str:
@@ -48,95 +45,99 @@ class ClusterHealth:
         missing = sorted(set(expected_brokers) - set(self.brokers))
         parts = []
         if missing:
-            parts.append(f"brokers not registered: {missing}")
+            parts.append(f"brokers not live: {missing}")
         if self.controller is None:
             parts.append("no controller")
-        for label, items in [
-            ("offline", self.offline),
-            ("under-replicated", self.under_replicated),
-            ("without state", self.unassigned),
-        ]:
+        if not self.partitions:
+            parts.append("no partitions")
+        for label, items in [("offline", self.offline), ("under-replicated", self.under_replicated)]:
             if items:
                 parts.append(f"{len(items)} {label} partitions (e.g. {', '.join(items[:3])})")
         return "; ".join(parts) or "healthy"
 
 
-def cluster_health(zk: KazooClient) -> ClusterHealth:
-    """Read brokers, controller and every partition's state from ZooKeeper, or (KRaft mode, ``zk`` a
-    quorum client) from the metadata log; there the controller is the quorum's active controller."""
-    brokers = sorted(int(b) for b in zk.get_children(zkpaths.BROKER_IDS))
-    if hasattr(zk, "leader_id"):  # a RemoteQuorumClient: KRaft mode
-        controller = zk.leader_id
-    else:
-        try:
-            controller = zkpaths.loads(zk.get(zkpaths.CONTROLLER)[0])["brokerid"]
-        except NoNodeError:
-            controller = None
-    health = ClusterHealth(brokers=brokers, controller=controller)
-    for topic in zk.get_children(zkpaths.BROKER_TOPICS):
-        assignment = zkpaths.loads(zk.get(zkpaths.topic_path(topic))[0])["partitions"]
-        for p, replicas in assignment.items():
+def admin_client(bootstrap_servers: str, timeout_s: float = 5.0) -> AdminClient:
+    """A quiet confluent-kafka AdminClient (librdkafka's connection warnings off)."""
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": int(timeout_s * 1000),
+                        "log_level": 0, "client.id": "sandbox-status"})
+
+
+def cluster_health(bootstrap_servers: str, timeout_s: float = 5.0, client: AdminClient | None = None) -> ClusterHealth:
+    """Brokers, controller and every partition (internal topics included) from Kafka's Metadata.
+
+    Raises:
+        confluent_kafka.KafkaException: no broker answered within ``timeout_s`` seconds.
+    """
+    md = (client or admin_client(bootstrap_servers, timeout_s)).list_topics(timeout=timeout_s)
+    controller = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
+    health = ClusterHealth(brokers=sorted(md.brokers), controller=controller, topics=sorted(md.topics))
+    for name, topic in md.topics.items():
+        if topic.error is not None:
+            continue
+        for p, meta in topic.partitions.items():
             health.partitions += 1
-            name = f"{topic}-{p}"
-            try:
-                st = zkpaths.loads(zk.get(zkpaths.partition_state_path(topic, int(p)))[0])
-            except NoNodeError:
-                health.unassigned.append(name)
-                continue
-            if st.get("leader", -1) < 0:
-                health.offline.append(name)
-            elif len(st.get("isr", [])) < len(replicas):
-                health.under_replicated.append(name)
-    for items in (health.under_replicated, health.offline, health.unassigned):
-        items.sort()
+            label = f"{name}-{p}"
+            if meta.leader < 0:
+                health.offline.append(label)
+            elif len(meta.isrs) < len(meta.replicas):
+                health.under_replicated.append(label)
+    health.under_replicated.sort()
+    health.offline.sort()
     return health
 
 
-def metadata_view(bootstrap_servers: str, timeout_s: float = 3.0) -> dict[str, Any]:
-    """What a Kafka client sees (confluent-kafka Metadata): ``{"brokers": [ids], "controller": id}``,
-    or ``{"error": ...}`` when no broker answers within ``timeout_s`` seconds."""
-    from confluent_kafka.admin import AdminClient
+def quorum(bootstrap_servers: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """The KRaft quorum as DescribeQuorum reports it (any broker forwards it to the active controller):
+    ``{"leader": id, "epoch": n, "high_watermark": offset, "voters": [{"id", "end_offset", "lag"}],
+    "observers": [...]}``.
 
-    client = AdminClient(
-        {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 0}
-    )
+    Raises:
+        Exception: kafka-python's errors when no broker answers (the caller reports them).
+    """
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=int(timeout_s * 1000),
+                              client_id="sandbox-status")
     try:
-        md = client.list_topics(timeout=timeout_s)
-    except Exception as exc:  # noqa: BLE001 - report, do not fail
-        return {"error": str(exc)}
-    return {"brokers": sorted(md.brokers), "controller": md.controller_id}
+        described = client.describe_metadata_quorum()
+    finally:
+        client.close()
+    topic = described["topics"][0]["partitions"][0]
+    hw = topic["high_watermark"]
+
+    def replicas(key: str) -> list[dict[str, Any]]:
+        return [{"id": r["replica_id"], "end_offset": r["log_end_offset"],
+                 "lag": max(0, hw - r["log_end_offset"])} for r in topic[key]]
+
+    return {"leader": topic["leader_id"], "epoch": topic["leader_epoch"], "high_watermark": hw,
+            "voters": replicas("current_voters"), "observers": replicas("observers")}
 
 
 def report(workdir: Workdir) -> dict[str, Any]:
-    """The `status` document: processes, brokers (registered/process alive), controller, URPs,
-    offline partitions and Burrow's view of each consumer group (status, total lag).
+    """The `status` document: processes, brokers (live / process), controller, URPs, offline partitions, the
+    KRaft quorum and Burrow's view of each consumer group (status, total lag).
 
     Raises:
         state.NotASandbox: no sandbox in ``workdir``.
     """
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     info = state.load(workdir)
     running = state.running_processes(workdir)
-    doc: dict[str, Any] = {"workdir": str(workdir.root), "processes": running}
-    doc["mode"] = info.mode
+    doc: dict[str, Any] = {"workdir": str(workdir.root), "mode": info.mode, "kafka_version": info.kafka_version,
+                           "processes": running}
     try:
-        zk = metadata_access.open_client(info, timeout_s=3.0)
+        health: ClusterHealth | None = cluster_health(info.bootstrap_servers, timeout_s=3.0)
     except Exception as exc:  # noqa: BLE001 - report, do not fail: status is for diagnosis
-        doc["zookeeper" if not info.kraft else "quorum"] = {
-            "error": f"{metadata_access.store_name(info)} unreachable: {exc}"}
+        doc["metadata"] = {"error": f"no broker of {info.bootstrap_servers} answered: {exc}"}
         health = None
-    else:
-        try:
-            health = cluster_health(zk)
-        finally:
-            zk.stop()
-            zk.close()
     doc["brokers"] = [
         {
             "id": spec.id,
             "host": spec.host,
             "rack": spec.rack,
             "spare": spec.spare,
-            "process": f"broker-{spec.id}" in running,
+            "process": f"kafka-{spec.id}" in running,
+            "service": service.status(workdir.host(spec.id))[0] if workdir.host(spec.id).path.exists() else None,
             "registered": bool(health and spec.id in health.brokers),
         }
         for spec in info.broker_specs
@@ -150,13 +151,18 @@ def report(workdir: Workdir) -> dict[str, Any]:
         doc["offline_partitions"] = health.offline
         doc["healthy"] = health.healthy([s.id for s in info.active_specs])
     if info.kraft:
+        try:
+            described = quorum(info.bootstrap_servers, timeout_s=3.0)
+        except Exception as exc:  # noqa: BLE001
+            described = {"error": str(exc)}
+        doc["quorum"] = described
+        lag = {v["id"]: v["lag"] for v in described.get("voters", [])}
         doc["controllers"] = [
-            {"id": c["id"], "host": c["host"], "process": f"broker-{c['id']}" in running,
-             **{k: v for k, v in service.quorum_status(workdir.host(c["id"])).items()
-                if k in ("role", "leader", "epoch", "end_offset", "high_watermark")}}
+            {"id": c["id"], "host": c["host"], "process": f"kafka-{c['id']}" in running,
+             "role": ("leader" if described.get("leader") == c["id"] else "follower") if c["id"] in lag else None,
+             "lag": lag.get(c["id"])}
             for c in info.controller_hosts
         ]
-    doc["metadata"] = metadata_view(info.bootstrap_servers)
     groups: dict[str, Any] = {}
     for group in settings.WORKLOAD_GROUPS:
         try:

@@ -1,8 +1,10 @@
-"""A running sandbox as tests see it: the parsed ``env.json`` plus helpers (CLI, SSH, ZooKeeper, Burrow).
+"""A running sandbox as tests see it: the parsed ``env.json`` plus helpers (CLI, SSH, ZooKeeper, Burrow,
+Kafka's own command line tools, the nodes' logs).
 
 The pytest fixtures in ``tests/conftest.py`` hand out :class:`RunningSandbox` objects; this module
 holds no pytest code so scripts and benchmarks can use it too. Helpers observe the sandbox from
-outside through the real clients (paramiko with host key checking, kazoo, Burrow's HTTP API).
+outside through the real clients (paramiko with host key checking, confluent-kafka, kazoo, Burrow's HTTP
+API) and Kafka's own tools run from the assembled release.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, TypeVar
 import paramiko
 from kazoo.client import KazooClient
 
-from sandbox import burrow, metadata_access, procs, state
+from sandbox import burrow, kafka_release, node_log, procs
 from sandbox.layout import PROJECT_ROOT, HostDir, Workdir
 
 T = TypeVar("T")
@@ -120,15 +122,16 @@ class RunningSandbox:
         """KRaft: the controllers' node ids (``[]`` in ZooKeeper mode)."""
         return [c["id"] for c in self.env.get("controllers", [])]
 
-    # --- metadata (ZooKeeper, or the KRaft quorum) ---------------------------------------------------
+    # --- metadata ---------------------------------------------------------------------------------
     @contextmanager
     def zk(self, timeout_s: float = 10.0) -> Iterator[KazooClient]:
-        """A started metadata client, stopped on exit: kazoo on the sandbox's ZooKeeper, or in KRaft mode
-        an observer of the controller quorum with the same calls (:mod:`sandbox.metadata_access`)."""
+        """A started kazoo client on the ZooKeeper-mode cluster's ZooKeeper, stopped on exit.
+
+        Raises:
+            ValueError: a KRaft sandbox (its ZooKeeper is Burrow's, Kafka keeps no metadata there).
+        """
         if self.kraft:
-            with metadata_access.metadata_client(state.load(Workdir.at(self.workdir)), timeout_s) as client:
-                yield client
-            return
+            raise ValueError("a KRaft sandbox keeps no Kafka metadata in ZooKeeper: use health() or kafka_tool()")
         client = KazooClient(hosts=self.zookeeper_connect, timeout=timeout_s)
         client.start(timeout=timeout_s)
         try:
@@ -137,19 +140,18 @@ class RunningSandbox:
             client.stop()
             client.close()
 
-    def registered_brokers(self) -> list[int]:
-        with self.zk() as zk:
-            return sorted(int(b) for b in zk.get_children("/brokers/ids"))
-
-    def health(self) -> Any:
-        """:class:`sandbox.status.ClusterHealth` from ZooKeeper."""
+    def health(self, timeout_s: float = 5.0) -> Any:
+        """:class:`sandbox.status.ClusterHealth`: Kafka's Metadata as a client sees it."""
         from sandbox.status import cluster_health
 
-        with self.zk() as zk:
-            return cluster_health(zk)
+        return cluster_health(self.bootstrap_servers, timeout_s=timeout_s)
+
+    def registered_brokers(self) -> list[int]:
+        """The live brokers in Kafka's Metadata (registered in ZooKeeper mode, unfenced in KRaft mode)."""
+        return self.health().brokers
 
     def wait_healthy(self, timeout_s: float = 60.0, brokers: list[int] | None = None) -> None:
-        """Wait until ``brokers`` (default: the non-spare brokers) are registered and URP = 0."""
+        """Wait until ``brokers`` (default: the non-spare brokers) are live and URP = 0."""
         expected = (
             brokers if brokers is not None else [b["id"] for b in self.env["brokers"]][: self.active_count]
         )
@@ -163,6 +165,52 @@ class RunningSandbox:
             wait_for(healthy, timeout_s, "a healthy cluster", poll_s=0.3)
         except procs.Timeout as exc:
             raise procs.Timeout(f"{exc}: {last.get('h') and last['h'].problems(expected)}") from None
+
+    # --- Kafka's own tools and logs ---------------------------------------------------------------
+    def kafka_tool(self, tool: str, *args: str, version: str | None = None, timeout_s: float = 120.0,
+                   ) -> subprocess.CompletedProcess:
+        """Run Kafka's own ``bin/<tool>`` (e.g. ``kafka-topics.sh``) of the assembled release ``version``
+        (default: the sandbox's) with ``args``; returns the completed process (text output).
+
+        Raises:
+            kafka_release.ReleaseError: the release is not assembled.
+            FileNotFoundError: the release has no such tool.
+        """
+        release = kafka_release.release_dir(version or self.env["kafka_version"])
+        path = release / "bin" / tool
+        if not path.is_file():
+            raise FileNotFoundError(f"Kafka {release.name} has no bin/{tool}")
+        return subprocess.run([str(path), *args], capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx128m"})
+
+    def node_runs(self, node_id: int) -> list[node_log.Run]:
+        """Every start of node ``node_id`` (broker or controller) from its ``logs/server.log``."""
+        return node_log.runs(self.host_dir(node_id).server_log)
+
+    def starts(self, node_ids: list[int] | None = None) -> dict[int, int]:
+        """Node id -> how often Kafka logged that it started (every broker host by default): an observer that
+        cannot miss a short restart the way a metadata poll can."""
+        ids = self.broker_ids if node_ids is None else node_ids
+        return {n: sum(1 for run in self.node_runs(n) if run.started) for n in ids}
+
+    def started_releases(self, node_id: int) -> list[str]:
+        """``"Kafka 3.7.1, IBP 3.6"`` (ZooKeeper mode) or ``"Kafka 4.1.0"`` for each start of the node that Kafka
+        logged as started, oldest first: the release it ran and the IBP it parsed."""
+        return [f"Kafka {run.version}" + (f", IBP {run.ibp_major_minor}" if run.ibp else "")
+                for run in self.node_runs(node_id) if run.started]
+
+    def shutdown_order(self, node_ids: list[int] | None = None) -> list[int]:
+        """Node ids ordered by the time their last shutdown began (nodes never shut down are left out)."""
+        last = {}
+        for n in self.broker_ids if node_ids is None else node_ids:
+            times = [run.shutdown for run in self.node_runs(n) if run.shutdown]
+            if times:
+                last[n] = times[-1]
+        return sorted(last, key=last.get)
+
+    def shutdown_times(self, node_id: int) -> list[float]:
+        """Epoch seconds at which each shutdown of the node began, oldest first."""
+        return [run.shutdown for run in self.node_runs(node_id) if run.shutdown]
 
     @property
     def active_count(self) -> int:

@@ -46,7 +46,8 @@ class TrafficResult:
     - ``duplicates``: sequence numbers read at more than one offset (idempotence must prevent them).
     - ``misplaced``: sequence numbers read at another partition/offset than acknowledged.
     - ``out_of_order``: ``[partition, offset, seq, previous seq]`` where a partition's sequence numbers
-      went down (the producer writes them increasing; Kafka keeps per-partition order).
+      went down (the producer writes them increasing; Kafka keeps per-partition order). Only each message's
+      first copy counts: a duplicate's later copy is reported in ``duplicates``.
     - ``errors``: failed delivery reports by Kafka error name (e.g. ``NOT_ENOUGH_REPLICAS``).
     - ``unresolved``: messages without any delivery report when the run ended.
     """
@@ -263,7 +264,8 @@ class Traffic:
         with self.lock:
             ends: dict[int, int] = {}
             for partition, offset in self.acked.values():
-                ends[partition] = max(ends.get(partition, -1), offset)
+                if offset is not None:  # see compare(): an acknowledgement may come without its offset
+                    ends[partition] = max(ends.get(partition, -1), offset)
             read = {}
             for partition, offset in self.reads:
                 read[partition] = max(read.get(partition, -1), offset)
@@ -277,12 +279,14 @@ class Traffic:
         self._stopped_at = time.monotonic()
         self._reading.set()
         deadline = time.monotonic() + drain_timeout_s
-        unresolved = self.producer.flush(max(deadline - time.monotonic(), 0.0))
-        while not self._caught_up() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._consuming.clear()
-        self._threads[1].join()
-        self.consumer.close()
+        try:
+            unresolved = self.producer.flush(max(deadline - time.monotonic(), 0.0))
+            while not self._caught_up() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:  # the reader never outlives the run, whatever happened
+            self._consuming.clear()
+            self._threads[1].join()
+            self.consumer.close()
         return self._result(unresolved)
 
     def __enter__(self) -> Traffic:
@@ -303,13 +307,22 @@ class Traffic:
 def compare(acked: dict[int, tuple[int, int]], reads: dict[tuple[int, int], int], errors: dict[str, int],
             unresolved: int, seconds: float) -> TrafficResult:
     """What a producer had acknowledged (sequence number -> (partition, offset)) against what a reader read
-    ((partition, offset) -> sequence number): the :class:`TrafficResult` (any client library's traffic)."""
+    ((partition, offset) -> sequence number): the :class:`TrafficResult` (any client library's traffic).
+
+    An acknowledgement's offset may be None: an idempotent producer whose retry of a batch the leader had
+    already written (a broker restarted between write and answer) gets DUPLICATE_SEQUENCE_NUMBER, which
+    librdkafka reports as delivered without an offset. Such a message must still be read (once), in its
+    partition."""
     where: dict[int, list[tuple[int, int]]] = {}
     for (partition, offset), seq in reads.items():
         where.setdefault(seq, []).append((partition, offset))
     out_of_order = []
     last: dict[int, tuple[int, int]] = {}
+    seen: set[int] = set()
     for (partition, offset), seq in sorted(reads.items()):
+        if seq in seen:  # a second copy: a duplicate (below), not an order violation among the messages
+            continue
+        seen.add(seq)
         previous = last.get(partition)
         if previous is not None and seq <= previous[1]:
             out_of_order.append([partition, offset, seq, previous[1]])
@@ -319,12 +332,18 @@ def compare(acked: dict[int, tuple[int, int]], reads: dict[tuple[int, int], int]
         read=len(reads),
         lost=sorted(seq for seq in acked if seq not in where),
         duplicates=sorted(seq for seq, places in where.items() if len(places) > 1),
-        misplaced=sorted(seq for seq, spot in acked.items() if seq in where and spot not in where[seq]),
+        misplaced=sorted(seq for seq, spot in acked.items() if seq in where and not _read_at(spot, where[seq])),
         out_of_order=out_of_order,
         errors=errors,
         unresolved=unresolved,
         seconds=seconds,
     )
+
+
+def _read_at(spot: tuple[int, int | None], places: list[tuple[int, int]]) -> bool:
+    """Whether an acknowledged ``(partition, offset)`` (offset None: unknown) is among the places it was read."""
+    partition, offset = spot
+    return any(p == partition and (offset is None or o == offset) for p, o in places)
 
 
 def run(bootstrap_servers: str, seconds: float, topic: str = DEFAULT_TOPIC, *, partitions: int = 3,

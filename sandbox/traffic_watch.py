@@ -7,7 +7,7 @@ restarted broker caused, with both client libraries the product uses.
 every failed delivery report time-stamped) while the body runs, and at the end stops it, deletes the topic
 and fills a :class:`WatchedTraffic`: the :class:`~sandbox.traffic.TrafficResult` plus the failed
 deliveries attributed to the broker whose restart they happened in, read from the brokers' own logs
-(controlled shutdown -> started), see :func:`errors_per_restart`. Beside it, on a second topic,
+(shutdown begun -> started), see :func:`errors_per_restart`. Beside it, on a second topic,
 :class:`KafkaPythonTraffic` does the same with kafka-python (an idempotent ``acks=all`` producer and a
 consumer-group member): both libraries produce and consume through the cluster while the operation runs.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 import uuid
@@ -24,12 +23,12 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
+from sandbox import node_log
 from sandbox.layout import Workdir
 from sandbox.traffic import Traffic, TrafficResult, compare, ensure_topic
 
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 AFTER_START_S = 15.0
 #: ... and up to this many seconds before its controlled shutdown was logged (the stop command's latency).
 BEFORE_STOP_S = 2.0
-LOG_TIME = "%Y-%m-%d %H:%M:%S,%f"
 
 
 class TimedTraffic(Traffic):
@@ -195,30 +193,10 @@ class KafkaPythonTraffic:
 
 
 def restart_windows(workdir: Path, brokers: list[int], since: float) -> dict[int, list[tuple[float, float]]]:
-    """Broker id -> ``(controlled shutdown, next start)`` epoch seconds of each restart after ``since``, from
-    the broker's ``logs/server.log`` (a shutdown without a start yet ends at +inf)."""
-    out: dict[int, list[tuple[float, float]]] = {}
+    """Broker id -> ``(shutdown begun, next start)`` epoch seconds of each restart after ``since``, from the
+    broker's own ``logs/server.log`` (:func:`sandbox.node_log.restart_windows`; +inf while not started again)."""
     wd = Workdir.at(workdir)
-    for b in brokers:
-        log = wd.host(b).logs / "server.log"
-        text = log.read_text() if log.exists() else ""
-        events = []
-        for stamp, what in re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: broker {b}(: controlled shutdown| started )",
-                                      text, re.M):
-            t = datetime.strptime(stamp, LOG_TIME).timestamp()
-            if t >= since:
-                events.append((t, "stop" if "shutdown" in what else "start"))
-        windows, down = [], None
-        for t, kind in events:
-            if kind == "stop":
-                down = t
-            elif down is not None:
-                windows.append((down, t))
-                down = None
-        if down is not None:
-            windows.append((down, float("inf")))
-        out[b] = windows
-    return out
+    return {b: node_log.restart_windows(wd.host(b).server_log, since) for b in brokers}
 
 
 def errors_per_restart(events: list[tuple[float, str]], windows: dict[int, list[tuple[float, float]]],
@@ -293,9 +271,7 @@ def watched_traffic(workdir: Path, bootstrap_servers: str, brokers: list[int], *
 
     :param brokers: the brokers whose restarts errors are attributed to (every broker of the cluster).
     :param rate_per_s: the confluent-kafka producer's messages per second (the kafka-python one sends a fifth).
-        The default, 100, keeps a few hundred messages in flight around each restart; the sandbox's brokers are
-        Python processes, and on 2 cores 500 msg/s nearly doubled a 3-broker roll (27.7 s at 50 msg/s, 51.1 s at
-        500, ``bench/restart_overhead.py --rate``).
+        The default, 100, keeps a few hundred messages in flight around each restart.
     :param replication_factor: default min(3, number of brokers).
     :raises confluent_kafka.KafkaException: the topic cannot be created.
     """

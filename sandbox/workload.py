@@ -1,27 +1,22 @@
-"""The sandbox workload: its topics, and the consumer groups committing offsets to ZooKeeper.
+"""The sandbox workload: its topics, the data they start with, a producer and the consumer groups.
 
-Produce traffic is simulated inside the brokers (leaders append ``settings.PRODUCE_MSGS_PER_S``), so
-this process only plays the consumer groups of ``settings.WORKLOAD_GROUPS``, old-style ZooKeeper
-consumers: every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` it reads the log end offsets with
-confluent-kafka (``AdminClient.list_offsets``, one call per topic) and writes
-``end offset - COMMIT_LAG_MSGS`` as a decimal string to ``/consumers/<group>/offsets/<topic>/<p>``,
-which Burrow's ``kafka_zk`` module watches. The lag Burrow reports (its newer head offset minus the
-commit) is then a few messages, and the lag Burrow stores with each commit is mostly zero: Burrow 1.2.1
-calls a partition OK whenever any stored commit in its window had zero lag.
+`sandbox up` creates the topics of ``settings.WORKLOAD_TOPICS`` with Kafka's CreateTopics (Kafka places the
+replicas, rack-aware) and writes ``bytes per partition`` of records into each partition (:func:`seed`), so the
+reassignment planner sees partitions of different sizes. Then ``python -m sandbox.workload --workdir DIR``
+runs, until SIGTERM:
 
-``sandbox lag GROUP --stall-seconds S`` writes ``DIR/workload/stall-<group>`` holding a deadline
-(epoch seconds); until then that group stops making progress: like a stuck ZooKeeper consumer whose
-auto-commit keeps running, it re-commits the offsets it had when the stall began. Burrow sees the lag
-grow at every commit and, once its window (``settings.BURROW_INTERVALS`` commits) holds no zero-lag
-commit, rates the partitions STALL and the group ERR. (A group that committed nothing at all would stay
-OK in Burrow 1.2.1: its window would keep the old zero-lag commits.) When the stall ends the group
-commits the end offsets again and is OK at its next commit.
+- a producer (``acks=all``) writing ``settings.PRODUCE_MSGS_PER_S`` messages per second to each workload
+  topic, spread over its partitions;
+- one consumer per group of ``settings.WORKLOAD_GROUPS``: a member of that consumer group (``subscribe``),
+  reading its topics and committing the offsets it reached every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` to
+  the group coordinator (``__consumer_offsets``), which Burrow's ``kafka`` consumer module reads.
 
-KRaft mode has no ZooKeeper consumers: there each group commits its offsets to the group coordinator
-(OffsetCommit as a simple consumer, ``__consumer_offsets``), which Burrow's ``kafka`` consumer module reads;
-the rest is the same.
-
-Run as ``python -m sandbox.workload --workdir DIR`` (started by ``sandbox up``; reads ``DIR/sandbox.json``).
+``sandbox lag GROUP --stall-seconds S`` writes ``DIR/workload/stall-<group>`` holding a deadline (epoch
+seconds); until then that group's member pauses its partitions (it reads nothing) but keeps committing the
+offsets it had when the stall began, like a consumer stuck in its processing whose commits continue. Burrow
+sees the committed offsets stand still while the lag grows, rates the partitions STALL and the group ERR
+once its window (``settings.BURROW_INTERVALS`` commits) holds no zero-lag commit. When the stall ends the
+member resumes, catches up, and the group is OK again.
 """
 
 from __future__ import annotations
@@ -32,90 +27,79 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
 
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from sandbox import metadata_access, settings, state
-from sandbox.broker import zkpaths
+from sandbox import settings, state
 from sandbox.layout import Workdir
 
-COMMIT_LAG_MSGS = 0  # a following consumer commits this many messages behind the end offset it read
-LIST_OFFSETS_TIMEOUT_S = 2.0
 CONSUMER_OFFSETS = "__consumer_offsets"
+SEED_TIMEOUT_S = 60.0
 
 log = logging.getLogger("sandbox.workload")
 
 
 def topic_plan(brokers: int) -> dict[str, tuple[int, int, int]]:
-    """``{topic: (partitions, replication factor, initial bytes per partition)}`` for a cluster of
-    ``brokers`` brokers: ``settings.WORKLOAD_TOPICS`` plus ``__consumer_offsets``, RF capped at
-    ``brokers``."""
-    plan = {name: (p, min(rf, brokers), size) for name, (p, rf, size) in settings.WORKLOAD_TOPICS.items()}
-    plan[CONSUMER_OFFSETS] = (
-        settings.CONSUMER_OFFSETS_PARTITIONS,
-        min(settings.CONSUMER_OFFSETS_RF, brokers),
-        0,
-    )
-    return plan
+    """``{topic: (partitions, replication factor, bytes per partition at up)}`` for a cluster of ``brokers``
+    brokers: ``settings.WORKLOAD_TOPICS`` with the replication factor capped at ``brokers``."""
+    return {name: (p, min(rf, brokers), size) for name, (p, rf, size) in settings.WORKLOAD_TOPICS.items()}
 
 
-def create_topics(
-    zk: KazooClient, brokers: Iterable[tuple[int, str | None]]
-) -> dict[str, dict[int, list[int]]]:
-    """Create the workload topics (skipping existing ones) on ``brokers`` (``(id, rack)`` pairs)
-    through ZooKeeper; the controller then elects their leaders. Returns ``{topic: assignment}``.
+def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0) -> list[str]:
+    """Create the workload topics that do not exist yet (CreateTopics: Kafka assigns the replicas, rack-aware);
+    returns the topics created.
 
-    ``__consumer_offsets`` is created as a topic with real records (what the brokers' group coordinators
-    create on demand at the first FindCoordinator, with the same partitions and RF), here before Burrow
-    starts: Burrow 1.2.1's ``kafka`` consumer module reads its partition list once at start and exits
-    when the topic is missing."""
-    brokers = list(brokers)
-    created = {}
-    for topic, (partitions, rf, size) in topic_plan(len(brokers)).items():
-        if zk.exists(zkpaths.topic_path(topic)):
-            continue
-        if topic == CONSUMER_OFFSETS:  # real records: the brokers' group coordinators write it
-            created[topic] = zkpaths.create_topic(
-                zk, topic, partitions, rf, brokers, configs={"cleanup.policy": "compact"}, records=True
-            )
-            continue
-        created[topic] = zkpaths.create_topic(zk, topic, partitions, rf, brokers, initial_bytes=size)
-    return created
+    Raises:
+        KafkaException: a topic could not be created (other than "already exists").
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    new = [NewTopic(name, partitions, rf) for name, (partitions, rf, _) in topic_plan(brokers).items()
+           if name not in existing]
+    if not new:
+        return []
+    for future in admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s).values():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise
+    return [t.topic for t in new]
 
 
-def offsets_topic_led(zk: KazooClient) -> bool:
-    """True once every partition of ``__consumer_offsets`` has a leader in ZooKeeper (Burrow's ``kafka``
-    consumer module fails to start on a partition without one)."""
-    try:
-        assignment = zkpaths.loads(zk.get(zkpaths.topic_path(CONSUMER_OFFSETS))[0])["partitions"]
-        for partition in assignment:
-            state = zkpaths.loads(zk.get(zkpaths.partition_state_path(CONSUMER_OFFSETS, int(partition)))[0])
-            if not state or int(state["leader"]) < 0:
-                return False
-    except NoNodeError:
-        return False
-    return True
+def seed(bootstrap_servers: str, brokers: int, timeout_s: float = SEED_TIMEOUT_S) -> int:
+    """Write each workload partition's starting bytes (``settings.WORKLOAD_TOPICS``) as records of
+    ``settings.MESSAGE_BYTES``; returns the records written.
 
+    Raises:
+        RuntimeError: not every record was acknowledged within ``timeout_s`` seconds.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 20,
+                         "compression.type": "none", "log_level": 3, "client.id": "sandbox-seed"})
+    value = b"s" * settings.MESSAGE_BYTES
+    failed: list[str] = []
+    sent = 0
 
-def create_group_nodes(zk: KazooClient) -> None:
-    """Create ``/consumers/<group>/offsets/<topic>/<p>`` (offset "0") for every workload group, before
-    Burrow starts: Burrow 1.2.1 reads a new group's ``offsets`` children once, when the group appears,
-    and never looks again if that node did not exist yet."""
-    for group, topics in settings.WORKLOAD_GROUPS.items():
-        for topic in topics:
-            assignment = zkpaths.loads(zk.get(zkpaths.topic_path(topic))[0])["partitions"]
-            for partition in range(len(assignment)):
-                path = offsets_path(group, topic, partition)
-                if not zk.exists(path):
-                    zk.create(path, b"0", makepath=True)
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            failed.append(str(err))
 
-
-def offsets_path(group: str, topic: str, partition: int) -> str:
-    return f"{zkpaths.CONSUMERS}/{group}/offsets/{topic}/{partition}"
+    for topic, (partitions, _rf, size) in topic_plan(brokers).items():
+        for partition in range(partitions):
+            for _ in range(max(1, size // settings.MESSAGE_BYTES)):
+                while True:
+                    try:
+                        producer.produce(topic, value, partition=partition, on_delivery=delivered)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                sent += 1
+    left = producer.flush(timeout_s)
+    if left or failed:
+        raise RuntimeError(f"seeding the workload topics: {left} records unacknowledged after {timeout_s:.0f} s, "
+                           f"{len(failed)} failed (e.g. {failed[:1]})")
+    return sent
 
 
 def stalled_until(workdir: Workdir, group: str, now: float | None = None) -> float | None:
@@ -131,7 +115,7 @@ def stalled_until(workdir: Workdir, group: str, now: float | None = None) -> flo
 
 
 def stall(workdir: Workdir, group: str, seconds: float) -> float:
-    """Make ``group`` stop committing for ``seconds``; returns the deadline (epoch seconds)."""
+    """Make ``group`` stop progressing for ``seconds``; returns the deadline (epoch seconds)."""
     workdir.workload.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + seconds
     tmp = workdir.stall_file(group).with_suffix(".tmp")
@@ -140,157 +124,108 @@ def stall(workdir: Workdir, group: str, seconds: float) -> float:
     return deadline
 
 
+class GroupMember:
+    """One consumer group's member: reads its topics, commits the offsets it reached, pauses when stalled."""
+
+    def __init__(self, group: str, topics: list[str], bootstrap_servers: str) -> None:
+        self.group = group
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap_servers, "group.id": group, "client.id": f"sandbox-{group}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 2,
+            "session.timeout.ms": 20000, "heartbeat.interval.ms": 2000,
+        })
+        self.consumer.subscribe(topics)
+        self.frozen: dict[tuple[str, int], int] | None = None  # the offsets a stalled member re-commits
+        self.last_commit = 0.0
+
+    def _positions(self) -> list[TopicPartition]:
+        assignment = self.consumer.assignment()
+        if not assignment:
+            return []
+        return [tp for tp in self.consumer.position(assignment) if tp.offset >= 0]
+
+    def tick(self, stalled: bool, now: float) -> None:
+        """Read what is there (unless stalled) and commit every ``WORKLOAD_COMMIT_INTERVAL_S``."""
+        if stalled and self.frozen is None:
+            self.frozen = {(tp.topic, tp.partition): tp.offset for tp in self._positions()}
+            log.info("group %s stalls: it keeps committing %d offsets and reads nothing", self.group, len(self.frozen))
+        elif not stalled and self.frozen is not None:
+            self.frozen = None
+            if self.consumer.assignment():
+                self.consumer.resume(self.consumer.assignment())
+            log.info("group %s follows again", self.group)
+        if self.frozen is not None and self.consumer.assignment():
+            self.consumer.pause(self.consumer.assignment())
+        for message in self.consumer.consume(num_messages=1000, timeout=0.05):
+            if message.error() is not None:
+                log.debug("group %s: %s", self.group, message.error())
+        if now - self.last_commit < settings.WORKLOAD_COMMIT_INTERVAL_S:
+            return
+        self.last_commit = now
+        if self.frozen is not None:
+            offsets = [TopicPartition(t, p, o) for (t, p), o in self.frozen.items()]
+        else:
+            offsets = self._positions()
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:  # e.g. the coordinator moving during a restart: the next round retries
+            log.info("group %s: commit failed: %s", self.group, exc.args[0])
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 class Workload:
-    """The consumer groups' commit loop (one thread, ``run`` until ``stop``)."""
+    """The producer and the groups' members, in one loop (``run`` until ``stop``)."""
 
-    def __init__(self, workdir: Workdir, zookeeper_connect: str, bootstrap_servers: str,
-                 info: state.SandboxState | None = None) -> None:
+    def __init__(self, workdir: Workdir, bootstrap_servers: str, brokers: int) -> None:
         self.workdir = workdir
-        self.info = info
-        self.kraft = bool(info and info.kraft)
         self.bootstrap_servers = bootstrap_servers
-        self.zk = None if self.kraft else KazooClient(hosts=zookeeper_connect, timeout=10.0)
-        self.consumers: dict[str, Consumer] = {}  # KRaft: one simple consumer per group, for its commits
-        self.admin = AdminClient(
-            {
-                "bootstrap.servers": bootstrap_servers,
-                "socket.timeout.ms": 3000,
-                "client.id": "sandbox-workload",
-            }
-        )
-        self.end_offsets: dict[tuple[str, int], int] = {}
-        self.frozen: dict[str, dict[tuple[str, int], int]] = {}  # stalled group -> offsets it repeats
+        self.plan = topic_plan(brokers)
+        self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 50,
+                                  "client.id": "sandbox-workload", "log_level": 2,
+                                  "message.timeout.ms": 60000})
+        self.members = {group: GroupMember(group, topics, bootstrap_servers)
+                        for group, topics in settings.WORKLOAD_GROUPS.items()}
         self.stopping = threading.Event()
+        self.sent = 0
+        self.failed = 0
 
-    def partitions(self, topic: str) -> list[int]:
-        if self.zk is None:
-            return []
-        try:
-            return sorted(int(p) for p in self.zk.get_children(f"{zkpaths.topic_path(topic)}/partitions"))
-        except NoNodeError:
-            return []
+    def _delivered(self, err, _msg) -> None:
+        if err is not None:
+            self.failed += 1
 
-    def refresh_end_offsets(self, topics: Iterable[str]) -> None:
-        """Update ``end_offsets`` for every partition of ``topics`` (one ListOffsets round, at most
-        ``LIST_OFFSETS_TIMEOUT_S``); partitions that fail (e.g. leader down) keep their last value."""
-        request = {
-            TopicPartition(topic, p): OffsetSpec.latest() for topic in topics for p in self.partitions(topic)
-        }
-        if not request:
-            return
-        try:
-            futures = self.admin.list_offsets(request, request_timeout=LIST_OFFSETS_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - keep the last known offsets
-            log.warning("list_offsets failed: %s", exc)
-            return
-        failed = []
-        for tp, future in futures.items():
-            try:
-                self.end_offsets[(tp.topic, tp.partition)] = future.result().offset
-            except Exception:  # noqa: BLE001 - e.g. partition offline
-                failed.append(f"{tp.topic}-{tp.partition}")
-        if failed:
-            log.info("end offsets unavailable for %d partitions (e.g. %s)", len(failed), failed[:3])
-
-    def _consumer(self, group: str) -> Consumer:
-        if group not in self.consumers:
-            self.consumers[group] = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": group,
-                                              "enable.auto.commit": False, "client.id": "sandbox-workload",
-                                              "socket.timeout.ms": 3000, "log_level": 3})
-        return self.consumers[group]
-
-    def committed(self, group: str, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        """``group``'s committed offsets for ``topics``, read from ZooKeeper (KRaft: OffsetFetch)."""
-        if self.kraft:
-            wanted = [TopicPartition(t, p) for t in topics for p in self.partitions(t)]
-            try:
-                found = self._consumer(group).committed(wanted, timeout=LIST_OFFSETS_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001 - the next round retries
-                log.warning("OffsetFetch of %s failed: %s", group, exc)
-                return {}
-            return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
-        offsets = {}
-        for topic in topics:
-            for partition in self.partitions(topic):
+    def produce_due(self, elapsed_s: float) -> None:
+        """Produce what the rate owes after ``elapsed_s`` seconds of running (every topic, partitions in turn)."""
+        due = int(elapsed_s * settings.PRODUCE_MSGS_PER_S)
+        value = b"w" * settings.MESSAGE_BYTES
+        while self.sent < due:
+            for topic, (partitions, _rf, _size) in self.plan.items():
                 try:
-                    offsets[(topic, partition)] = int(self.zk.get(offsets_path(group, topic, partition))[0])
-                except (NoNodeError, ValueError):
-                    continue
-        return offsets
-
-    def commit(
-        self, group: str, topics: Iterable[str], offsets: dict[tuple[str, int], int] | None = None
-    ) -> int:
-        """Write ``group``'s offsets for ``topics`` to ZooKeeper: ``offsets`` when given (a stalled
-        group), else the end offsets minus ``COMMIT_LAG_MSGS``. Returns how many were written."""
-        written = 0
-        batch: list[TopicPartition] = []
-        for topic in topics:
-            for partition in self.partitions(topic):
-                if offsets is not None:
-                    value = offsets.get((topic, partition))
-                else:
-                    end = self.end_offsets.get((topic, partition))
-                    value = None if end is None or end < 0 else max(0, end - COMMIT_LAG_MSGS)
-                if value is None:
-                    continue
-                if self.kraft:
-                    batch.append(TopicPartition(topic, partition, value))
-                    continue
-                path = offsets_path(group, topic, partition)
-                if self.zk.exists(path):
-                    self.zk.set(path, str(value).encode())
-                else:
-                    self.zk.create(path, str(value).encode(), makepath=True)
-                written += 1
-        if batch:
-            try:
-                self._consumer(group).commit(offsets=batch, asynchronous=False)
-                written += len(batch)
-            except Exception as exc:  # noqa: BLE001 - e.g. the coordinator moving during a restart
-                log.info("OffsetCommit of %s failed: %s", group, exc)
-        return written
-
-    def tick(self) -> None:
-        """One round: refresh end offsets, commit every group that is not stalled."""
-        topics = sorted({t for ts in settings.WORKLOAD_GROUPS.values() for t in ts})
-        self.refresh_end_offsets(topics)
-        for group, group_topics in settings.WORKLOAD_GROUPS.items():
-            deadline = stalled_until(self.workdir, group)
-            if deadline is not None:
-                if group not in self.frozen:
-                    self.frozen[group] = self.committed(group, group_topics)
-                    log.info(
-                        "group %s stalls until %s", group, time.strftime("%H:%M:%S", time.localtime(deadline))
-                    )
-                self.commit(group, group_topics, self.frozen[group])
-                continue
-            if self.frozen.pop(group, None) is not None:
-                log.info("group %s follows again", group)
-            self.workdir.stall_file(group).unlink(missing_ok=True)
-            self.commit(group, group_topics)
+                    self.producer.produce(topic, value, partition=self.sent % partitions, on_delivery=self._delivered)
+                except BufferError:  # brokers unreachable for a while: drop this round, the rate catches up
+                    break
+            self.sent += 1
+        self.producer.poll(0)
 
     def run(self) -> None:
-        """Commit every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` until :meth:`stop`."""
-        if self.kraft:
-            self.zk = metadata_access.open_client(self.info, timeout_s=10.0)
-        else:
-            self.zk.start(timeout=10.0)
+        began = time.monotonic()
+        last_report = began
         try:
             while not self.stopping.is_set():
-                started = time.monotonic()
-                try:
-                    self.tick()
-                except Exception:  # noqa: BLE001 - a failed round is logged; the next one retries
-                    log.exception("workload round failed")
-                self.stopping.wait(
-                    max(0.0, settings.WORKLOAD_COMMIT_INTERVAL_S - (time.monotonic() - started))
-                )
+                now = time.monotonic()
+                self.produce_due(now - began)
+                for group, member in self.members.items():
+                    member.tick(stalled_until(self.workdir, group) is not None, now)
+                if now - last_report >= 60:
+                    last_report = now
+                    log.info("produced %d rounds; %d delivery failures", self.sent, self.failed)
         finally:
-            self.zk.stop()
-            self.zk.close()
-            for consumer in self.consumers.values():
-                consumer.close()
+            self.producer.flush(5)
+            for member in self.members.values():
+                member.close()
 
     def stop(self, *_: object) -> None:
         self.stopping.set()
@@ -304,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     workdir = Workdir.at(args.workdir)
     info = state.load(workdir)
-    workload = Workload(workdir, info.zookeeper_connect, info.bootstrap_servers, info)
+    workload = Workload(workdir, info.bootstrap_servers, len(info.active_specs))
     signal.signal(signal.SIGTERM, workload.stop)
     signal.signal(signal.SIGINT, workload.stop)
     log.info("workload started: groups %s", ", ".join(settings.WORKLOAD_GROUPS))

@@ -13,7 +13,6 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from sandbox import debs, procs
-from sandbox.broker import zkpaths
 from sandbox.layout import Workdir
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
@@ -78,12 +77,12 @@ def start(workdir: Workdir, port: int) -> int:
     )
 
 
-def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S, kafka_paths: bool = True) -> None:
-    """Wait until ZooKeeper answers on ``port``, then create Kafka's persistent paths
-    (:func:`sandbox.broker.zkpaths.ensure_cluster_paths`), e.g. ``/consumers`` before Burrow starts.
+def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S) -> None:
+    """Wait until this workdir's ZooKeeper answers on ``port`` (Kafka's brokers create their own paths).
 
     Raises:
-        procs.Timeout: not serving after ``timeout_s`` seconds (or the process died: see zookeeper.log).
+        procs.Abort: ZooKeeper exited, or another sandbox's ZooKeeper holds the port.
+        procs.Timeout: not serving after ``timeout_s`` seconds.
     """
 
     def serving() -> bool:
@@ -97,15 +96,6 @@ def wait_serving(workdir: Workdir, port: int, timeout_s: float = START_TIMEOUT_S
         return bool(ours)
 
     procs.wait_for(serving, timeout_s, f"ZooKeeper on 127.0.0.1:{port}")
-    if not kafka_paths:  # KRaft mode: this ZooKeeper serves Burrow only
-        return
-    zk = KazooClient(hosts=connect_string(port), timeout=10.0)
-    try:
-        zk.start(timeout=timeout_s)
-        zkpaths.ensure_cluster_paths(zk)
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def ruok(port: int, timeout_s: float = 1.0) -> bool:

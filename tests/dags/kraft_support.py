@@ -3,23 +3,14 @@ their own logs, and the active controller from DescribeQuorum (kafka-python)."""
 
 from __future__ import annotations
 
-import re
-
 from kafka import KafkaAdminClient
 
 CONTROLLERS = [100, 101, 102]  # `sandbox up --mode kraft --controllers 3`
 
 
 def controller_shutdowns(sandbox) -> list[int]:
-    """Controllers ordered by the time of their last shutdown, from their own logs."""
-    last = {}
-    for node in CONTROLLERS:
-        log = sandbox.host_dir(node).path / "logs" / "server.log"
-        found = re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: controller {node}: shutting down",
-                           log.read_text() if log.exists() else "", re.M)
-        if found:
-            last[node] = found[-1]
-    return sorted(last, key=last.get)
+    """Controllers ordered by the time their last shutdown began, from their own logs."""
+    return sandbox.shutdown_order(CONTROLLERS)
 
 
 def leader_of(sandbox) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,13 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         result = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
                                              "throttle_bytes_per_s": 200_000_000, **FAST})
+        # read before Kafka's verify below (it clears every throttle it finds) and before the traffic's topics,
+        # which the plan moved too, are deleted
+        throttles_after_run = throttles_left(sandbox)
+        run_dir = run_directory("manual", "kafka_scale_out")
+        # Kafka's own tool judges the plan the run executed: every partition's reassignment is complete
+        verify = sandbox.kafka_tool("kafka-reassign-partitions.sh", "--bootstrap-server", sandbox.bootstrap_servers,
+                                    "--verify", "--reassignment-json-file", str(run_dir / "plan" / "reassignment.json"))
     print(traffic.summary())
     assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
@@ -107,15 +115,19 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert held[3] >= 0.85 * mean, f"broker 3 holds its share of the bytes: {held} (replicas {counts})"
     assert max(held.values()) <= 1.15 * mean, f"bytes are even across brokers: {held}"
     assert after.offline == [] and watcher.ever_offline() == []
-    assert throttles_left(sandbox) == {}, "no throttle is left on any broker or topic"
+    assert throttles_after_run == {}, "no throttle is left on any broker or topic"
     labels = result.mapped_labels("reassign.wave")
     assert labels and all(label.startswith("wave ") and " moves)" in label for label in labels), labels
     assert published_labels("kafka_scale_out", result.run_id) == {"reassign.wave": labels}
-    run_dir = run_directory("manual", "kafka_scale_out")
     for name in ("reassignment.json", "rollback.json", "waves.json", "summary.json", "balance.png"):
         assert (run_dir / "plan" / name).stat().st_size > 0, name
     rollback = json.loads((run_dir / "plan" / "rollback.json").read_text())
     assert rollback["version"] == 1 and all(3 not in p["replicas"] for p in rollback["partitions"])
+    plan = json.loads((run_dir / "plan" / "reassignment.json").read_text())
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    statuses = re.findall(r"^Reassignment of partition (\S+) is (.*)$", verify.stdout, re.M)
+    assert len(statuses) == len(plan["partitions"]) > 0, verify.stdout
+    assert all(status.startswith("complete") for _, status in statuses), verify.stdout
 
 
 def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:

@@ -34,26 +34,13 @@ def registrations(sandbox) -> dict[int, int]:
 
 
 def starts(sandbox) -> dict[int, int]:
-    """Broker id -> how often its process has started, from the broker's own log (an observer that cannot
-    miss a short restart the way a metadata poll can)."""
-    counts = {}
-    for broker in sandbox.broker_ids:
-        log = sandbox.host_dir(broker).path / "logs" / "server.log"
-        text = log.read_text() if log.exists() else ""
-        counts[broker] = len(re.findall(rf"broker {broker} started ", text))
-    return counts
+    """Broker id -> how often Kafka logged that it started, from the broker's own log."""
+    return sandbox.starts()
 
 
 def last_shutdowns(sandbox) -> list[int]:
-    """Brokers ordered by the time of their last controlled shutdown, from their own logs."""
-    last = {}
-    for broker in sandbox.broker_ids:
-        log = sandbox.host_dir(broker).path / "logs" / "server.log"
-        found = re.findall(rf"^\[([^\]]+)\] INFO [\w.]+: broker {broker}: controlled shutdown",
-                           log.read_text() if log.exists() else "", re.M)
-        if found:
-            last[broker] = found[-1]
-    return sorted(last, key=last.get)
+    """Brokers ordered by the time their last shutdown began, from their own logs."""
+    return sandbox.shutdown_order()
 
 
 def controller(sandbox) -> int:

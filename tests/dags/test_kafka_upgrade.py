@@ -8,7 +8,6 @@ metadata watcher (no partition offline).
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from types import SimpleNamespace
@@ -43,8 +42,7 @@ def started(sandbox) -> dict[int, list[str]]:
     """Broker id -> the "(Kafka x, IBP y)" of every start in its own log."""
     out = {}
     for b in sandbox.broker_ids:
-        text = (sandbox.host_dir(b).path / "logs" / "server.log").read_text()
-        out[b] = re.findall(rf"broker {b} started \((Kafka [\d.]+, IBP [\d.]+)\)", text)
+        out[b] = sandbox.started_releases(b)
     return out
 
 
@@ -149,7 +147,7 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
 
 def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it(fresh_sandbox, use_sandbox, capfd,
                                                                                   caplog):
-    """Target 3.8.0 is not unpacked: the binaries roll fails on its first broker (left stopped, with the
+    """Target 3.8.1 is not unpacked: the binaries roll fails on its first broker (left stopped, with the
     install's error), no other broker is touched; once it is unpacked, clearing the failed tasks starts that
     broker on the new release and finishes the upgrade, each broker started once per phase."""
     from airflow_env import clear_and_resume
@@ -158,23 +156,23 @@ def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     before = starts_so_far(sandbox)
-    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.0",
+    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.1",
                                        "approve_protocol_bump": True, **FAST})
     assert failed.state == "failed"
     assert failed.mapped_states("binaries.broker")[0] == "failed"
-    assert "no unpacked Kafka 3.8.0" in capfd.readouterr().out + caplog.text
+    assert "no unpacked Kafka 3.8.1" in capfd.readouterr().out + caplog.text
     now = started(sandbox)
     assert sum(len(now[b]) - len(before[b]) for b in now) == 0, "no broker was started again"
     stopped = [b for b in sandbox.broker_ids if b not in snapshot(admin(sandbox.bootstrap_servers)).brokers]
     assert len(stopped) == 1, f"only the first broker of the roll is down: {stopped}"
 
-    unpack(sandbox, "3.8.0")
+    unpack(sandbox, "3.8.1")
     resumed = clear_and_resume("kafka_upgrade", failed.run_id, only_failed=True)
     assert resumed.state == "success", resumed.states
     after = started(sandbox)
     for b in sandbox.broker_ids:
         new = after[b][len(before[b]):]
-        assert new == ["Kafka 3.8.0, IBP 3.6", "Kafka 3.8.0, IBP 3.8"], f"broker {b} starts: {new}"
+        assert new == ["Kafka 3.8.1, IBP 3.6", "Kafka 3.8.1, IBP 3.8"], f"broker {b} starts: {new}"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.offline == [] and end.under_replicated == []
 

@@ -6,7 +6,6 @@ by confluent-kafka, acks=all traffic, and the nodes' own logs.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -78,8 +77,8 @@ class QuorumWatcher:
 
 
 def starts(sandbox, node: int, role: str) -> int:
-    log = sandbox.host_dir(node).path / "logs" / "server.log"
-    return len(re.findall(rf"{role} {node} started ", log.read_text() if log.exists() else ""))
+    """How often Kafka logged that node ``node`` started (``role`` names it in messages only)."""
+    return sandbox.starts([node])[node]
 
 
 

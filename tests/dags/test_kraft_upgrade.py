@@ -9,11 +9,10 @@ partition offline) and acks=all client traffic (no acknowledged message lost).
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import pytest
-from airflow_env import run_dag
+from airflow_env import failure_lines, run_dag
 from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from test_kafka_upgrade import Responder
@@ -39,9 +38,7 @@ def started(sandbox) -> dict[int, list[str]]:
     def read() -> dict[int, list[str]]:
         out = {}
         for n in nodes(sandbox):
-            log = sandbox.host_dir(n).path / "logs" / "server.log"
-            role = "controller" if n in CONTROLLERS else "broker"
-            out[n] = re.findall(rf"{role} {n} started \(Kafka ([\d.]+)", log.read_text() if log.exists() else "")
+            out[n] = [release.removeprefix("Kafka ") for release in sandbox.started_releases(n)]
         return out
 
     return wait_for(lambda: (s := read()) and all(s.values()) and s, 30, what="every node's first start in its log")
@@ -88,7 +85,7 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     print(f"KRaft upgrade 4.0.0 -> {TARGET} of 3 controllers + 3 brokers: {time.monotonic() - began:.1f} s; "
           f"{traffic.summary()}")
     text = output(capfd, caplog)
-    assert result.state == "success", result.states
+    assert result.state == "success", (result.states, failure_lines(text))
     assert_no_acknowledged_message_lost(traffic)
     assert approver.answered.is_set(), "the run waited for the metadata.version bump's approval"
 

@@ -15,6 +15,7 @@ in tests/unit/test_roll.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -42,12 +43,14 @@ from kafka_ops.health import Verdict
 from kafka_ops.profile import ClusterProfile
 from observers import ClusterView, admin, registration, snapshot, wait_for
 from operators.cluster_checks import WaitForClusterOperator
-from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator, ensure_held
+from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.lock_holding import ensure_held
 from runtime.params import FromParam
 from runtime.waiting import Check, WaitTimeout, wait_until
 
+from sandbox import settings
 from sandbox.testing import RunningSandbox
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -282,22 +285,11 @@ def test_describe_log_dirs_lists_every_replica(shared: RunningSandbox) -> None:
         assert hook.list_partition_reassignments() == []
 
 
-def test_zookeeper_hook_registrations_and_controller(shared: RunningSandbox) -> None:
+def test_zookeeper_hook_sees_no_reassignment_on_a_quiet_cluster(shared: RunningSandbox) -> None:
     with shared.zk() as zk:
-        raw = {b: registration(zk, b) for b in (0, 1, 2, 3)}
-        controller = json.loads(zk.get("/controller")[0])["brokerid"]
+        assert zk.exists("/admin/reassign_partitions") is None
     with ZooKeeperHook(CONN) as hook:
-        assert hook.broker_ids() == [0, 1, 2]
-        assert hook.controller_id() == controller
-        registrations = hook.broker_registrations()
-        assert hook.broker_registration(3) is None, "the spare host is not registered"
-        assert {b: r.timestamp_ms for b, r in registrations.items()} == {b: int(raw[b]["timestamp"]) for b in (0, 1, 2)}
         assert hook.reassignment_in_progress() is None
-    assert sorted(registrations) == [0, 1, 2]
-    for b, reg in registrations.items():
-        assert (reg.host, reg.port, reg.rack) == (raw[b]["host"], raw[b]["port"], raw[b]["rack"])
-        assert reg.rack == shared.broker(b)["rack"]
-
 
 def test_burrow_hook_ok_groups_and_notfound_for_an_unknown_group(shared: RunningSandbox) -> None:
     groups = shared.env["consumer_groups"]
@@ -477,6 +469,9 @@ def test_cluster_lock_semantics_in_a_lock_topic(free_lock_topic: RunningSandbox)
 
     client = admin(free_lock_topic.bootstrap_servers)  # kept referenced: a dropped client cancels its futures
     client.create_topics([NewTopic(LOCK_TOPIC, 1, 3)])[LOCK_TOPIC].result(30)
+    # CreateTopics returns before every broker's metadata lists the topic (ZooKeeper mode): until then the
+    # store reads the cluster as free, as any client would
+    wait_for(lambda: LOCK_TOPIC in client.list_topics(timeout=10).topics, 10, what="the lock topic in the metadata")
     stuck = store.current_holder(wait_s=1.0)
     assert stuck is not None and stuck.holder.startswith("unknown")
     assert store.try_acquire(a, "rolling restart").holder.startswith("unknown"), "nobody takes a stuck lock"
@@ -878,6 +873,34 @@ def test_stop_start_cycle_seen_by_the_probes(destructible: RunningSandbox) -> No
 # --- destructive: partition reassignment through the hook (own sandbox) ---------------------------------------
 
 
+def _fill_partition(sb: RunningSandbox, topic: str, partition: int, size_bytes: int) -> int:
+    """Append ``size_bytes`` to one partition (1 KiB records, acks=all); returns the bytes acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": sb.bootstrap_servers, "acks": "all", "linger.ms": 20})
+    acked: list[int] = []
+    record = b"x" * 1024
+    for _ in range(size_bytes // len(record)):
+        producer.produce(topic, record, partition=partition,
+                         on_delivery=lambda err, msg: acked.append(len(msg.value())) if err is None else None)
+        producer.poll(0)
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    assert sum(acked) == size_bytes, f"{sum(acked)} of {size_bytes} bytes acknowledged"
+    return size_bytes
+
+
+@contextlib.contextmanager
+def _frozen(sb: RunningSandbox, broker_id: int) -> Iterator[None]:
+    """Broker ``broker_id``'s JVM stopped (SIGSTOP) for the body, continued (SIGCONT) after it, also on failure."""
+    result = sb.cli("freeze", str(broker_id))
+    assert result.returncode == 0, result.stderr
+    try:
+        yield
+    finally:
+        result = sb.cli("thaw", str(broker_id))
+        assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.destructive
 def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -> None:
     sb = destructible
@@ -893,22 +916,33 @@ def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -
     assert refused[name] is not None and refused[name] == "InvalidReplicationAssignmentError", refused
     assert hook.list_partition_reassignments() == []
 
-    began = time.monotonic()
-    accepted = hook.alter_partition_reassignments([{"topic": "clicks", "partition": part.partition,
-                                                    "replicas": [keep, new]}])
-    assert accepted == {name: None}
-    seen: list[list[dict]] = []
-
-    def finished() -> bool:
-        ongoing = hook.list_partition_reassignments()
-        seen.append(ongoing)
-        return ongoing == []
-
-    wait_for(finished, 60, interval_s=0.1, what=f"{name}'s reassignment to finish")
-    during = [s for s in seen if s]
-    assert during, "the reassignment never showed as ongoing"
-    assert during[0] == [{"topic": "clicks", "partition": part.partition, "replicas": [keep, new, drop],
-                          "adding_replicas": [new], "removing_replicas": [drop]}]
+    # Throttled as a wave is (KIP-73), so the reassignment is seen ongoing: unthrottled, real Kafka copies the
+    # seeded log between two polls. Kafka's replication quota measures over at least 10 s (11 one-second
+    # samples, replication.quota.window.num) and lets a fetch through while under the rate: the first fetch
+    # takes 1 MiB (replica.fetch.max.bytes), which puts the follower over 64 KiB/s until that sample expires
+    # (~11 s); the rest (< 640 KiB) then comes in one fetch. Hence 512 KiB more than the seeded 768 KiB.
+    rate = 64 * 1024  # bytes/s
+    seeded = settings.WORKLOAD_TOPICS["clicks"][2]  # the bytes `sandbox up` wrote into each clicks partition
+    extra = _fill_partition(sb, "clicks", part.partition, 512 * 1024)
+    hook.alter_throttle_configs(
+        {b: {"leader.replication.throttled.rate": str(rate), "follower.replication.throttled.rate": str(rate)}
+         for b in (keep, drop, new)},
+        {"clicks": {"leader.replication.throttled.replicas": f"{part.partition}:{keep},{part.partition}:{drop}",
+                    "follower.replication.throttled.replicas": f"{part.partition}:{new}"}})
+    try:
+        began = time.monotonic()
+        accepted = hook.alter_partition_reassignments([{"topic": "clicks", "partition": part.partition,
+                                                        "replicas": [keep, new]}])
+        assert accepted == {name: None}
+        assert hook.list_partition_reassignments() == [
+            {"topic": "clicks", "partition": part.partition, "replicas": [keep, new, drop],
+             "adding_replicas": [new], "removing_replicas": [drop]}]
+        wait_for(lambda: hook.list_partition_reassignments() == [], 60, interval_s=0.2,
+                 what=f"{name}'s reassignment to finish")
+        copy_s = time.monotonic() - began
+    finally:
+        hook.delete_throttle_configs((keep, drop, new), ["clicks"])
+    assert copy_s >= 3, f"the throttle held the copy back ({copy_s:.1f} s for {seeded + extra} bytes)"
     final = view(sb).partition("clicks", part.partition)
     assert final.replicas == (keep, new) and set(final.isr) == {keep, new}
 
@@ -916,20 +950,25 @@ def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -
         return {(r["topic"], r["partition"]): r["size_bytes"] for r in hook.describe_log_dirs([broker])}
 
     copied = sizes(new)[("clicks", part.partition)]
-    assert copied >= 24 * 1024 * 1024, f"the new replica holds the whole log ({copied} bytes)"
+    assert copied >= seeded + extra, f"the new replica holds the whole log ({copied} bytes, {seeded + extra} written)"
     wait_for(lambda: ("clicks", part.partition) not in sizes(drop), 15, what="the old replica deleted")
 
     # back through ZooKeeper (what kafka-reassign-partitions.sh --zookeeper does): the ZooKeeper hook
     # reports the request while the controller works on it
     document = {"version": 1, "partitions": [{"topic": "clicks", "partition": part.partition,
                                                "replicas": list(part.replicas)}]}
+    back = time.monotonic()
     with sb.zk() as zk, ZooKeeperHook(hosts=sb.zookeeper_connect) as zk_hook:
         assert zk_hook.reassignment_in_progress() is None
-        zk.create("/admin/reassign_partitions", json.dumps(document).encode())
-        assert zk_hook.reassignment_in_progress() == document
+        # the adding replica frozen (SIGSTOP, well inside its ZooKeeper session; only ZooKeeper is read
+        # meanwhile), so the controller cannot finish before the hook looks
+        with _frozen(sb, drop):
+            zk.create("/admin/reassign_partitions", json.dumps(document).encode())
+            assert zk_hook.reassignment_in_progress() == document
         wait_for(lambda: zk_hook.reassignment_in_progress() is None, 60, interval_s=0.2,
                  what="the controller to finish the ZooKeeper reassignment")
     wait_for(lambda: view(sb).partition("clicks", part.partition).replicas == part.replicas, 15,
              what="the original replicas back")
     sb.wait_healthy(timeout_s=30)
-    print(f"\n{name} {list(part.replicas)} -> {[keep, new]} in {time.monotonic() - began:.1f} s")
+    print(f"\n{name} {list(part.replicas)} -> {[keep, new]} in {copy_s:.1f} s, and back in "
+          f"{time.monotonic() - back:.1f} s")

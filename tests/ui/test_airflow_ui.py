@@ -265,8 +265,8 @@ def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approve
 
     dag_id = "kafka_upgrade"
     client = airflow_ui.client
-    logs = {b: sandbox.host_dir(b).path / "logs" / "server.log" for b in sorted(sandbox.registered_brokers())}
-    starts_before = {b: len(re.findall(rf"broker {b} started ", p.read_text())) for b, p in logs.items()}
+    brokers = sorted(sandbox.registered_brokers())
+    starts_before = sandbox.starts(brokers)
     sandbox_env.unpack_release(Path(sandbox.workdir), "3.7.1")  # what configuration management does first
     wait_until(f"the DAG {dag_id} to be parsed", 120, lambda: client.get_dag(dag_id), poll_s=2.0)
     client.set_paused(dag_id, False)
@@ -298,8 +298,8 @@ def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approve
     answer = client.request("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
                                    "approve_protocol_bump/-1/hitlDetails")
     assert answer["chosen_options"] == ["Approve"] and answer["responded_by_user"]["name"] == "admin", answer
-    for b, path in logs.items():
-        versions = re.findall(rf"broker {b} started \((Kafka [\d.]+, IBP [\d.]+)\)", path.read_text())
+    for b in brokers:
+        versions = sandbox.started_releases(b)
         assert versions[starts_before[b]:] == ["Kafka 3.7.1, IBP 3.6", "Kafka 3.7.1, IBP 3.7"], (b, versions)
     sandbox.wait_healthy(timeout_s=120)
 

@@ -1,4 +1,4 @@
-"""ClusterState snapshot, its helpers, JSON round trip, and ZooKeeper registration parsing."""
+"""ClusterState snapshot, its helpers and JSON round trip."""
 
 import json
 
@@ -7,8 +7,6 @@ from kafka_ops.cluster import (
     Broker,
     ClusterState,
     Partition,
-    parse_broker_registration,
-    parse_controller,
 )
 
 
@@ -151,57 +149,6 @@ def test_overrides_are_read_only():
     state = make_state(topic_min_insync={"orders": 2})
     with pytest.raises(TypeError):
         state.topic_min_insync["orders"] = 3
-
-
-def test_parse_broker_registration_kafka_layout():
-    znode = json.dumps(
-        {
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": ["PLAINTEXT://127.0.0.11:9092"],
-            "jmx_port": -1,
-            "features": {},
-            "host": "127.0.0.11",
-            "timestamp": "1763771234567",
-            "port": 9092,
-            "version": 5,
-            "rack": "rack-a",
-        }
-    ).encode()
-    reg = parse_broker_registration(1, znode)
-    assert reg.broker_id == 1
-    assert reg.timestamp_ms == 1763771234567
-    assert reg.host == "127.0.0.11" and reg.port == 9092
-    assert reg.endpoints == ("PLAINTEXT://127.0.0.11:9092",)
-    assert reg.rack == "rack-a"
-
-
-def test_parse_broker_registration_secured_only_listener():
-    reg = parse_broker_registration(
-        4, '{"endpoints":["SSL://b4:9093"],"host":null,"port":-1,"timestamp":"5","version":5}'
-    )
-    assert reg.host is None and reg.port == -1 and reg.rack is None and reg.timestamp_ms == 5
-
-
-@pytest.mark.parametrize(
-    "data, message",
-    [
-        (b"not json", "/brokers/ids/3: not JSON"),
-        (b"[1]", "/brokers/ids/3: expected a JSON object"),
-        (b'{"host": "h"}', "/brokers/ids/3: missing or bad 'timestamp'"),
-        (b'{"timestamp": "soon"}', "missing or bad 'timestamp'"),
-    ],
-)
-def test_parse_broker_registration_errors(data, message):
-    with pytest.raises(ValueError, match=message):
-        parse_broker_registration(3, data)
-
-
-def test_parse_controller():
-    assert parse_controller(b'{"version":1,"brokerid":2,"timestamp":"1763771234567"}') == 2
-    with pytest.raises(ValueError, match="/controller: missing or bad 'brokerid'"):
-        parse_controller(b'{"version":1}')
-    with pytest.raises(ValueError, match="/controller: not JSON"):
-        parse_controller(b"\xff")
 
 
 def test_down_broker_ids_are_replica_holders_that_are_not_registered():

@@ -178,7 +178,7 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     from groups.cluster_guard import cluster_guard
 
     with DAG(dag_id="roll_shape", schedule=None, params={}) as dag:
-        unlock = cluster_guard(broker_roll("restart"), operation="rolling restart", roll_ids=["restart"])
+        unlock = cluster_guard(broker_roll("restart"), operation="rolling restart")
     ids = set(dag.task_dict)
     assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health",
                    "forget_rolls", "unlock_cluster"}
@@ -262,3 +262,24 @@ def test_normalize_log_dirs_flattens_and_reports_log_dir_errors() -> None:
          "is_future": False},
         {"broker": 1, "log_dir": "/d2", "error_code": 57},
     ]
+
+
+def test_cluster_guard_finds_the_rolls_it_wraps_and_refuses_a_roll_id_used_twice() -> None:
+    from airflow.sdk import DAG
+    from groups.broker_roll import broker_roll
+    from groups.cluster_guard import cluster_guard
+    from groups.controller_roll import controller_roll
+
+    with DAG(dag_id="rolls_found", schedule=None, params={}) as dag:
+        cluster_guard([controller_roll("ctl"), broker_roll("first"), broker_roll("second")], operation="test")
+    assert dag.task_dict["forget_rolls"].roll_ids == ["ctl", "first", "second"]
+    assert dag.task_dict["unlock_cluster"].roll_ids == ["ctl", "first", "second"]
+    # Airflow refuses two groups of one id; a roll id twice comes from a group of another name around a roll
+    from airflow.sdk import TaskGroup
+
+    with DAG(dag_id="rolls_twice", schedule=None, params={}):
+        first = broker_roll("same")
+        with TaskGroup(group_id="outer") as outer:
+            broker_roll("same")
+        with pytest.raises(ValueError, match="roll id 'same' is used by two rolls"):
+            cluster_guard([first, outer], operation="test")

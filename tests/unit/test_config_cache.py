@@ -231,18 +231,13 @@ def test_partial_polls_read_only_their_topics_and_keep_the_others(fake: type[Fak
     assert dict(state.topic_min_insync) == {}, "overrides of the asked topics only"
 
 
-def test_changes_during_the_hooks_life_are_seen_after_refresh_configs(fake: type[FakeAdmin]) -> None:
+def test_changes_during_the_hooks_life_are_seen_only_by_the_next_hook(fake: type[FakeAdmin]) -> None:
     hook, admin = make_hook(True, {"a": 1, "b": 1})
     hook.cluster_state()
     admin.min_isr["a"] = 3
     admin.broker_min_isr = 1
     state = hook.cluster_state()
     assert dict(state.topic_min_insync) == {} and state.default_min_insync == 2, "the cached values"
-    hook.refresh_configs()
-    state, cost = poll_cost(hook)
-    assert dict(state.topic_min_insync) == {"a": 3} and state.default_min_insync == 1
-    assert cost == {"Metadata": 1, "DescribeCluster": 1, "DescribeConfigs": 2}
-    assert admin.broker_calls == ["1", "1"]
 
 
 def test_the_cache_outlives_the_client(fake: type[FakeAdmin]) -> None:

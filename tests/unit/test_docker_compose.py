@@ -202,7 +202,7 @@ def test_image_requirements_match_the_lock() -> None:
         assert lock[key] == version, f"{name}=={version} for the image, {lock[key]} in requirements.lock"
     names = {re.sub(r"[-_.]+", "-", n).lower() for n, _ in pins}
     needed = {"apache-airflow-providers-ssh", "apache-airflow-providers-apache-spark", "pyspark", "confluent-kafka",
-              "kafka-python", "kazoo", "kio", "javaproperties", "jsonschema", "requests", "matplotlib"}
+              "kafka-python", "kazoo", "javaproperties", "jsonschema", "requests", "matplotlib"}
     assert needed <= names, f"not installed in the image: {sorted(needed - names)}"
 
 

@@ -10,12 +10,9 @@ from kafka_ops.health import (
     cluster_health,
     combine,
     consumer_lag,
-    lag_gate_passed,
     leader_imbalance,
     leader_imbalance_ratios,
-    next_ok_streak,
     offline_partitions,
-    ok_streak,
     restart_blockers,
     restart_gate,
     under_replicated_partitions,
@@ -282,42 +279,13 @@ def test_consumer_lag_notfound_says_burrow_does_not_know_group():
     assert v.reasons == ["group ghost: NOTFOUND (Burrow does not know this group)"]
 
 
-def test_ok_streak_counting():
-    assert next_ok_streak(0, True) == 1
-    assert next_ok_streak(2, Verdict(True)) == 3
-    assert next_ok_streak(5, Verdict(False, ["x"])) == 0
-    assert ok_streak([True, True, False, True, True, True]) == 3
-    assert ok_streak([True, False]) == 0
-    assert ok_streak([]) == 0
-    with pytest.raises(ValueError):
-        next_ok_streak(-1, True)
-
-
-def test_lag_gate_needs_consecutive_ok_polls():
-    assert not lag_gate_passed(2, 3)
-    assert lag_gate_passed(3, 3)
-    assert lag_gate_passed(4, 3)
-    with pytest.raises(ValueError, match="lag_ok_consecutive must be >= 1"):
-        lag_gate_passed(1, 0)
-
-
 # -- the restart gate --------------------------------------------------------------------------------
 
 
-def test_gate_passes_on_healthy_cluster_with_ok_lag():
-    v = restart_gate(healthy_state(default_min_insync=2), 2, lag=[ConsumerGroupStatus("g", "OK")])
+def test_gate_passes_on_healthy_cluster():
+    v = restart_gate(healthy_state(default_min_insync=2), 2)
     assert v.ok
     assert v.rule == "gate broker 2"
-
-
-def test_gate_skips_lag_when_none_given():
-    assert restart_gate(healthy_state(), 1, lag=None).ok
-
-
-def test_gate_fails_on_lag_alone():
-    v = restart_gate(healthy_state(), 1, lag=[ConsumerGroupStatus("billing", "WARN")])
-    assert not v.ok
-    assert v.reasons == ["consumer-lag: group billing: WARN"]
 
 
 def test_gate_reports_urp_and_min_isr_reasons_together():

@@ -35,7 +35,8 @@ def test_addresses_racks_and_spares() -> None:
         ((0, 0, 3, "3.6.2", "127.0.0.11"), "--brokers must be at least 1"),
         ((3, -1, 3, "3.6.2", "127.0.0.11"), "--spare-brokers cannot be negative"),
         ((3, 0, 0, "3.6.2", "127.0.0.11"), "--racks must be at least 1"),
-        ((3, 0, 3, "3.6", "127.0.0.11"), "--kafka-version must look like 3.6.2"),
+        ((3, 0, 3, "3.6", "127.0.0.11"), "--kafka-version must be a pinned Kafka release"),
+        ((3, 0, 3, "3.5.0", "127.0.0.11"), "--kafka-version must be a pinned Kafka release .3.6.2, "),
         ((3, 0, 3, "3.6.2", "10.0.0.11"), "--address-base must be a loopback address"),
         ((3, 250, 3, "3.6.2", "127.0.0.11"), "does not fit"),
     ],
@@ -80,6 +81,7 @@ def test_env_json_and_airflow_env(tmp_path) -> None:
         "burrow_url": "http://127.0.0.1:8000",
         "burrow_cluster": settings.BURROW_CLUSTER,
         "consumer_groups": list(settings.WORKLOAD_GROUPS),
+        "kafka_version": "3.6.2",
         "brokers": [
             {"id": i, "host": f"127.9.0.{11 + i}", "port": 9092, "ssh_port": 2222, "rack": f"rack-{i % 3}"}
             for i in range(4)
@@ -110,9 +112,8 @@ def test_known_hosts_lists_every_host_with_the_shared_key(tmp_path) -> None:
 
 def test_topic_plan_caps_the_replication_factor_at_the_broker_count() -> None:
     plan = workload.topic_plan(2)
-    assert set(plan) == set(settings.WORKLOAD_TOPICS) | {"__consumer_offsets"}
+    assert set(plan) == set(settings.WORKLOAD_TOPICS)
     assert all(rf <= 2 for _, rf, _ in plan.values())
-    assert plan["__consumer_offsets"][0] == settings.CONSUMER_OFFSETS_PARTITIONS
     assert workload.topic_plan(3)["orders"] == settings.WORKLOAD_TOPICS["orders"]
 
 

@@ -25,4 +25,4 @@ with DAG(dag_id="kafka_two_rolls_test", schedule=None, catchup=False, params=rol
          tags=["kafka-ops-test"]) as dag:
     cluster_guard([broker_roll("first"),
                    broker_roll("second", needs_action=all_but_broker_0, before_start=record_before_start)],
-                  operation="two rolls (test)", roll_ids=["first", "second"])
+                  operation="two rolls (test)")

@@ -1,0 +1,98 @@
+"""The ``server.properties`` `sandbox up` writes on each host: Kafka's own configuration keys and values.
+
+Three kinds of node (Kafka's docs, "Broker Configs" and "KRaft"):
+
+- a ZooKeeper-mode broker (Kafka 3.x): ``broker.id``, ``zookeeper.connect``, and the
+  ``inter.broker.protocol.version`` / ``log.message.format.version`` pinned to the installed major.minor, as
+  an operator pins them before an upgrade;
+- a KRaft broker (``process.roles=broker``) and a KRaft controller (``process.roles=controller``):
+  ``node.id``, the static voter set ``controller.quorum.voters`` (KIP-595), the ``CONTROLLER`` listener name;
+  ``metadata.version`` replaces the IBP and lives in the metadata log (set when the storage is formatted).
+
+Sandbox-only values come from :mod:`sandbox.settings`. The files are written with ``javaproperties`` (the
+format Kafka's ``Utils.loadProps`` reads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import javaproperties
+
+from sandbox import settings
+
+
+def _dumps(props: dict[str, str]) -> str:
+    return javaproperties.dumps(props, timestamp=False, sort_keys=False)
+
+
+def _capped(brokers: int) -> dict[str, str]:
+    """Replication factors of Kafka's internal topics, capped at the cluster size (a 1-broker sandbox works)."""
+    rf = min(settings.CONSUMER_OFFSETS_RF, brokers)
+    return {
+        "offsets.topic.replication.factor": str(rf),
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(min(2, rf)),
+        "min.insync.replicas": str(min(settings.MIN_INSYNC_REPLICAS, max(1, brokers))),
+    }
+
+
+def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_connect: str, log_dir: Path,
+                     kafka_version: str, brokers: int) -> str:
+    """A ZooKeeper-mode broker's ``server.properties``; ``brokers`` = the cluster's size (caps internal RFs)."""
+    major_minor = ".".join(kafka_version.split(".")[:2])
+    props = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+        "zookeeper.connect": zookeeper_connect,
+        "log.dirs": str(log_dir),
+        "inter.broker.protocol.version": major_minor,
+        "log.message.format.version": major_minor,
+        **settings.BROKER_CONFIG,
+        **settings.ZK_BROKER_CONFIG,
+        **_capped(brokers),
+    }
+    if rack:
+        props["broker.rack"] = rack
+    return _dumps(props)
+
+
+def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_voters: str, log_dir: Path,
+               brokers: int) -> str:
+    """A KRaft node's ``server.properties``: ``role`` ``"broker"`` or ``"controller"``; ``quorum_voters`` is
+    ``controller.quorum.voters`` (``100@127.0.0.111:9093,...``).
+
+    Raises:
+        ValueError: another role.
+    """
+    if role not in ("broker", "controller"):
+        raise ValueError(f"role must be broker or controller (got {role!r})")
+    props = {
+        "process.roles": role,
+        "node.id": str(node_id),
+        "controller.quorum.voters": quorum_voters,
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(log_dir),
+    }
+    if role == "controller":
+        props["listeners"] = f"CONTROLLER://{host}:{settings.CONTROLLER_PORT}"
+        props.update(settings.CONTROLLER_CONFIG)
+    else:
+        props.update({
+            "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            **settings.BROKER_CONFIG,
+            **settings.KRAFT_BROKER_CONFIG,
+            **_capped(brokers),
+        })
+        if rack:
+            props["broker.rack"] = rack
+    return _dumps(props)
+
+
+def quorum_voters(voters: dict[int, str]) -> str:
+    """``controller.quorum.voters`` for ``{node id: host}``: ``100@127.0.0.111:9093,...`` (ids ascending)."""
+    return ",".join(f"{i}@{h}:{settings.CONTROLLER_PORT}" for i, h in sorted(voters.items()))

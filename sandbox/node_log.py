@@ -1,0 +1,118 @@
+"""What a node's ``logs/server.log`` says: its starts, shutdowns, release, IBP and why a start failed.
+
+The log is Kafka's own output (its log4j lines, :mod:`sandbox.kafka_release`), appended by ``kafka-service
+start`` after a marker line of its own per start (:func:`marker`)::
+
+    [2026-11-25 12:46:24,101] kafka-service: start /…/hosts/0/kafka_2.13-3.6.2 (pid 4166)
+
+so each start's lines form a :class:`Run`. Kafka's lines read here (3.x and 4.x):
+
+- started: ``[KafkaServer id=0] started`` (ZooKeeper mode), ``[KafkaRaftServer nodeId=0] Kafka Server started``
+  (KRaft, brokers and controllers: the broker is unfenced by then);
+- shutdown begun: ``[KafkaServer id=0] shutting down``, ``[BrokerServer id=0] shutting down``,
+  ``[ControllerServer id=100] shutting down`` (SIGTERM runs the same path: controlled shutdown first);
+- the release: ``Kafka version: 3.6.2 (org.apache.kafka.common.utils.AppInfoParser)``, the first of the run;
+- the configuration dump at start: ``inter.broker.protocol.version = 3.6-IV2``;
+- a failed start: ``Exiting Kafka due to fatal exception`` / ``Fatal error during KafkaServer startup``,
+  followed by the exception (its first line is the reason).
+
+Timestamps are the local time Kafka's log pattern prints (``%d``), as epoch seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+LOG_TIME = "%Y-%m-%d %H:%M:%S,%f"
+_MARKER = re.compile(r"^\[([^\]]+)\] kafka-service: start (\S+) \(pid (\d+)\)$", re.M)
+_STARTED = re.compile(r"^\[([^\]]+)\] INFO (?:\[KafkaServer id=\d+\] started|\[KafkaRaftServer nodeId=\d+\] "
+                      r"Kafka Server started)", re.M)
+_SHUTDOWN = re.compile(r"^\[([^\]]+)\] INFO \[(?:KafkaServer|BrokerServer|ControllerServer) id=\d+\] shutting down",
+                       re.M)
+_VERSION = re.compile(r"INFO Kafka version: (\S+) \(org\.apache\.kafka\.common\.utils\.AppInfoParser\)")
+_IBP = re.compile(r"^\s+inter\.broker\.protocol\.version = (\S+)", re.M)
+_FATAL = re.compile(r"^\[([^\]]+)\] (?:ERROR|FATAL) (?:Exiting Kafka due to fatal exception|Fatal error during "
+                    r"\w+ startup[^\n]*)", re.M)
+_EXCEPTION = re.compile(r"^((?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))(?:: (.*))?$", re.M)
+
+
+def parse_time(stamp: str) -> float:
+    """Kafka's log timestamp (``2026-11-25 12:46:26,496``, local time) as epoch seconds."""
+    return datetime.strptime(stamp, LOG_TIME).timestamp()
+
+
+@dataclass
+class Run:
+    """One start of the node (from a ``kafka-service`` marker to the next). Times are epoch seconds."""
+
+    began: float
+    release_dir: str
+    pid: int
+    started: float | None = None  # Kafka said "started" (registered / unfenced)
+    shutdown: float | None = None  # Kafka began its (controlled) shutdown
+    version: str | None = None  # "3.6.2"
+    ibp: str | None = None  # inter.broker.protocol.version as Kafka parsed it ("3.6-IV2"), ZooKeeper mode
+    failure: str | None = None  # the fatal exception of a failed start ("IllegalArgumentException: ...")
+
+    @property
+    def ibp_major_minor(self) -> str | None:
+        """``"3.6"`` of ``"3.6-IV2"``."""
+        return self.ibp.split("-")[0] if self.ibp else None
+
+
+def _parse_run(head: re.Match, body: str) -> Run:
+    run = Run(began=parse_time(head.group(1)), release_dir=head.group(2), pid=int(head.group(3)))
+    if m := _STARTED.search(body):
+        run.started = parse_time(m.group(1))
+    if m := _SHUTDOWN.search(body):
+        run.shutdown = parse_time(m.group(1))
+    if m := _VERSION.search(body):
+        run.version = m.group(1)
+    if m := _IBP.search(body):
+        run.ibp = m.group(1)
+    if m := _FATAL.search(body):
+        exc = _EXCEPTION.search(body, m.end())
+        if exc:
+            name = exc.group(1).rsplit(".", 1)[-1]
+            run.failure = f"{name}: {exc.group(2)}" if exc.group(2) else name
+        else:
+            run.failure = body[m.start():].splitlines()[0]
+    return run
+
+
+def runs_of_text(text: str) -> list[Run]:
+    """Every start in a node log's ``text``, oldest first (lines before the first marker are ignored)."""
+    heads = list(_MARKER.finditer(text))
+    return [_parse_run(head, text[head.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)])
+            for i, head in enumerate(heads)]
+
+
+def runs(log: Path) -> list[Run]:
+    """Every start recorded in the node log ``log`` (``[]`` when it does not exist)."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    return runs_of_text(text)
+
+
+def last_run(log: Path) -> Run | None:
+    """The latest start recorded in ``log``, or None."""
+    found = runs(log)
+    return found[-1] if found else None
+
+
+def restart_windows(log: Path, since: float) -> list[tuple[float, float]]:
+    """``(shutdown begun, started again)`` epoch seconds of each restart whose shutdown began after ``since``;
+    a node not started again yet ends its window at +inf."""
+    windows: list[tuple[float, float]] = []
+    history = runs(log)
+    for i, run in enumerate(history):
+        if run.shutdown is None or run.shutdown < since:
+            continue
+        following = history[i + 1] if i + 1 < len(history) else None
+        windows.append((run.shutdown, following.started if following and following.started else float("inf")))
+    return windows

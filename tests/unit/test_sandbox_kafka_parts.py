@@ -1,0 +1,216 @@
+"""The sandbox's Kafka parts without starting anything: releases assembled from Maven Central (pom, main class
+choice, launchers), the nodes' server.properties, what a node's log says, the Burrow source change."""
+
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import javaproperties
+import pytest
+
+from sandbox import burrow_build, kafka_config, kafka_release, node_log, settings
+
+
+def _jar(path: Path, classes: list[str]) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in classes:
+            archive.writestr(name.replace(".", "/") + ".class", b"\xca\xfe\xba\xbe")
+
+
+def test_the_pom_asks_for_the_server_the_tools_and_the_logging_backend_of_4x() -> None:
+    pom = kafka_release._pom(kafka_release.RELEASES["4.0.0"])
+    assert "<artifactId>kafka_2.13</artifactId><version>4.0.0</version>" in pom
+    assert "<artifactId>kafka-tools</artifactId><version>4.0.0</version>" in pom
+    assert f"<artifactId>log4j-slf4j-impl</artifactId><version>{kafka_release.LOG4J2_VERSION}</version>" in pom
+    three = kafka_release._pom(kafka_release.RELEASES["3.6.2"])
+    assert "log4j" not in three, "3.x: slf4j-reload4j is already a runtime dependency of kafka_2.13"
+
+
+def test_each_launcher_runs_the_newest_main_class_the_release_has(tmp_path) -> None:
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    _jar(libs / "kafka_2.13-3.6.2.jar", ["kafka.Kafka", "kafka.tools.StorageTool", "kafka.admin.TopicCommand",
+                                        "kafka.admin.TopicCommand$TopicService"])
+    _jar(libs / "kafka-tools-3.6.2.jar", ["org.apache.kafka.tools.MetadataQuorumCommand"])
+    tools = kafka_release.main_classes(libs)
+    assert tools == {"kafka-server-start.sh": "kafka.Kafka", "kafka-storage.sh": "kafka.tools.StorageTool",
+                     "kafka-topics.sh": "kafka.admin.TopicCommand",
+                     "kafka-metadata-quorum.sh": "org.apache.kafka.tools.MetadataQuorumCommand"}
+    _jar(libs / "kafka-tools-3.7.1.jar", ["org.apache.kafka.tools.TopicCommand"])
+    assert kafka_release.main_classes(libs)["kafka-topics.sh"] == "org.apache.kafka.tools.TopicCommand"
+
+
+def test_a_library_without_kafkas_server_is_refused(tmp_path) -> None:
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    _jar(libs / "kafka-clients-4.0.0.jar", ["org.apache.kafka.clients.admin.Admin"])
+    with pytest.raises(kafka_release.ReleaseError, match=r"no class for \['kafka-server-start.sh', "
+                                                         r"'kafka-storage.sh'\]"):
+        kafka_release.main_classes(libs)
+
+
+def test_launchers_run_java_on_the_release_libs_with_its_log_config(tmp_path) -> None:
+    root = tmp_path / "4.0.0"
+    (root / "libs").mkdir(parents=True)
+    kafka_release.write_launchers(root, kafka_release.RELEASES["4.0.0"],
+                                  {"kafka-server-start.sh": "kafka.Kafka",
+                                   "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand"})
+    run_class = (root / "bin/kafka-run-class.sh").read_text()
+    assert '-cp "$libs/*" "$@"' in run_class
+    assert "config/tools-log4j2.properties" in run_class
+    assert "config/log4j2.properties" in (root / "bin/kafka-server-start.sh").read_text()
+    assert (root / "bin/kafka-topics.sh").read_text().endswith(
+        'kafka-run-class.sh" org.apache.kafka.tools.TopicCommand "$@"\n')
+    assert all(p.stat().st_mode & 0o111 for p in (root / "bin").iterdir())
+    # the launcher execs java with what the caller sets: a fake java that prints its arguments
+    fake = tmp_path / "jdk/bin/java"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho \"$@\"\n")
+    fake.chmod(0o755)
+    out = subprocess.run([str(root / "bin/kafka-topics.sh"), "--version"], capture_output=True, text=True,
+                         env={"JAVA_HOME": str(tmp_path / "jdk"), "PATH": "/usr/bin:/bin",
+                              "KAFKA_HEAP_OPTS": "-Xmx64m"}, check=True).stdout.split()
+    assert out[0] == "-Xmx64m" and out[-2:] == ["org.apache.kafka.tools.TopicCommand", "--version"]
+    assert f"{root.resolve()}/libs/*" in out
+    assert not any(a.startswith("-XX:SharedArchiveFile") for a in out)  # no archive: none named
+    (root / "kafka.jsa").write_bytes(b"archive")
+    out = subprocess.run([str(root / "bin/kafka-topics.sh"), "--version"], capture_output=True, text=True,
+                         env={"JAVA_HOME": str(tmp_path / "jdk"), "PATH": "/usr/bin:/bin"}, check=True).stdout.split()
+    assert f"-XX:SharedArchiveFile={root.resolve()}/libs/../kafka.jsa" in out
+
+
+def test_a_release_that_is_not_pinned_or_not_assembled_says_what_to_run(tmp_path) -> None:
+    with pytest.raises(kafka_release.ReleaseError, match="not a release the sandbox pins"):
+        kafka_release.release_dir("2.8.2", tmp_path)
+    with pytest.raises(kafka_release.ReleaseError, match="run `make install`"):
+        kafka_release.release_dir("3.6.2", tmp_path)
+
+
+def test_an_assembled_release_is_not_assembled_again_and_a_partial_one_is(tmp_path) -> None:
+    """A second ``make install`` downloads nothing: a release with its manifest (written last) is taken as it
+    is, Maven is not even looked for; one without it (an interrupted assembly) is assembled again."""
+    root = kafka_release.release_root("3.6.2", tmp_path)
+    (root / "libs").mkdir(parents=True)
+    (root / kafka_release.MANIFEST).write_text('{"version": "3.6.2"}')
+    assert kafka_release.assemble("3.6.2", tmp_path, mvn="no-such-mvn-here") == root
+    (root / kafka_release.MANIFEST).unlink()
+    with pytest.raises(kafka_release.ReleaseError, match="Maven .* is needed"):
+        kafka_release.assemble("3.6.2", tmp_path, mvn="no-such-mvn-here")
+
+
+def test_zookeeper_mode_broker_properties_pin_the_ibp_and_cap_internal_rfs(tmp_path) -> None:
+    props = javaproperties.loads(kafka_config.zookeeper_broker(
+        broker_id=2, rack="rack-2", host="127.0.0.13", zookeeper_connect="127.0.0.1:2181", log_dir=tmp_path,
+        kafka_version="3.6.2", brokers=2))
+    assert props["broker.id"] == "2" and props["broker.rack"] == "rack-2"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.13:9092"
+    assert props["inter.broker.protocol.version"] == props["log.message.format.version"] == "3.6"
+    assert props["offsets.topic.replication.factor"] == "2" and props["min.insync.replicas"] == "2"
+    assert props["zookeeper.session.timeout.ms"] == str(settings.ZK_SESSION_TIMEOUT_MS)
+    assert "process.roles" not in props
+
+
+def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
+    voters = kafka_config.quorum_voters({101: "127.0.0.112", 100: "127.0.0.111"})
+    assert voters == "100@127.0.0.111:9093,101@127.0.0.112:9093"
+    broker = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack="rack-0", host="127.0.0.11",
+                                                          quorum_voters=voters, log_dir=tmp_path, brokers=3))
+    assert broker["process.roles"] == "broker" and broker["node.id"] == "0"
+    assert broker["controller.listener.names"] == "CONTROLLER" and broker["controller.quorum.voters"] == voters
+    assert "zookeeper.connect" not in broker and "inter.broker.protocol.version" not in broker
+    controller = javaproperties.loads(kafka_config.kraft_node(node_id=100, role="controller", rack=None,
+                                                              host="127.0.0.111", quorum_voters=voters,
+                                                              log_dir=tmp_path, brokers=3))
+    assert controller["listeners"] == "CONTROLLER://127.0.0.111:9093" and "broker.rack" not in controller
+    with pytest.raises(ValueError, match="broker or controller"):
+        kafka_config.kraft_node(node_id=1, role="broker,controller", rack=None, host="h", quorum_voters=voters,
+                                log_dir=tmp_path, brokers=3)
+
+
+# Lines as Kafka 3.6.2 and 4.0.0 write them (from sandbox nodes' logs), with kafka-service's markers.
+ZK_LOG = """\
+[2026-11-25 12:59:28,722] kafka-service: start /w/hosts/1/kafka_2.13-3.6.2 (pid 12470)
+[2026-11-25 12:59:29,100] INFO KafkaConfig values:
+\tinter.broker.protocol.version = 3.6
+\tlog.message.format.version = 3.6
+[2026-11-25 12:59:31,418] INFO Kafka version: 3.6.2 (org.apache.kafka.common.utils.AppInfoParser)
+[2026-11-25 12:59:31,422] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)
+[2026-11-25 12:59:43,967] INFO [KafkaServer id=1] shutting down (kafka.server.KafkaServer)
+[2026-11-25 12:59:43,968] INFO [KafkaServer id=1] Starting controlled shutdown (kafka.server.KafkaServer)
+[2026-11-25 12:59:44,563] kafka-service: start /w/hosts/1/kafka_2.13-3.7.1 (pid 13027)
+[2026-11-25 12:59:44,900] INFO KafkaConfig values:
+\tinter.broker.protocol.version = 3.8
+[2026-11-25 12:59:45,229] ERROR Exiting Kafka due to fatal exception (kafka.Kafka$)
+org.apache.kafka.common.config.ConfigException: Invalid value 3.8 for configuration inter.broker.protocol.version: \
+Version 3.8 is not a valid version
+\tat org.apache.kafka.server.common.MetadataVersion.fromVersionString(MetadataVersion.java:1)
+[2026-11-25 13:00:01,000] kafka-service: start /w/hosts/1/kafka_2.13-3.7.1 (pid 13100)
+[2026-11-25 13:00:03,000] INFO Kafka version: 3.7.1 (org.apache.kafka.common.utils.AppInfoParser)
+[2026-11-25 13:00:03,100] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)
+"""
+KRAFT_LOG = """\
+[2026-11-25 12:59:55,225] kafka-service: start /w/hosts/1/kafka_2.13-4.0.0 (pid 13290)
+[2026-11-25 13:00:03,351] INFO Kafka version: 4.0.0 (org.apache.kafka.common.utils.AppInfoParser)
+[2026-11-25 13:00:03,360] INFO [KafkaRaftServer nodeId=1] Kafka Server started (kafka.server.KafkaRaftServer)
+[2026-11-25 13:00:30,349] INFO [BrokerServer id=1] shutting down (kafka.server.BrokerServer)
+[2026-11-25 13:00:31,000] kafka-service: start /w/hosts/1/kafka_2.13-4.0.0 (pid 13500)
+"""
+
+
+def test_a_nodes_log_tells_each_start_its_release_ibp_shutdown_and_failure(tmp_path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("[2026-11-25 12:00:00,000] INFO lines before the first start are ignored\n" + ZK_LOG)
+    first, failed, third = node_log.runs(log)
+    assert (first.pid, first.version, first.ibp_major_minor) == (12470, "3.6.2", "3.6")
+    assert first.started == pytest.approx(node_log.parse_time("2026-11-25 12:59:31,422"))
+    assert first.shutdown == pytest.approx(node_log.parse_time("2026-11-25 12:59:43,967"))
+    assert failed.started is None and failed.release_dir.endswith("kafka_2.13-3.7.1")
+    assert failed.failure == ("ConfigException: Invalid value 3.8 for configuration inter.broker.protocol.version: "
+                              "Version 3.8 is not a valid version")
+    assert third.version == "3.7.1" and third.started and third.failure is None
+    assert node_log.last_run(log) == third
+    assert node_log.restart_windows(log, since=0) == [(first.shutdown, failed.started or float("inf"))]
+
+
+def test_kraft_starts_and_a_start_still_running(tmp_path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(KRAFT_LOG)
+    first, second = node_log.runs(log)
+    assert first.version == "4.0.0" and first.ibp is None and first.started
+    assert second.started is None and second.failure is None
+    assert node_log.restart_windows(log, since=first.shutdown + 1) == []
+    assert node_log.restart_windows(log, since=0) == [(first.shutdown, float("inf"))]
+    assert node_log.runs(tmp_path / "missing.log") == [] and node_log.last_run(tmp_path / "missing.log") is None
+
+
+def test_the_burrow_changes_apply_once_to_debians_source(tmp_path) -> None:
+    cluster = tmp_path / "core/internal/cluster/kafka_cluster.go"
+    client = tmp_path / "core/internal/consumer/kafka_client.go"
+    for path in (cluster, client):
+        path.parent.mkdir(parents=True)
+    cluster.write_text("\t\t\t\trequests[broker.ID()] = &sarama.OffsetRequest{}\n")
+    client.write_text("\tswitch valueVersion {\n\tcase 3:\n\t\tmodule.decodeAndSendOffset(offsetKey, valueBuffer, "
+                      "offsetLogger, decodeOffsetValueV3)\n\tdefault:\n\t}\n\nfunc decodeOffsetValueV3(b) {}\n")
+    burrow_build.apply_patch(tmp_path)
+    assert "&sarama.OffsetRequest{Version: 1}" in cluster.read_text()
+    patched = client.read_text()
+    assert "\tcase 4:\n\t\tmodule.decodeAndSendOffset(offsetKey, valueBuffer, offsetLogger, decodeOffsetValueV4)" \
+        in patched
+    assert "func decodeOffsetValueV4(valueBuffer *bytes.Buffer)" in patched and "func decodeOffsetValueV3(b)" in patched
+    with pytest.raises(burrow_build.BurrowBuildError, match="expected exactly one"):
+        burrow_build.apply_patch(tmp_path)
+
+
+def test_traffic_compare_judges_acknowledged_messages_by_what_was_read() -> None:
+    from sandbox.traffic import compare
+
+    acked = {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, None), 4: (1, 5),  # 3: delivered, offset unknown (a retry)
+             5: (2, 1), 6: (2, 0)}
+    reads = {(0, 0): 0, (0, 1): 1, (1, 0): 2, (1, 1): 3, (1, 2): 1, (2, 0): 6, (2, 1): 5}
+    result = compare(acked, reads, {"NOT_ENOUGH_REPLICAS": 2}, unresolved=0, seconds=1.0)
+    assert result.lost == [4] and result.duplicates == [1] and result.misplaced == []
+    # 5 after 6 in partition 2 is out of order; 1's second copy (after 3) is a duplicate, not an order violation
+    assert result.out_of_order == [[2, 1, 5, 6]] and not result.ok
+    assert compare({3: (1, None)}, {(0, 7): 3}, {}, 0, 1.0).misplaced == [3], "read in another partition"

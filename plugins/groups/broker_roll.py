@@ -11,15 +11,13 @@ continues each roll where it stopped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import TaskGroup
-from kafka_ops.roll import NeedsAction, requested
+from kafka_ops.roll_spec import RollSpec
 from operators.broker_roll import BrokerRollOperator
 from operators.roll_plan import RollPlanOperator
 from runtime.params import FromParam
-from runtime.roll_hooks import BeforeStart, Facts
 
 #: The settings a roll reads, by default from the DAG params of the same names.
 ROLL_SETTINGS: dict[str, Any] = {
@@ -32,42 +30,31 @@ ROLL_SETTINGS: dict[str, Any] = {
 #: The broker task's map index template: the label its plan computed ("broker 3 (2/3)", "... · dry run"),
 #: which the scheduler also gives the instance before it runs (``runtime.pending_labels``).
 LABEL = "{{ task.batch['grid_label'] }}"
+TOOLTIP = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back"
 
 
-def broker_roll(
-    roll_id: str,
-    *,
-    settings: Mapping[str, Any] | None = None,
-    operation: str = "rolling restart",
-    before_start: BeforeStart | None = None,
-    needs_action: NeedsAction = requested,
-    facts: Facts | None = None,
-    plan_trigger_rule: str = "all_success",
-    only_in: str | None = None,
-    skip_reason: str = "",
-    tooltip: str = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back",
-) -> TaskGroup:
+def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success") -> TaskGroup:
     """Build the roll's task group inside the current DAG context.
 
-    :param roll_id: a task-id-safe name, unique in the DAG ("restart", "binaries", "ibp").
-    :param settings: overrides of :data:`ROLL_SETTINGS` (values or ``FromParam``); the cluster, broker list,
-        intervals, lag gate, commands and dry run come from the DAG params by default.
-    :param before_start: / :param needs_action: / :param facts: see ``operators.broker_roll``.
+    :param spec: what the roll does (``kafka_ops.roll_spec.RollSpec``: its id, needs-action rule and facts,
+        before-start step, cluster modes, settings overriding :data:`ROLL_SETTINGS`); a bare roll id is a plain
+        restart of every planned broker. The cluster, broker list, intervals, lag gate, commands and dry run come
+        from the DAG params by default. A ``roles`` setting (``FromParam("roles")``) makes the plan return no batch
+        for ``roles=controllers``. In a mode the spec rules out the plan logs its ``skip_reason`` and is empty;
+        what follows the group then needs ``none_failed``.
     :param plan_trigger_rule: the plan task's trigger rule: ``none_failed`` when it follows a roll that may be
         empty (a zero-length mapped task is *skipped*, which ``all_success`` would pass on), as after the
-        controller roll in the rolling restart. A ``roles`` setting (``FromParam("roles")``) makes the plan
-        return no batch for ``roles=controllers``; without it every planned broker is rolled.
-    :param only_in: / :param skip_reason: a roll of one cluster mode only (``"zookeeper"`` | ``"kraft"``): in
-        the other mode the plan logs ``skip_reason`` and is empty (see ``operators.roll_plan.RollPlanOperator``);
-        what follows the group then needs ``none_failed``.
+        controller roll in the rolling restart.
     """
-    cfg = {**ROLL_SETTINGS, **(settings or {})}
-    with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
-        plan = RollPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
-                                only_in=only_in, skip_reason=skip_reason, labels_for=group.child_id("broker"))
+    spec = RollSpec(spec) if isinstance(spec, str) else spec
+    cfg = {**ROLL_SETTINGS, **spec.settings}
+    with TaskGroup(group_id=spec.roll_id, tooltip=spec.tooltip or TOOLTIP) as group:
+        plan = RollPlanOperator(task_id="plan", roll_id=spec.roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
+                                modes=spec.modes, skip_reason=spec.skip_reason, labels_for=group.child_id("broker"))
         BrokerRollOperator.partial(
-            task_id="broker", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
-            needs_action=needs_action, facts=facts, map_index_template=LABEL,
+            task_id="broker", roll_id=spec.roll_id, settings=cfg, operation=spec.operation,
+            before_start=spec.before_start, needs_action=spec.needs_action, facts=spec.facts,
+            map_index_template=LABEL,
             # one broker at a time: a running (or deferred) instance blocks the next, and the scheduler starts
             # them in map-index order; no retries, since an instance waiting to retry would not block
             max_active_tis_per_dagrun=1, retries=0,

@@ -15,14 +15,12 @@ never restarts a controller it finished.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import TaskGroup
-from kafka_ops.roll import NeedsAction, requested
+from kafka_ops.roll_spec import RollSpec
 from operators.controller_roll import ControllerPlanOperator, ControllerRollOperator
 from runtime.params import FromParam
-from runtime.roll_hooks import BeforeStart, Facts
 
 #: The settings a controller roll reads, by default from the DAG params of the same names.
 CONTROLLER_SETTINGS: dict[str, Any] = {
@@ -34,39 +32,32 @@ CONTROLLER_SETTINGS: dict[str, Any] = {
 #: The controller task's map index template: its item's label ("controller 101 (3/3) · active"), computed by
 #: the plan (and again when the quorum leader moves), which the scheduler also gives the instance before it runs.
 LABEL = "{{ task.item['grid_label'] }}"
+TOOLTIP = "KRaft controllers one at a time, the quorum leader last: gate, stop, gone, start, back"
 
 
-def controller_roll(
-    roll_id: str = "controllers",
-    *,
-    settings: Mapping[str, Any] | None = None,
-    operation: str = "rolling restart",
-    before_start: BeforeStart | None = None,
-    needs_action: NeedsAction = requested,
-    facts: Facts | None = None,
-    plan_trigger_rule: str = "all_success",
-    tooltip: str = "KRaft controllers one at a time, the quorum leader last: gate, stop, gone, start, back",
-) -> TaskGroup:
+def controller_roll(spec: RollSpec | str = "controllers", *, plan_trigger_rule: str = "all_success") -> TaskGroup:
     """Build the controller roll's task group inside the current DAG context.
 
-    :param roll_id: a task-id-safe name, unique in the DAG ("controllers", "controller_binaries").
-    :param settings: overrides of :data:`CONTROLLER_SETTINGS` (values or ``FromParam``): a DAG without the
-        ``roles`` / ``controllers`` params passes ``{"roles": "all", "controllers": []}`` (every voter on a KRaft
-        cluster, an empty roll in ZooKeeper mode; ``"controllers"`` would fail a ZooKeeper-mode run); also
-        ``quorum_fetch_timeout_ms`` (the cluster's ``controller.quorum.fetch.timeout.ms``, default 2,000) and
-        ``command_timeout_s`` (SSH commands, default 300).
-    :param before_start: / :param needs_action: / :param facts: as for ``groups.broker_roll.broker_roll``,
-        called with the controller's step dict (``{"id", "host", "role": "controller", ...}``).
+    :param spec: what the roll does (``kafka_ops.roll_spec.RollSpec``; a bare roll id is a plain restart of every
+        voter). Its settings override :data:`CONTROLLER_SETTINGS`: a DAG without the ``roles`` / ``controllers``
+        params passes ``{"roles": "all", "controllers": []}`` (every voter on a KRaft cluster, an empty roll in
+        ZooKeeper mode; ``"controllers"`` would fail a ZooKeeper-mode run); also ``quorum_fetch_timeout_ms`` (the
+        cluster's ``controller.quorum.fetch.timeout.ms``, default 2,000) and ``command_timeout_s`` (SSH commands,
+        default 300). Its hooks are called with the controller's step dict (``{"id", "host", "role":
+        "controller", ...}``).
     :param plan_trigger_rule: the plan task's trigger rule (``none_failed`` when it follows a roll that may be
         empty, i.e. skipped).
     """
-    cfg = {**CONTROLLER_SETTINGS, **(settings or {})}
-    with TaskGroup(group_id=roll_id, tooltip=tooltip) as group:
-        plan = ControllerPlanOperator(task_id="plan", roll_id=roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
-                                      labels_for=group.child_id("controller"))
+    spec = RollSpec(spec) if isinstance(spec, str) else spec
+    cfg = {**CONTROLLER_SETTINGS, **spec.settings}
+    with TaskGroup(group_id=spec.roll_id, tooltip=spec.tooltip or TOOLTIP) as group:
+        plan = ControllerPlanOperator(task_id="plan", roll_id=spec.roll_id, settings=cfg,
+                                      trigger_rule=plan_trigger_rule, labels_for=group.child_id("controller"),
+                                      modes=spec.modes, skip_reason=spec.skip_reason)
         ControllerRollOperator.partial(
-            task_id="controller", roll_id=roll_id, settings=cfg, operation=operation, before_start=before_start,
-            needs_action=needs_action, facts=facts, map_index_template=LABEL,
+            task_id="controller", roll_id=spec.roll_id, settings=cfg, operation=spec.operation,
+            before_start=spec.before_start, needs_action=spec.needs_action, facts=spec.facts,
+            map_index_template=LABEL,
             # one controller at a time: a running (or deferred) instance blocks the next, and the scheduler
             # starts them in map-index order; no retries, since an instance waiting to retry would not block
             max_active_tis_per_dagrun=1, retries=0,

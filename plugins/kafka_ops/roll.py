@@ -1,27 +1,29 @@
-"""A broker roll's own record and the one decision rule every step of it follows.
+"""A roll's own record and the one decision rule every step of it follows, for any node kind (brokers, KRaft
+controllers: the reasons name the kind).
 
-A *roll* restarts a list of brokers one at a time (a rolling restart is one roll; an upgrade is three:
-binaries, IBP, LMF). Each roll keeps its own record (:class:`RollRecord`) of what it did to each broker,
-written before and after every action on a broker, so that a resumed run (failed tasks cleared) acts
-only on what this roll left unfinished and never on what someone else did:
+A *roll* restarts a list of nodes one batch at a time (a rolling restart is two rolls: the KRaft controllers,
+then the brokers; an upgrade is one per phase). Each roll keeps its own record (:class:`RollRecord`) of what it
+did to each node, written before and after every action on a node, so that a resumed run (failed tasks cleared)
+acts only on what this roll left unfinished and never on what someone else did:
 
-``None`` (untouched) -> ``stopping`` (stop sent) -> ``stopped`` (gone from the metadata) -> ``prepared``
-(the roll's ``before_start`` step done) -> ``starting`` (start sent) -> ``done`` (back in every ISR,
-leadership back, soaked) — or ``done`` at once when the roll's *needs-action rule* says the broker needs
-nothing ("running 3.7.1, target 3.7.1").
+``None`` (untouched) -> ``stopping`` (stop sent) -> ``stopped`` (gone) -> ``prepared`` (the roll's
+``before_start`` step done) -> ``starting`` (start sent) -> ``done`` (back, caught up, soaked) — or ``done`` at
+once when the roll's *needs-action rule* (``kafka_ops.roll_spec``) says the node needs nothing ("running 3.7.1,
+target 3.7.1").
 
-:func:`decide` turns (step, the broker's record, whether the broker is alive now) into act / skip / fail
+:func:`decide` turns (step, the node's record, whether the node is alive now) into act / skip / fail
 with a reason that is logged verbatim ("broker 3: skip stop: this roll stopped it at 12:01:07 UTC").
 The rules follow Strimzi's KafkaRoller: every action on a node carries its reason; a node found in a
 state the roll did not cause is not touched (a failure the operator must look at). Nothing here needs
-ZooKeeper, so KRaft clusters resume the same way.
+ZooKeeper, so KRaft clusters resume the same way. (The record's JSON keeps the key ``brokers`` for the nodes'
+progress, whatever their kind, so runs recorded by earlier releases resume.)
 
 Pure: no Airflow, no I/O. Times are ms since the epoch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -253,7 +255,7 @@ def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "
     if not 0 <= position < len(batches):
         raise ValueError(f"position {position} outside the roll's {len(batches)} batches")
     pending = [b for batch in batches[:position] for b in batch if not record.is_done(b)]
-    me = _names(batches[position], node)
+    me = names(batches[position], node)
     if not pending:
         return Decision("act", f"{me}: {'its' if len(batches[position]) == 1 else 'their'} turn "
                                f"({position + 1}/{len(batches)})")
@@ -263,14 +265,14 @@ def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "
     return Decision("skip", f"{me}: waiting for {node} {pending[-1]} to finish")
 
 
-def _names(ids: list[int], node: str = "broker") -> str:
+def names(ids: list[int], node: str = "broker") -> str:
     """``"broker 3"`` or ``"brokers 0, 3, 6"`` (``node="controller"``: ``"controller 101"``)."""
     return f"{node} {ids[0]}" if len(ids) == 1 else f"{node}s " + ", ".join(str(i) for i in ids)
 
 
 def batch_label(ids: list[int]) -> str:
     """The Grid label of a batch: ``"broker 3"`` / ``"brokers 0, 3, 6"``."""
-    return _names(list(ids))
+    return names(list(ids))
 
 
 def grid_label(name: str, number: int, total: int, *marks: str, dry_run: bool = False) -> str:
@@ -292,16 +294,6 @@ def labelled_batch(item: Mapping[str, Any], dry_run: bool = False) -> dict[str, 
     """The batch item with its ``grid_label``: as it is when it has one, else computed (an item planned by a
     kafka-ops release before Grid labels were planned, when such a run is resumed after an upgrade)."""
     return dict(item) if "grid_label" in item else {**item, "grid_label": batch_grid_label(item, dry_run)}
-
-
-#: A needs-action rule: (broker id, facts about it) -> (act?, reason). Facts are what the roll's probe
-#: observed (for a restart nothing is needed; an upgrade passes the broker's running version).
-NeedsAction = Callable[[int, Mapping[str, Any]], tuple[bool, str]]
-
-
-def requested(broker_id: int, facts: Mapping[str, Any]) -> tuple[bool, str]:
-    """The rolling restart's rule: every planned broker is acted on, because the operator asked."""
-    return True, "requested"
 
 
 def eta_s(record: RollRecord) -> float | None:

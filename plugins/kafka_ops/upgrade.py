@@ -24,7 +24,7 @@ import javaproperties
 
 from kafka_ops import metadata_version as mv
 from kafka_ops.metadata_version import MetadataVersion, MetadataVersionError
-from kafka_ops.roll import NeedsAction
+from kafka_ops.roll_spec import NeedsAction
 
 #: Every phase, in the order a run does them (the ``phases`` param's default).
 PHASES = ("pin", "binaries", "ibp", "lmf", "metadata_version")
@@ -220,8 +220,9 @@ def _check_kraft_phases(phases: Sequence[str], facts: Mapping[int, Mapping[str, 
             f"{short} run {runs}; add 'binaries'"]
 
 
-def needs_action(phase: str, target: str, phases: Sequence[str]) -> NeedsAction:
-    """The needs-action rule of ``phase`` for an upgrade to ``target``; facts as in the module docstring.
+def needs_action(phase: str) -> NeedsAction:
+    """The needs-action rule of ``phase``: ``rule(node_id, facts, settings)`` with the facts of the module
+    docstring and the run's settings ``target_version`` and ``phases`` (None or empty = every phase).
 
     - a phase not in ``phases``: nothing to do ("phase ibp not requested");
     - ``pin``: act when the IBP is not set in server.properties (it would follow the binaries);
@@ -230,15 +231,16 @@ def needs_action(phase: str, target: str, phases: Sequence[str]) -> NeedsAction:
     - ``lmf``: nothing from a target IBP of 3.0 on (KIP-724: the broker ignores it); else act when the LMF
       is not the target's.
 
-    :raises ValueError: unknown phase (``metadata_version`` included: it is a step, not a roll) or malformed
-        target.
+    :raises ValueError: unknown phase (``metadata_version`` included: it is a step, not a roll); the rule raises
+        it for a malformed target.
     """
     if phase not in ROLL_PHASES:
         raise ValueError(f"unknown upgrade phase {phase!r}; expected one of {ROLL_PHASES}")
-    goal = protocol_version(target)
 
-    def rule(broker_id: int, facts: Mapping[str, Any]) -> tuple[bool, str]:
-        if phase not in phases:
+    def rule(broker_id: int, facts: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[bool, str]:
+        target = str(settings["target_version"])
+        goal = protocol_version(target)
+        if phase not in (settings.get("phases") or PHASES):
             return False, f"phase {phase} not requested"
         if phase == "pin":
             if facts.get("ibp"):

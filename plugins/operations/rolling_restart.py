@@ -35,6 +35,7 @@ from groups.cluster_guard import cluster_guard
 from groups.controller_roll import controller_roll
 from groups.operation_dag import operation_dag
 from groups.roll_params import role_params, roll_params
+from kafka_ops.roll_spec import RollSpec
 from runtime.params import FromParam
 
 
@@ -51,8 +52,9 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
         defaults=defaults,
     ) as dag:
         cluster_guard(
-            [controller_roll("controllers"),
-             broker_roll("restart", settings={"roles": FromParam("roles")}, plan_trigger_rule=TriggerRule.NONE_FAILED)],
+            [controller_roll(RollSpec("controllers")),
+             broker_roll(RollSpec("restart", settings={"roles": FromParam("roles")}),
+                         plan_trigger_rule=TriggerRule.NONE_FAILED)],
             operation="rolling restart",
             final_trigger_rule=TriggerRule.NONE_FAILED,
         )

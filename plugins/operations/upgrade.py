@@ -1,6 +1,6 @@
 """Upgrade a Kafka cluster, ZooKeeper mode or KRaft, one roll per phase, each stopping itself when the cluster
-or its consumers get unhealthy. The mode is detected at run time (``KafkaAdminHook.is_kraft``: the cluster
-answers DescribeQuorum); every task says which path it takes.
+or its consumers get unhealthy. The mode is decided at run time, once, under the cluster lock
+(``runtime.cluster_mode``: the cluster answers DescribeQuorum or not); every task says which path it takes.
 
 Shape (task ids, in order): ``check_params`` -> ``lock_cluster`` -> ``check_upgrade`` (the path logged; every
 broker's and, on KRaft, every controller's release read over SSH; refused before anything is touched: a
@@ -26,6 +26,7 @@ server.properties beside it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import DAG, Param, TriggerRule
@@ -35,6 +36,7 @@ from groups.controller_roll import controller_roll
 from groups.operation_dag import operation_dag
 from groups.roll_params import roll_params
 from kafka_ops import upgrade
+from kafka_ops.roll_spec import EVERY_MODE, ClusterMode, RollSpec
 from operators.metadata_version import MetadataVersionOperator
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
 from operators.upgrade_checks import UpgradeChecksOperator
@@ -45,37 +47,32 @@ OPERATION = "upgrade"
 UPGRADE_SETTINGS = {name: FromParam(name) for name in ("target_version", "install_command", "phases")}
 
 
-def _needs(phase: str):
-    def needs(node_id, found):
-        return upgrade.needs_action(phase, found["target_version"], found["phases"])(node_id, found)
-
-    return needs
-
-
-def _facts(profile, node, settings):
-    return {**facts(profile, node, settings), "target_version": str(settings["target_version"]),
-            "phases": list(settings.get("phases") or upgrade.PHASES)}
+def phase_spec(phase: str) -> RollSpec:
+    """One upgrade phase as a roll: its needs-action rule (``kafka_ops.upgrade.needs_action``: it reads the target
+    and phases from the run's settings) over the facts read from each node's host, and the phase's install or
+    server.properties edit while the node is down; pin / ibp / lmf exist in ZooKeeper mode only (in KRaft mode
+    they plan nothing, logged)."""
+    zookeeper_only = phase in upgrade.ZOOKEEPER_PHASES
+    return RollSpec(phase, operation=OPERATION, needs_action=upgrade.needs_action(phase), facts=facts,
+                    before_start=before_start(phase),
+                    modes=frozenset({ClusterMode.ZOOKEEPER}) if zookeeper_only else EVERY_MODE,
+                    skip_reason=upgrade.KRAFT_SKIP if zookeeper_only else "",
+                    settings=UPGRADE_SETTINGS, tooltip=f"upgrade phase {phase}: one broker (or batch) at a time")
 
 
 def phase_roll(phase: str, plan_trigger_rule: str = TriggerRule.ALL_SUCCESS):
-    """One phase as a roll of brokers: its needs-action rule reads the target and phases from the params at run
-    time; pin / ibp / lmf exist in ZooKeeper mode only (on KRaft they plan nothing, logged)."""
-    zookeeper_only = phase in upgrade.ZOOKEEPER_PHASES
-    return broker_roll(phase, settings=UPGRADE_SETTINGS, operation=OPERATION, before_start=before_start(phase),
-                       needs_action=_needs(phase), facts=_facts, plan_trigger_rule=plan_trigger_rule,
-                       only_in="zookeeper" if zookeeper_only else None,
-                       skip_reason=upgrade.KRAFT_SKIP if zookeeper_only else "",
-                       tooltip=f"upgrade phase {phase}: one broker (or batch) at a time")
+    """One phase as a roll of brokers (see :func:`phase_spec`)."""
+    return broker_roll(phase_spec(phase), plan_trigger_rule=plan_trigger_rule)
 
 
 def controller_binaries_roll():
     """The KRaft controllers' binaries: every voter, one at a time, the active controller last (an empty,
     skipped roll in ZooKeeper mode)."""
-    return controller_roll("controller_binaries", settings={"roles": "all", "controllers": [], **UPGRADE_SETTINGS},
-                           operation=OPERATION, before_start=before_start("binaries"),
-                           needs_action=_needs("binaries"), facts=_facts, plan_trigger_rule=TriggerRule.NONE_FAILED,
-                           tooltip="upgrade phase binaries on the KRaft controllers: one at a time, the active "
-                                   "controller last")
+    spec = replace(phase_spec("binaries"), roll_id="controller_binaries",
+                   modes=frozenset({ClusterMode.KRAFT, ClusterMode.MIGRATING}),
+                   settings={"roles": "all", "controllers": [], **UPGRADE_SETTINGS},
+                   tooltip="upgrade phase binaries on the KRaft controllers: one at a time, the active controller last")
+    return controller_roll(spec, plan_trigger_rule=TriggerRule.NONE_FAILED)
 
 
 def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,

@@ -18,7 +18,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks import cluster_lock
 from hooks.cluster_profile import get_cluster_profile
 from hooks.kafka_lock import KafkaLockStore
-from runtime.lock_holding import LockHeldByOther, describe_mode, holder_of, lock_store, take
+from runtime.cluster_mode import MODE_KEY, describe_mode
+from runtime.lock_holding import LockHeldByOther, holder_of, lock_store, take
 from runtime.params import FromParam, resolve_settings
 from runtime.run_note import note_run
 from runtime.run_report import run_summary
@@ -53,16 +54,19 @@ class LockClusterOperator(BaseOperator):
         except Exception as exc:
             raise AirflowFailException(f"cluster {cfg['cluster']!r}: {exc}") from exc
         holder = holder_of(context)
-        mode = describe_mode(profile)
+        decided, mode = describe_mode(profile)
         self.log.info("%s", mode)
         dry = str(context["params"].get("dry_run")).lower() == "true"
         note_run(context, (f"DRY RUN (nothing is touched): {self.operation}" if dry else
                            f"{self.operation} running") + f" on {mode}", self.log)
 
+        self._waited = False
+
         def check() -> Check:
             ok, other = take(profile, holder, self.operation)
             if ok:
                 return Check(True, f"locked for {holder}")
+            self._waited = True
             message = f"cluster {profile.conn_id} is busy: {other.describe()}"
             if cfg.get("lock_wait", "wait") == "fail":
                 raise LockHeldByOther(message + " (lock_wait=fail)")
@@ -73,6 +77,14 @@ class LockClusterOperator(BaseOperator):
                        timeout_s=self.lock_timeout_s, log=self.log)
         except (WaitAborted, WaitTimeout) as exc:
             raise AirflowFailException(str(exc)) from exc
+        # the run's mode, decided once under the lock (runtime.cluster_mode): asked again if the lock was waited
+        # for (another operation held the cluster meanwhile) or the first look could not tell
+        if decided is None or self._waited:
+            decided, line = describe_mode(profile)
+            self.log.info("%s", line)
+        if decided is not None:
+            context["ti"].xcom_push(key=MODE_KEY, value=decided.value)
+            self.log.info("cluster mode for this run: %s", decided.describe)
         return holder
 
 

@@ -37,6 +37,7 @@ from kafka_ops.metadata_version import (
     label,
     short_nodes_in,
 )
+from runtime.cluster_mode import run_mode
 from runtime.lock_holding import ensure_held
 from runtime.params import is_true, resolve_settings
 from runtime.profiles import profile_or_fail
@@ -80,7 +81,8 @@ class MetadataVersionOperator(BaseOperator):
         target = str(cfg["target_version"])
         with KafkaAdminHook(profile=profile) as admin:
             self.admin = admin
-            if not self._ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"):
+            if not run_mode(context, lambda: self._ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"),
+                            self.log).has_quorum:
                 self.log.info("%s: nothing to do", upgrade.ZOOKEEPER_SKIP)
                 return {"action": "skipped"}
             try:

@@ -12,7 +12,7 @@ together (``kafka_ops.batches.plan_batches``: min ISR kept, a leader candidate l
 The first computation is frozen in the roll's record (``runtime.roll_store``): clearing the plan task, or
 the whole run, resumes the same brokers in the same order, including one the failure left stopped.
 
-KRaft (``KafkaAdminHook.is_kraft``: the cluster answers DescribeQuorum): the Metadata answer's controller id
+KRaft (the run's mode, ``runtime.cluster_mode``: decided under the lock): the Metadata answer's controller id
 is a broker chosen at random (the active controller is a controller process, rolled by
 ``groups.controller_roll``), so no broker is moved last for it. ZooKeeper mode: the controller is a broker and
 goes last. With a ``roles`` setting of ``controllers`` the plan returns no batch (the run restarts controllers
@@ -33,7 +33,9 @@ from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
+from kafka_ops.roll_spec import parse_modes, ruled_out
 from runtime.broker_commands import check_commands
+from runtime.cluster_mode import run_mode
 from runtime.params import is_true, resolve_settings
 from runtime.pending_labels import publish
 from runtime.profiles import profile_or_fail
@@ -102,10 +104,11 @@ class RollPlanOperator(BaseOperator):
         ``max_parallel`` (default 1), ``batch_by`` (``none`` | ``rack``), optional ``roles`` (``all`` |
         ``brokers`` | ``controllers``; absent = ``all``) and the command choices ``pre_stop`` / ``pre_start``
         / ``stop_command`` / ``start_command``: values or :class:`runtime.params.FromParam`.
-    :param only_in: ``"zookeeper"`` or ``"kraft"``: a roll that exists in one mode only (the upgrade's pin / ibp
-        / lmf rolls: ZooKeeper mode). In the other mode (``KafkaAdminHook.is_kraft``) the plan logs
-        ``skip_reason`` and returns no batch (its broker task is then *skipped*); None = both modes.
-    :param skip_reason: the line logged when ``only_in`` rules the roll out.
+    :param modes: the cluster modes the roll exists in (``kafka_ops.roll_spec.ClusterMode`` or their values; None
+        = every mode): the upgrade's pin / ibp / lmf rolls are ZooKeeper mode's. In another mode (the run's,
+        ``runtime.cluster_mode.run_mode``) the plan logs ``skip_reason`` and returns no batch (its broker task is
+        then *skipped*).
+    :param skip_reason: the line logged when the mode rules the roll out.
     :param labels_for: the id of the task mapped over the plan (``"restart.broker"``): the plan publishes each of
         its instances' Grid labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
     :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
@@ -113,14 +116,12 @@ class RollPlanOperator(BaseOperator):
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, roll_id: str, settings: dict, only_in: str | None = None, skip_reason: str = "",
+    def __init__(self, *, roll_id: str, settings: dict, modes: Any = None, skip_reason: str = "",
                  labels_for: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if only_in not in (None, "zookeeper", "kraft"):
-            raise ValueError(f"only_in must be None, 'zookeeper' or 'kraft', got {only_in!r}")
         self.roll_id = roll_id
         self.settings = settings
-        self.only_in = only_in
+        self.modes = parse_modes(modes)
         self.skip_reason = skip_reason
         self.labels_for = labels_for
 
@@ -144,20 +145,19 @@ class RollPlanOperator(BaseOperator):
             return []
         waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
                  "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
-        if self.only_in is not None:
-            with KafkaAdminHook(profile=profile) as admin:
-                kraft = _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits)
-            if kraft != (self.only_in == "kraft"):
-                self.log.info("%s: roll %r plans nothing", self.skip_reason or
-                              f"{'KRaft cluster' if kraft else 'ZooKeeper mode'}: roll {self.roll_id!r} is for "
-                              f"{self.only_in} mode only", self.roll_id)
-                store.save(RollRecord(self.roll_id, now_ms()))
-                return []
         max_parallel = int(cfg.get("max_parallel", 1) or 1)
         batch_by = str(cfg.get("batch_by", "none") or "none")
-        with KafkaAdminHook(profile=profile) as admin:  # batches need ISR and min.insync.replicas (configs)
+        with KafkaAdminHook(profile=profile) as admin:
+            mode = run_mode(context, lambda: _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits),
+                            self.log)
+            out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
+            if out is not None:
+                self.log.info("%s: roll %r plans nothing", out, self.roll_id)
+                store.save(RollRecord(self.roll_id, now_ms()))
+                return []
+            # batches need ISR and min.insync.replicas (configs)
             state = _ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata", waits)
-            kraft = _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits)
+        kraft = mode.has_quorum
         if kraft:
             self.log.info("KRaft cluster: the controller id of the Metadata answer (%s) is a broker chosen at random, "
                           "not the active controller: no broker is moved last for it", state.controller_id)

@@ -5,7 +5,7 @@ over SSH, refuse bad input, and log what each phase will do to each node.
   refused: a target that is malformed, older than a broker's release, brokers on more than the upgrade's two
   releases (``kafka_ops.upgrade.check_target``), a phase list that skips a needed step
   (``kafka_ops.upgrade.check_phases``), a ``metadata_version`` param (KRaft only).
-- KRaft (``KafkaAdminHook.is_kraft``): every broker host's and every controller host's release (the
+- KRaft (the run's mode, ``runtime.cluster_mode``): every broker host's and every controller host's release (the
   controllers are the quorum's voters, their hosts the profile's ``controller_hosts`` or DescribeQuorum v2's
   endpoints); the cluster's finalized ``metadata.version`` and each broker's supported range (ApiVersions);
   refused besides the above over brokers and controllers: a malformed ``metadata_version``, a level above
@@ -24,6 +24,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
+from runtime.cluster_mode import run_mode
 from runtime.params import resolve_settings
 from runtime.profiles import profile_or_fail
 from runtime.upgrade_steps import host_state
@@ -61,7 +62,7 @@ class UpgradeChecksOperator(BaseOperator):
         controllers: list[dict[str, Any]] = []
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
-            kraft = admin.is_kraft()
+            kraft = run_mode(context, admin.is_kraft, self.log).has_quorum
             if kraft:
                 quorum = admin.describe_quorum()
                 try:
@@ -147,8 +148,9 @@ class UpgradeChecksOperator(BaseOperator):
             if kraft and phase in upgrade.ZOOKEEPER_PHASES:
                 self.log.info("phase %s: nothing (%s)", phase, upgrade.KRAFT_SKIP)
                 continue
-            rule = upgrade.needs_action(phase, target, phases)
-            decisions = {n: rule(n, f) for n, f in sorted(found.items(), key=lambda i: (i[1]["role"] != "controller",
-                                                                                        i[0]))}
+            rule = upgrade.needs_action(phase)
+            goal = {"target_version": target, "phases": phases}
+            in_order = sorted(found.items(), key=lambda i: (i[1]["role"] != "controller", i[0]))
+            decisions = {n: rule(n, f, goal) for n, f in in_order}
             self.log.info("phase %s: %s", phase, "; ".join(
                 f"{found[n]['role']} {n}: {'roll' if act else 'skip'}: {why}" for n, (act, why) in decisions.items()))

@@ -99,24 +99,3 @@ def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> N
                 log.warning("cluster %s: lock released (%s)", profile.conn_id, why)
     except Exception as exc:  # the teardown, when it runs, tries again
         log.warning("cluster %s: could not release the lock (%s): %s", profile.conn_id, why, exc)
-
-
-def describe_mode(profile: ClusterProfile) -> str:
-    """One line on which path an operation takes on this cluster: KRaft (the quorum's leader, epoch and voters,
-    from DescribeQuorum) or ZooKeeper mode, and where the operation lock lives. Best effort: a cluster that
-    cannot be asked now is said so (the steps that need it report their own errors)."""
-    from hooks.kafka_admin import KafkaAdminHook
-
-    lock = (f"lock in ZooKeeper ({profile.zookeeper})" if profile.lock_in == "zookeeper"
-            else "lock in the cluster (topic kafka-ops.operation-lock)")
-    try:
-        with KafkaAdminHook(profile=profile) as admin:
-            if admin.is_kraft():
-                q = admin.describe_quorum()
-                mode = (f"KRaft mode (metadata quorum leader {q.leader_id}, epoch {q.leader_epoch}, voters "
-                        f"{', '.join(str(v) for v in q.voter_ids)}; metadata.version, no IBP)")
-            else:
-                mode = "ZooKeeper mode (the controller is a broker; inter.broker.protocol.version)"
-    except Exception as exc:  # noqa: BLE001 - a description only
-        mode = f"mode unknown for now ({type(exc).__name__}: {exc})"
-    return f"cluster {profile.conn_id}: {mode}; {lock}"

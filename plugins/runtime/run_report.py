@@ -8,7 +8,8 @@ from typing import Any
 
 from kafka_ops.profile import ClusterProfile
 
-from runtime.roll_hooks import FAILED_STATES
+#: Task states that count as failed (an earlier roll position in one stops the later ones; the report names them).
+FAILED_STATES = {"failed", "upstream_failed"}
 
 
 def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock: str) -> list[str]:

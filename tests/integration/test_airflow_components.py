@@ -75,7 +75,10 @@ def point_connections(mp: pytest.MonkeyPatch, sb: RunningSandbox) -> None:
 def op_context(run_id: str, dag_id: str = "kafka_rolling_restart", **params) -> dict:
     """The part of a task context the operators read: ``params`` (cluster = the sandbox, lock_wait = wait,
     overridden by ``params``), ``dag.dag_id`` and ``run_id`` (the lock holder), ``ti``."""
-    ti = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id="t", map_index=-1)
+    xcom: dict[tuple[str, str], object] = {}
+    ti = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id="t", map_index=-1, xcom=xcom,
+                         xcom_push=lambda key, value: xcom.__setitem__(("t", key), value),
+                         xcom_pull=lambda task_ids, key="return_value": xcom.get((task_ids, key)))
     return {"params": {"cluster": CONN, "lock_wait": "wait", "dry_run": False, **params},
             "dag": SimpleNamespace(dag_id=dag_id), "run_id": run_id, "ti": ti, "dag_run": None}
 
@@ -484,6 +487,7 @@ def test_lock_operators_keep_the_lock_in_the_cluster_without_zookeeper(free_lock
                                interval_s=0.2)
     unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS, timeout_s=30)
     assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
+    assert run_a["ti"].xcom == {("t", "cluster_mode"): "zookeeper"}, "the run's mode, decided under the lock"
     with pytest.raises(AirflowFailException, match=r"cluster kafka_sandbox is busy: kafka_rolling_restart/manual__a "
                                                    r"\(rolling restart, held for \d+ s\) \(lock_wait=fail\)"):
         take.execute(op_context("manual__b", lock_wait="fail"))

@@ -24,7 +24,7 @@ from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Endpoint, Quorum, Voter
 from kafka_ops.roll import RollRecord
 from operators import controller_roll as tasks
-from operators import roll_plan
+from operators import node_roll, roll_plan
 from runtime import broker_commands
 from runtime.roll_store import RollStore, now_ms
 
@@ -147,10 +147,11 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeQuorum:
 
     MemoryStore.records = {}
     monkeypatch.setattr(tasks, "KafkaAdminHook", Admin)
-    monkeypatch.setattr(tasks, "RollStore", MemoryStore)
-    monkeypatch.setattr(tasks, "profile_or_fail", lambda conn_id: fake.profile)
-    monkeypatch.setattr(tasks, "ensure_held", lambda profile, context, operation, log: fake.events.append("held"))
-    monkeypatch.setattr(tasks, "release_held", lambda profile, context, log, why: fake.events.append("released"))
+    for module in (tasks, node_roll):  # the plan task; the loop every node roll runs
+        monkeypatch.setattr(module, "RollStore", MemoryStore)
+        monkeypatch.setattr(module, "profile_or_fail", lambda conn_id: fake.profile)
+    monkeypatch.setattr(node_roll, "ensure_held", lambda profile, context, operation, log: fake.events.append("held"))
+    monkeypatch.setattr(node_roll, "release_held", lambda profile, context, log, why: fake.events.append("released"))
     monkeypatch.setattr(tasks.ControllerRollOperator, "_sleep", lambda self, seconds: None)
     monkeypatch.setattr(broker_commands, "BrokerShell", Shell)
     fake.profile = PROFILE
@@ -357,7 +358,7 @@ def test_a_dry_run_logs_every_step_and_touches_nothing(cluster, capfd):
 def test_a_controller_the_needs_action_rule_leaves_alone_is_not_restarted(cluster):
     items = plan()
     op = tasks.ControllerRollOperator(task_id="controller", roll_id="controllers", item=items[0], settings=SETTINGS,
-                                      needs_action=lambda cid, facts: (False, f"{cid} runs {facts['v']} already"),
+                                      needs_action=lambda cid, facts, cfg: (False, f"{cid} runs {facts['v']} already"),
                                       facts=lambda profile, step, cfg: {"v": "4.1.0"})
     assert op.execute(context())["action"] == "left alone"
     assert restarts(cluster.events) == [] and record().progress(100).reason == "left alone: 100 runs 4.1.0 already"

@@ -258,11 +258,16 @@ def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capf
 
     monkeypatch.setattr(roll_plan, "RollStore", Store)
     op = roll_plan.RollPlanOperator(task_id="plan", roll_id="ibp", settings={"cluster": "kafka_kraft"},
-                                    only_in="zookeeper", skip_reason="KRaft: metadata.version replaces "
+                                    modes={"zookeeper"}, skip_reason="KRaft: metadata.version replaces "
                                     "inter.broker.protocol.version")
     assert op.execute({"params": {}}) == []
     assert saved["ibp"]["steps"] == [], "an empty plan is frozen: a resumed run plans nothing again"
     assert "KRaft: metadata.version replaces inter.broker.protocol.version: roll 'ibp' plans nothing" in \
         capfd.readouterr().out
-    with pytest.raises(ValueError, match="only_in"):
-        roll_plan.RollPlanOperator(task_id="plan", roll_id="x", settings={}, only_in="kraft-only")
+    with pytest.raises(ValueError, match="modes must be a non-empty set of"):
+        roll_plan.RollPlanOperator(task_id="plan", roll_id="x", settings={}, modes={"kraft-only"})
+    # the mode lock_cluster decided for the run is taken as it is: no DescribeQuorum asked again
+    ti = SimpleNamespace(xcom_pull=lambda task_ids, key: "kraft" if (task_ids, key) == ("lock_cluster",
+                                                                                        "cluster_mode") else None)
+    assert op.execute({"params": {}, "ti": ti}) == []
+    assert "cluster mode: KRaft mode (decided under the lock by lock_cluster)" in capfd.readouterr().out

@@ -17,9 +17,9 @@ from kafka_ops.roll import (
     eta_s,
     grid_label,
     labelled_batch,
-    requested,
     turn,
 )
+from kafka_ops.roll_spec import requested
 
 T0 = 1_700_000_000_000  # 22:13:20 UTC
 STEPS_3 = tuple({"id": b, "host": f"h{b}", "rack": None, "position": i + 1, "total": 3}
@@ -309,8 +309,8 @@ def test_turn_refuses_a_position_outside_the_roll(position: int) -> None:
 
 
 def test_requested_acts_on_every_broker() -> None:
-    assert requested(3, {}) == (True, "requested")
-    assert requested(0, {"version": "3.7.1"}) == (True, "requested")
+    assert requested(3, {}, {}) == (True, "requested")
+    assert requested(0, {"version": "3.7.1"}, {"target_version": "3.7.1"}) == (True, "requested")
 
 
 def test_eta_is_none_before_a_broker_is_done() -> None:

@@ -42,18 +42,23 @@ def test_check_target_refuses_downgrades_and_a_third_release() -> None:
 
 def test_phase_rules() -> None:
     facts = {"installed": "3.6.2", "ibp": "3.6", "lmf": None}
-    everything = upgrade.PHASES
-    assert needs_action("pin", "3.7.1", everything)(0, facts) == (False, f"{IBP} pinned at 3.6")
-    assert needs_action("pin", "3.7.1", everything)(0, {**facts, "ibp": None})[0]
-    assert needs_action("binaries", "3.7.1", everything)(0, facts) == (True, "running 3.6.2, target 3.7.1")
-    assert needs_action("binaries", "3.7.1", everything)(0, {**facts, "installed": "3.7.1"})[0] is False
-    assert needs_action("ibp", "3.7.1", everything)(0, facts) == (True, f"{IBP} 3.6, target 3.7")
-    act, why = needs_action("lmf", "3.7.1", everything)(0, facts)
+    to_371 = {"target_version": "3.7.1", "phases": upgrade.PHASES}
+    assert needs_action("pin")(0, facts, to_371) == (False, f"{IBP} pinned at 3.6")
+    assert needs_action("pin")(0, {**facts, "ibp": None}, to_371)[0]
+    assert needs_action("binaries")(0, facts, to_371) == (True, "running 3.6.2, target 3.7.1")
+    assert needs_action("binaries")(0, {**facts, "installed": "3.7.1"}, to_371)[0] is False
+    assert needs_action("ibp")(0, facts, to_371) == (True, f"{IBP} 3.6, target 3.7")
+    every_phase = {"target_version": "3.7.1", "phases": None}
+    assert needs_action("ibp")(0, facts, every_phase) == (True, f"{IBP} 3.6, target 3.7")
+    act, why = needs_action("lmf")(0, facts, to_371)
     assert not act and "KIP-724" in why
-    assert needs_action("lmf", "2.8.2", everything)(0, {"installed": "2.7.1", "ibp": "2.8", "lmf": "2.7"})[0]
-    assert needs_action("ibp", "3.7.1", ["binaries"])(0, facts) == (False, "phase ibp not requested")
+    assert needs_action("lmf")(0, {"installed": "2.7.1", "ibp": "2.8", "lmf": "2.7"},
+                               {"target_version": "2.8.2", "phases": upgrade.PHASES})[0]
+    assert needs_action("ibp")(0, facts, {**to_371, "phases": ["binaries"]}) == (False, "phase ibp not requested")
     with pytest.raises(ValueError, match="unknown upgrade phase"):
-        needs_action("kraft", "3.7.1", everything)
+        needs_action("kraft")
+    with pytest.raises(ValueError, match="major.minor"):
+        needs_action("ibp")(0, facts, {"target_version": "latest"})
 
 
 def test_edits_per_phase() -> None:
@@ -160,7 +165,7 @@ def test_check_phases_on_kraft_needs_binaries_supporting_the_level() -> None:
     assert check_phases("4.1.0", ["binaries"], old, kraft=True, metadata_version=level) == []
     assert check_phases("4.1.0", ["pin", "binaries", "ibp", "lmf"], old, kraft=True, metadata_version=level) == []
     with pytest.raises(ValueError, match="unknown upgrade phase"):
-        needs_action("metadata_version", "4.1.0", upgrade.PHASES)
+        needs_action("metadata_version")
 
 
 def test_check_target_over_brokers_and_controllers_names_nodes() -> None:

@@ -30,8 +30,9 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert {k for k, v in rules.items() if v == "none_failed"} == after_a_maybe_empty_roll, rules
     assert rules["unlock_cluster"] == "all_done_setup_success"
     assert t["approve_protocol_bump"].ignore_downstream_trigger_rules, "Reject skips every task after it"
-    assert t["pin.plan"].only_in == "zookeeper" and t["ibp.plan"].only_in == "zookeeper"
-    assert t["lmf.plan"].only_in == "zookeeper" and t["binaries.plan"].only_in is None
+    assert t["pin.plan"].modes == {"zookeeper"} and t["ibp.plan"].modes == {"zookeeper"}
+    assert t["lmf.plan"].modes == {"zookeeper"} and t["binaries.plan"].modes == {"zookeeper", "migrating", "kraft"}
+    assert t["controller_binaries.plan"].modes == {"migrating", "kraft"}
     assert t["pin.plan"].skip_reason == "KRaft: metadata.version replaces inter.broker.protocol.version"
     assert t["controller_binaries.plan"].settings["roles"] == "all"
     assert t["controller_binaries.plan"].settings["controllers"] == []

@@ -10,9 +10,10 @@ from airflow.sdk import DAG
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.roll_params import roll_params
+from kafka_ops.roll_spec import RollSpec
 
 
-def all_but_broker_0(broker_id, facts):
+def all_but_broker_0(broker_id, facts, settings):
     return (broker_id != 0, "requested" if broker_id != 0 else "broker 0 is already where the test wants it")
 
 
@@ -24,5 +25,5 @@ def record_before_start(profile, broker, settings, log, dry_run):
 with DAG(dag_id="kafka_two_rolls_test", schedule=None, catchup=False, params=roll_params(),
          tags=["kafka-ops-test"]) as dag:
     cluster_guard([broker_roll("first"),
-                   broker_roll("second", needs_action=all_but_broker_0, before_start=record_before_start)],
+                   broker_roll(RollSpec("second", needs_action=all_but_broker_0, before_start=record_before_start))],
                   operation="two rolls (test)")

@@ -1,0 +1,422 @@
+"""The one loop every roll of Kafka nodes runs, whatever the nodes are (brokers, KRaft controllers): one mapped
+task per batch of nodes, every step in that task:
+
+turn -> finished? -> window -> choose (which nodes, in which order) -> needs action? -> lock -> gate -> pre-stop
+-> stop -> gone -> before-start -> pre-start -> start -> back -> soak -> report.
+
+Why one task per batch: strictly one batch at a time comes from ``max_active_tis_per_dagrun=1`` on the mapped task
+(a running or deferred instance blocks the next; the scheduler starts them in map-index order), not from a sensor
+that polls the previous batch's state (reschedule sensors hit apache/airflow#71172). Waits poll in the task's own
+process (``runtime.waiting``), so no deferral race (apache/airflow#72716) can fail a step either; the Grid label
+shows the current step (``runtime.grid.show_step``). Every step that can skip asks :func:`kafka_ops.roll.decide`
+and logs its reason verbatim; the roll's record (``runtime.roll_store``) is written before and after each action,
+so a cleared task resumes exactly where this roll left the node and acts only on what this roll did. Every step
+that touches the cluster first checks that this run holds the cluster lock (``runtime.lock_holding``).
+
+A node kind (``operators.broker_roll``, ``operators.controller_roll``) supplies only what differs, Strimzi's
+roles as data: which nodes a task covers (:meth:`NodeRollOperator._choose`), how to see a node alive
+(:meth:`~NodeRollOperator._alive`), its gate, its service commands, how to see it gone and back, and the
+task's Grid label. What a roll *does* to a node beyond a restart (an upgrade's install step, the needs-action
+rule and its facts) comes from the roll's ``kafka_ops.roll_spec.RollSpec``, passed in by the group factories.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
+from kafka_ops.profile import ClusterProfile
+from kafka_ops.roll import RollRecord, clock, decide, eta_s, names, turn
+from kafka_ops.roll_spec import BeforeStart, Facts, NeedsAction, requested
+from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.grid import show_step
+from runtime.lock_holding import ensure_held, release_held
+from runtime.params import is_true, resolve_settings
+from runtime.profiles import profile_or_fail
+from runtime.roll_store import RollStore
+from runtime.run_report import FAILED_STATES
+from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
+from runtime.window_gate import window_gate
+
+#: The roll phase written just before a step's command is sent (so a resume knows it may have happened).
+SENT = {"stop": "stopping", "start": "starting"}
+#: The run's command settings of the steps that run a command, in roll order: (step, setting).
+STOP_STEPS = (("pre_stop", "pre_stop"), ("stop", "stop_command"))
+START_STEPS = (("pre_start", "pre_start"), ("start", "start_command"))
+#: First pause of the waits after an action, seconds (doubling up to healthcheck_interval_s).
+RAMP_FROM_S = 0.5
+
+
+class ChooseAgain(Exception):
+    """Raised by a node kind's gate when the task must choose its nodes again (the KRaft quorum leader moved
+    onto the controller whose turn it is); the message says why."""
+
+
+class NodeRollOperator(BaseOperator):
+    """Roll one batch of nodes (mapped over the roll's plan; see the module docstring). Subclasses set
+    :attr:`node` and :attr:`item_field` and implement the node-kind hooks below.
+
+    :param roll_id: the roll this batch belongs to (its record's key).
+    :param settings: the roll's settings (values or :class:`runtime.params.FromParam`): ``cluster``, ``dry_run``,
+        ``healthcheck_interval_s`` (s, default 5), ``healthcheck_timeout_s`` (s, default 900), ``soak_s`` (s),
+        ``window_policy``, ``command_timeout_s`` (SSH commands, s, default 300), the command choices
+        ``pre_stop``, ``stop_command``, ``pre_start``, ``start_command`` (brokers), and what the node kind reads.
+    :param operation: the lock's operation label ("rolling restart").
+    :param before_start: / :param needs_action: / :param facts: the roll's hooks, from its
+        :class:`kafka_ops.roll_spec.RollSpec` (``needs_action`` is asked once per node the roll has not touched,
+        with ``facts(profile, node, settings)`` and the resolved settings; default: every planned node).
+
+    Returns (XCom) what :meth:`_result` makes of the nodes and the action (``"restarted"``, ``"dry run"``, ``"left
+    alone"`` or ``"skip"``), with ``marks``: epoch seconds of ``began``, ``stop_sent``, ``gone``, ``start_sent``,
+    the node kind's "back" marks and ``done`` (those reached; for a batch, when the last of its nodes got there).
+    """
+
+    #: What the nodes are called in every log line and decision ("broker", "controller").
+    node = "node"
+    #: The constructor argument holding the mapped item (``"batch"``, ``"item"``).
+    item_field = "item"
+
+    def __init__(
+        self,
+        *,
+        roll_id: str,
+        settings: dict,
+        operation: str = "rolling restart",
+        before_start: BeforeStart | None = None,
+        needs_action: NeedsAction = requested,
+        facts: Facts | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("max_active_tis_per_dagrun", 1)  # set these in .partial() too when mapping:
+        kwargs.setdefault("retries", 0)  # an up_for_retry instance would let the next batch start
+        super().__init__(**kwargs)
+        self.roll_id = roll_id
+        self.settings = settings
+        self.operation = operation
+        self.before_start = before_start
+        self.needs_action = needs_action
+        self.facts = facts
+
+    # -- the node kind's hooks ----------------------------------------------------------------------------------
+
+    def _configure(self) -> None:
+        """Read the node kind's own settings (``self.cfg``) and give the mapped item its Grid label if it has none
+        (an item planned by an earlier kafka-ops)."""
+
+    def _position(self) -> int:
+        """The task's 0-based position in the roll's batches."""
+        raise NotImplementedError
+
+    @property
+    def _label_text(self) -> str:
+        """The task's Grid label (the item's ``grid_label``)."""
+        return str(getattr(self, self.item_field)["grid_label"])
+
+    def _what(self) -> str:
+        """What the window gate names: ``"broker 3 (2/3)"``."""
+        raise NotImplementedError
+
+    def _planned(self, record: RollRecord, position: int) -> list[int]:
+        """The node ids the roll's record plans at ``position``."""
+        return record.batches[position]
+
+    def _on_finished(self, record: RollRecord, position: int) -> None:
+        """Called when every node of the task is done already (the task skips)."""
+
+    @contextmanager
+    def _session(self, profile: ClusterProfile, record: RollRecord) -> Iterator[None]:
+        """The cluster clients the batch uses (opened once, closed after the batch, also on failure)."""
+        yield
+
+    def _choose(self, store: RollStore, record: RollRecord, position: int) -> tuple[RollRecord, dict[int, dict]]:
+        """The nodes this task rolls now: ``{id: node dict ({"id", "host", ...})}`` in roll order, the record
+        (a node kind may reorder the roll, saving it)."""
+        raise NotImplementedError
+
+    def _alive(self, nodes: Mapping[int, dict]) -> set[int]:
+        """The ids of ``nodes`` that are alive now (a dry run may take every node as alive)."""
+        raise NotImplementedError
+
+    def _gate(self, record: RollRecord, position: int, nodes: Mapping[int, dict], gated: list[int],
+              stopped: list[int]) -> None:
+        """Wait until ``gated`` may be stopped (``stopped``: nodes of this batch the roll already stopped); a dry
+        run looks once and logs the verdict. May raise :class:`ChooseAgain`."""
+        raise NotImplementedError
+
+    def _command(self, step: str, choice: str | None, node: dict) -> BrokerCommand | None:
+        """The command of ``step`` on ``node`` for the run's ``choice`` (None: nothing to run)."""
+        raise NotImplementedError
+
+    def _wait_gone(self, nodes: Mapping[int, dict]) -> None:
+        """Wait until every node of ``nodes`` has stopped."""
+        raise NotImplementedError
+
+    def _dry_gone(self, nodes: Mapping[int, dict]) -> None:
+        """Log what a real run would wait for to see the nodes gone."""
+
+    def _wait_back(self, record: RollRecord, nodes: Mapping[int, dict]) -> None:
+        """Wait until every node of ``nodes`` is back (setting its marks)."""
+        raise NotImplementedError
+
+    def _dry_back(self, nodes: Mapping[int, dict], soak: float) -> None:
+        """Log what a real run would wait for to see the nodes back."""
+        raise NotImplementedError
+
+    def _now(self, record: RollRecord, ids: list[int]) -> dict[int, str]:
+        """How each node of ``ids`` is now, for a failure's last words ("DOWN", "running")."""
+        raise NotImplementedError
+
+    def _after_roll(self, store: RollStore, record: RollRecord, acted: list[int]) -> RollRecord:
+        """The record after the batch's steps, before its nodes are marked done."""
+        return record
+
+    def _result(self, ids: list[int], action: str) -> dict:
+        """The task's XCom for ``ids`` and ``action`` (``marks`` added for a batch that ran)."""
+        return {"nodes": ids, "action": action}
+
+    # -- shared helpers -------------------------------------------------------------------------------------------
+
+    def _sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def _previous_failed(self, context: Any, position: int) -> bool:
+        ti = context["ti"]
+        states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id])
+        return states.get(ti.run_id, {}).get(f"{ti.task_id}_{position - 1}") in FAILED_STATES
+
+    def _wait(self, check: Callable[[], Check], what: str, not_yet: str | None = None, ramp: bool = True) -> Check:
+        """Wait for ``check``; ``ramp`` polls quickly first (0.5, 1, 2 s ... up to the interval): a node is usually
+        gone, back and caught up within seconds of the action. A timeout or a fatal error fails the task with the
+        reason; a :class:`ChooseAgain` raised by ``check`` comes through as itself."""
+        try:
+            return wait_until(check, what=what, interval_s=self.interval_s, timeout_s=self.timeout_s, log=self.log,
+                              not_yet=not_yet, ramp_from_s=RAMP_FROM_S if ramp else None, sleep=self._sleep)
+        except WaitAborted as exc:
+            if isinstance(exc.__cause__, ChooseAgain):
+                raise exc.__cause__ from None
+            raise AirflowFailException(str(exc)) from exc
+        except WaitTimeout as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    def _ask(self, call: Callable[[], Any], what: str) -> Any:
+        """``call()``, waiting out transient errors up to the health-check timeout (fails the task after it)."""
+        try:
+            return call_until_answered(call, what=what, interval_s=self.interval_s, timeout_s=self.timeout_s,
+                                       log=self.log, sleep=self._sleep)
+        except (WaitAborted, WaitTimeout) as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    def _show(self, step: str) -> None:
+        show_step(self._context, f"{self._label_text} · {step}")
+
+    def _acting(self, step: str, record: RollRecord, nodes: Mapping[int, dict]) -> list[int]:
+        """The nodes ``step`` acts on now (each decision logged; a refusal fails the batch)."""
+        alive = set() if step == "wait_gone" else self._alive(nodes)  # that rule reads only the record
+        chosen = []
+        for nid in nodes:
+            d = decide(step, nid, record, nid in alive, node=self.node)
+            if d.action == "fail":
+                raise AirflowFailException(d.reason)
+            if d.action == "skip":
+                self.log.info("%s", d.reason)
+            else:
+                chosen.append(nid)
+        return chosen
+
+    def _run_all(self, chosen: list[BrokerCommand], who: str | None) -> None:
+        """Run one step's commands, side by side when there are several; the first failure is raised after every
+        command has ended (a half-sent batch stop must not leave commands running unobserved)."""
+        ssh_conn_id = self.profile.ssh_conn_id
+        if len(chosen) == 1:
+            chosen[0].run(ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(chosen), 16)) as pool:
+            futures = [pool.submit(c.run, ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who)
+                       for c in chosen]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
+
+    # -- the batch ------------------------------------------------------------------------------------------------
+
+    def execute(self, context: Any) -> dict:
+        cfg = resolve_settings(self.settings, context["params"])
+        self.cfg = cfg
+        self._context = context
+        self.dry_run = is_true(cfg.get("dry_run", False))
+        self._configure()
+        self.interval_s = float(cfg.get("healthcheck_interval_s", 5))
+        self.timeout_s = float(cfg.get("healthcheck_timeout_s", 900))
+        self.ssh_timeout_s = float(cfg.get("command_timeout_s", 300))
+        position = self._position()
+        store = RollStore(context, self.roll_id)
+        record = store.load()
+        if record is None:
+            raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run")
+        if not 0 <= position < len(record.batches):
+            raise AirflowFailException(f"roll {self.roll_id!r} has {len(record.batches)} {self.node} batches; this "
+                                       f"task is position {position + 1}: its plan changed, clear the plan task")
+        decision = turn(position, record, position > 0 and self._previous_failed(context, position), node=self.node)
+        if decision.action == "fail":
+            raise AirflowFailException(decision.reason)
+        if decision.action == "skip":  # only outside the scheduler's map-index order (e.g. dag.test)
+            self.log.info("%s", decision.reason)
+            raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=2))
+        planned = self._planned(record, position)
+        finished = [n for n in planned if record.is_done(n)]
+        for nid in finished:
+            p = record.progress(nid)
+            self.log.info("%s %s: skip: finished in roll %r at %s (%s)", self.node, nid, self.roll_id, clock(p.at_ms),
+                          p.reason)
+        if len(finished) == len(planned):
+            self._on_finished(record, position)
+            return self._result(planned, "skip")
+        self.log.info("%s", decision.reason)
+        if all(record.phase(n) in (None, "done") for n in planned):  # a batch that began finishes, window or not
+            window_gate(self, context, what=self._what(), policy=str(cfg.get("window_policy") or "wait"),
+                        dry_run=self.dry_run, label=self._show)
+        self.marks: dict[str, float] = {"began": time.time()}
+        self.profile = profile_or_fail(cfg["cluster"])
+        who = getattr(context.get("dag_run"), "triggering_user_name", None)
+        begun = time.monotonic()
+        with self._session(self.profile, record):
+            try:
+                record, acted = self._roll(context, cfg, store, record, position, who)
+            except (AirflowFailException, BrokerCommandFailed) as exc:
+                left = self._left_state(store.load() or record, position)
+                if not self.dry_run:
+                    release_held(self.profile, context, self.log, f"the roll stops at this {self.node}")
+                raise AirflowFailException(f"{exc}{left}") from exc
+            record = self._after_roll(store, record, acted)
+        took = time.monotonic() - begun
+        for nid in acted:
+            record = store.mark(record, nid, "done", "dry run" if self.dry_run else "restarted", took)
+        ids = self._planned(record, position)  # a controller roll may have put another node at this position
+        self._report(record, ids)
+        self.marks["done"] = time.time()
+        action = "dry run" if self.dry_run else "restarted" if acted else "left alone"
+        return {**self._result(ids, action), "marks": self.marks}
+
+    def execute_in_window(self, context: Any, event: Any = None) -> dict:
+        """Resumed by the window gate's trigger when the next maintenance window opens: the batch from its start
+        (turn, gate, ...), the window checked again."""
+        return self.execute(context)
+
+    def _left_alone(self, store: RollStore, record: RollRecord, nodes: dict[int, dict],
+                    cfg: Mapping[str, Any]) -> RollRecord:
+        """Ask the needs-action rule about every untouched, alive node of ``nodes``; the nodes it leaves alone are
+        marked done (with its reason) and dropped from ``nodes``."""
+        alive = self._alive(nodes)
+        for nid in list(nodes):
+            if record.phase(nid) is None and nid in alive:
+                facts = self.facts(self.profile, nodes[nid], cfg) if self.facts else {}
+                act, why = self.needs_action(nid, facts, cfg)
+                if not act:
+                    self.log.info("%s %s: left alone: %s", self.node, nid, why)
+                    record = store.mark(record, nid, "done", f"left alone: {why}")
+                    del nodes[nid]
+                    continue
+                self.log.warning("%s %s: rolling it due to: %s", self.node, nid, why)
+        return record
+
+    def _roll(self, context: Any, cfg: Mapping[str, Any], store: RollStore, record: RollRecord, position: int,
+              who: str | None) -> tuple[RollRecord, list[int]]:
+        """Every step for the batch's unfinished nodes; returns the record and the nodes acted on."""
+        for _ in range(len(record.order) + 1):
+            record, nodes = self._choose(store, record, position)
+            record = self._left_alone(store, record, nodes, cfg)
+            if not nodes:
+                return record, []
+            if not self.dry_run:
+                ensure_held(self.profile, context, self.operation, self.log)
+            gated = list(nodes) if self.dry_run else self._acting("gate", record, nodes)
+            if not gated:
+                break
+            try:
+                self._show("gate")
+                self._gate(record, position, nodes, gated, [n for n in nodes if n not in gated])
+                break
+            except ChooseAgain as again:
+                self.log.warning("%s: choosing again", again)
+        else:
+            raise AirflowFailException(f"roll {self.roll_id!r}: the {self.node} whose turn it was had to go later "
+                                       f"{len(record.order) + 1} times in a row: not stopping any")
+        record = self._commands(context, cfg, store, record, nodes, STOP_STEPS, who)
+        # gone
+        if self.dry_run:
+            self._dry_gone(nodes)
+        else:
+            going = self._acting("wait_gone", record, nodes)
+            if going:
+                self._show("gone?")
+                self._wait_gone({n: nodes[n] for n in going})
+                self.marks["gone"] = time.time()
+                for nid in going:
+                    record = store.mark(record, nid, "stopped")
+        # before start
+        if self.before_start is not None and self.dry_run:
+            self.log.info("DRY RUN: would run the roll's before-start step on %s", names(list(nodes), self.node))
+        elif self.before_start is not None:
+            preparing = self._acting("before_start", record, nodes)
+            if preparing:
+                self._show("before start")
+            for nid in preparing:
+                self.before_start(self.profile, nodes[nid], cfg, self.log, False)
+                record = store.mark(record, nid, "prepared")
+        record = self._commands(context, cfg, store, record, nodes, START_STEPS, who)
+        soak = float(cfg.get("soak_s", 0) or 0)
+        if self.dry_run:
+            self._dry_back(nodes, soak)
+            return record, list(nodes)
+        self._wait_back(record, nodes)
+        if soak > 0:
+            self._show(f"soak {soak:.0f} s")
+            self.log.info("%s: soaking %.0f s", names(list(nodes), self.node), soak)
+            self._sleep(soak)
+        return record, list(nodes)
+
+    def _commands(self, context: Any, cfg: Mapping[str, Any], store: RollStore, record: RollRecord,
+                  nodes: Mapping[int, dict], steps: tuple[tuple[str, str], ...], who: str | None) -> RollRecord:
+        """Run the steps' commands on the batch's nodes side by side; before the main one (stop / start) check the
+        lock and record it."""
+        for step, setting in steps:
+            commands = {n: self._command(step, cfg.get(setting), nodes[n]) for n in nodes}
+            if not any(commands.values()):  # a pre-step not asked for: no decision, no status read
+                continue
+            targets = list(nodes) if self.dry_run else self._acting(step, record, nodes)
+            chosen = [commands[n] for n in targets if commands[n] is not None]
+            if not chosen:
+                continue
+            self._show(step.replace("_", "-"))
+            if step in SENT and not self.dry_run:
+                ensure_held(self.profile, context, self.operation, self.log)
+                for c in chosen:
+                    record = store.mark(record, c.broker_id, SENT[step], f"{step} sent by {who or 'this run'}")
+                self.marks[f"{step}_sent"] = time.time()
+            self._run_all(chosen, who)
+        return record
+
+    def _left_state(self, record: RollRecord, position: int) -> str:
+        """What the failure leaves behind, for the task's last error line."""
+        planned = self._planned(record, position)
+        touched = [n for n in planned if record.phase(n) not in (None, "done")]
+        if not touched:
+            return f" ({names(planned, self.node)} not stopped by this roll)"
+        now = self._now(record, touched)
+        parts = [f"{self.node} {nid} is {now[nid]}; this roll's record: {record.phase(nid)} at "
+                 f"{clock(record.progress(nid).at_ms)}" for nid in touched]
+        return f" ({'; '.join(parts)}; clearing this task resumes it from there)"
+
+    def _report(self, record: RollRecord, ids: list[int]) -> None:
+        done, total = len(record.finished()), len(record.order)
+        left = eta_s(record)
+        finish = "" if left is None or done == total else (
+            f"; about {left / 60:.1f} min left, done near {clock(int((time.time() + left) * 1000))}")
+        self.log.info("roll %r: %s done; %d/%d %ss done%s", self.roll_id, names(ids, self.node), done, total,
+                      self.node, finish)

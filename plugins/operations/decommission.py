@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 from groups.cluster_guard import cluster_guard
 from groups.operation_dag import operation_dag
 from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
@@ -25,6 +25,7 @@ from operators.cluster_checks import WaitForClusterOperator
 from operators.leadership import ElectLeadersOperator
 from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
+from runtime.settings_table import param
 
 OPERATION = "decommission"
 
@@ -41,9 +42,7 @@ def decommission_dag(dag_id: str = "kafka_decommission", *, schedule: Any = None
         defaults=defaults,
         params={
             **reassignment_params("Ids of the brokers to drain and remove"),
-            "stop_brokers": Param(True, type="boolean",
-                                  description="Stop the drained brokers (service_stop over SSH) once they hold "
-                                  "nothing"),
+            "stop_brokers": param("stop_brokers"),
         },
     ) as dag:
         cluster_guard(

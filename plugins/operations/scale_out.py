@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 from groups.cluster_guard import cluster_guard
 from groups.operation_dag import operation_dag
 from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
@@ -26,6 +26,7 @@ from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
 from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
+from runtime.settings_table import param
 
 OPERATION = "scale-out"
 
@@ -42,9 +43,7 @@ def scale_out_dag(dag_id: str = "kafka_scale_out", *, schedule: Any = None,
         defaults=defaults,
         params={
             **reassignment_params("Ids of the new brokers"),
-            "start_new_brokers": Param(False, type="boolean",
-                                       description="Start the new brokers over SSH (hosts from the profile's "
-                                       "broker_hosts) and wait until they are registered"),
+            "start_new_brokers": param("start_new_brokers"),
         },
     ) as dag:
         cluster_guard(

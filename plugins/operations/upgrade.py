@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from airflow.sdk import DAG, Param, TriggerRule
+from airflow.sdk import DAG, TriggerRule
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.controller_roll import controller_roll
@@ -41,6 +41,7 @@ from operators.metadata_version import MetadataVersionOperator
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
 from operators.upgrade_checks import UpgradeChecksOperator
 from runtime.params import FromParam
+from runtime.settings_table import params
 from runtime.upgrade_steps import before_start, facts
 
 OPERATION = "upgrade"
@@ -88,22 +89,7 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
         defaults=defaults,
         params={
             **roll_params(),
-            "target_version": Param("3.7.1", type="string", pattern=r"^\d+\.\d+\.\d+$",
-                                    description="The Kafka release to upgrade to (major.minor.patch)"),
-            "install_command": Param(None, type=["null", "string"], maxLength=4096,
-                                     description="Name of a profile command installing the release on a broker "
-                                     "or controller host ({version} is filled in); empty = switch the kafka symlink "
-                                     "under kafka_home to the unpacked kafka_*-<version> beside it"),
-            "approve_protocol_bump": Param(False, type="boolean",
-                                           description="Approve the IBP/LMF bump (KRaft: the metadata.version bump) "
-                                           "in advance; false = the run waits for Approve / Reject (Required "
-                                           "Actions) before the irreversible phases"),
-            "phases": Param(list(upgrade.PHASES), type="array", items={"type": "string", "enum": list(upgrade.PHASES)},
-                            uniqueItems=True, description="Phases to run, in this order: pin, binaries, ibp, lmf "
-                            "(ZooKeeper mode), metadata_version (KRaft); binaries rolls the KRaft controllers first"),
-            "metadata_version": Param(None, type=["null", "string"], maxLength=32,
-                                      description="KRaft: the metadata.version to finalize ('4.1-IV1', '4.1' or the "
-                                      "feature level '27'); empty = the latest level of target_version"),
+            **params("target_version", "install_command", "approve_protocol_bump", "phases", "metadata_version"),
         },
     ) as dag:
         settings = {"cluster": FromParam("cluster"), "metadata_version": FromParam("metadata_version"),

@@ -100,7 +100,7 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _dry_back(self, nodes: Mapping[int, dict], soak: float) -> None:
         self.log.info("DRY RUN: would wait until %s registered, back in every ISR and leading their preferred "
-                      "partitions again, then soak %s s", batch_label(list(nodes)), self.cfg.get("soak_s", 0))
+                      "partitions again, then soak %s s", batch_label(list(nodes)), soak)
 
     def _now(self, record: RollRecord, ids: list[int]) -> dict[int, str]:
         try:
@@ -146,7 +146,7 @@ class BrokerRollOperator(NodeRollOperator):
         back counts (``runtime.lag_watch``). ``stopped``: brokers of this batch this roll already stopped (a resumed
         batch): their URPs are expected, so only offline partitions and min ISR are judged."""
         prober, ids = self.prober, gated
-        streak_needed = int(self.cfg.get("lag_ok_consecutive", 3))
+        streak_needed = int(self.setting("lag_ok_consecutive"))
         groups = record.consumer_groups
         who = batch_label(ids)
         lag = self.lag

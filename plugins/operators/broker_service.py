@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.reassignment import leaders_on, partitions_on
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.lock_holding import ensure_held
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
-from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+from runtime.params import is_true
+from runtime.waiting import Check
+
+from operators.cluster_operator import ClusterOperator
 
 
-class BrokerServiceOperator(BaseOperator):
+class BrokerServiceOperator(ClusterOperator):
     """``action="start"``: start the brokers in setting ``brokers`` that are not registered (hosts from the
     profile's ``broker_hosts``) and wait until each is registered. ``action="stop"``: stop each broker in
     ``brokers`` that is still registered, after checking it holds and leads nothing, and wait until it is
@@ -35,20 +35,19 @@ class BrokerServiceOperator(BaseOperator):
     def __init__(self, *, action: str, settings: dict, operation: str, **kwargs: Any) -> None:
         if action not in ("start", "stop"):
             raise ValueError(f"action must be 'start' or 'stop', got {action!r}")
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.action = action
-        self.settings = settings
         self.operation = operation
 
     def execute(self, context: Any) -> list[int]:
-        cfg = resolve_settings(self.settings, context["params"])
-        if not is_true(cfg.get("enabled", True)):
+        self.resolve(context)
+        if not is_true(self.setting("enabled")):
             self.log.info("not asked to %s brokers%s", self.action,
                           ": the new brokers must already be registered" if self.action == "start" else "")
             return []
-        dry_run = is_true(cfg.get("dry_run", False))
-        profile = profile_or_fail(cfg["cluster"])
-        wanted = [int(b) for b in cfg.get("brokers") or []]
+        dry_run = self.dry_run
+        profile = self.profile
+        wanted = [int(b) for b in self.setting("brokers")]
         acted = []
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
@@ -80,20 +79,14 @@ class BrokerServiceOperator(BaseOperator):
                 if not dry_run:
                     ensure_held(profile, context, self.operation, self.log)
                 try:
-                    command.run(profile.ssh_conn_id, float(cfg.get("command_timeout_s", 300)), self.log, dry_run)
+                    command.run(profile.ssh_conn_id, float(self.setting("command_timeout_s")), self.log, dry_run)
                 except BrokerCommandFailed as exc:
                     raise AirflowFailException(str(exc)) from exc
                 acted.append(bid)
                 if dry_run:
                     continue
                 kind = "registered" if self.action == "start" else "gone"
-                try:
-                    wait_until(lambda b=bid, k=kind: _check(prober, k, b), what=PROBES[kind].describe(bid),
-                               interval_s=float(cfg.get("healthcheck_interval_s", 5)),
-                               timeout_s=float(cfg.get("healthcheck_timeout_s", 900)), log=self.log,
-                               ramp_from_s=0.5)
-                except (WaitTimeout, WaitAborted) as exc:
-                    raise AirflowFailException(str(exc)) from exc
+                self.wait(lambda b=bid, k=kind: _check(prober, k, b), PROBES[kind].describe(bid), ramp_from_s=0.5)
         self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
                       " (DRY RUN: nothing ran)" if dry_run else "")
         return acted

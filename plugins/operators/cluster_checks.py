@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import check_commands
 from runtime.lock_holding import release_held
-from runtime.params import is_true, resolve_settings, unknown_conf_keys
-from runtime.profiles import profile_or_fail
+from runtime.params import unknown_conf_keys
 from runtime.roll_store import forget
-from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+from runtime.waiting import Check
+
+from operators.cluster_operator import ClusterOperator
 
 
-class CheckParamsOperator(BaseOperator):
+class CheckParamsOperator(ClusterOperator):
     """First task of an operation (before the lock): the trigger's conf has no key that is not a param
     ("unknown param 'broker'; did you mean 'brokers'?"), the cluster connection holds a valid profile, and
     the commands the run names are allowed by that profile. Touches no cluster.
@@ -27,26 +27,22 @@ class CheckParamsOperator(BaseOperator):
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
-
     def execute(self, context: Any) -> None:
         conf = getattr(context.get("dag_run"), "conf", None) or {}
         # context["params"] already holds the conf merged in; the DAG's own params are the declared ones
         problems = unknown_conf_keys(conf, context["dag"].params.keys())
         if problems:
             raise AirflowFailException("; ".join(problems) + " (nothing was done)")
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        cfg = self.resolve(context)
+        profile = self.profile
         for chosen in check_commands(profile, cfg, {"id": 0, "host": "?"}):
             self.log.info("command %s", chosen)
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
         self.log.info("cluster %s (%s); triggered by %s%s", profile.conn_id, profile.bootstrap_servers,
-                      who or "unknown", "; DRY RUN: nothing will be touched" if is_true(cfg.get("dry_run")) else "")
+                      who or "unknown", "; DRY RUN: nothing will be touched" if self.dry_run else "")
 
 
-class WaitForClusterOperator(BaseOperator):
+class WaitForClusterOperator(ClusterOperator):
     """Wait (in this task's process) until probe ``kind`` passes for the whole cluster, e.g. ``"healthy"``
     (no offline partition, no URP, leaders balanced) as an operation's final check.
 
@@ -58,33 +54,28 @@ class WaitForClusterOperator(BaseOperator):
     ui_color = "#e8f4fd"
 
     def __init__(self, *, kind: str, settings: dict, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         if kind not in PROBES or PROBES[kind].needs_broker:
             raise ValueError(f"kind must be a cluster-wide probe, got {kind!r}")
         self.kind = kind
-        self.settings = settings
 
     def execute(self, context: Any) -> str:
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        self.resolve(context)
+        profile = self.profile
         what = PROBES[self.kind].describe(None)
         with ClusterProber(profile) as prober:
             def check() -> Check:
                 verdict = prober.look(self.kind)
                 return Check(verdict.ok, verdict.message())
 
-            if is_true(cfg.get("dry_run", False)):
+            if self.dry_run:
                 result = check()
                 self.log.info("DRY RUN: %s: %s", what, result.message)
                 return result.message
-            try:
-                return wait_until(check, what=what, interval_s=float(cfg.get("healthcheck_interval_s", 5)),
-                                  timeout_s=float(cfg.get("healthcheck_timeout_s", 900)), log=self.log).message
-            except (WaitTimeout, WaitAborted) as exc:
-                raise AirflowFailException(str(exc)) from exc
+            return self.wait(check, what).message
 
 
-class ForgetRollsOperator(BaseOperator):
+class ForgetRollsOperator(ClusterOperator):
     """The run succeeded: delete its roll records (nothing left to resume) and release the cluster lock if
     this run holds it (a run resumed by clearing only failed tasks took it back in a broker task, and its
     ``unlock_cluster`` teardown, which succeeded before, does not run again).
@@ -95,13 +86,12 @@ class ForgetRollsOperator(BaseOperator):
     ui_color = "#eeeeee"
 
     def __init__(self, *, roll_ids: list[str], settings: dict, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.roll_ids = list(roll_ids)
-        self.settings = settings
 
     def execute(self, context: Any) -> list[str]:
         deleted = forget(context, self.roll_ids)
         self.log.info("deleted roll records: %s", deleted or "none")
-        cfg = resolve_settings(self.settings, context["params"])
-        release_held(profile_or_fail(cfg["cluster"]), context, self.log, "the run succeeded")
+        self.resolve(context)
+        release_held(self.profile, context, self.log, "the run succeeded")
         return deleted

@@ -23,6 +23,7 @@ from runtime.lock_holding import LockHeldByOther, holder_of, lock_store, take
 from runtime.params import FromParam, resolve_settings
 from runtime.run_note import note_run
 from runtime.run_report import run_summary
+from runtime.settings_table import value_or_default
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
 
@@ -68,7 +69,7 @@ class LockClusterOperator(BaseOperator):
                 return Check(True, f"locked for {holder}")
             self._waited = True
             message = f"cluster {profile.conn_id} is busy: {other.describe()}"
-            if cfg.get("lock_wait", "wait") == "fail":
+            if value_or_default("lock_wait", cfg) == "fail":
                 raise LockHeldByOther(message + " (lock_wait=fail)")
             return Check(False, message)
 

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import ClusterState
-from runtime.params import resolve_settings
-from runtime.profiles import profile_or_fail
 from runtime.run_dir import run_directory
+
+from operators.cluster_operator import ClusterOperator
 
 
 def partition_sizes(log_dir_rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
@@ -47,7 +46,7 @@ def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, 
     return {"brokers": len(brokers), "partitions": len(state.partitions), "bytes": total}
 
 
-class SnapshotOperator(BaseOperator):
+class SnapshotOperator(ClusterOperator):
     """Snapshot the cluster into ``<run directory>/snapshot`` (Metadata, DescribeCluster for racks,
     DescribeLogDirs for sizes); returns the run directory's path (str).
 
@@ -56,13 +55,9 @@ class SnapshotOperator(BaseOperator):
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
-
     def execute(self, context: Any) -> str:
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        self.resolve(context)
+        profile = self.profile
         run_dir = run_directory(context)
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)

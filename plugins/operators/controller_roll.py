@@ -14,40 +14,33 @@ quorum rules are in ``kafka_ops.controller_roll`` and ``kafka_ops.quorum``; this
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as rules
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.quorum import DEFAULT_FETCH_TIMEOUT_MS, Quorum, can_restart_controller
+from kafka_ops.quorum import Quorum, can_restart_controller
 from kafka_ops.roll import RollRecord, clock
 from kafka_ops.roll_spec import parse_modes, ruled_out
 from runtime.broker_commands import BrokerCommand, controller_command
 from runtime.cluster_mode import run_mode
 from runtime.failures import describe
-from runtime.params import is_true, resolve_settings
 from runtime.pending_labels import publish
-from runtime.profiles import profile_or_fail
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
-from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
+from runtime.waiting import Check
 
+from operators.cluster_operator import ClusterOperator
 from operators.node_roll import ChooseAgain, NodeRollOperator
 
 NODE = "controller"
 
 
-def _waits(cfg: dict, log: Any) -> dict:
-    return {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
-            "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": log}
-
-
-class ControllerPlanOperator(BaseOperator):
+class ControllerPlanOperator(ClusterOperator):
     """Decide the run's path and freeze the controller roll's plan; returns the mapped items of the controller
     task (``kafka_ops.controller_roll.controller_items``: ``{"position", "total", "id", "host", "label",
     "active", "grid_label"}``), in roll order, or ``[]`` when the run restarts no controller (ZooKeeper mode, or
@@ -76,38 +69,34 @@ class ControllerPlanOperator(BaseOperator):
 
     def __init__(self, *, roll_id: str, settings: dict, labels_for: str | None = None, modes: Any = None,
                  skip_reason: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.roll_id = roll_id
-        self.settings = settings
         self.labels_for = labels_for
         self.modes = parse_modes(modes)
         self.skip_reason = skip_reason
 
     def execute(self, context: Any) -> list[dict]:
-        cfg = resolve_settings(self.settings, context["params"])
-        return publish(context, self.labels_for, self._plan(context, cfg))
+        return publish(context, self.labels_for, self._plan(context, self.resolve(context)))
 
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
-        dry_run = is_true(cfg.get("dry_run", False))
+        dry_run = self.dry_run
         if frozen is not None:
             self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
                           clock(frozen.began_ms), frozen.order or "no controller", frozen.finished() or "none")
             return rules.controller_items(frozen.steps, dry_run)
-        profile = profile_or_fail(cfg["cluster"])
-        waits = _waits(cfg, self.log)
-        requested_ids = list(cfg.get("controllers") or [])
+        profile = self.profile
+        requested_ids = list(self.setting("controllers"))
         with KafkaAdminHook(profile=profile) as admin:
-            mode = run_mode(context, lambda: _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits),
-                            self.log)
+            mode = run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)
             out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
             if out is not None:
                 self.log.info("%s: roll %r plans nothing", out, self.roll_id)
                 store.save(RollRecord(self.roll_id, now_ms()))
                 return []
             try:
-                roles = rules.role_plan(str(cfg.get("roles") or "all"), requested_ids, mode.has_quorum)
+                roles = rules.role_plan(str(self.setting("roles")), requested_ids, mode.has_quorum)
             except ValueError as exc:
                 raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
             self.log.info("%s", roles.reason)
@@ -115,7 +104,7 @@ class ControllerPlanOperator(BaseOperator):
                 store.save(RollRecord(self.roll_id, now_ms()))
                 self.log.info("roll %r: no controller to restart", self.roll_id)
                 return []
-            quorum = self._quorum_with_leader(admin, waits)
+            quorum = self._quorum_with_leader(admin)
         self.log.info("%s", rules.describe_quorum_line(quorum))
         try:
             plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.conn_id)
@@ -136,7 +125,7 @@ class ControllerPlanOperator(BaseOperator):
                  self.log, line_key=f"roll {self.roll_id!r}")
         return items
 
-    def _quorum_with_leader(self, admin: KafkaAdminHook, waits: dict) -> Quorum:
+    def _quorum_with_leader(self, admin: KafkaAdminHook) -> Quorum:
         """DescribeQuorum until it names a leader (an election takes a few seconds)."""
         seen: list[Quorum] = []
 
@@ -144,20 +133,8 @@ class ControllerPlanOperator(BaseOperator):
             seen.append(admin.describe_quorum())
             return Check(seen[-1].has_leader, rules.describe_quorum_line(seen[-1]))
 
-        try:
-            wait_until(check, what="the metadata quorum has a leader", **waits)
-        except (WaitAborted, WaitTimeout) as exc:
-            raise AirflowFailException(str(exc)) from exc
+        self.wait(check, "the metadata quorum has a leader")
         return seen[-1]
-
-
-def _ask(call: Callable[[], Any], what: str, waits: dict) -> Any:
-    """``call()``, waiting out transient errors up to the health-check timeout; AirflowFailException for a
-    fatal error or the deadline."""
-    try:
-        return call_until_answered(call, what=what, **waits)
-    except (WaitAborted, WaitTimeout) as exc:
-        raise AirflowFailException(str(exc)) from exc
 
 
 class LeaderMoved(ChooseAgain):
@@ -197,7 +174,7 @@ class ControllerRollOperator(NodeRollOperator):
     def _configure(self) -> None:
         if "grid_label" not in self.item:  # planned by an earlier kafka-ops (a run resumed after an upgrade)
             self.item = {**self.item, "grid_label": rules.controller_grid_label(self.item, self.dry_run)}
-        self.fetch_timeout_ms = int(self.cfg.get("quorum_fetch_timeout_ms") or DEFAULT_FETCH_TIMEOUT_MS)
+        self.fetch_timeout_ms = int(self.setting("quorum_fetch_timeout_ms"))
 
     def _position(self) -> int:
         return int(self.item["position"]) - 1

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops import health
 from kafka_ops.reassignment import leaders_on
 from probes.cluster import ClusterProber
 from runtime.lock_holding import ensure_held
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
 from runtime.reassignments import Reassignments
-from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+from runtime.waiting import Check
+
+from operators.cluster_operator import ClusterOperator
 
 
 def drained_last(replicas: tuple[int, ...], drained: set[int]) -> tuple[int, ...]:
@@ -25,7 +24,7 @@ def drained_last(replicas: tuple[int, ...], drained: set[int]) -> tuple[int, ...
     return tuple(r for r in replicas if r not in drained) + tuple(r for r in replicas if r in drained)
 
 
-class ElectLeadersOperator(BaseOperator):
+class ElectLeadersOperator(ClusterOperator):
     """Elect preferred leaders where another replica leads, until every broker is within
     ``leader.imbalance.per.broker.percentage``; with ``away_from`` (setting ``brokers``), first reorder
     the replicas of every partition those brokers lead or prefer so they come last, and wait until they
@@ -40,18 +39,15 @@ class ElectLeadersOperator(BaseOperator):
     ui_color = "#e8f4fd"
 
     def __init__(self, *, settings: dict, operation: str, away: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
+        super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.away = away
 
     def execute(self, context: Any) -> int:
-        cfg = resolve_settings(self.settings, context["params"])
-        dry_run = is_true(cfg.get("dry_run", False))
-        profile = profile_or_fail(cfg["cluster"])
-        drained = {int(b) for b in cfg.get("brokers") or []} if self.away else set()
-        waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
-                 "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log, "ramp_from_s": 0.5}
+        self.resolve(context)
+        dry_run = self.dry_run
+        profile = self.profile
+        drained = {int(b) for b in self.setting("brokers")} if self.away else set()
         with ClusterProber(profile) as prober:
             state = prober.state(configs=True)
             reorder = [{"topic": p.topic, "partition": p.partition, "replicas": list(drained_last(p.replicas, drained))}
@@ -86,8 +82,5 @@ class ElectLeadersOperator(BaseOperator):
 
             what = (f"brokers {sorted(drained)} lead nothing" if drained
                     else "preferred leaders lead again everywhere")
-            try:
-                wait_until(check, what=what, **waits)
-            except (WaitTimeout, WaitAborted) as exc:
-                raise AirflowFailException(str(exc)) from exc
+            self.wait(check, what, ramp_from_s=0.5)
         return len(reorder)

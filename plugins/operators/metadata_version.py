@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import upgrade
@@ -39,12 +38,12 @@ from kafka_ops.metadata_version import (
 )
 from runtime.cluster_mode import run_mode
 from runtime.lock_holding import ensure_held
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
-from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
+from runtime.waiting import Check
+
+from operators.cluster_operator import ClusterOperator
 
 
-class MetadataVersionOperator(BaseOperator):
+class MetadataVersionOperator(ClusterOperator):
     """Finalize and verify ``metadata.version`` on a KRaft cluster (see the module docstring).
 
     :param settings: ``cluster``, ``target_version`` (the release whose latest level is the default),
@@ -64,24 +63,21 @@ class MetadataVersionOperator(BaseOperator):
     ui_color = "#fde8e8"
 
     def __init__(self, *, settings: dict, operation: str = "upgrade", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
+        super().__init__(settings=settings, **kwargs)
         self.operation = operation
 
     def execute(self, context: Any) -> dict[str, Any]:
-        cfg = resolve_settings(self.settings, context["params"])
+        cfg = self.resolve(context)
         phases = list(cfg.get("phases") or upgrade.PHASES)
         if "metadata_version" not in phases:
             self.log.info("phase metadata_version not requested: nothing to do")
             return {"action": "skipped"}
-        dry_run = is_true(cfg.get("dry_run", False))
-        self.waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
-                      "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
-        profile = profile_or_fail(cfg["cluster"])
+        dry_run = self.dry_run
+        profile = self.profile
         target = str(cfg["target_version"])
         with KafkaAdminHook(profile=profile) as admin:
             self.admin = admin
-            if not run_mode(context, lambda: self._ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"),
+            if not run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"),
                             self.log).has_quorum:
                 self.log.info("%s: nothing to do", upgrade.ZOOKEEPER_SKIP)
                 return {"action": "skipped"}
@@ -89,8 +85,8 @@ class MetadataVersionOperator(BaseOperator):
                 goal = upgrade.metadata_target(target, cfg.get("metadata_version"))
             except MetadataVersionError as exc:
                 raise AirflowFailException(f"param metadata_version: {exc} (nothing was touched)") from exc
-            brokers = self._ask(lambda: admin.cluster_state(configs=False).broker_ids, "the cluster's brokers")
-            features = self._ask(lambda: admin.broker_features(brokers), "each broker's ApiVersions (features)")
+            brokers = self.ask(lambda: admin.cluster_state(configs=False).broker_ids, "the cluster's brokers")
+            features = self.ask(lambda: admin.broker_features(brokers), "each broker's ApiVersions (features)")
             for b, f in sorted(features.items()):
                 span = "-".join(map(str, f["supported"])) if f["supported"] else "nothing"
                 self.log.info("broker %s: metadata.version finalized %s, its running binaries support %s", b,
@@ -147,15 +143,5 @@ class MetadataVersionOperator(BaseOperator):
         if dry_run:
             self.log.info("DRY RUN: %s", check().message)
             return
-        try:
-            result = wait_until(check, what=f"every broker reports metadata.version {label(goal)} finalized",
-                                ramp_from_s=0.5, **self.waits)
-        except (WaitAborted, WaitTimeout) as exc:
-            raise AirflowFailException(str(exc)) from exc
+        result = self.wait(check, f"every broker reports metadata.version {label(goal)} finalized", ramp_from_s=0.5)
         self.log.info("verified: %s", result.message)
-
-    def _ask(self, call: Any, what: str) -> Any:
-        try:
-            return call_until_answered(call, what=what, **self.waits)
-        except (WaitAborted, WaitTimeout) as exc:
-            raise AirflowFailException(str(exc)) from exc

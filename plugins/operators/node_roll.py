@@ -29,7 +29,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import RollRecord, clock, decide, eta_s, names, turn
@@ -37,12 +36,12 @@ from kafka_ops.roll_spec import BeforeStart, Facts, NeedsAction, requested
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
 from runtime.lock_holding import ensure_held, release_held
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
 from runtime.roll_store import RollStore
 from runtime.run_report import FAILED_STATES
-from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
+from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
+
+from operators.cluster_operator import ClusterOperator
 
 #: The roll phase written just before a step's command is sent (so a resume knows it may have happened).
 SENT = {"stop": "stopping", "start": "starting"}
@@ -58,7 +57,7 @@ class ChooseAgain(Exception):
     onto the controller whose turn it is); the message says why."""
 
 
-class NodeRollOperator(BaseOperator):
+class NodeRollOperator(ClusterOperator):
     """Roll one batch of nodes (mapped over the roll's plan; see the module docstring). Subclasses set
     :attr:`node` and :attr:`item_field` and implement the node-kind hooks below.
 
@@ -95,9 +94,8 @@ class NodeRollOperator(BaseOperator):
     ) -> None:
         kwargs.setdefault("max_active_tis_per_dagrun", 1)  # set these in .partial() too when mapping:
         kwargs.setdefault("retries", 0)  # an up_for_retry instance would let the next batch start
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.roll_id = roll_id
-        self.settings = settings
         self.operation = operation
         self.before_start = before_start
         self.needs_action = needs_action
@@ -206,11 +204,7 @@ class NodeRollOperator(BaseOperator):
 
     def _ask(self, call: Callable[[], Any], what: str) -> Any:
         """``call()``, waiting out transient errors up to the health-check timeout (fails the task after it)."""
-        try:
-            return call_until_answered(call, what=what, interval_s=self.interval_s, timeout_s=self.timeout_s,
-                                       log=self.log, sleep=self._sleep)
-        except (WaitAborted, WaitTimeout) as exc:
-            raise AirflowFailException(str(exc)) from exc
+        return self.ask(call, what, sleep=self._sleep)
 
     def _show(self, step: str) -> None:
         show_step(self._context, f"{self._label_text} · {step}")
@@ -246,14 +240,10 @@ class NodeRollOperator(BaseOperator):
     # -- the batch ------------------------------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict:
-        cfg = resolve_settings(self.settings, context["params"])
-        self.cfg = cfg
+        cfg = self.resolve(context)
         self._context = context
-        self.dry_run = is_true(cfg.get("dry_run", False))
         self._configure()
-        self.interval_s = float(cfg.get("healthcheck_interval_s", 5))
-        self.timeout_s = float(cfg.get("healthcheck_timeout_s", 900))
-        self.ssh_timeout_s = float(cfg.get("command_timeout_s", 300))
+        self.ssh_timeout_s = float(self.setting("command_timeout_s"))
         position = self._position()
         store = RollStore(context, self.roll_id)
         record = store.load()
@@ -279,13 +269,13 @@ class NodeRollOperator(BaseOperator):
             return self._result(planned, "skip")
         self.log.info("%s", decision.reason)
         if all(record.phase(n) in (None, "done") for n in planned):  # a batch that began finishes, window or not
-            window_gate(self, context, what=self._what(), policy=str(cfg.get("window_policy") or "wait"),
+            window_gate(self, context, what=self._what(), policy=str(self.setting("window_policy")),
                         dry_run=self.dry_run, label=self._show)
         self.marks: dict[str, float] = {"began": time.time()}
-        self.profile = profile_or_fail(cfg["cluster"])
+        profile = self.profile  # fails the task on a bad connection before anything is touched
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
         begun = time.monotonic()
-        with self._session(self.profile, record):
+        with self._session(profile, record):
             try:
                 record, acted = self._roll(context, cfg, store, record, position, who)
             except (AirflowFailException, BrokerCommandFailed) as exc:
@@ -370,7 +360,7 @@ class NodeRollOperator(BaseOperator):
                 self.before_start(self.profile, nodes[nid], cfg, self.log, False)
                 record = store.mark(record, nid, "prepared")
         record = self._commands(context, cfg, store, record, nodes, START_STEPS, who)
-        soak = float(cfg.get("soak_s", 0) or 0)
+        soak = float(self.setting("soak_s"))
         if self.dry_run:
             self._dry_back(nodes, soak)
             return record, list(nodes)

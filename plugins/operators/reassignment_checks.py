@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
+from runtime.params import is_true
 from runtime.reassignments import Reassignments
+
+from operators.cluster_operator import ClusterOperator
 
 MODES = ("scale-out", "decommission")
 
 
-class ReassignmentChecksOperator(BaseOperator):
+class ReassignmentChecksOperator(ClusterOperator):
     """Refuse bad input before anything is touched.
 
     ``scale-out``: the new broker ids are not repeated and hold no replicas yet; without
@@ -36,25 +36,24 @@ class ReassignmentChecksOperator(BaseOperator):
     def __init__(self, *, mode: str, settings: dict, **kwargs: Any) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.mode = mode
-        self.settings = settings
 
     def execute(self, context: Any) -> list[int]:
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
-        brokers = [int(b) for b in cfg.get("brokers") or []]
+        self.resolve(context)
+        profile = self.profile
+        brokers = [int(b) for b in self.setting("brokers")]
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             ongoing = Reassignments(admin, profile).ongoing()
         if self.mode == "scale-out":
-            start = is_true(cfg.get("start_new_brokers", False))
+            start = is_true(self.setting("start_new_brokers"))
             refusals = check_scale_out(state, brokers, registered_ok=start)
             absent = [b for b in brokers if not state.has_broker(b)]
             if start:
                 refusals += [f"broker {b} is not registered and connection {profile.conn_id!r} has no "
                              f"broker_hosts entry to start it on" for b in absent if b not in profile.broker_hosts]
-            if start and absent and is_true(cfg.get("dry_run", False)):
+            if start and absent and self.dry_run:
                 refusals.append(f"a dry run starts nothing, and the planner can only place replicas on registered "
                                 f"brokers: start brokers {absent} first (or run without dry_run)")
         else:

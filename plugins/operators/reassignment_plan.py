@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
-from runtime.params import is_true, resolve_settings
+from runtime.params import resolve_settings
 from runtime.pending_labels import publish
-from runtime.profiles import profile_or_fail
 from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
+
+from operators.cluster_operator import ClusterOperator
 
 #: ``spark/`` beside ``plugins/`` (the repository, and /opt/airflow in the docker image);
 #: ``KAFKA_OPS_SPARK_DIR`` overrides it.
@@ -72,7 +72,7 @@ class PlannerSubmitOperator(SparkSubmitOperator):
                       "--execute), waves.json, summary.json, balance.png", run_dir / "plan")
 
 
-class CheckPlanOperator(BaseOperator):
+class CheckPlanOperator(ClusterOperator):
     """Load the plan (schema-checked), check it against the live cluster (nothing moved since the
     snapshot, every target broker registered, no other reassignment in progress) and return the waves as
     the mapped input of the wave task: ``[{"wave": i, "waves": n, "label": "wave 1/3 (1.2 GB, 34 moves)",
@@ -87,13 +87,12 @@ class CheckPlanOperator(BaseOperator):
     ui_color = "#eeeeee"
 
     def __init__(self, *, settings: dict, labels_for: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
+        super().__init__(settings=settings, **kwargs)
         self.labels_for = labels_for
 
     def execute(self, context: Any) -> list[dict]:
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        self.resolve(context)
+        profile = self.profile
         run_dir = run_directory(context)
         try:
             plan = load_plan(run_dir / "plan", snapshot_dir=run_dir / "snapshot")
@@ -124,7 +123,7 @@ class CheckPlanOperator(BaseOperator):
         if others:
             raise AirflowFailException("another reassignment is in progress (as kafka-reassign-partitions.sh "
                                        "--execute refuses): " + "; ".join(reassignment_in_progress(others)[:20]))
-        dry_run = is_true(cfg.get("dry_run", False))
+        dry_run = self.dry_run
         if dry_run:
             self.log.info("DRY RUN: the waves will only log what they would do; rollback file %s",
                           run_dir / "plan" / "rollback.json")

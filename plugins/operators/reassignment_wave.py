@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import Plan, PlanFileError, load_plan, reassignment_in_progress
@@ -34,13 +33,14 @@ from kafka_ops.reassignment import (
 )
 from runtime.grid import show_step
 from runtime.lock_holding import ensure_held, release_held
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
+from runtime.params import is_true
 from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
 from triggers.wave_progress import WaveProgressTrigger
+
+from operators.cluster_operator import ClusterOperator
 
 #: Seconds a wave is polled in its own task before the wait is deferred to the triggerer
 #: (``triggers.wave_progress``): short waves finish in the task, long ones hold no worker slot.
@@ -60,7 +60,7 @@ def _load(context: Any) -> Plan:
         raise AirflowFailException(f"plan in {run_dir / 'plan'}: {exc}") from exc
 
 
-class ReassignmentWaveOperator(BaseOperator):
+class ReassignmentWaveOperator(ClusterOperator):
     """Execute wave ``wave["wave"]`` of the run's plan (mapped over ``CheckPlanOperator``'s output; one
     wave at a time through ``max_active_tis_per_dagrun=1``).
 
@@ -78,20 +78,19 @@ class ReassignmentWaveOperator(BaseOperator):
     def __init__(self, *, wave: dict, settings: dict, operation: str, **kwargs: Any) -> None:
         kwargs.setdefault("max_active_tis_per_dagrun", 1)
         kwargs.setdefault("retries", 0)
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.wave = wave
-        self.settings = settings
         self.operation = operation
 
     def execute(self, context: Any) -> dict:
-        cfg = resolve_settings(self.settings, context["params"])
-        dry_run = is_true(cfg.get("dry_run", False))
-        profile = profile_or_fail(cfg["cluster"])
+        cfg = self.resolve(context)
+        dry_run = self.dry_run
+        profile = self.profile
         plan = _load(context)
         index = int(self.wave["wave"])
         wave = plan.waves[index - 1]
         label = wave.label(len(plan.waves))
-        rate = int(cfg["throttle_bytes_per_s"])
+        rate = int(self.setting("throttle_bytes_per_s"))
         ours = {(m.topic, m.partition) for m in wave.moves}
         with KafkaAdminHook(profile=profile) as admin:
             moves = Reassignments(admin, profile)
@@ -108,8 +107,7 @@ class ReassignmentWaveOperator(BaseOperator):
             throttles = wave_throttles(wave)
             broker_cfgs, topic_cfgs = throttle_configs(throttles, rate)
             if dry_run:
-                window_gate(self, context, what=label, policy=str(cfg.get("window_policy") or "wait"),
-                            dry_run=True)
+                window_gate(self, context, what=label, policy=str(self.setting("window_policy")), dry_run=True)
                 self.log.info("DRY RUN: %s: would throttle brokers %s at %d bytes/s and %d topics, then move: %s",
                               label, list(throttles.brokers), rate, len(topic_cfgs),
                               "; ".join(f"{m.name}: {list(m.current)} -> {list(m.replicas)}" for m in todo[:50]))
@@ -118,8 +116,8 @@ class ReassignmentWaveOperator(BaseOperator):
                 self.log.info("%s: every move is already at its target (a resumed run)", label)
                 return {"wave": index, "moves": 0}
             if not done and not running:  # a wave that began finishes, window or not
-                window_gate(self, context, what=label, policy=str(cfg.get("window_policy") or "wait"),
-                            dry_run=dry_run, label=lambda step: show_step(context, f"{label} · {step}"))
+                window_gate(self, context, what=label, policy=str(self.setting("window_policy")), dry_run=dry_run,
+                            label=lambda step: show_step(context, f"{label} · {step}"))
             ensure_held(profile, context, self.operation, self.log)
             show_step(context, f"{label} · throttle")
             admin.alter_throttle_configs(broker_cfgs, topic_cfgs)
@@ -137,7 +135,7 @@ class ReassignmentWaveOperator(BaseOperator):
                               len(todo), "ZooKeeper" if moves.via == "zookeeper" else "the admin API", len(done),
                               len(running))
             show_step(context, f"{label} · copying")
-            deadline = time.time() + float(cfg.get("verify_timeout_s", 6 * 3600))
+            deadline = time.time() + float(self.setting("verify_timeout_s"))
             if not self._verify(context, admin, moves, wave, label, cfg, profile, inline_s=VERIFY_INLINE_S):
                 self.log.info("%s: still copying after %.0f s; waiting deferred (no worker slot held) until it "
                               "completes or its timeout at %s", label, VERIFY_INLINE_S,
@@ -145,27 +143,27 @@ class ReassignmentWaveOperator(BaseOperator):
                 show_step(context, f"{label} · copying (deferred)")
                 self.defer(trigger=WaveProgressTrigger(
                     cfg["cluster"], [[m.topic, m.partition] for m in wave.moves], label,
-                    float(cfg.get("verify_interval_s", 10)), deadline), method_name="execute_after_copy")
+                    float(self.setting("verify_interval_s")), deadline), method_name="execute_after_copy")
             return self._finish(admin, wave, label, broker_cfgs, topic_cfgs, {"wave": index, "moves": len(todo)})
 
     def execute_after_copy(self, context: Any, event: dict[str, Any] | None = None) -> dict:
         """Resumed by :class:`triggers.wave_progress.WaveProgressTrigger`: the wave completed (throttles
         removed, targets checked), timed out (stuck moves cancelled with ``cancel_on_timeout``; fails naming
         them) or met an error waiting cannot fix (fails naming it)."""
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        cfg = self.resolve(context)
+        profile = self.profile
         plan = _load(context)
         index = int(self.wave["wave"])
         wave = plan.waves[index - 1]
         label = wave.label(len(plan.waves))
-        broker_cfgs, topic_cfgs = throttle_configs(wave_throttles(wave), int(cfg["throttle_bytes_per_s"]))
+        broker_cfgs, topic_cfgs = throttle_configs(wave_throttles(wave), int(self.setting("throttle_bytes_per_s")))
         state = (event or {}).get("state")
         with KafkaAdminHook(profile=profile) as admin:
             if state == "timeout":
                 self._timed_out(context, Reassignments(admin, profile), wave, cfg, profile,
                                 {(t, int(p)) for t, p in event.get("ongoing", [])},
                                 f"gave up waiting until {label} complete: its verify_timeout_s "
-                                f"({float(cfg.get('verify_timeout_s', 6 * 3600)):.0f} s) passed", True)
+                                f"({float(self.setting('verify_timeout_s')):.0f} s) passed", True)
             if state != "done":
                 release_held(profile, context, self.log, "the wave failed")
                 raise AirflowFailException(f"{label}: waiting for it failed: {(event or {}).get('message', event)}; "
@@ -198,7 +196,7 @@ class ReassignmentWaveOperator(BaseOperator):
         brokers = sorted({b for m in wave.moves for b in m.adding})
         began = time.monotonic()
         last: dict[str, Any] = {"ongoing": ours}
-        timeout_s = float(cfg.get("verify_timeout_s", 6 * 3600))
+        timeout_s = float(self.setting("verify_timeout_s"))
         inline = inline_s is not None and inline_s < timeout_s
 
         def check() -> Check:
@@ -210,7 +208,7 @@ class ReassignmentWaveOperator(BaseOperator):
             return Check(not ongoing, progress.describe())
 
         try:
-            wait_until(check, what=f"{label} complete", interval_s=float(cfg.get("verify_interval_s", 10)),
+            wait_until(check, what=f"{label} complete", interval_s=float(self.setting("verify_interval_s")),
                        timeout_s=inline_s if inline else timeout_s, log=self.log)
         except WaitTimeout as exc:
             if inline:
@@ -225,7 +223,7 @@ class ReassignmentWaveOperator(BaseOperator):
         """Fail the wave naming its stuck partitions; at a timeout, cancel them with ``cancel_on_timeout``."""
         stuck = stuck_partitions(wave, ongoing)
         cancelled = ""
-        if is_true(cfg.get("cancel_on_timeout", True)) and stuck and timed_out:
+        if is_true(self.setting("cancel_on_timeout")) and stuck and timed_out:
             names, note = moves.cancel(sorted(ongoing))
             cancelled = f"; {note}: {names}" if names else f"; {note}"
         release_held(profile, context, self.log, "the wave failed")
@@ -233,7 +231,7 @@ class ReassignmentWaveOperator(BaseOperator):
                                    "remove_throttles")
 
 
-class RemoveThrottlesOperator(BaseOperator):
+class RemoveThrottlesOperator(ClusterOperator):
     """Remove every throttle the plan's waves may have set: ``leader/follower.replication.throttled.rate``
     on the brokers and ``leader/follower.replication.throttled.replicas`` on the topics of the plan's moves.
     Runs after the waves whatever their outcome (``trigger_rule="all_done"``); a run without a plan (it
@@ -246,12 +244,11 @@ class RemoveThrottlesOperator(BaseOperator):
 
     def __init__(self, *, settings: dict, **kwargs: Any) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
-        super().__init__(**kwargs)
-        self.settings = settings
+        super().__init__(settings=settings, **kwargs)
 
     def execute(self, context: Any) -> dict:
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        self.resolve(context)
+        profile = self.profile
         try:
             plan = load_plan(run_directory(context) / "plan", snapshot_dir=run_directory(context) / "snapshot")
         except PlanFileError as exc:
@@ -259,7 +256,7 @@ class RemoveThrottlesOperator(BaseOperator):
             return {"brokers": [], "topics": []}
         brokers = sorted({b for m in plan.moves for b in (*m.current, *m.replicas)})
         topics = sorted({m.topic for m in plan.moves})
-        if is_true(cfg.get("dry_run", False)):
+        if self.dry_run:
             self.log.info("DRY RUN: no throttle was set; would remove %s from brokers %s and %s from %d topics",
                           THROTTLE_BROKER_KEYS, brokers, THROTTLE_TOPIC_KEYS, len(topics))
             return {"brokers": [], "topics": []}

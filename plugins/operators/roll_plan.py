@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from hooks.kafka_admin import KafkaAdminHook
@@ -36,12 +35,12 @@ from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label,
 from kafka_ops.roll_spec import parse_modes, ruled_out
 from runtime.broker_commands import check_commands
 from runtime.cluster_mode import run_mode
-from runtime.params import is_true, resolve_settings
+from runtime.params import is_true
 from runtime.pending_labels import publish
-from runtime.profiles import profile_or_fail
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
-from runtime.waiting import WaitAborted, WaitTimeout, call_until_answered
+
+from operators.cluster_operator import ClusterOperator
 
 
 def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> bool:
@@ -68,16 +67,6 @@ def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[s
     return consumer_lag(statuses).ok
 
 
-def _ask(call: Any, what: str, waits: dict) -> Any:
-    """``call()``, waiting out transient errors (a controller or Burrow restarting) up to the health-check
-    timeout; AirflowFailException for a fatal error or the deadline."""
-    try:
-        return call_until_answered(call, what=what, **waits)
-    except (WaitAborted, WaitTimeout) as exc:
-        cause = exc.__cause__
-        raise AirflowFailException(str(cause if isinstance(cause, AirflowFailException) else exc)) from exc
-
-
 def batch_items(steps: Any, dry_run: bool = False) -> list[dict]:
     """The roll's step dicts grouped into the broker task's mapped items (see :class:`RollPlanOperator`), each
     with its Grid label (``grid_label``: "broker 3 (2/3)", "... · dry run" for a dry run)."""
@@ -92,7 +81,7 @@ def batch_items(steps: Any, dry_run: bool = False) -> list[dict]:
     return items
 
 
-class RollPlanOperator(BaseOperator):
+class RollPlanOperator(ClusterOperator):
     """Validate a roll's params and freeze its plan; returns the batches in roll order (the mapped input of
     the roll's broker task), one dict each: ``{"batch": k, "batches": n, "label": "brokers 0, 3",
     "grid_label": "brokers 0, 3 (1/2)", "brokers": [{"id", "host", "rack", "position", "total", "batch"}, ...]}``
@@ -118,45 +107,40 @@ class RollPlanOperator(BaseOperator):
 
     def __init__(self, *, roll_id: str, settings: dict, modes: Any = None, skip_reason: str = "",
                  labels_for: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(settings=settings, **kwargs)
         self.roll_id = roll_id
-        self.settings = settings
         self.modes = parse_modes(modes)
         self.skip_reason = skip_reason
         self.labels_for = labels_for
 
     def execute(self, context: Any) -> list[dict]:
-        cfg = resolve_settings(self.settings, context["params"])
-        return publish(context, self.labels_for, self._plan(context, cfg))
+        return publish(context, self.labels_for, self._plan(context, self.resolve(context)))
 
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
-        dry_run = is_true(cfg.get("dry_run", False))
+        dry_run = self.dry_run
         if frozen is not None:
             done = frozen.finished()
             self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
                           clock(frozen.began_ms), frozen.batches, done or "none")
             return batch_items(frozen.steps, dry_run)
-        profile = profile_or_fail(cfg["cluster"])
-        if str(cfg.get("roles") or "all") == "controllers":
+        profile = self.profile
+        if str(cfg.get("roles") or "all") == "controllers":  # absent: a DAG without the roles param
             self.log.info("roles=controllers: no broker is restarted by roll %r", self.roll_id)
             store.save(RollRecord(self.roll_id, now_ms()))
             return []
-        waits = {"interval_s": float(cfg.get("healthcheck_interval_s", 5)),
-                 "timeout_s": float(cfg.get("healthcheck_timeout_s", 900)), "log": self.log}
-        max_parallel = int(cfg.get("max_parallel", 1) or 1)
-        batch_by = str(cfg.get("batch_by", "none") or "none")
+        max_parallel = int(self.setting("max_parallel"))
+        batch_by = str(self.setting("batch_by"))
         with KafkaAdminHook(profile=profile) as admin:
-            mode = run_mode(context, lambda: _ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)", waits),
-                            self.log)
+            mode = run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)
             out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
             if out is not None:
                 self.log.info("%s: roll %r plans nothing", out, self.roll_id)
                 store.save(RollRecord(self.roll_id, now_ms()))
                 return []
             # batches need ISR and min.insync.replicas (configs)
-            state = _ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata", waits)
+            state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")
         kraft = mode.has_quorum
         if kraft:
             self.log.info("KRaft cluster: the controller id of the Metadata answer (%s) is a broker chosen at random, "
@@ -165,13 +149,13 @@ class RollPlanOperator(BaseOperator):
         else:
             self.log.info("ZooKeeper mode: the controller is a broker, rolled last (broker %s)", state.controller_id)
             ordering = state
-        requested = list(cfg.get("brokers") or [])
+        requested = list(self.setting("brokers"))
         refusals = down_brokers(state.broker_ids, state.down_broker_ids, requested)
         if refusals:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: " + "; ".join(refusals))
         try:
             plan = plan_restart(ordering.broker_ids, None if kraft else ordering.controller_id, requested,
-                                keep_order=is_true(cfg.get("keep_order", False)))
+                                keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
             raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
         try:
@@ -188,11 +172,11 @@ class RollPlanOperator(BaseOperator):
                 self.log.info("batch %d: %s", number, reason)
         for chosen in check_commands(profile, cfg, steps[0]) if steps else []:
             self.log.info("command %s", chosen)
-        groups = resolve_groups(cfg.get("consumer_groups", None), profile.consumer_groups)
+        groups = resolve_groups(cfg.get("consumer_groups"), profile.consumer_groups)
         lag_ok = None
         if groups:
             live = {f"{b.host}:{b.port}" for b in state.brokers}
-            if _ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})", waits):
+            if self.ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})"):
                 lag_ok = LagStreak(1, now_ms())  # the first gate's streak starts here
         for reason in plan.reasons:
             if not (kraft and reason.startswith("controller unknown")):

@@ -18,22 +18,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from runtime.cluster_mode import run_mode
-from runtime.params import resolve_settings
-from runtime.profiles import profile_or_fail
 from runtime.upgrade_steps import host_state
+
+from operators.cluster_operator import ClusterOperator
 
 KRAFT = "kraft"
 ZOOKEEPER = "zookeeper"
 
 
-class UpgradeChecksOperator(BaseOperator):
+class UpgradeChecksOperator(ClusterOperator):
     """Refuse bad upgrade input before any action; returns (XCom, read by the approval task)::
 
         {"mode": "kraft" | "zookeeper",
@@ -47,13 +46,9 @@ class UpgradeChecksOperator(BaseOperator):
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, settings: dict, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
-
     def execute(self, context: Any) -> dict[str, Any]:
-        cfg = resolve_settings(self.settings, context["params"])
-        profile = profile_or_fail(cfg["cluster"])
+        cfg = self.resolve(context)
+        profile = self.profile
         target = str(cfg["target_version"])
         phases = list(cfg.get("phases") or upgrade.PHASES)
         requested_mv = cfg.get("metadata_version")

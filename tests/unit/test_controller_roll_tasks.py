@@ -25,7 +25,7 @@ from kafka_ops.quorum import Endpoint, Quorum, Voter
 from kafka_ops.roll import RollRecord
 from operators import controller_roll as tasks
 from operators import node_roll, roll_plan
-from runtime import broker_commands
+from runtime import broker_commands, profiles
 from runtime.roll_store import RollStore, now_ms
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeQuorum:
     monkeypatch.setattr(tasks, "KafkaAdminHook", Admin)
     for module in (tasks, node_roll):  # the plan task; the loop every node roll runs
         monkeypatch.setattr(module, "RollStore", MemoryStore)
-        monkeypatch.setattr(module, "profile_or_fail", lambda conn_id: fake.profile)
+    monkeypatch.setattr(profiles, "profile_or_fail", lambda conn_id: fake.profile)
     monkeypatch.setattr(node_roll, "ensure_held", lambda profile, context, operation, log: fake.events.append("held"))
     monkeypatch.setattr(node_roll, "release_held", lambda profile, context, log, why: fake.events.append("released"))
     monkeypatch.setattr(tasks.ControllerRollOperator, "_sleep", lambda self, seconds: None)
@@ -396,7 +396,7 @@ def broker_plan(monkeypatch: pytest.MonkeyPatch):
     MemoryStore.records = {}
     monkeypatch.setattr(roll_plan, "KafkaAdminHook", Admin)
     monkeypatch.setattr(roll_plan, "RollStore", MemoryStore)
-    monkeypatch.setattr(roll_plan, "profile_or_fail", lambda conn_id: PROFILE)
+    monkeypatch.setattr(profiles, "profile_or_fail", lambda conn_id: PROFILE)
 
     def run(**settings: Any) -> list[dict]:
         MemoryStore.records = {}

@@ -22,6 +22,7 @@ from kafka_ops.quorum import Quorum, Voter
 from operators import metadata_version as step
 from operators import roll_plan, upgrade_checks
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
+from runtime import profiles
 
 PROFILE = ClusterProfile.from_connection_fields("kafka_kraft", "b1:9092", {
     "ssh_conn_id": "ssh", "kafka_home": "/opt/kafka", "server_properties": "/etc/kafka/server.properties",
@@ -96,7 +97,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
 
     for module in (step, roll_plan, upgrade_checks):
         monkeypatch.setattr(module, "KafkaAdminHook", Admin)
-        monkeypatch.setattr(module, "profile_or_fail", lambda conn_id: PROFILE)
+    monkeypatch.setattr(profiles, "profile_or_fail", lambda conn_id: PROFILE)
     monkeypatch.setattr(step, "ensure_held", lambda profile, context, operation, log: fake.sent.append("held"))
     return fake
 

@@ -267,7 +267,7 @@ def run(args: argparse.Namespace, base: Path) -> tuple[list[dict[str, Any]], str
         _sandbox(["down", "--workdir", str(workdir)], timeout_s=300)
         _sandbox(up)
     env = json.loads((workdir / "env.json").read_text())
-    profile = ClusterProfile(conn_id="bench", bootstrap_servers=env["bootstrap_servers"])
+    profile = ClusterProfile(cluster="bench", bootstrap_servers=env["bootstrap_servers"])
     maker = TopicMaker(env, args.partitions, args.replication_factor)
     steps: list[dict[str, Any]] = []
     stopped: str | None = None

@@ -61,7 +61,7 @@ class KafkaAdminHook(ClusterProfileHook):
 
     Build it from exactly one of:
 
-    :param kafka_conn_id: an Airflow connection of conn type ``kafka`` (a cluster profile).
+    :param cluster: an Airflow connection of conn type ``kafka`` (a cluster profile).
     :param profile: an already parsed :class:`kafka_ops.profile.ClusterProfile`.
     :param bootstrap_servers: ``"host:port,host:port"`` plus ``client_config`` (librdkafka settings,
         e.g. ``{"security.protocol": "SASL_SSL", ...}``): for tests and scripts without Airflow
@@ -87,7 +87,7 @@ class KafkaAdminHook(ClusterProfileHook):
 
     def __init__(
         self,
-        kafka_conn_id: str | None = None,
+        cluster: str | None = None,
         *,
         profile: ClusterProfile | None = None,
         bootstrap_servers: str | None = None,
@@ -95,18 +95,18 @@ class KafkaAdminHook(ClusterProfileHook):
         request_timeout_s: float = 30.0,
         cache_configs: bool = False,
     ) -> None:
-        given = [x is not None for x in (kafka_conn_id, profile, bootstrap_servers)]
+        given = [x is not None for x in (cluster, profile, bootstrap_servers)]
         if sum(given) != 1:
-            raise ValueError("give exactly one of kafka_conn_id, profile, bootstrap_servers")
+            raise ValueError("give exactly one of cluster, profile, bootstrap_servers")
         if request_timeout_s <= 0:
             raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
         if bootstrap_servers is not None:
             profile = ClusterProfile(
-                conn_id="",
+                cluster="",
                 bootstrap_servers=normalize_bootstrap_servers(bootstrap_servers),
                 client_config=dict(client_config or {}),
             )
-        super().__init__(kafka_conn_id, profile)
+        super().__init__(cluster, profile)
         self.request_timeout_s = request_timeout_s
         self._admin: AdminClient | None = None
         self.cache_configs = cache_configs

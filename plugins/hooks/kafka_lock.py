@@ -50,7 +50,7 @@ class KafkaLockStore:
 
     @property
     def where(self) -> str:
-        return f"topic {LOCK_TOPIC} of cluster {self.profile.conn_id or self.profile.bootstrap_servers}"
+        return f"topic {LOCK_TOPIC} of cluster {self.profile.cluster or self.profile.bootstrap_servers}"
 
     @property
     def break_hint(self) -> str:

@@ -23,7 +23,7 @@ class ZooKeeperHook(ClusterProfileHook):
 
     Build it from exactly one of:
 
-    :param kafka_conn_id: a ``kafka`` connection whose profile sets ``zookeeper``.
+    :param cluster: a ``kafka`` connection whose profile sets ``zookeeper``.
     :param profile: a parsed :class:`kafka_ops.profile.ClusterProfile` with ``zookeeper`` set.
     :param hosts: a ZooKeeper connect string incl. chroot, e.g. ``"127.0.0.1:2181/kafka"``.
     :param timeout_s: session timeout and connect timeout, seconds (default 10).
@@ -38,17 +38,17 @@ class ZooKeeperHook(ClusterProfileHook):
 
     def __init__(
         self,
-        kafka_conn_id: str | None = None,
+        cluster: str | None = None,
         *,
         profile: ClusterProfile | None = None,
         hosts: str | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        if sum(x is not None for x in (kafka_conn_id, profile, hosts)) != 1:
-            raise ValueError("give exactly one of kafka_conn_id, profile, hosts")
+        if sum(x is not None for x in (cluster, profile, hosts)) != 1:
+            raise ValueError("give exactly one of cluster, profile, hosts")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        super().__init__(kafka_conn_id, profile)
+        super().__init__(cluster, profile)
         self._hosts = hosts
         self.timeout_s = timeout_s
         self._client: KazooClient | None = None

@@ -101,7 +101,7 @@ def describe_quorum_line(quorum: Quorum) -> str:
 
 
 def resolve_hosts(ids: Iterable[int], profile_hosts: Mapping[int, str], quorum: Quorum,
-                  conn_id: str = "") -> dict[int, tuple[str, str]]:
+                  cluster: str = "") -> dict[int, tuple[str, str]]:
     """The host of each controller and where it came from: ``{101: ("ctrl-101.example.com", "profile
     controller_hosts")}``.
 
@@ -123,7 +123,7 @@ def resolve_hosts(ids: Iterable[int], profile_hosts: Mapping[int, str], quorum: 
         else:
             missing.append(cid)
     if missing:
-        where = f"connection {conn_id!r}" if conn_id else "the cluster profile"
+        where = f"connection {cluster!r}" if cluster else "the cluster profile"
         example = ", ".join(f'"{c}": "<host of controller {c}>"' for c in missing)
         raise ValueError(
             f"no host known for controller(s) {missing}: {where} has no controller_hosts entry for them and "
@@ -150,7 +150,7 @@ class ControllerPlan:
 
 
 def plan_controllers(quorum: Quorum, requested: Sequence[int] | None, profile_hosts: Mapping[int, str],
-                     conn_id: str = "") -> ControllerPlan:
+                     cluster: str = "") -> ControllerPlan:
     """Validate and order the controllers to restart: the requested node ids (empty = every voter), followers
     by id, the quorum leader last (:func:`kafka_ops.quorum.controller_order`), each with its host
     (:func:`resolve_hosts`).
@@ -169,7 +169,7 @@ def plan_controllers(quorum: Quorum, requested: Sequence[int] | None, profile_ho
                          f"no majority is left (needs {majority(len(quorum.voters))}), so restarting a controller "
                          "stops the metadata quorum; roll these by hand in a maintenance window, or add voters "
                          "(3 or more)")
-    hosts = resolve_hosts(order, profile_hosts, quorum, conn_id)
+    hosts = resolve_hosts(order, profile_hosts, quorum, cluster)
     steps = [{"id": cid, "host": hosts[cid][0], "host_from": hosts[cid][1], "position": i + 1, "total": len(order),
               "role": "controller", "leader": cid == quorum.leader_id} for i, cid in enumerate(order)]
     reasons = [f"requested controllers: {list(requested)}" if requested else

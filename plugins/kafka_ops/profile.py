@@ -171,7 +171,8 @@ def normalize_bootstrap_servers(value: str, default_port: int | None = None) -> 
 class ClusterProfile:
     """One cluster's profile, read from a ``kafka`` connection.
 
-    :param conn_id: the connection id it came from ("" when built from plain values).
+    :param cluster: the connection id it came from ("" when built from plain values): what every DAG's
+        ``cluster`` param names.
     :param bootstrap_servers: ``"host:port,host:port"``.
     :param client_config: librdkafka settings (security.protocol, sasl.*, ssl.*, ...), without
         ``bootstrap.servers``; may hold secrets - never log it (``repr`` redacts it).
@@ -206,7 +207,7 @@ class ClusterProfile:
     :raises ValueError: ``lock_store="zookeeper"`` without ``zookeeper``.
     """
 
-    conn_id: str
+    cluster: str
     bootstrap_servers: str
     client_config: Mapping[str, str | int | float | bool] = field(default_factory=dict)
     ssh_conn_id: str | None = None
@@ -231,7 +232,7 @@ class ClusterProfile:
 
     def __post_init__(self) -> None:
         if self.lock_store == "zookeeper" and not self.zookeeper:
-            where = f"connection {self.conn_id!r}" if self.conn_id else "cluster profile"
+            where = f"connection {self.cluster!r}" if self.cluster else "cluster profile"
             raise ValueError(f"{where}: lock_store 'zookeeper' needs 'zookeeper' (the connect string)")
         object.__setattr__(self, "broker_hosts", MappingProxyType({int(k): v for k, v in self.broker_hosts.items()}))
         object.__setattr__(self, "controller_hosts",
@@ -243,7 +244,7 @@ class ClusterProfile:
     @classmethod
     def from_connection_fields(
         cls,
-        conn_id: str,
+        cluster: str,
         host: str | None,
         extra: Mapping[str, Any] | None = None,
         *,
@@ -253,7 +254,7 @@ class ClusterProfile:
     ) -> ClusterProfile:
         """Build and validate a profile from a connection's fields (see the module docstring).
 
-        :param conn_id: connection id, used in error messages.
+        :param cluster: the connection id, used in error messages.
         :param host: bootstrap servers; may be empty when ``extra`` holds ``bootstrap.servers``.
         :param extra: the connection's extra as a dict (``Connection.extra_dejson``).
         :param port: default port for bootstrap hosts given without one.
@@ -263,7 +264,7 @@ class ClusterProfile:
             types, ``burrow_conn_id`` without ``burrow_cluster`` (or the reverse).
         """
         extra = dict(extra or {})
-        where = f"connection {conn_id!r}" if conn_id else "cluster profile"
+        where = f"connection {cluster!r}" if cluster else "cluster profile"
         validator = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
         errors = sorted(validator.iter_errors(extra), key=lambda e: list(e.absolute_path))
         if errors:
@@ -299,7 +300,7 @@ class ClusterProfile:
         fields = {k: extra[k] for k in _PROFILE_KEYS if k in extra}
         if "consumer_groups" in fields:
             fields["consumer_groups"] = tuple(fields["consumer_groups"])
-        return cls(conn_id=conn_id or "", bootstrap_servers=servers, client_config=client, **fields)
+        return cls(cluster=cluster or "", bootstrap_servers=servers, client_config=client, **fields)
 
     # -- derived views -----------------------------------------------------------------------------
 
@@ -394,7 +395,7 @@ class ClusterProfile:
             return self.for_broker(self.commands[choice], broker_id), f"profile command {choice!r}"
         if self.allow_adhoc_commands:
             return self.for_broker(choice, broker_id), "ad-hoc command (allow_adhoc_commands)"
-        where = f"connection {self.conn_id!r}" if self.conn_id else "the cluster profile"
+        where = f"connection {self.cluster!r}" if self.cluster else "the cluster profile"
         raise ValueError(
             f"{step} {choice!r} is not a command named in {where} (named commands: {sorted(self.commands)}); "
             "shell text of a run's own needs allow_adhoc_commands: true in the profile"
@@ -404,12 +405,12 @@ class ClusterProfile:
         """Raise ValueError naming the connection and every field in ``names`` that is unset."""
         missing = [n for n in names if not getattr(self, n)]
         if missing:
-            raise ValueError(f"connection {self.conn_id!r}: profile field(s) {missing} must be set in extra")
+            raise ValueError(f"connection {self.cluster!r}: profile field(s) {missing} must be set in extra")
 
     def redacted(self) -> dict[str, Any]:
         """The profile as a dict with secret client settings masked, safe to log."""
         return {
-            "conn_id": self.conn_id,
+            "cluster": self.cluster,
             "bootstrap_servers": self.bootstrap_servers,
             "client_config": redact(self.client_config),
             "ssh_conn_id": self.ssh_conn_id,

@@ -73,7 +73,7 @@ class BrokerServiceOperator(ClusterOperator):
                     host = profile.broker_hosts.get(bid)
                     if host is None:
                         raise AirflowFailException(
-                            f"broker {bid} is not registered and connection {profile.conn_id!r} has no "
+                            f"broker {bid} is not registered and connection {profile.cluster!r} has no "
                             f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
                 command = BrokerCommand.choose(profile, self.action, None, {"id": bid, "host": host})
                 if not dry_run:

@@ -38,7 +38,7 @@ class CheckParamsOperator(ClusterOperator):
         for chosen in check_commands(profile, cfg, {"id": 0, "host": "?"}):
             self.log.info("command %s", chosen)
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
-        self.log.info("cluster %s (%s); triggered by %s%s", profile.conn_id, profile.bootstrap_servers,
+        self.log.info("cluster %s (%s); triggered by %s%s", profile.cluster, profile.bootstrap_servers,
                       who or "unknown", "; DRY RUN: nothing will be touched" if self.dry_run else "")
 
 

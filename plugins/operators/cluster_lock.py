@@ -68,13 +68,13 @@ class LockClusterOperator(BaseOperator):
             if ok:
                 return Check(True, f"locked for {holder}")
             self._waited = True
-            message = f"cluster {profile.conn_id} is busy: {other.describe()}"
+            message = f"cluster {profile.cluster} is busy: {other.describe()}"
             if value_or_default("lock_wait", cfg) == "fail":
                 raise LockHeldByOther(message + " (lock_wait=fail)")
             return Check(False, message)
 
         try:
-            wait_until(check, what=f"cluster {profile.conn_id} is locked for this run", interval_s=self.interval_s,
+            wait_until(check, what=f"cluster {profile.cluster} is locked for this run", interval_s=self.interval_s,
                        timeout_s=self.lock_timeout_s, log=self.log)
         except (WaitAborted, WaitTimeout) as exc:
             raise AirflowFailException(str(exc)) from exc
@@ -126,7 +126,7 @@ class UnlockClusterOperator(BaseOperator):
             return Check(True, "released" if released[-1] else "was not held by this run")
 
         try:
-            wait_until(check, what=f"the lock of cluster {profile.conn_id} is released", interval_s=5,
+            wait_until(check, what=f"the lock of cluster {profile.cluster} is released", interval_s=5,
                        timeout_s=self.timeout_s, log=self.log)
         except (WaitAborted, WaitTimeout) as exc:
             raise AirflowFailException(

@@ -64,6 +64,6 @@ class SnapshotOperator(ClusterOperator):
             sizes = partition_sizes(admin.describe_log_dirs(state.broker_ids))
         counts = write_snapshot(run_dir / "snapshot", state, sizes)
         self.log.info("snapshot of cluster %r: %d brokers (racks %s), %d partitions, %.3f GB in %s",
-                      profile.conn_id, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
+                      profile.cluster, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
                       counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")
         return str(run_dir)

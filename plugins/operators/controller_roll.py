@@ -98,7 +98,7 @@ class ControllerPlanOperator(ClusterOperator):
             try:
                 roles = rules.role_plan(str(self.setting("roles")), requested_ids, mode.has_quorum)
             except ValueError as exc:
-                raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
+                raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
             self.log.info("%s", roles.reason)
             if not roles.controllers:
                 store.save(RollRecord(self.roll_id, now_ms()))
@@ -107,9 +107,9 @@ class ControllerPlanOperator(ClusterOperator):
             quorum = self._quorum_with_leader(admin)
         self.log.info("%s", rules.describe_quorum_line(quorum))
         try:
-            plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.conn_id)
+            plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.cluster)
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
+            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
         for reason in plan.reasons:
             self.log.info("plan: %s", reason)
         for action in ("stop", "start", "status"):

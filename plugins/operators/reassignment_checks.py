@@ -51,7 +51,7 @@ class ReassignmentChecksOperator(ClusterOperator):
             refusals = check_scale_out(state, brokers, registered_ok=start)
             absent = [b for b in brokers if not state.has_broker(b)]
             if start:
-                refusals += [f"broker {b} is not registered and connection {profile.conn_id!r} has no "
+                refusals += [f"broker {b} is not registered and connection {profile.cluster!r} has no "
                              f"broker_hosts entry to start it on" for b in absent if b not in profile.broker_hosts]
             if start and absent and self.dry_run:
                 refusals.append(f"a dry run starts nothing, and the planner can only place replicas on registered "
@@ -61,8 +61,8 @@ class ReassignmentChecksOperator(ClusterOperator):
         if ongoing:
             refusals.append("another reassignment is in progress: " + "; ".join(reassignment_in_progress(ongoing)[:10]))
         if refusals:
-            raise AirflowFailException(f"{self.mode} of brokers {brokers} on cluster {profile.conn_id!r} refused "
+            raise AirflowFailException(f"{self.mode} of brokers {brokers} on cluster {profile.cluster!r} refused "
                                        f"(nothing was touched): " + "; ".join(refusals))
         self.log.info("%s of brokers %s on cluster %r: accepted (live brokers %s)", self.mode, brokers,
-                      profile.conn_id, state.broker_ids)
+                      profile.cluster, state.broker_ids)
         return brokers

@@ -54,11 +54,11 @@ def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[s
             servers = burrow.cluster_servers()
             statuses = burrow.group_statuses(groups)
     except ValueError as exc:  # profile without Burrow, or Burrow without this cluster
-        raise AirflowFailException(f"cluster {profile.conn_id!r}: lag gate needs Burrow: {exc}") from exc
+        raise AirflowFailException(f"cluster {profile.cluster!r}: lag gate needs Burrow: {exc}") from exc
     if not {s.strip() for s in servers} & live_servers:
         raise AirflowFailException(
             f"Burrow cluster {profile.burrow_cluster!r} watches {sorted(servers)}, none of which is a broker of "
-            f"cluster {profile.conn_id!r} ({sorted(live_servers)}): its lag answers would be about another "
+            f"cluster {profile.cluster!r} ({sorted(live_servers)}): its lag answers would be about another "
             "cluster; fix burrow_cluster / burrow_conn_id in the profile"
         )
     unknown = [s.group for s in statuses if s.status == "NOTFOUND"]
@@ -152,16 +152,16 @@ class RollPlanOperator(ClusterOperator):
         requested = list(self.setting("brokers"))
         refusals = down_brokers(state.broker_ids, state.down_broker_ids, requested)
         if refusals:
-            raise AirflowFailException(f"cluster {profile.conn_id!r}: " + "; ".join(refusals))
+            raise AirflowFailException(f"cluster {profile.cluster!r}: " + "; ".join(refusals))
         try:
             plan = plan_restart(ordering.broker_ids, None if kraft else ordering.controller_id, requested,
                                 keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
+            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
         try:
             batches = plan_batches(ordering, plan.order, max_parallel, batch_by)
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.conn_id!r}: {exc}") from exc
+            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
         steps = []
         for number, batch in enumerate(batches, start=1):
             for broker_id in batch.broker_ids:

@@ -62,7 +62,7 @@ class UpgradeChecksOperator(ClusterOperator):
                 quorum = admin.describe_quorum()
                 try:
                     hosts = controller_rules.resolve_hosts(quorum.voter_ids, profile.controller_hosts, quorum,
-                                                           profile.conn_id)
+                                                           profile.cluster)
                     controllers = [{"id": cid, "host": hosts[cid][0], "role": "controller"}
                                    for cid in quorum.voter_ids]
                 except ValueError as exc:
@@ -110,7 +110,7 @@ class UpgradeChecksOperator(ClusterOperator):
         elif not kraft:
             if requested_mv is not None:
                 refusals.append(f"param metadata_version {requested_mv!r} applies to KRaft clusters only; cluster "
-                                f"{profile.conn_id!r} runs in ZooKeeper mode (its protocol is bumped by the ibp and "
+                                f"{profile.cluster!r} runs in ZooKeeper mode (its protocol is bumped by the ibp and "
                                 "lmf phases): leave metadata_version empty")
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found)

@@ -74,4 +74,4 @@ def describe_mode(profile: ClusterProfile) -> tuple[ClusterMode | None, str]:
                 line = "ZooKeeper mode (the controller is a broker; inter.broker.protocol.version)"
     except Exception as exc:  # noqa: BLE001 - a description only
         line = f"mode unknown for now ({type(exc).__name__}: {exc})"
-    return mode, f"cluster {profile.conn_id}: {line}; {lock}"
+    return mode, f"cluster {profile.cluster}: {line}; {lock}"

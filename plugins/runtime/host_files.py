@@ -30,7 +30,7 @@ def node_paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
     """
     home, props = profile.kafka_home_for(broker_id), profile.server_properties_for(broker_id)
     if not home or not props:
-        raise AirflowFailException(f"connection {profile.conn_id!r}: editing a node's host needs kafka_home and "
+        raise AirflowFailException(f"connection {profile.cluster!r}: editing a node's host needs kafka_home and "
                                    "server_properties in the profile")
     return home, props
 

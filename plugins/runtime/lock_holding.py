@@ -43,7 +43,7 @@ def lock_store(profile: ClusterProfile) -> Iterator[Any]:
     """
     if profile.lock_in == "zookeeper":
         if not profile.zookeeper:
-            raise Misconfiguration(f"connection {profile.conn_id!r}: the cluster lock lives in ZooKeeper and the "
+            raise Misconfiguration(f"connection {profile.cluster!r}: the cluster lock lives in ZooKeeper and the "
                                    "profile sets no 'zookeeper'")
         with ZooKeeperHook(profile=profile) as zk:
             yield cluster_lock.ZooKeeperLockStore(zk.get_conn(), profile.zookeeper)
@@ -74,16 +74,16 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
             other = store.try_acquire(holder, operation)
         if other is not None:
             raise LockHeldByOther(
-                f"cluster {profile.conn_id} is held by {other.describe()}, not by this run ({holder}): "
+                f"cluster {profile.cluster} is held by {other.describe()}, not by this run ({holder}): "
                 "not acting on it"
             )
         if before is None:
             log.warning("cluster %s: this run did not hold the lock (resumed without its lock task?): "
-                        "took it again", profile.conn_id)
+                        "took it again", profile.cluster)
         return Check(True, f"held by {holder}")
 
     try:
-        wait_until(check, what=f"this run holds the lock of cluster {profile.conn_id}", interval_s=5,
+        wait_until(check, what=f"this run holds the lock of cluster {profile.cluster}", interval_s=5,
                    timeout_s=timeout_s, log=log)
     except (WaitAborted, WaitTimeout) as exc:
         raise AirflowFailException(str(exc)) from exc
@@ -96,6 +96,6 @@ def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> N
     try:
         with lock_store(profile) as store:
             if store.release(holder_of(context)):
-                log.warning("cluster %s: lock released (%s)", profile.conn_id, why)
+                log.warning("cluster %s: lock released (%s)", profile.cluster, why)
     except Exception as exc:  # the teardown, when it runs, tries again
-        log.warning("cluster %s: could not release the lock (%s): %s", profile.conn_id, why, exc)
+        log.warning("cluster %s: could not release the lock (%s): %s", profile.cluster, why, exc)

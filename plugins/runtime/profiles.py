@@ -9,14 +9,14 @@ from hooks.cluster_profile import get_cluster_profile
 from kafka_ops.profile import ClusterProfile
 
 
-def profile_or_fail(conn_id: str) -> ClusterProfile:
+def profile_or_fail(cluster: str) -> ClusterProfile:
     """The cluster profile, with an SSH connection named.
 
     :raises AirflowFailException: unknown connection or invalid profile (named; waiting cannot fix it).
     """
     try:
-        profile = get_cluster_profile(conn_id)
+        profile = get_cluster_profile(cluster)
         profile.require("ssh_conn_id")
     except Exception as exc:
-        raise AirflowFailException(f"cluster {conn_id!r}: {exc}") from exc
+        raise AirflowFailException(f"cluster {cluster!r}: {exc}") from exc
     return profile

@@ -39,7 +39,7 @@ class Reassignments:
         self.profile = profile
         self.via = profile.reassignment_via
         if self.via == "zookeeper" and not profile.zookeeper:
-            raise ValueError(f"connection {profile.conn_id!r}: reassignment_via zookeeper needs 'zookeeper'")
+            raise ValueError(f"connection {profile.cluster!r}: reassignment_via zookeeper needs 'zookeeper'")
 
     def ongoing(self) -> list[dict[str, Any]]:
         """``[{"topic", "partition", "replicas", "adding_replicas", "removing_replicas"}]`` in progress

@@ -35,12 +35,12 @@ def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
         down = state.down_broker_ids
-        lines.append(f"cluster {profile.conn_id}: brokers down {down or 'none'}; "
+        lines.append(f"cluster {profile.cluster}: brokers down {down or 'none'}; "
                      f"{len(state.under_replicated_partitions())} under-replicated, "
                      f"{len(state.offline_partitions())} offline partitions")
     except Exception as exc:
         down = []
-        lines.append(f"cluster {profile.conn_id}: could not be read ({type(exc).__name__}: {exc})"[:300])
+        lines.append(f"cluster {profile.cluster}: could not be read ({type(exc).__name__}: {exc})"[:300])
     for roll_id in roll_ids:
         try:
             record = RollStore(context, roll_id).load()

@@ -646,7 +646,7 @@ def test_waiting_on_a_probe_passes_at_once_or_names_the_verdict(shared: RunningS
 
 def test_waiting_on_an_unreachable_cluster_polls_through_the_errors(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=LOG.name)
-    nowhere = ClusterProfile(conn_id="nowhere", bootstrap_servers="127.0.0.1:9")
+    nowhere = ClusterProfile(cluster="nowhere", bootstrap_servers="127.0.0.1:9")
     with ClusterProber(nowhere, request_timeout_s=1) as prober:
         with pytest.raises(WaitTimeout, match=r"gave up after 4 s \(\d+ checks\) waiting until the cluster is "
                                               r"healthy.*: could not check: KafkaException"):

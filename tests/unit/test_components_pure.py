@@ -114,7 +114,7 @@ def test_gate_of_a_broker_that_is_down_fails() -> None:
 @pytest.fixture
 def prober(monkeypatch: pytest.MonkeyPatch) -> ClusterProber:
     """A prober whose snapshots come from ``prober.snapshots`` (no cluster), recording ``configs``."""
-    p = ClusterProber(ClusterProfile(conn_id="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1)
+    p = ClusterProber(ClusterProfile(cluster="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1)
     p.asked = []
     p.snapshot = HEALTHY
 

@@ -290,7 +290,7 @@ def test_cached_and_uncached_snapshots_agree(fake: type[FakeAdmin]) -> None:
 
 
 def test_prober_reads_topic_configs_once_per_prober(fake: type[FakeAdmin]) -> None:
-    with ClusterProber(ClusterProfile(conn_id="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1) as prober:
+    with ClusterProber(ClusterProfile(cluster="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1) as prober:
         assert prober.admin.cache_configs is True
         admin = prober.admin.get_conn()
         admin.topics = names(250)

@@ -132,7 +132,7 @@ def test_hosts_come_from_the_profile_first_then_describe_quorum():
 
 def test_a_controller_without_a_host_is_named_with_the_profile_field():
     with pytest.raises(ValueError) as err:
-        resolve_hosts([100, 101, 102], {100: "h100"}, quorum(), conn_id="kafka_prod")
+        resolve_hosts([100, 101, 102], {100: "h100"}, quorum(), cluster="kafka_prod")
     text = str(err.value)
     assert text.startswith("no host known for controller(s) [101, 102]: connection 'kafka_prod' has no "
                            "controller_hosts entry")

@@ -30,7 +30,7 @@ FULL_EXTRA = {
 
 def test_full_profile():
     prof = ClusterProfile.from_connection_fields("kafka_prod_eu", "b1:9092, b2:9093", FULL_EXTRA)
-    assert prof.conn_id == "kafka_prod_eu"
+    assert prof.cluster == "kafka_prod_eu"
     assert prof.bootstrap_servers == "b1:9092,b2:9093"
     assert dict(prof.client_config) == {
         "security.protocol": "SASL_SSL",
@@ -336,7 +336,7 @@ def test_adhoc_shell_text_is_refused_naming_the_named_commands(choice):
 
 
 def test_adhoc_refusal_without_a_connection_or_commands():
-    prof = ClusterProfile(conn_id="", bootstrap_servers="b1:9092")
+    prof = ClusterProfile(cluster="", bootstrap_servers="b1:9092")
     with pytest.raises(ValueError, match=r"stop 'halt' is not a command named in the cluster profile "
                                          r"\(named commands: \[\]\)"):
         prof.command("halt", "stop", 1)

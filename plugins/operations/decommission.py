@@ -17,8 +17,6 @@ from typing import Any
 
 from airflow.sdk import DAG
 from groups.cluster_guard import cluster_guard
-from groups.operation_dag import operation_dag
-from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
@@ -27,13 +25,16 @@ from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
 from runtime.settings_table import param
 
+from operations.operation_dag import operation_dag
+from operations.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
+
 OPERATION = "decommission"
 
 
 def decommission_dag(dag_id: str = "kafka_decommission", *, schedule: Any = None,
                      defaults: Mapping[str, Any] | None = None) -> DAG:
     """The decommission DAG (see the module docstring); ``schedule`` / ``defaults`` as in
-    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every broker, batch and wave)."""
+    ``operations.operation_dag.operation_dag`` (a maintenance-window timetable gates every broker, batch and wave)."""
     with operation_dag(
         dag_id,
         description="Drain Kafka brokers of every replica in throttled waves, then stop them",

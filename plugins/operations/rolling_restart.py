@@ -33,16 +33,17 @@ from airflow.sdk import DAG, TriggerRule
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.controller_roll import controller_roll
-from groups.operation_dag import operation_dag
-from groups.roll_params import role_params, roll_params
 from kafka_ops.roll_spec import RollSpec
 from runtime.params import FromParam
+
+from operations.operation_dag import operation_dag
+from operations.roll_params import role_params, roll_params
 
 
 def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any = None,
                         defaults: Mapping[str, Any] | None = None) -> DAG:
     """The rolling-restart DAG (see the module docstring); ``schedule`` / ``defaults`` as in
-    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every controller and broker)."""
+    ``operations.operation_dag.operation_dag`` (a maintenance-window timetable gates every controller and broker)."""
     with operation_dag(
         dag_id,
         description="Restart Kafka controllers and brokers one at a time behind health and consumer-lag gates",

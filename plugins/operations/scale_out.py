@@ -19,8 +19,6 @@ from typing import Any
 
 from airflow.sdk import DAG
 from groups.cluster_guard import cluster_guard
-from groups.operation_dag import operation_dag
-from groups.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
@@ -28,13 +26,16 @@ from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
 from runtime.settings_table import param
 
+from operations.operation_dag import operation_dag
+from operations.reassignment_params import NO_COMMANDS, STEP_SETTINGS, reassignment_params
+
 OPERATION = "scale-out"
 
 
 def scale_out_dag(dag_id: str = "kafka_scale_out", *, schedule: Any = None,
                   defaults: Mapping[str, Any] | None = None) -> DAG:
     """The scale-out DAG (see the module docstring); ``schedule`` / ``defaults`` as in
-    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every broker, batch and wave)."""
+    ``operations.operation_dag.operation_dag`` (a maintenance-window timetable gates every broker, batch and wave)."""
     with operation_dag(
         dag_id,
         description="Add brokers to a Kafka cluster and move their share of partitions to them, throttled, in waves",

@@ -33,8 +33,6 @@ from airflow.sdk import DAG, TriggerRule
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.controller_roll import controller_roll
-from groups.operation_dag import operation_dag
-from groups.roll_params import roll_params
 from kafka_ops import upgrade
 from kafka_ops.roll_spec import EVERY_MODE, ClusterMode, RollSpec
 from operators.metadata_version import MetadataVersionOperator
@@ -43,6 +41,9 @@ from operators.upgrade_checks import UpgradeChecksOperator
 from runtime.params import FromParam
 from runtime.settings_table import params
 from runtime.upgrade_steps import before_start, facts
+
+from operations.operation_dag import operation_dag
+from operations.roll_params import roll_params
 
 OPERATION = "upgrade"
 UPGRADE_SETTINGS = {name: FromParam(name) for name in ("target_version", "install_command", "phases")}
@@ -79,7 +80,7 @@ def controller_binaries_roll():
 def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
                 defaults: Mapping[str, Any] | None = None) -> DAG:
     """The upgrade DAG (see the module docstring); ``schedule`` / ``defaults`` as in
-    ``groups.operation_dag.operation_dag`` (a maintenance-window timetable gates every node, batch and wave)."""
+    ``operations.operation_dag.operation_dag`` (a maintenance-window timetable gates every node, batch and wave)."""
     with operation_dag(
         dag_id,
         description="Upgrade Kafka: roll the binaries (KRaft: controllers first), then bump the protocol "

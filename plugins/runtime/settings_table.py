@@ -1,7 +1,7 @@
 """Every setting an operation reads, in one table: its default, its trigger-form schema and its description.
 
-The DAG params come from here (:func:`param`, :func:`params`: ``groups.roll_params``,
-``groups.reassignment_params``) and the operators take their defaults from here
+The DAG params come from here (:func:`param`, :func:`params`: ``operations.roll_params``,
+``operations.reassignment_params``) and the operators take their defaults from here
 (``operators.cluster_operator.ClusterOperator.setting``), so a default is written once. Settings without a schema
 are not params: operation builders set them (``command_timeout_s``, ``quorum_fetch_timeout_ms``).
 """

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
-from groups.reassignment_params import reassignment_params
-from groups.roll_params import role_params, roll_params
+from operations.reassignment_params import reassignment_params
+from operations.roll_params import role_params, roll_params
 from operators.cluster_operator import ClusterOperator
 from runtime.params import FromParam
 from runtime.settings_table import SETTINGS, default, param, params, value_or_default

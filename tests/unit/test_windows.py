@@ -1,7 +1,7 @@
 """Maintenance windows without servers: the window arithmetic (``kafka_ops.windows``), the timetable
 (``kafka_timetables.MaintenanceWindowTimetable``: next runs, catch-up, serialization through Airflow's own
 encoder, parsing in a DagBag), the gate's decisions (``runtime.window_gate``) and per-cluster param
-defaults (``groups.operation_dag.with_defaults``). The gate on a real roll: tests/dags/test_maintenance_window.py.
+defaults (``operations.operation_dag.with_defaults``). The gate on a real roll: tests/dags/test_maintenance_window.py.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def test_timetable_serializes_through_airflow_and_parses_in_a_dag_file(tmp_path)
 def test_with_defaults_replaces_defaults_keeps_schema_and_refuses_unknown_names():
     from airflow.sdk import Param
     from airflow.sdk.exceptions import ParamValidationError
-    from groups.operation_dag import SCHEMA_DIALECT, with_defaults
+    from operations.operation_dag import SCHEMA_DIALECT, with_defaults
 
     params = {"cluster": Param("kafka_sandbox", type="string", minLength=1, description="the cluster"),
               "dry_run": Param(False, type="boolean")}

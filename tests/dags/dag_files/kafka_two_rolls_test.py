@@ -9,8 +9,8 @@ import os
 from airflow.sdk import DAG
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
-from groups.roll_params import roll_params
 from kafka_ops.roll_spec import RollSpec
+from operations.roll_params import roll_params
 
 
 def all_but_broker_0(broker_id, facts, settings):

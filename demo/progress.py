@@ -2,7 +2,7 @@
 
 A roll's broker task (``<roll>.broker``, mapped) labels itself in the Grid with its broker, position and
 current step while it runs ("broker 1 (1/3) · caught up?"); a broker's line is that label and the task's
-state, e.g. ``restart: broker 1 (1/3) · caught up?: running``. The other tasks (check_params, lock_cluster,
+state, e.g. ``restart: broker 1 (1/3) · caught up?: running``. The other tasks (check_params, lock_cluster, preflight,
 the roll's plan, final_health, forget_rolls, unlock_cluster) get one line each.
 """
 
@@ -23,7 +23,7 @@ STATE_WORDS = {
     "upstream_failed": "not run (upstream failed)",
     "awaiting_input": "awaiting input",
 }
-UNMAPPED_ORDER = ["check_params", "lock_cluster"]
+UNMAPPED_ORDER = ["check_params", "lock_cluster", "check_upgrade", "preflight"]
 TAIL_ORDER = ["final_health", "forget_rolls", "unlock_cluster"]
 
 

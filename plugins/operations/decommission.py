@@ -21,6 +21,7 @@ from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
 from operators.leadership import ElectLeadersOperator
+from operators.preflight import PreflightOperator
 from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
 from runtime.settings_table import param
@@ -49,6 +50,8 @@ def decommission_dag(dag_id: str = "kafka_decommission", *, schedule: Any = None
         cluster_guard(
             [
                 ReassignmentChecksOperator(task_id="validate", mode="decommission", settings=STEP_SETTINGS),
+                PreflightOperator(task_id="preflight", scope="decommission",
+                                  settings={**STEP_SETTINGS, "enabled": FromParam("stop_brokers")}),
                 WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=STEP_SETTINGS),
                 ElectLeadersOperator(task_id="lead_away", away=True, operation=OPERATION, settings=STEP_SETTINGS),
                 reassignment_waves("decommission", operation=OPERATION),

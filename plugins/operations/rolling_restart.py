@@ -34,10 +34,16 @@ from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.controller_roll import controller_roll
 from kafka_ops.roll_spec import RollSpec
+from operators.preflight import PreflightOperator
 from runtime.params import FromParam
 
 from operations.operation_dag import operation_dag
 from operations.roll_params import role_params, roll_params
+
+#: What the preflight reads: the nodes the run touches and the commands it sends them.
+PREFLIGHT_SETTINGS = {name: FromParam(name) for name in (
+    "cluster", "dry_run", "healthcheck_interval_s", "healthcheck_timeout_s", "brokers", "roles", "controllers",
+    "pre_stop", "stop_command", "pre_start", "start_command")}
 
 
 def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any = None,
@@ -53,7 +59,8 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
         defaults=defaults,
     ) as dag:
         cluster_guard(
-            [controller_roll(RollSpec("controllers")),
+            [PreflightOperator(task_id="preflight", scope="roll", settings=PREFLIGHT_SETTINGS),
+             controller_roll(RollSpec("controllers")),
              broker_roll(RollSpec("restart", settings={"roles": FromParam("roles")}),
                          plan_trigger_rule=TriggerRule.NONE_FAILED)],
             operation="rolling restart",

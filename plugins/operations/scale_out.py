@@ -22,6 +22,7 @@ from groups.cluster_guard import cluster_guard
 from groups.reassignment_waves import reassignment_waves
 from operators.broker_service import BrokerServiceOperator
 from operators.cluster_checks import WaitForClusterOperator
+from operators.preflight import PreflightOperator
 from operators.reassignment_checks import ReassignmentChecksOperator
 from runtime.params import FromParam
 from runtime.settings_table import param
@@ -52,6 +53,8 @@ def scale_out_dag(dag_id: str = "kafka_scale_out", *, schedule: Any = None,
                 ReassignmentChecksOperator(task_id="validate", mode="scale-out",
                                            settings={**STEP_SETTINGS,
                                                      "start_new_brokers": FromParam("start_new_brokers")}),
+                PreflightOperator(task_id="preflight", scope="scale-out",
+                                  settings={**STEP_SETTINGS, "enabled": FromParam("start_new_brokers")}),
                 BrokerServiceOperator(task_id="start_new_brokers", action="start", operation=OPERATION,
                                       settings={**STEP_SETTINGS, "enabled": FromParam("start_new_brokers")}),
                 WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=STEP_SETTINGS),

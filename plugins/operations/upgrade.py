@@ -36,6 +36,7 @@ from groups.controller_roll import controller_roll
 from kafka_ops import upgrade
 from kafka_ops.roll_spec import EVERY_MODE, ClusterMode, RollSpec
 from operators.metadata_version import MetadataVersionOperator
+from operators.preflight import PreflightOperator
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
 from operators.upgrade_checks import UpgradeChecksOperator
 from runtime.params import FromParam
@@ -99,6 +100,9 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
                                                                   "healthcheck_timeout_s")}}
         cluster_guard(
             [UpgradeChecksOperator(task_id="check_upgrade", settings=settings),
+             PreflightOperator(task_id="preflight", scope="upgrade", settings={
+                 **step_settings, **{n: FromParam(n) for n in ("brokers", "pre_stop", "stop_command", "pre_start",
+                                                               "start_command")}}),
              phase_roll("pin"),
              controller_binaries_roll(),
              phase_roll("binaries", TriggerRule.NONE_FAILED),

@@ -145,28 +145,37 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     assert end.offline == [] and end.under_replicated == []
 
 
-def test_a_broken_install_stops_at_the_first_broker_and_a_cleared_run_resumes_it(fresh_sandbox, use_sandbox, capfd,
-                                                                                  caplog):
-    """Target 3.8.1 is not unpacked: the binaries roll fails on its first broker (left stopped, with the
-    install's error), no other broker is touched; once it is unpacked, clearing the failed tasks starts that
-    broker on the new release and finishes the upgrade, each broker started once per phase."""
+def test_a_host_without_the_target_is_refused_by_the_preflight_and_a_cleared_run_resumes(fresh_sandbox, use_sandbox,
+                                                                                          capfd, caplog):
+    """Target 3.8.1 unpacked on every broker host but one: the preflight, after the lock and before the first stop,
+    refuses the run naming that host (and only it); no broker is stopped. Once it is unpacked there too, clearing
+    the failed tasks runs the upgrade, each broker started once per phase."""
     from airflow_env import clear_and_resume
+
+    from sandbox.hosts import unpack_kafka
 
     sandbox = fresh_sandbox(brokers=3, racks=3)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     before = starts_so_far(sandbox)
+    lacking = sandbox.broker_ids[-1]
+    for b in sandbox.broker_ids[:-1]:
+        unpack_kafka(sandbox.host_dir(b), "3.8.1")
     failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.1",
                                        "approve_protocol_bump": True, **FAST})
     assert failed.state == "failed"
-    assert failed.mapped_states("binaries.broker")[0] == "failed"
-    assert "no unpacked Kafka 3.8.1" in capfd.readouterr().out + caplog.text
+    assert failed.state_of("preflight") == "failed" and failed.state_of("check_upgrade") == "success"
+    logged = capfd.readouterr().out + caplog.text
+    host = sandbox.broker(lacking)["host"]
+    assert f"preflight: 1 of 3 hosts are not ready (nothing was touched): broker {lacking} ({host}): " \
+           f"no unpacked Kafka 3.8.1 in" in logged
+    assert all(f"broker {b} ({sandbox.broker(b)['host']}): no unpacked" not in logged
+               for b in sandbox.broker_ids[:-1])
     now = started(sandbox)
-    assert sum(len(now[b]) - len(before[b]) for b in now) == 0, "no broker was started again"
-    stopped = [b for b in sandbox.broker_ids if b not in snapshot(admin(sandbox.bootstrap_servers)).brokers]
-    assert len(stopped) == 1, f"only the first broker of the roll is down: {stopped}"
+    assert all(now[b] == before[b] for b in now), "no broker was stopped or started"
+    assert set(snapshot(admin(sandbox.bootstrap_servers)).brokers) == set(sandbox.broker_ids)
 
-    unpack(sandbox, "3.8.1")
+    unpack_kafka(sandbox.host_dir(lacking), "3.8.1")
     resumed = clear_and_resume("kafka_upgrade", failed.run_id, only_failed=True)
     assert resumed.state == "success", resumed.states
     after = started(sandbox)

@@ -44,6 +44,7 @@ from kafka_ops.profile import ClusterProfile
 from observers import ClusterView, admin, registration, snapshot, wait_for
 from operators.cluster_checks import WaitForClusterOperator
 from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
+from operators.preflight import PreflightOperator
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.lock_holding import ensure_held
@@ -976,3 +977,63 @@ def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -
     sb.wait_healthy(timeout_s=30)
     print(f"\n{name} {list(part.replicas)} -> {[keep, new]} in {copy_s:.1f} s, and back in "
           f"{time.monotonic() - back:.1f} s")
+
+
+# --- the preflight (shared sandbox: reads only) -------------------------------------------------------------
+
+
+def preflight(scope: str, **settings) -> PreflightOperator:
+    base = {"cluster": FromParam("cluster"), "dry_run": FromParam("dry_run"), "healthcheck_interval_s": 1,
+            "healthcheck_timeout_s": 30}
+    return PreflightOperator(task_id="preflight", scope=scope, settings={**base, **settings})
+
+
+def test_preflight_asks_every_host_and_reports_every_problem_together(shared: RunningSandbox,
+                                                                      monkeypatch: pytest.MonkeyPatch, capfd,
+                                                                      caplog) -> None:
+    sb = shared
+    point_connections(monkeypatch, sb)
+    brokers = sb.registered_brokers()  # a spare host runs no broker: the run touches none there
+    assert preflight("roll").execute(op_context("manual__pf")) == {"hosts": 3, "problems": {}}
+    assert "preflight: every host the run will touch is ready (3 hosts)" in capfd.readouterr().out + caplog.text
+    # an upgrade to a release no host has unpacked, commands whose program no host has, an unknown host key for
+    # one host: one failure naming every problem of every host, nothing touched
+    monkeypatch.setenv(KAFKA_ENV, kafka_env_with(sb, service_stop="no-such-stopper --now",
+                                                 commands={"drain": "drain-lb {broker_id}"}))
+    victim = brokers[0]
+    known = sb.workdir / "ssh" / "known_hosts"
+    kept = known.read_text()
+    host = sb.broker(victim)["host"]
+    known.write_text("".join(line + "\n" for line in kept.splitlines() if host not in line))
+    try:
+        with pytest.raises(AirflowFailException) as err:
+            preflight("upgrade", target_version="3.9.1", pre_stop="drain").execute(op_context("manual__pf"))
+    finally:
+        known.write_text(kept)
+    text = str(err.value)
+    assert text.startswith("preflight: 3 of 3 hosts are not ready (nothing was touched): "), text
+    assert f"broker {victim} ({host}): SSH: " in text and "host key" in text
+    for b in brokers[1:]:
+        part = text.split(f"broker {b} ({sb.broker(b)['host']}): ")[1].split(" | ")[0]
+        assert "no-such-stopper: not found on the PATH of the SSH user" in part, part
+        assert "drain-lb: not found on the PATH of the SSH user" in part, part
+        assert "no unpacked Kafka 3.9.1 in" in part, part
+        assert "kafka-service" not in part, "the start command's program is there"
+    assert sb.registered_brokers() == brokers, "nothing was stopped"
+    # a dry run logs the same report and goes on
+    result = preflight("upgrade", target_version="3.9.1").execute(op_context("manual__pf", dry_run=True))
+    assert set(result["problems"]) == {f"broker {b}" for b in brokers}
+    assert "DRY RUN: preflight: a real run would stop here, nothing touched" in capfd.readouterr().out + caplog.text
+
+
+def test_preflight_of_a_scale_out_checks_only_the_brokers_it_will_start(shared: RunningSandbox,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    sb = shared
+    point_connections(monkeypatch, sb)
+    registered = sb.registered_brokers()[0]
+    assert preflight("scale-out", brokers=[registered], enabled=True).execute(op_context("manual__pf")) == \
+        {"hosts": 0, "problems": {}}, "a registered broker is not started: no host to ask"
+    assert preflight("decommission", brokers=[registered], enabled=False).execute(op_context("manual__pf")) == \
+        {"hosts": 0, "problems": {}}, "stop_brokers off: nothing is stopped"
+    assert preflight("decommission", brokers=[registered], enabled=True).execute(op_context("manual__pf")) == \
+        {"hosts": 1, "problems": {}}

@@ -436,14 +436,14 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     assert not bag.import_errors, bag.import_errors
     dag = bag.dags["kafka_rolling_restart"]
     t = dag.task_dict
-    assert set(t) == {"check_params", "lock_cluster", "controllers.plan", "controllers.controller", "restart.plan",
-                      "restart.broker", "final_health", "forget_rolls", "unlock_cluster"}
-    chain = ["check_params", "lock_cluster", "controllers.plan", "controllers.controller", "restart.plan",
-             "restart.broker", "final_health", "forget_rolls", "unlock_cluster"]
+    chain = ["check_params", "lock_cluster", "preflight", "controllers.plan", "controllers.controller",
+             "restart.plan", "restart.broker", "final_health", "forget_rolls", "unlock_cluster"]
+    assert set(t) == set(chain)
     for before, after in zip(chain, chain[1:], strict=False):
         assert after in t[before].downstream_task_ids, (before, after)
     rules = {task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule)) for task_id, task in t.items()}
-    assert rules == {"check_params": "all_success", "lock_cluster": "all_success", "controllers.plan": "all_success",
+    assert rules == {"check_params": "all_success", "lock_cluster": "all_success", "preflight": "all_success",
+                     "controllers.plan": "all_success",
                      "controllers.controller": "all_success", "restart.plan": "none_failed",
                      "restart.broker": "all_success", "final_health": "none_failed", "forget_rolls": "all_success",
                      "unlock_cluster": "all_done_setup_success"}

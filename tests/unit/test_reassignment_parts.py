@@ -93,10 +93,10 @@ def test_run_directory_is_named_by_dag_and_run(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.parametrize("dag_file, expected", [
-    ("kafka_scale_out", ["validate", "start_new_brokers", "health_gate", "reassign.snapshot", "reassign.plan",
-                         "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
+    ("kafka_scale_out", ["validate", "preflight", "start_new_brokers", "health_gate", "reassign.snapshot",
+                         "reassign.plan", "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
                          "reassign.preferred_leaders", "final_health"]),
-    ("kafka_decommission", ["validate", "health_gate", "lead_away", "reassign.snapshot", "reassign.plan",
+    ("kafka_decommission", ["validate", "preflight", "health_gate", "lead_away", "reassign.snapshot", "reassign.plan",
                             "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
                             "reassign.preferred_leaders", "stop_brokers", "final_health"]),
 ])

@@ -8,9 +8,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CHAIN = ["check_params", "lock_cluster", "check_upgrade", "pin.plan", "pin.broker", "controller_binaries.plan",
-         "controller_binaries.controller", "binaries.plan", "binaries.broker", "approve_protocol_bump", "ibp.plan",
-         "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version", "final_health", "forget_rolls", "unlock_cluster"]
+CHAIN = ["check_params", "lock_cluster", "check_upgrade", "preflight", "pin.plan", "pin.broker",
+         "controller_binaries.plan", "controller_binaries.controller", "binaries.plan", "binaries.broker",
+         "approve_protocol_bump", "ibp.plan", "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version",
+         "final_health", "forget_rolls", "unlock_cluster"]
 
 
 def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):

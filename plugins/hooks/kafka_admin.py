@@ -79,7 +79,7 @@ class KafkaAdminHook(ClusterProfileHook):
 
     The librdkafka client is created lazily by :meth:`get_conn` and reused; call :meth:`close`
     (or use the hook as a context manager) to drop it. Errors from the cluster surface as
-    ``confluent_kafka.KafkaException`` (usually transient: a sensor may retry) or, for kafka-python
+    ``confluent_kafka.KafkaException`` (usually transient: a wait retries it) or, for kafka-python
     calls, ``kafka.errors.KafkaError`` subclasses.
     """
 

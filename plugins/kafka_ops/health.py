@@ -1,8 +1,8 @@
 """Health rules for cluster operations; each returns a :class:`Verdict` with the reasons it failed.
 
 Pure functions over a :class:`kafka_ops.cluster.ClusterState` (and Burrow statuses for consumer
-lag). Sensors poke these rules and log ``verdict.message()`` verbatim, so every reason names the
-partition, broker or consumer group at fault, e.g. ``"orders-3: leader -1 (offline), isr [2]"``.
+lag). The gates and waits (``probes.cluster``) apply these rules and log ``verdict.message()`` verbatim, so
+every reason names the partition, broker or consumer group at fault, e.g. ``"orders-3: leader -1 (offline), isr [2]"``.
 
 Rules and where they come from:
 

@@ -536,6 +536,20 @@ class KafkaAdminHook(ClusterProfileHook):
             client.close()
         return normalize_log_dirs(raw)
 
+    def log_dir_space(self, brokers: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
+        """Usable bytes of each broker's log dirs (DescribeLogDirs v4+, KIP-827, Kafka 3.3+; kafka-python).
+
+        :param brokers: broker ids to ask; None = all brokers.
+        :returns: ``{broker: {log_dir: usable_bytes}}``; ``-1`` where the broker does not report it (an older Kafka);
+            a log dir reporting an error is left out.
+        """
+        client = self._kafka_python_admin()
+        try:
+            raw = client.describe_log_dirs(brokers=None if brokers is None else list(brokers))
+        finally:
+            client.close()
+        return log_dir_usable_bytes(raw)
+
     # -- throttles (dynamic configs) ---------------------------------------------------------------
 
     def alter_throttle_configs(
@@ -642,3 +656,15 @@ def normalize_log_dirs(raw: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
         return (r["broker"], r.get("log_dir") or "", r.get("topic") or "", r.get("partition") or 0)
 
     return sorted(rows, key=key)
+
+
+def log_dir_usable_bytes(raw: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, int]]:
+    """``{broker: {log_dir: usable_bytes}}`` from kafka-python's ``describe_log_dirs`` result (schema field
+    ``usable_bytes``, -1 when the response version has none); log dirs with an error left out."""
+    out: dict[int, dict[str, int]] = {}
+    for entry in raw:
+        dirs = out.setdefault(int(entry["broker"]), {})
+        for result in entry.get("log_dirs", []):
+            if not result.get("error_code", 0):
+                dirs[str(result.get("log_dir"))] = int(result.get("usable_bytes", -1))
+    return out

@@ -10,7 +10,9 @@ What a host must offer (:class:`HostNeeds`):
   (``kafka_*-<version>``) and complete: its ``libs/`` holds jars and its launcher ``bin/kafka-server-start.sh``
   is executable; ``kafka_home`` itself a symbolic link (the install re-points it);
 - where the run edits ``server.properties`` (an upgrade's IBP / LMF phases): the file readable and writable and its
-  directory writable (the edit keeps a backup beside it and renames a new file over it).
+  directory writable (the edit keeps a backup beside it and renames a new file over it);
+- where a reassignment copies data onto a broker: usable bytes on its log dirs (DescribeLogDirs v4, KIP-827) for the
+  bytes the plan sends it, with a margin (:func:`disk_problems`).
 
 Reaching the host at all (SSH, with a known host key) is the first check; the probe below runs in one SSH command
 per host and prints one line per check (``check<TAB>ok`` or ``check<TAB>problem``), which :func:`problems` reads.
@@ -24,6 +26,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 #: The launcher a Kafka release starts with (Kafka's distribution and the sandbox's assembled releases).
 LAUNCHER = "bin/kafka-server-start.sh"
@@ -116,3 +119,61 @@ def report(by_node: Mapping[str, Iterable[str]], hosts: Mapping[str, str]) -> st
     controller 100 (ctl-1): systemctl: not found ..."``; empty when none has any."""
     parts = [f"{node} ({hosts.get(node, '?')}): " + "; ".join(found) for node, found in by_node.items() if found]
     return " | ".join(parts)
+
+
+# -- disk space for a reassignment --------------------------------------------------------------------------------
+
+#: Free space a broker must keep beyond the bytes a plan copies onto it (the partitions keep growing while they
+#: copy, and a full log dir takes the broker's replicas offline).
+DISK_MARGIN = 0.10
+
+
+def bytes_to_receive(moves: Iterable[Any]) -> dict[int, int]:
+    """Bytes each broker receives from ``moves`` (``kafka_ops.plan_files.Move``: its ``size_bytes`` once per
+    adding replica, the replicas in ``replicas`` but not in ``current``): ``{broker: bytes}``, brokers that
+    receive nothing left out."""
+    out: dict[int, int] = {}
+    for m in moves:
+        for b in set(m.replicas) - set(m.current):
+            out[int(b)] = out.get(int(b), 0) + int(m.size_bytes)
+    return {b: n for b, n in out.items() if n > 0}
+
+
+def disk_problems(receive: Mapping[int, int], usable: Mapping[int, Mapping[str, int]],
+                  margin: float = DISK_MARGIN) -> tuple[list[str], list[str]]:
+    """(problems, notes) of the free space each receiving broker has for what a plan copies onto it.
+
+    :param receive: broker -> bytes it receives (:func:`bytes_to_receive`).
+    :param usable: broker -> {log dir: usable bytes} (DescribeLogDirs v4, KIP-827, Kafka 3.3+; -1 = not reported).
+    :returns: problems: a broker whose reported usable bytes over all its log dirs are less than ``receive x (1 +
+        margin)``, or that reported no log dir; notes: a broker whose log dirs do not report their space (an older
+        Kafka): not judged, said so.
+    """
+    problems_found: list[str] = []
+    notes: list[str] = []
+    for broker, need in sorted(receive.items()):
+        dirs = usable.get(broker)
+        if not dirs:
+            problems_found.append(f"broker {broker}: no log dir reported (DescribeLogDirs): cannot place "
+                                  f"{_size(need)}")
+            continue
+        known = {d: n for d, n in dirs.items() if n >= 0}
+        if not known:
+            notes.append(f"broker {broker}: its log dirs report no free space (Kafka before 3.3): {_size(need)} "
+                         f"to receive not checked against it")
+            continue
+        free = sum(known.values())
+        wanted = int(need * (1 + margin))
+        if free < wanted:
+            problems_found.append(f"broker {broker}: receives {_size(need)}, its log dirs have {_size(free)} usable "
+                                  f"(needs {_size(wanted)} with a {margin:.0%} margin): "
+                                  + ", ".join(f"{d} {_size(n)}" for d, n in sorted(known.items())))
+    return problems_found, notes
+
+
+def _size(n: int) -> str:
+    """``"1.50 GB"`` / ``"840.00 MB"`` / ``"12 B"`` (decimal units, as Kafka's tools print)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"

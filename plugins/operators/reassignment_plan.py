@@ -18,6 +18,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
+from kafka_ops.preflight import bytes_to_receive, disk_problems
 from runtime.params import resolve_settings
 from runtime.pending_labels import publish
 from runtime.reassignments import Reassignments
@@ -118,6 +119,7 @@ class CheckPlanOperator(ClusterOperator):
         if problems:
             raise AirflowFailException(f"the plan no longer fits the cluster ({len(problems)} problems; make a "
                                        f"new run): " + "; ".join(problems[:20]))
+        self._check_disk(profile, pending)
         ours = {(m.topic, m.partition) for m in plan.moves}
         others = [o for o in ongoing if (o["topic"], o["partition"]) not in ours]
         if others:
@@ -133,6 +135,33 @@ class CheckPlanOperator(ClusterOperator):
         for item in items:
             self.log.info("%s", item["label"])
         return publish(context, self.labels_for, items)
+
+
+    def _check_disk(self, profile: Any, pending: tuple[Any, ...]) -> None:
+        """The preflight of the data the plan copies: every receiving broker's log dirs have the usable bytes for
+        it, with a margin (``kafka_ops.preflight.disk_problems``); a dry run logs the verdict and goes on.
+
+        :raises AirflowFailException: naming every broker short of space (nothing was moved).
+        """
+        receive = bytes_to_receive(pending)
+        if not receive:
+            return
+        with KafkaAdminHook(profile=profile) as admin:
+            usable = self.ask(lambda: admin.log_dir_space(sorted(receive)), "the receiving brokers' log dirs")
+        problems, notes = disk_problems(receive, usable)
+        for note in notes:
+            self.log.warning("disk preflight: %s", note)
+        if not problems:
+            self.log.info("disk preflight: every receiving broker has room (%s)", ", ".join(
+                f"broker {b}: {n} bytes to receive, {sum(v for v in usable.get(b, {}).values() if v >= 0)} usable"
+                for b, n in sorted(receive.items())))
+            return
+        text = "; ".join(problems)
+        if self.dry_run:
+            self.log.warning("DRY RUN: disk preflight: a real run would stop here, nothing moved: %s", text)
+            return
+        raise AirflowFailException(f"disk preflight: {len(problems)} receiving brokers lack space for the plan "
+                                   f"(nothing was moved): {text}")
 
 
 def _current(state: Any, move: Any) -> tuple[int, ...] | None:

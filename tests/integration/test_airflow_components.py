@@ -1037,3 +1037,19 @@ def test_preflight_of_a_scale_out_checks_only_the_brokers_it_will_start(shared: 
         {"hosts": 0, "problems": {}}, "stop_brokers off: nothing is stopped"
     assert preflight("decommission", brokers=[registered], enabled=True).execute(op_context("manual__pf")) == \
         {"hosts": 1, "problems": {}}
+
+
+def test_real_kafka_reports_the_usable_bytes_of_each_log_dir(shared: RunningSandbox) -> None:
+    """DescribeLogDirs v4 (KIP-827): what the disk preflight of a reassignment judges, against the host's own view."""
+    import shutil
+
+    sb = shared
+    brokers = sb.registered_brokers()
+    with KafkaAdminHook(bootstrap_servers=sb.bootstrap_servers, request_timeout_s=15) as hook:
+        space = hook.log_dir_space(brokers)
+    assert sorted(space) == brokers
+    for b in brokers:
+        (log_dir, usable), = space[b].items()
+        free = shutil.disk_usage(log_dir).free
+        assert 0 < usable and abs(usable - free) < 0.05 * free + 64 * 2**20, (b, log_dir, usable, free)
+

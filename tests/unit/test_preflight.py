@@ -84,3 +84,40 @@ def test_a_probe_cut_short_is_a_problem_and_the_report_names_each_host() -> None
     assert report({"broker 1": ["a", "b"], "broker 2": [], "controller 100": ["c"]},
                   {"broker 1": "h1", "controller 100": "c1"}) == "broker 1 (h1): a; b | controller 100 (c1): c"
     assert report({"broker 1": []}, {}) == ""
+
+
+# -- disk space for a reassignment ----------------------------------------------------------------------------
+
+
+def test_bytes_to_receive_counts_each_adding_replica_once() -> None:
+    from kafka_ops.plan_files import Move
+    from kafka_ops.preflight import bytes_to_receive
+
+    moves = [Move("t", 0, (3, 1), (1, 2), 100), Move("t", 1, (3, 4), (1, 2), 50), Move("t", 2, (2, 1), (1, 2), 70),
+             Move("u", 0, (1, 2), (2, 1), 9)]
+    assert bytes_to_receive(moves) == {3: 150, 4: 50}, "a reorder copies nothing"
+
+
+def test_disk_problems_name_each_short_broker_and_note_the_unreported() -> None:
+    from kafka_ops.preflight import disk_problems
+
+    receive = {1: 1_000_000_000, 2: 5_000_000, 3: 10, 4: 10}
+    usable = {1: {"/data/a": 600_000_000, "/data/b": 450_000_000}, 2: {"/data": 900_000_000_000},
+              3: {"/data": -1}}
+    problems_found, notes = disk_problems(receive, usable)
+    assert problems_found == [
+        "broker 1: receives 1.00 GB, its log dirs have 1.05 GB usable (needs 1.10 GB with a 10% margin): "
+        "/data/a 600.00 MB, /data/b 450.00 MB",
+        "broker 4: no log dir reported (DescribeLogDirs): cannot place 10 B"]
+    assert notes == ["broker 3: its log dirs report no free space (Kafka before 3.3): 10 B to receive not checked "
+                     "against it"]
+    assert disk_problems({1: 900_000_000}, usable) == ([], [])
+
+
+def test_log_dir_usable_bytes_from_kafka_pythons_answer() -> None:
+    from hooks.kafka_admin import log_dir_usable_bytes
+
+    raw = [{"broker": 1, "log_dirs": [{"log_dir": "/a", "error_code": 0, "usable_bytes": 7, "topics": []},
+                                      {"log_dir": "/b", "error_code": 57, "usable_bytes": 3}]},
+           {"broker": 2, "log_dirs": [{"log_dir": "/a", "error_code": 0, "topics": []}]}]
+    assert log_dir_usable_bytes(raw) == {1: {"/a": 7}, 2: {"/a": -1}}

@@ -529,12 +529,7 @@ class KafkaAdminHook(ClusterProfileHook):
             "offset_lag", "is_future"}`` (size in bytes, lag in offsets), sorted; log dirs
             reporting an error give one row ``{"broker", "log_dir", "error_code"}`` instead.
         """
-        client = self._kafka_python_admin()
-        try:
-            raw = client.describe_log_dirs(brokers=None if brokers is None else list(brokers))
-        finally:
-            client.close()
-        return normalize_log_dirs(raw)
+        return normalize_log_dirs(self._describe_log_dirs(brokers))
 
     def log_dir_space(self, brokers: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
         """Usable bytes of each broker's log dirs (DescribeLogDirs v4+, KIP-827, Kafka 3.3+; kafka-python).
@@ -543,12 +538,15 @@ class KafkaAdminHook(ClusterProfileHook):
         :returns: ``{broker: {log_dir: usable_bytes}}``; ``-1`` where the broker does not report it (an older Kafka);
             a log dir reporting an error is left out.
         """
+        return log_dir_usable_bytes(self._describe_log_dirs(brokers))
+
+    def _describe_log_dirs(self, brokers: Iterable[int] | None) -> list[dict[str, Any]]:
+        """kafka-python's raw DescribeLogDirs answer (``[{"broker", "log_dirs": [...]}]``) for ``brokers``."""
         client = self._kafka_python_admin()
         try:
-            raw = client.describe_log_dirs(brokers=None if brokers is None else list(brokers))
+            return client.describe_log_dirs(brokers=None if brokers is None else list(brokers))
         finally:
             client.close()
-        return log_dir_usable_bytes(raw)
 
     # -- throttles (dynamic configs) ---------------------------------------------------------------
 

@@ -280,3 +280,18 @@ def edited_properties(phase: str, target: str, facts: Mapping[str, Any], text: s
     if phase == "lmf":
         return set_property(text, LMF, protocol_version(target))
     return text
+
+
+def host_needs(target: str, phases: Sequence[str] | None, install_command: str | None,
+               zookeeper_mode: bool) -> tuple[str | None, bool]:
+    """What an upgrade needs from every node's host before its first stop (the preflight, ``kafka_ops.preflight``):
+    ``(release, edits_properties)``: the release that must be unpacked beside ``kafka_home`` (phase ``binaries``
+    with the default install, which re-points the symlink; None with a named ``install_command``, which brings it
+    itself), and whether ``server.properties`` is edited (ZooKeeper mode with a ``pin`` / ``ibp`` / ``lmf`` phase).
+
+    :raises ValueError: a malformed target (refused as bad input before any host is asked).
+    """
+    parse_version(target)
+    phases = list(phases or PHASES)
+    release = target if "binaries" in phases and not install_command else None
+    return release, zookeeper_mode and any(p in phases for p in ZOOKEEPER_PHASES)

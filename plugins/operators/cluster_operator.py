@@ -15,7 +15,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.roll_spec import ClusterMode
 from runtime import profiles
+from runtime.cluster_mode import run_mode
 from runtime.params import is_true, resolve_settings
 from runtime.settings_table import value_or_default
 from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
@@ -91,3 +93,8 @@ class ClusterOperator(BaseOperator):
         except (WaitAborted, WaitTimeout) as exc:
             cause = exc.__cause__  # a refusal raised by ``call`` itself is the reason, as it said it
             raise AirflowFailException(str(cause if isinstance(cause, AirflowFailException) else exc)) from exc
+
+    def mode(self, context: Any, admin: Any) -> ClusterMode:
+        """The run's cluster mode: decided under the lock, else asked now through ``admin`` (a ``KafkaAdminHook``:
+        DescribeQuorum answered = KRaft), transient errors waited out (``runtime.cluster_mode.run_mode``)."""
+        return run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)

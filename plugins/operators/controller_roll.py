@@ -25,22 +25,18 @@ from kafka_ops import controller_roll as rules
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, can_restart_controller
 from kafka_ops.roll import RollRecord, clock
-from kafka_ops.roll_spec import parse_modes, ruled_out
 from runtime.broker_commands import BrokerCommand, controller_command
-from runtime.cluster_mode import run_mode
 from runtime.failures import describe
-from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 from runtime.waiting import Check
 
-from operators.cluster_operator import ClusterOperator
-from operators.node_roll import ChooseAgain, NodeRollOperator
+from operators.node_roll import ChooseAgain, NodeRollOperator, RollPlanBase
 
 NODE = "controller"
 
 
-class ControllerPlanOperator(ClusterOperator):
+class ControllerPlanOperator(RollPlanBase):
     """Decide the run's path and freeze the controller roll's plan; returns the mapped items of the controller
     task (``kafka_ops.controller_roll.controller_items``: ``{"position", "total", "id", "host", "label",
     "active", "grid_label"}``), in roll order, or ``[]`` when the run restarts no controller (ZooKeeper mode, or
@@ -67,17 +63,6 @@ class ControllerPlanOperator(ClusterOperator):
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, roll_id: str, settings: dict, labels_for: str | None = None, modes: Any = None,
-                 skip_reason: str = "", **kwargs: Any) -> None:
-        super().__init__(settings=settings, **kwargs)
-        self.roll_id = roll_id
-        self.labels_for = labels_for
-        self.modes = parse_modes(modes)
-        self.skip_reason = skip_reason
-
-    def execute(self, context: Any) -> list[dict]:
-        return publish(context, self.labels_for, self._plan(context, self.resolve(context)))
-
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
@@ -89,11 +74,8 @@ class ControllerPlanOperator(ClusterOperator):
         profile = self.profile
         requested_ids = list(self.setting("controllers"))
         with KafkaAdminHook(profile=profile) as admin:
-            mode = run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)
-            out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
-            if out is not None:
-                self.log.info("%s: roll %r plans nothing", out, self.roll_id)
-                store.save(RollRecord(self.roll_id, now_ms()))
+            mode = self._mode_or_nothing(context, admin, store)
+            if mode is None:
                 return []
             try:
                 roles = rules.role_plan(str(self.setting("roles")), requested_ids, mode.has_quorum)
@@ -101,9 +83,7 @@ class ControllerPlanOperator(ClusterOperator):
                 raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
             self.log.info("%s", roles.reason)
             if not roles.controllers:
-                store.save(RollRecord(self.roll_id, now_ms()))
-                self.log.info("roll %r: no controller to restart", self.roll_id)
-                return []
+                return self._nothing(store, f"roll {self.roll_id!r}: no controller to restart")
             quorum = self._quorum_with_leader(admin)
         self.log.info("%s", rules.describe_quorum_line(quorum))
         try:

@@ -36,7 +36,6 @@ from kafka_ops.metadata_version import (
     label,
     short_nodes_in,
 )
-from runtime.cluster_mode import run_mode
 from runtime.lock_holding import ensure_held
 from runtime.waiting import Check
 
@@ -77,8 +76,7 @@ class MetadataVersionOperator(ClusterOperator):
         target = str(cfg["target_version"])
         with KafkaAdminHook(profile=profile) as admin:
             self.admin = admin
-            if not run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"),
-                            self.log).has_quorum:
+            if not self.mode(context, admin).has_quorum:
                 self.log.info("%s: nothing to do", upgrade.ZOOKEEPER_SKIP)
                 return {"action": "skipped"}
             try:

@@ -32,11 +32,12 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import RollRecord, clock, decide, eta_s, names, turn
-from kafka_ops.roll_spec import BeforeStart, Facts, NeedsAction, requested
+from kafka_ops.roll_spec import BeforeStart, ClusterMode, Facts, NeedsAction, parse_modes, requested, ruled_out
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
 from runtime.lock_holding import ensure_held, release_held
-from runtime.roll_store import RollStore
+from runtime.pending_labels import publish
+from runtime.roll_store import RollStore, now_ms
 from runtime.run_report import FAILED_STATES
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
@@ -410,3 +411,50 @@ class NodeRollOperator(ClusterOperator):
             f"; about {left / 60:.1f} min left, done near {clock(int((time.time() + left) * 1000))}")
         self.log.info("roll %r: %s done; %d/%d %ss done%s", self.roll_id, names(ids, self.node), done, total,
                       self.node, finish)
+
+
+class RollPlanBase(ClusterOperator):
+    """What the plan task of every node roll shares (``operators.roll_plan.RollPlanOperator`` for brokers,
+    ``operators.controller_roll.ControllerPlanOperator`` for KRaft controllers): the roll it plans, the cluster modes
+    it exists in, the Grid labels it publishes for the mapped task, and an empty plan frozen when there is nothing to
+    roll (a resumed run then plans nothing again).
+
+    :param roll_id: the roll's id (its record's key).
+    :param modes: the cluster modes the roll exists in (``kafka_ops.roll_spec.ClusterMode`` or their values; None =
+        every mode); in another mode (the run's) the plan logs ``skip_reason`` and returns no item (the mapped task
+        is then *skipped*).
+    :param skip_reason: the line logged when the mode rules the roll out.
+    :param labels_for: the id of the task mapped over the plan: the plan publishes each of its instances' Grid
+        labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
+    """
+
+    ui_color = "#eeeeee"
+
+    def __init__(self, *, roll_id: str, settings: dict, modes: Any = None, skip_reason: str = "",
+                 labels_for: str | None = None, **kwargs: Any) -> None:
+        super().__init__(settings=settings, **kwargs)
+        self.roll_id = roll_id
+        self.modes = parse_modes(modes)
+        self.skip_reason = skip_reason
+        self.labels_for = labels_for
+
+    def execute(self, context: Any) -> list[dict]:
+        return publish(context, self.labels_for, self._plan(context, self.resolve(context)))
+
+    def _plan(self, context: Any, cfg: dict) -> list[dict]:
+        raise NotImplementedError
+
+    def _nothing(self, store: RollStore, why: str) -> list[dict]:
+        """Log ``why``, freeze an empty plan, return no item."""
+        self.log.info("%s", why)
+        store.save(RollRecord(self.roll_id, now_ms()))
+        return []
+
+    def _mode_or_nothing(self, context: Any, admin: Any, store: RollStore) -> ClusterMode | None:
+        """The run's cluster mode, or None after freezing an empty plan when that mode rules the roll out."""
+        mode = self.mode(context, admin)
+        out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
+        if out is not None:
+            self._nothing(store, f"{out}: roll {self.roll_id!r} plans nothing")
+            return None
+        return mode

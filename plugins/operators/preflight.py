@@ -31,7 +31,6 @@ from kafka_ops.preflight import HostNeeds, probe_script, problems, report
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll_spec import ClusterMode
 from runtime.broker_commands import remote_command
-from runtime.cluster_mode import run_mode
 from runtime.failures import describe
 from runtime.params import is_true
 
@@ -140,12 +139,11 @@ class PreflightOperator(ClusterOperator):
             return out
         with KafkaAdminHook(profile=profile) as admin:
             state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's metadata")
-            mode = run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"),
-                            self.log)
-            roles = str(self.cfg.get("roles") or "all")
+            mode = self.mode(context, admin)
+            roles = str(self.setting("roles"))
             controllers = mode.has_quorum and roles in ("all", "controllers")
             quorum = self.ask(admin.describe_quorum, "DescribeQuorum") if controllers else None
-        brokers = [int(b) for b in self.cfg.get("brokers") or []] or list(state.broker_ids)
+        brokers = [int(b) for b in self.setting("brokers")] or list(state.broker_ids)
         if roles == "controllers":
             brokers = []
         release, properties = self._upgrade_needs(mode)
@@ -160,7 +158,7 @@ class PreflightOperator(ClusterOperator):
                                   profile.kafka_home_for(bid) if release else None,
                                   profile.server_properties_for(bid) if properties else None), bid))
         if quorum is not None:
-            wanted = [int(c) for c in self.cfg.get("controllers") or []] or list(quorum.voter_ids)
+            wanted = [int(c) for c in self.setting("controllers")] or list(quorum.voter_ids)
             hosts = resolve_hosts([c for c in wanted if c in quorum.voter_ids], profile.controller_hosts, quorum,
                                   profile.cluster)
             for cid, (host, _) in sorted(hosts.items()):
@@ -174,12 +172,8 @@ class PreflightOperator(ClusterOperator):
         """(the release that must be unpacked on every node, or None; whether server.properties is edited)."""
         if self.scope != "upgrade":
             return None, False
-        phases = list(self.cfg.get("phases") or upgrade.PHASES)
-        target = str(self.cfg["target_version"])
-        upgrade.parse_version(target)  # malformed: refused as bad input before any host is asked
-        release = target if "binaries" in phases and not self.cfg.get("install_command") else None
-        edits = mode is ClusterMode.ZOOKEEPER and any(p in phases for p in upgrade.ZOOKEEPER_PHASES)
-        return release, edits
+        return upgrade.host_needs(str(self.cfg["target_version"]), self.cfg.get("phases"),
+                                  self.cfg.get("install_command"), mode is ClusterMode.ZOOKEEPER)
 
     def _install(self, profile: ClusterProfile, node_id: int) -> list[str]:
         """The upgrade's named install command on a node (its program must be there), else nothing."""

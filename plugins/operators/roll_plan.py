@@ -32,15 +32,12 @@ from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
-from kafka_ops.roll_spec import parse_modes, ruled_out
 from runtime.broker_commands import check_commands
-from runtime.cluster_mode import run_mode
 from runtime.params import is_true
-from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 
-from operators.cluster_operator import ClusterOperator
+from operators.node_roll import RollPlanBase
 
 
 def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> bool:
@@ -81,7 +78,7 @@ def batch_items(steps: Any, dry_run: bool = False) -> list[dict]:
     return items
 
 
-class RollPlanOperator(ClusterOperator):
+class RollPlanOperator(RollPlanBase):
     """Validate a roll's params and freeze its plan; returns the batches in roll order (the mapped input of
     the roll's broker task), one dict each: ``{"batch": k, "batches": n, "label": "brokers 0, 3",
     "grid_label": "brokers 0, 3 (1/2)", "brokers": [{"id", "host", "rack", "position", "total", "batch"}, ...]}``
@@ -105,17 +102,6 @@ class RollPlanOperator(ClusterOperator):
 
     ui_color = "#eeeeee"
 
-    def __init__(self, *, roll_id: str, settings: dict, modes: Any = None, skip_reason: str = "",
-                 labels_for: str | None = None, **kwargs: Any) -> None:
-        super().__init__(settings=settings, **kwargs)
-        self.roll_id = roll_id
-        self.modes = parse_modes(modes)
-        self.skip_reason = skip_reason
-        self.labels_for = labels_for
-
-    def execute(self, context: Any) -> list[dict]:
-        return publish(context, self.labels_for, self._plan(context, self.resolve(context)))
-
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
@@ -126,18 +112,13 @@ class RollPlanOperator(ClusterOperator):
                           clock(frozen.began_ms), frozen.batches, done or "none")
             return batch_items(frozen.steps, dry_run)
         profile = self.profile
-        if str(cfg.get("roles") or "all") == "controllers":  # absent: a DAG without the roles param
-            self.log.info("roles=controllers: no broker is restarted by roll %r", self.roll_id)
-            store.save(RollRecord(self.roll_id, now_ms()))
-            return []
+        if self.setting("roles") == "controllers":  # absent (a DAG without the roles param): all
+            return self._nothing(store, f"roles=controllers: no broker is restarted by roll {self.roll_id!r}")
         max_parallel = int(self.setting("max_parallel"))
         batch_by = str(self.setting("batch_by"))
         with KafkaAdminHook(profile=profile) as admin:
-            mode = run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)
-            out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
-            if out is not None:
-                self.log.info("%s: roll %r plans nothing", out, self.roll_id)
-                store.save(RollRecord(self.roll_id, now_ms()))
+            mode = self._mode_or_nothing(context, admin, store)
+            if mode is None:
                 return []
             # batches need ISR and min.insync.replicas (configs)
             state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")

@@ -23,7 +23,6 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
-from runtime.cluster_mode import run_mode
 from runtime.upgrade_steps import host_state
 
 from operators.cluster_operator import ClusterOperator
@@ -57,7 +56,7 @@ class UpgradeChecksOperator(ClusterOperator):
         controllers: list[dict[str, Any]] = []
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
-            kraft = run_mode(context, admin.is_kraft, self.log).has_quorum
+            kraft = self.mode(context, admin).has_quorum
             if kraft:
                 quorum = admin.describe_quorum()
                 try:

@@ -111,6 +111,18 @@ def published_labels(dag_id: str, run_id: str) -> dict[str, list[str]]:
     return merged
 
 
+def xcom_value(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    """An unmapped task's XCom ``key`` in run ``run_id`` (None when absent), read from the metadata database."""
+    from airflow import settings
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    with settings.Session() as session:
+        row = session.scalars(select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run_id,
+                                                      XComModel.task_id == task_id, XComModel.key == key)).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
 def _dag(dag_id: str) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 

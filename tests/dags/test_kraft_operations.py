@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from airflow_env import published_labels, run_dag
+from airflow_env import published_labels, run_dag, xcom_value
 from kafka import KafkaAdminClient
 from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
@@ -128,6 +128,9 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft
     assert end.under_replicated == [] and end.offline == []
     assert "KRaft cluster" in text, "the plan says which path it takes"
     assert "cluster kafka_sandbox: KRaft mode (metadata quorum leader" in text, "the lock step says the mode"
+    # the mode was decided once, under the lock, and the preflight asked every node's host: controllers too
+    assert xcom_value("kafka_rolling_restart", result.run_id, "lock_cluster", "cluster_mode") == "kraft"
+    assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 6, "problems": {}}
 
 
 def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):

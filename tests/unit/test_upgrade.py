@@ -195,3 +195,14 @@ def test_the_phases_and_what_each_mode_skips() -> None:
     assert upgrade.PHASES == ("pin", "binaries", "ibp", "lmf", "metadata_version")
     assert upgrade.ZOOKEEPER_PHASES == ("pin", "ibp", "lmf")
     assert upgrade.KRAFT_SKIP == "KRaft: metadata.version replaces inter.broker.protocol.version"
+
+
+def test_what_an_upgrade_needs_from_each_host_before_its_first_stop() -> None:
+    assert upgrade.host_needs("3.7.1", None, None, zookeeper_mode=True) == ("3.7.1", True)
+    assert upgrade.host_needs("4.1.0", None, None, zookeeper_mode=False) == ("4.1.0", False), "KRaft edits no file"
+    assert upgrade.host_needs("3.7.1", ["binaries"], "install-kafka", zookeeper_mode=True) == (None, False), \
+        "a named install brings the release itself; no IBP/LMF phase edits server.properties"
+    assert upgrade.host_needs("3.7.1", ["ibp"], None, zookeeper_mode=True) == (None, True)
+    with pytest.raises(ValueError, match="major.minor.patch"):
+        upgrade.host_needs("3.7", None, None, zookeeper_mode=True)
+

@@ -46,13 +46,17 @@ def _rank(phase: str | None) -> int:
 @dataclass(frozen=True)
 class BrokerProgress:
     """What this roll did to one broker: the last ``phase`` reached (one of :data:`PHASES`), when (ms),
-    and why (for ``done``: "restarted", or the needs-action reason it was left alone)."""
+    and why (for ``done``: "restarted", or the needs-action reason it was left alone), and the way back
+    from what it changed on the node, if anything."""
 
     broker_id: int
     phase: str
     at_ms: int
     reason: str = ""
     took_s: float = 0.0
+    #: How to undo what the roll's before-start step changed on the node (``{"what", "command"}``,
+    #: ``kafka_ops.roll_spec.WayBack``), kept through the later phases; None = nothing to undo.
+    way_back: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -83,7 +87,7 @@ class RollRecord:
     (:class:`LagStreak`), so the next gate continues it instead of starting from zero.
 
     JSON shape (:meth:`to_dict`): ``{"roll_id", "began_ms", "steps": [...], "consumer_groups": [...] | null,
-    "brokers": {"3": {"phase", "at_ms", "reason", "took_s"}}, "lag_ok": {"polls", "at_ms"} | null}``.
+    "brokers": {"3": {"phase", "at_ms", "reason", "took_s", "way_back"?}}, "lag_ok": {"polls", "at_ms"} | null}``.
     """
 
     roll_id: str
@@ -119,8 +123,10 @@ class RollRecord:
     def is_done(self, broker_id: int) -> bool:
         return self.phase(broker_id) == "done"
 
-    def mark(self, broker_id: int, phase: str, at_ms: int, reason: str = "", took_s: float = 0.0) -> RollRecord:
-        """A copy with ``broker_id`` at ``phase``.
+    def mark(self, broker_id: int, phase: str, at_ms: int, reason: str = "", took_s: float = 0.0,
+             way_back: Mapping[str, str] | None = None) -> RollRecord:
+        """A copy with ``broker_id`` at ``phase``; ``way_back`` (see :class:`BrokerProgress`) replaces the node's,
+        else the one it had is kept.
 
         :raises ValueError: going back to an earlier phase (a roll never un-does progress), or an
             unknown phase.
@@ -130,9 +136,17 @@ class RollRecord:
         current = self.phase(broker_id)
         if _rank(phase) < _rank(current):
             raise ValueError(f"broker {broker_id}: roll {self.roll_id!r} cannot go from {current} back to {phase}")
+        before = self.progress(broker_id)
+        kept = way_back if way_back is not None else (before.way_back if before else None)
         brokers = dict(self.brokers)
-        brokers[int(broker_id)] = BrokerProgress(int(broker_id), phase, int(at_ms), reason, float(took_s))
+        brokers[int(broker_id)] = BrokerProgress(int(broker_id), phase, int(at_ms), reason, float(took_s),
+                                                 None if kept is None else dict(kept))
         return replace(self, brokers=brokers)
+
+    def reverted(self, broker_id: int) -> RollRecord:
+        """A copy in which the roll never touched ``broker_id``: what its before-start step changed was undone
+        (its way back run, the node back as it was), so a resumed roll judges the node afresh."""
+        return replace(self, brokers={b: p for b, p in self.brokers.items() if b != int(broker_id)})
 
     def finished(self) -> list[int]:
         """Brokers done in this roll, in roll order."""
@@ -145,7 +159,8 @@ class RollRecord:
             "steps": [dict(s) for s in self.steps],
             "consumer_groups": None if self.consumer_groups is None else list(self.consumer_groups),
             "brokers": {
-                str(b): {"phase": p.phase, "at_ms": p.at_ms, "reason": p.reason, "took_s": p.took_s}
+                str(b): {"phase": p.phase, "at_ms": p.at_ms, "reason": p.reason, "took_s": p.took_s,
+                         **({"way_back": dict(p.way_back)} if p.way_back else {})}
                 for b, p in sorted(self.brokers.items())
             },
             "lag_ok": None if self.lag_ok is None else {"polls": self.lag_ok.polls, "at_ms": self.lag_ok.at_ms},
@@ -160,7 +175,7 @@ class RollRecord:
         try:
             brokers = {
                 int(b): BrokerProgress(int(b), p["phase"], int(p["at_ms"]), p.get("reason", ""),
-                                       float(p.get("took_s", 0)))
+                                       float(p.get("took_s", 0)), _way_back(p.get("way_back")))
                 for b, p in (data.get("brokers") or {}).items()
             }
             groups = data.get("consumer_groups")
@@ -170,6 +185,14 @@ class RollRecord:
                        None if lag is None else LagStreak(int(lag["polls"]), int(lag["at_ms"])))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"roll record is malformed ({exc!r}): {data!r}"[:500]) from None
+
+
+def _way_back(data: Any) -> dict[str, str] | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or not {"what", "command"} <= set(data):
+        raise ValueError(f"way_back needs 'what' and 'command', got {data!r}")
+    return {"what": str(data["what"]), "command": str(data["command"])}
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,30 @@ NeedsAction = Callable[[int, Mapping[str, Any], Mapping[str, Any]], tuple[bool, 
 Facts = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
 #: A roll's step between "gone" and "start" (an upgrade switches binaries or edits server.properties there):
 #: ``before_start(profile, node, settings, log, dry_run)``; raise to fail the node, which the roll then leaves
-#: stopped (its record says so; clearing the task resumes at this step).
-BeforeStart = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any], Any, bool], None]
+#: stopped (its record says so; clearing the task resumes at this step). It returns the node's
+#: :class:`WayBack` (how to undo what it changed), or None when it changed nothing or knows no way back.
+BeforeStart = Callable[[ClusterProfile, Mapping[str, Any], Mapping[str, Any], Any, bool], "WayBack | None"]
+
+
+@dataclass(frozen=True)
+class WayBack:
+    """How to put a node back as it was before a roll's ``before_start`` step changed it (an upgrade's new
+    binaries, a server.properties edit): ``what`` in words ("point /opt/kafka back at kafka_2.13-3.6.2, the
+    release it ran before this roll") and ``command``, the shell text that does it on the node's host (its
+    values already quoted). Kept in the roll's record with the node, so the failure that stops the roll can say
+    it, and ``revert_failed_broker`` can run it, also after a resume.
+    """
+
+    what: str
+    command: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what, "command": self.command}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> WayBack | None:
+        """Inverse of :meth:`to_dict` (None stays None). :raises KeyError: a field is missing."""
+        return None if data is None else cls(str(data["what"]), str(data["command"]))
 
 
 def requested(node_id: int, facts: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[bool, str]:

@@ -47,7 +47,8 @@ from operations.operation_dag import operation_dag
 from operations.roll_params import roll_params
 
 OPERATION = "upgrade"
-UPGRADE_SETTINGS = {name: FromParam(name) for name in ("target_version", "install_command", "phases")}
+UPGRADE_SETTINGS = {name: FromParam(name) for name in ("target_version", "install_command", "phases",
+                                                       "revert_failed_broker")}
 
 
 def phase_spec(phase: str) -> RollSpec:
@@ -91,7 +92,8 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
         defaults=defaults,
         params={
             **roll_params(),
-            **params("target_version", "install_command", "approve_protocol_bump", "phases", "metadata_version"),
+            **params("target_version", "install_command", "revert_failed_broker", "approve_protocol_bump", "phases",
+                     "metadata_version"),
         },
     ) as dag:
         settings = {"cluster": FromParam("cluster"), "metadata_version": FromParam("metadata_version"),

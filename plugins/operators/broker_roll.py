@@ -20,12 +20,14 @@ from typing import Any
 from hooks.burrow import BurrowHook
 from kafka_ops import health
 from kafka_ops.batches import can_stop_together
+from kafka_ops.controller_roll import service_state
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import RollRecord, batch_label, labelled_batch
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand
 from runtime.lag_watch import LagWatch
 from runtime.roll_store import RollStore
+from runtime.start_dependencies import Dependency, dependencies
 from runtime.waiting import Check
 
 from operators.node_roll import NodeRollOperator
@@ -91,12 +93,20 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _wait_back(self, record: RollRecord, nodes: Mapping[int, dict]) -> None:
         ids = list(nodes)
-        for kind, label, mark, check in (("registered", "registered?", "registered", None),
+        self._nodes, self._looked = dict(nodes), {}
+        for kind, label, mark, check in (("registered", "registered?", "registered", self._registered),
                                          ("caught_up", "caught up?", "caught_up", None),
                                          ("leadership", "leadership?", "leadership", self._leadership)):
             self._show(label)
             self._wait_each(kind, ids, check)
             self.marks[mark] = time.time()
+
+    def _dependencies(self, nodes: Mapping[int, dict]) -> list[Dependency]:
+        """ZooKeeper (ZooKeeper mode), the KRaft quorum leader (KRaft), both while migrating
+        (``kafka_ops.start_needs``); the ZooKeeper connect string is the profile's, else a running broker's."""
+        mode = self.mode(self._context, self.prober.admin)
+        return dependencies("broker", mode, self.profile, self.prober.admin,
+                            lambda: [b for b in self.prober.state(configs=False).broker_ids if b not in nodes])
 
     def _dry_back(self, nodes: Mapping[int, dict], soak: float) -> None:
         self.log.info("DRY RUN: would wait until %s registered, back in every ISR and leading their preferred "
@@ -193,6 +203,26 @@ class BrokerRollOperator(NodeRollOperator):
             return
         # quick first polls: the lag watch itself keeps Burrow's polls interval_s apart
         self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may NOT')} yet")
+
+    def _registered(self, bid: int) -> Check:
+        """Broker ``bid`` registered again; while it is not, its host's status command (at most once per
+        ``healthcheck_interval_s``) tells whether it still starts or exited (a start command that returns at once,
+        like ``systemctl start``, says nothing about the broker coming up): see
+        :meth:`~operators.node_roll.NodeRollOperator._exited`."""
+        verdict = self.prober.look("registered", bid)
+        if verdict.ok:
+            return Check(True, verdict.message())
+        now = time.monotonic()
+        if now - self._looked.get(bid, self._first_start) < self.interval_s:
+            return Check(False, verdict.message())
+        self._looked[bid] = now
+        node = self._nodes[bid]
+        rc, out = BrokerCommand.status_of(self.profile, node).status(self.profile.ssh_conn_id, self.ssh_timeout_s)
+        state = service_state(rc, out)
+        said = f"{(out.strip().splitlines() or ['no output'])[0]} (exit {rc})"
+        if state != "stopped":
+            return Check(False, f"{verdict.message()} (its service is {state}: {said})")
+        return self._exited(bid, node, said)
 
     def _leadership(self, bid: int) -> Check:
         """Leadership back: elect the preferred leader (KIP-460, ``kafka-leader-election.sh --election-type

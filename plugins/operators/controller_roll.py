@@ -29,6 +29,7 @@ from runtime.broker_commands import BrokerCommand, controller_command
 from runtime.failures import describe
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
+from runtime.start_dependencies import Dependency, dependencies
 from runtime.waiting import Check
 
 from operators.node_roll import ChooseAgain, NodeRollOperator, RollPlanBase
@@ -183,6 +184,12 @@ class ControllerRollOperator(NodeRollOperator):
             self.log.info("controller %s was the quorum leader when planned; the leader is now %s: it is "
                           "restarted as a follower", cid, quorum.leader_id)
         return record, {cid: step}
+
+    def _dependencies(self, nodes: Mapping[int, dict]) -> list[Dependency]:
+        """ZooKeeper while the cluster migrates to KRaft; nothing in KRaft mode (``kafka_ops.start_needs``)."""
+        mode = self.mode(self._context, self.admin)
+        return dependencies("controller", mode, self.profile, self.admin,
+                            lambda: list(self.admin.cluster_state(configs=False).broker_ids))
 
     def _alive(self, nodes: Mapping[int, dict]) -> set[int]:
         """The controllers whose process runs (or is between states), per the host's status command. A dry run

@@ -32,13 +32,26 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import RollRecord, clock, decide, eta_s, names, turn
-from kafka_ops.roll_spec import BeforeStart, ClusterMode, Facts, NeedsAction, parse_modes, requested, ruled_out
+from kafka_ops.roll_spec import (
+    BeforeStart,
+    ClusterMode,
+    Facts,
+    NeedsAction,
+    WayBack,
+    parse_modes,
+    requested,
+    ruled_out,
+)
+from kafka_ops.start_needs import start_again
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.grid import show_step
+from runtime.host_files import run_on_host
 from runtime.lock_holding import ensure_held, release_held
+from runtime.params import is_true
 from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_report import FAILED_STATES
+from runtime.start_dependencies import Dependency, all_answer
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 from runtime.window_gate import window_gate
 
@@ -48,9 +61,16 @@ from operators.cluster_operator import ClusterOperator
 SENT = {"stop": "stopping", "start": "starting"}
 #: The run's command settings of the steps that run a command, in roll order: (step, setting).
 STOP_STEPS = (("pre_stop", "pre_stop"), ("stop", "stop_command"))
-START_STEPS = (("pre_start", "pre_start"), ("start", "start_command"))
+PRE_START_STEP = (("pre_start", "pre_start"),)
+START_STEP = (("start", "start_command"),)
 #: First pause of the waits after an action, seconds (doubling up to healthcheck_interval_s).
 RAMP_FROM_S = 0.5
+
+
+class NodeExited(Exception):
+    """Raised by a node kind's back-wait when a node it started exited again while everything it registers with
+    answered: the node's own failure (a bad release, a bad config), which waiting cannot fix; the message says
+    so."""
 
 
 class ChooseAgain(Exception):
@@ -167,6 +187,11 @@ class NodeRollOperator(ClusterOperator):
         """Log what a real run would wait for to see the nodes back."""
         raise NotImplementedError
 
+    def _dependencies(self, nodes: Mapping[int, dict]) -> list[Dependency]:
+        """What ``nodes`` register with when they start (``runtime.start_dependencies``: ZooKeeper, the KRaft
+        quorum leader), for the run's cluster mode; [] = nothing to wait for."""
+        return []
+
     def _now(self, record: RollRecord, ids: list[int]) -> dict[int, str]:
         """How each node of ``ids`` is now, for a failure's last words ("DOWN", "running")."""
         raise NotImplementedError
@@ -199,6 +224,8 @@ class NodeRollOperator(ClusterOperator):
         except WaitAborted as exc:
             if isinstance(exc.__cause__, ChooseAgain):
                 raise exc.__cause__ from None
+            if isinstance(exc.__cause__, NodeExited):
+                raise AirflowFailException(str(exc.__cause__)) from exc
             raise AirflowFailException(str(exc)) from exc
         except WaitTimeout as exc:
             raise AirflowFailException(str(exc)) from exc
@@ -247,7 +274,10 @@ class NodeRollOperator(ClusterOperator):
         self.ssh_timeout_s = float(self.setting("command_timeout_s"))
         position = self._position()
         store = RollStore(context, self.roll_id)
+        self._store = store
         record = store.load()
+        self._deps, self._first_start, self._pending_start = [], time.monotonic(), set()
+        self._batch_nodes: dict[int, dict] = {}
         if record is None:
             raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run")
         if not 0 <= position < len(record.batches):
@@ -275,15 +305,17 @@ class NodeRollOperator(ClusterOperator):
         self.marks: dict[str, float] = {"began": time.time()}
         profile = self.profile  # fails the task on a bad connection before anything is touched
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
+        self._who = who
         begun = time.monotonic()
         with self._session(profile, record):
             try:
                 record, acted = self._roll(context, cfg, store, record, position, who)
             except (AirflowFailException, BrokerCommandFailed) as exc:
-                left = self._left_state(store.load() or record, position)
+                reverted = "" if self.dry_run else self._revert_if_asked(store, store.load() or record, position)
+                left = self._left_state(store.load() or record, position, bool(reverted))
                 if not self.dry_run:
                     release_held(self.profile, context, self.log, f"the roll stops at this {self.node}")
-                raise AirflowFailException(f"{exc}{left}") from exc
+                raise AirflowFailException(f"{exc}{reverted}{left}") from exc
             record = self._after_roll(store, record, acted)
         took = time.monotonic() - begun
         for nid in acted:
@@ -321,6 +353,7 @@ class NodeRollOperator(ClusterOperator):
         """Every step for the batch's unfinished nodes; returns the record and the nodes acted on."""
         for _ in range(len(record.order) + 1):
             record, nodes = self._choose(store, record, position)
+            self._batch_nodes = dict(nodes)
             record = self._left_alone(store, record, nodes, cfg)
             if not nodes:
                 return record, []
@@ -358,9 +391,10 @@ class NodeRollOperator(ClusterOperator):
             if preparing:
                 self._show("before start")
             for nid in preparing:
-                self.before_start(self.profile, nodes[nid], cfg, self.log, False)
-                record = store.mark(record, nid, "prepared")
-        record = self._commands(context, cfg, store, record, nodes, START_STEPS, who)
+                way_back = self.before_start(self.profile, nodes[nid], cfg, self.log, False)
+                record = store.mark(record, nid, "prepared",
+                                    way_back=None if way_back is None else way_back.to_dict())
+        record = self._start(context, cfg, store, record, nodes, who)
         soak = float(self.setting("soak_s"))
         if self.dry_run:
             self._dry_back(nodes, soak)
@@ -371,6 +405,62 @@ class NodeRollOperator(ClusterOperator):
             self.log.info("%s: soaking %.0f s", names(list(nodes), self.node), soak)
             self._sleep(soak)
         return record, list(nodes)
+
+    def _start(self, context: Any, cfg: Mapping[str, Any], store: RollStore, record: RollRecord,
+               nodes: Mapping[int, dict], who: str | None) -> RollRecord:
+        """Pre-start, then start; before the start, wait until what the nodes register with answers (a node started
+        while ZooKeeper or the quorum leader does not answer exits: ``kafka_ops.start_needs``). A start that fails
+        while that service does not answer is sent again once it answers, within ``healthcheck_timeout_s`` of the
+        first start (``kafka_ops.start_needs.start_again``); one that fails while it answers stops the roll."""
+        record = self._commands(context, cfg, store, record, nodes, PRE_START_STEP, who)
+        deps = [] if self.dry_run or not self._to_start(record, nodes) else self._dependencies(nodes)
+        if deps:
+            self._await_dependencies(deps, nodes, "before starting")
+        began = time.monotonic()
+        self._deps, self._first_start, self._pending_start = deps, began, set()
+        while True:
+            try:
+                return self._commands(context, cfg, store, record, nodes, START_STEP, who)
+            except BrokerCommandFailed as exc:
+                record = store.load() or record
+                now = all_answer(deps) if deps else None
+                if now is None or not start_again(now.ok, time.monotonic() - began, self.timeout_s):
+                    raise
+                self.log.warning("%s: the start failed while %s (%s); starting again once it answers",
+                                 names(list(nodes), self.node), now.message, exc)
+                self._await_dependencies(deps, nodes, "before starting again")
+
+    def _exited(self, nid: int, node: dict, said: str) -> Check:
+        """What a back-wait does about node ``nid`` whose service stopped after this roll started it (``said``: what
+        its status command printed): when what it registers with does not answer (an outage explains the exit),
+        the node is started again once it answers (a later call sends the start); otherwise :class:`NodeExited`.
+        Returns the wait's verdict for now."""
+        who = f"{self.node} {nid}"
+        answer = all_answer(self._deps) if self._deps else None
+        if nid not in self._pending_start:
+            if answer is None or not start_again(answer.ok, time.monotonic() - self._first_start, self.timeout_s):
+                why = "" if answer is None else f"; {answer.message}"
+                raise NodeExited(f"{who} exited after its start (service status: {said}){why}: it does not come "
+                                 "back by itself")
+            self._pending_start.add(nid)
+            self.log.warning("%s exited after its start while %s: starting it again once it answers", who,
+                             answer.message)
+        if answer is not None and not answer.ok:
+            return Check(False, f"{who} is down: not starting it again yet: {answer.message}")
+        self._commands(self._context, self.cfg, self._store, self._store.load(), {nid: node}, START_STEP, self._who)
+        self._pending_start.discard(nid)
+        return Check(False, f"{who}: started again ({answer.message if answer else 'nothing to wait for'})")
+
+    def _to_start(self, record: RollRecord, nodes: Mapping[int, dict]) -> list[int]:
+        """The nodes the start step would act on now (nothing logged: the start step logs its own decisions)."""
+        alive = self._alive(nodes)
+        return [n for n in nodes if decide("start", n, record, n in alive, node=self.node).action == "act"]
+
+    def _await_dependencies(self, deps: list[Dependency], nodes: Mapping[int, dict], when: str) -> None:
+        what = " and ".join(d.name for d in deps)
+        self._show(" + ".join(d.short for d in deps) + "?")
+        self._wait(lambda: all_answer(deps), f"{what} answers {when} {names(list(nodes), self.node)}",
+                   not_yet=f"not starting {names(list(nodes), self.node)} yet")
 
     def _commands(self, context: Any, cfg: Mapping[str, Any], store: RollStore, record: RollRecord,
                   nodes: Mapping[int, dict], steps: tuple[tuple[str, str], ...], who: str | None) -> RollRecord:
@@ -393,16 +483,58 @@ class NodeRollOperator(ClusterOperator):
             self._run_all(chosen, who)
         return record
 
-    def _left_state(self, record: RollRecord, position: int) -> str:
-        """What the failure leaves behind, for the task's last error line."""
+    def _left_state(self, record: RollRecord, position: int, reverted: bool = False) -> str:
+        """What the failure leaves behind, for the task's last error line: each node the roll left unfinished, how
+        it is now, its record, and the way back from what the roll changed on it."""
         planned = self._planned(record, position)
         touched = [n for n in planned if record.phase(n) not in (None, "done")]
         if not touched:
-            return f" ({names(planned, self.node)} not stopped by this roll)"
+            return " (clearing this task rolls it again)" if reverted else \
+                f" ({names(planned, self.node)} not stopped by this roll)"
         now = self._now(record, touched)
-        parts = [f"{self.node} {nid} is {now[nid]}; this roll's record: {record.phase(nid)} at "
-                 f"{clock(record.progress(nid).at_ms)}" for nid in touched]
+        parts = []
+        for nid in touched:
+            progress = record.progress(nid)
+            part = f"{self.node} {nid} is {now[nid]}; this roll's record: {progress.phase} at {clock(progress.at_ms)}"
+            way_back = WayBack.from_dict(progress.way_back)
+            if way_back is not None:
+                host = next((s.get("host") for s in record.steps if int(s["id"]) == nid), "its host")
+                part += (f"; the way back: {way_back.what}: run `{way_back.command}` on {host}, then start it"
+                         + (" and elect its preferred leaders (kafka-leader-election.sh --election-type PREFERRED)"
+                            if self.node == "broker" else "")
+                         + " (or trigger with revert_failed_broker to have the run do it)")
+            parts.append(part)
         return f" ({'; '.join(parts)}; clearing this task resumes it from there)"
+
+    def _revert_if_asked(self, store: RollStore, record: RollRecord, position: int) -> str:
+        """With ``revert_failed_broker``: put every node of the batch that the roll changed and could not bring
+        back (prepared or starting, with a way back) as it was: stop it, run its way back, start it, wait until
+        it is back; its record is then cleared (a resumed roll judges it afresh). Returns the sentence for the
+        failure ("" when nothing was reverted or it was not asked for)."""
+        if not is_true(self.setting("revert_failed_broker")):
+            return ""
+        nodes = self._batch_nodes
+        failed = {n: WayBack.from_dict(record.progress(n).way_back) for n in self._planned(record, position)
+                  if n in nodes and record.phase(n) in ("prepared", "starting") and record.progress(n).way_back}
+        said = []
+        for nid, way_back in failed.items():
+            who = f"{self.node} {nid}"
+            self.log.warning("%s: revert_failed_broker: %s", who, way_back.what)
+            try:
+                self._show("revert")
+                ensure_held(self.profile, self._context, self.operation, self.log)
+                self._run_all([self._command("stop", self.cfg.get("stop_command"), nodes[nid])], None)
+                run_on_host(self.profile, nodes[nid], way_back.command, "the way back")
+                self._run_all([self._command("start", self.cfg.get("start_command"), nodes[nid])], None)
+                self._first_start, self._pending_start = time.monotonic(), set()
+                self._wait_back(record, {nid: nodes[nid]})
+            except Exception as exc:  # noqa: BLE001 - the failure says the revert failed, and how
+                said.append(f"{who}: the revert failed: {exc}")
+                continue
+            record = record.reverted(nid)
+            store.save(record)
+            said.append(f"{who} reverted ({way_back.what}) and back in the cluster")
+        return f"; revert_failed_broker: {'; '.join(said)}" if said else ""
 
     def _report(self, record: RollRecord, ids: list[int]) -> None:
         done, total = len(record.finished()), len(record.order)

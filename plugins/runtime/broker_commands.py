@@ -67,6 +67,13 @@ class BrokerCommand:
             return None
         return cls(step, int(broker["id"]), str(broker["host"]), chosen[0], chosen[1])
 
+    @classmethod
+    def status_of(cls, profile: ClusterProfile, broker: dict) -> BrokerCommand:
+        """The profile's service status command on ``broker`` (``{"id", "host"}``)."""
+        bid = int(broker["id"])
+        return cls("status", bid, str(broker["host"]), profile.service_command("status", bid),
+                   "service command (service_status)")
+
     def describe(self) -> str:
         return f"{self.node} {self.broker_id} ({self.host}): {self.step}: {self.origin}: {self.text}"
 

@@ -53,18 +53,22 @@ def run_on_host(profile: ClusterProfile, node: Mapping[str, Any], command: str, 
     return out
 
 
-def write_properties(profile: ClusterProfile, node: Mapping[str, Any], text: str) -> None:
-    """Replace server.properties atomically, keeping a timestamped backup beside it, then read it back.
+def write_properties(profile: ClusterProfile, node: Mapping[str, Any], text: str) -> str:
+    """Replace server.properties atomically, keeping a timestamped backup beside it, then read it back; returns
+    the backup's path (``<server.properties>.bak-<epoch>``).
 
     :raises AirflowFailException: the write failed, or the file read back is not ``text`` (the node is not
         started on it; the backup is beside it).
     """
     _, props = node_paths(profile, int(node["id"]))
     p = shlex.quote(props)
-    run_on_host(profile, node, f"cp -p {p} {p}.bak-$(date +%s) && printf %s {shlex.quote(text)} > {p}.kafka-ops-new "
-                f"&& mv {p}.kafka-ops-new {p}", "writing server.properties")
+    out = run_on_host(profile, node, f"b={p}.bak-$(date +%s) && cp -p {p} \"$b\" && printf %s "
+                      f"{shlex.quote(text)} > {p}.kafka-ops-new && mv {p}.kafka-ops-new {p} && echo \"$b\"",
+                      "writing server.properties")
+    backup = (out.strip().splitlines() or [""])[-1]
     back = run_on_host(profile, node, f"cat {p}", "reading server.properties back", read_only=True)
     if back != text:
         raise AirflowFailException(f"{who(node)}: server.properties read back differs from what was written "
                                    f"({len(back)} vs {len(text)} characters): not started on it; the previous "
-                                   f"file is kept beside it as {props}.bak-<epoch>")
+                                   f"file is kept beside it as {backup}")
+    return backup

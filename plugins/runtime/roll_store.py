@@ -10,6 +10,7 @@ succeeded.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import Variable
@@ -51,9 +52,10 @@ class RollStore:
                      description="kafka-ops: one roll's frozen plan and what it did to each broker "
                                  "(deleted when the run succeeds; read when failed tasks are cleared)")
 
-    def mark(self, record: RollRecord, broker_id: int, phase: str, reason: str = "", took_s: float = 0.0) -> RollRecord:
-        """Record ``broker_id`` at ``phase`` now, save, and return the new record."""
-        updated = record.mark(broker_id, phase, now_ms(), reason, took_s)
+    def mark(self, record: RollRecord, broker_id: int, phase: str, reason: str = "", took_s: float = 0.0,
+             way_back: Mapping[str, str] | None = None) -> RollRecord:
+        """Record ``broker_id`` at ``phase`` now (with its way back, if given), save, and return the new record."""
+        updated = record.mark(broker_id, phase, now_ms(), reason, took_s, way_back)
         self.save(updated)
         return updated
 

@@ -104,6 +104,11 @@ SETTINGS: dict[str, Setting] = {
                                "Name of a profile command installing the release on a broker or controller host "
                                "({version} is filled in); empty = switch the kafka symlink under kafka_home to the "
                                "unpacked kafka_*-<version> beside it"),
+    "revert_failed_broker": Setting(False, {"type": "boolean"},
+                                    "A broker (or controller) that does not come back after its new release or "
+                                    "server.properties edit: put it back as it was (the previous release's symlink, "
+                                    "the server.properties backup), start it and wait until it is back, then fail; "
+                                    "false = fail and say how"),
     "approve_protocol_bump": Setting(False, {"type": "boolean"},
                                      "Approve the IBP/LMF bump (KRaft: the metadata.version bump) in advance; false = "
                                      "the run waits for Approve / Reject (Required Actions) before the irreversible "

@@ -20,6 +20,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops import upgrade
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.roll_spec import WayBack
 
 from runtime.host_files import node_paths, run_on_host, who, write_properties
 
@@ -52,11 +53,27 @@ def facts(profile: ClusterProfile, broker: Mapping[str, Any], settings: Mapping[
     return host_state(profile, broker)[0]
 
 
+def symlink_way_back(home: str, link: str, installed: str) -> WayBack:
+    """Point the ``kafka`` symlink ``home`` back at ``link`` (what it pointed at before the install; Kafka
+    ``installed``), atomically as the install switched it."""
+    new = f"{home}.kafka-ops-new"
+    return WayBack(f"point {home} back at {link} (Kafka {installed}, the release it ran before this roll)",
+                   f"ln -sfn {shlex.quote(link)} {shlex.quote(new)} && mv -T {shlex.quote(new)} {shlex.quote(home)}")
+
+
+def properties_way_back(props: str, backup: str) -> WayBack:
+    """Put server.properties ``props`` back from ``backup`` (the copy :func:`write_properties` made)."""
+    return WayBack(f"restore {props} from {backup} (the file before this roll's edit)",
+                   f"cp -p {shlex.quote(backup)} {shlex.quote(props)}")
+
+
 def before_start(phase: str):
-    """The ``before_start`` hook of ``phase`` (settings ``target_version``, ``install_command``)."""
+    """The ``before_start`` hook of ``phase`` (settings ``target_version``, ``install_command``); returns the
+    node's :class:`kafka_ops.roll_spec.WayBack` (None when it changed nothing, or a named install command whose
+    undoing only its owner knows)."""
 
     def step(profile: ClusterProfile, broker: Mapping[str, Any], settings: Mapping[str, Any], log: Any,
-             dry_run: bool) -> None:
+             dry_run: bool) -> WayBack | None:
         target = str(settings["target_version"])
         upgrade.parse_version(target)  # validated before {version} reaches a shell
         if phase == "binaries":
@@ -68,23 +85,28 @@ def before_start(phase: str):
             else:
                 command = DEFAULT_INSTALL.format(home=shlex.quote(home), version=shlex.quote(target))
             log.info("%s: installing Kafka %s: %s", who(broker), target, command)
-            if not dry_run:
-                run_on_host(profile, broker, command, f"installing Kafka {target}", timeout_s=600)
-                now = host_state(profile, broker)[0]["installed"]
-                if now != target:
-                    raise AirflowFailException(f"{who(broker)}: the install ran but the host still runs {now}, "
-                                               f"not {target}: the {broker.get('role') or 'broker'} is left stopped")
-            return
+            if dry_run:
+                return None
+            # the default install re-points the symlink: what it points at now is the way back
+            link = None if choice else run_on_host(profile, broker, f"readlink {shlex.quote(home)}",
+                                                   "reading the kafka symlink", read_only=True).strip()
+            run_on_host(profile, broker, command, f"installing Kafka {target}", timeout_s=600)
+            now = host_state(profile, broker)[0]["installed"]
+            if now != target:
+                raise AirflowFailException(f"{who(broker)}: the install ran but the host still runs {now}, "
+                                           f"not {target}: the {broker.get('role') or 'broker'} is left stopped")
+            return None if link is None else symlink_way_back(home, link, upgrade.installed_version(link))
         state, text = host_state(profile, broker)
         edited = upgrade.edited_properties(phase, target, state, text)
         if edited == text:
             log.info("broker %s: server.properties needs no %s edit", broker["id"], phase)
-            return
+            return None
         after = upgrade.read_properties(edited)
         log.info("broker %s: server.properties %s edit: %s %s -> %s, %s %s -> %s (backup kept beside it)",
                  broker["id"], phase, upgrade.IBP, state.get("ibp"), after.get(upgrade.IBP), upgrade.LMF,
                  state.get("lmf"), after.get(upgrade.LMF))
-        if not dry_run:
-            write_properties(profile, broker, edited)
+        if dry_run:
+            return None
+        return properties_way_back(node_paths(profile, int(broker["id"]))[1], write_properties(profile, broker, edited))
 
     return step

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from airflow_env import clear_and_resume, published_labels, run_dag
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+from timed_faults import FaultAfterTrigger
 
 from sandbox.traffic_watch import watched_traffic
 
@@ -506,8 +507,8 @@ class ZooKeeperOutage:
 def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                                  capfd, caplog):
     """ZooKeeper unreachable from Airflow for 20 s (twice the lock hook's connect timeout) as the first broker
-    stops: the lock check before its start waits it out (logging the cause), the broker comes back, the run
-    succeeds and releases its lock."""
+    stops: the start waits it out (ZooKeeper must answer before a broker starts; the cause logged), the broker
+    comes back, the run succeeds and releases its lock."""
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
     trigger = tmp_path / "stopped"
@@ -527,7 +528,64 @@ def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, u
     assert registrations(sandbox)[0] > before[0], "broker 0 was restarted"
     assert lock_holder(sandbox) is None, "the lock was released"
     out = output(capfd, caplog)
-    assert "this run holds the lock of cluster kafka_sandbox: could not check" in out, "the outage was logged"
+    # the start waits until ZooKeeper answers the run (the lock check right before it then passes at once)
+    assert f"not starting broker 0 yet: ZooKeeper {outage.address}" in out, "the outage was logged"
+
+
+@pytest.mark.parametrize("after", ["stop", "detached start"])
+def test_zookeeper_frozen_40_s_right_after_a_stop_or_start_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch,
+                                                                         tmp_path, after, capfd, caplog):
+    """ZooKeeper itself frozen (SIGSTOP) for 40 s right after the first broker stopped, or right after its start
+    was sent by a start command that returns at once (like ``systemctl start``): the brokers lose their sessions,
+    a broker starting then cannot register (Kafka exits after ``zookeeper.connection.timeout.ms``). The run does
+    not start it while ZooKeeper does not answer, starts it again once it does if it exited, and the roll ends:
+    every broker rolled (all after a stop; one after a detached start) started exactly once more than before (a
+    start that exited without registering logs no "started"), nothing offline outside the outage, no acknowledged
+    message lost, the lock released."""
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    trigger = tmp_path / "marked"
+    commands = {"stop-then-mark": f"kafka-service stop && touch {trigger}",
+                "start-detached-then-mark": f"setsid nohup kafka-service start >/dev/null 2>&1 & touch {trigger}"}
+    with_profile(monkeypatch, commands=commands)
+    # after a stop: the whole roll; after a detached start: one broker (the exit and the start again are the point)
+    choice = ({"stop_command": "stop-then-mark"} if after == "stop"
+              else {"start_command": "start-detached-then-mark", "brokers": [sandbox.broker_ids[0]]})
+    before = starts(sandbox)
+    rolled = choice.get("brokers") or sandbox.broker_ids
+    began = time.monotonic()
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher, \
+            FaultAfterTrigger(trigger, lambda: _cli_ok(sandbox, "freeze", "zookeeper"),
+                              lambda: _cli_ok(sandbox, "thaw", "zookeeper"), hold_s=40) as fault:
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **choice, "healthcheck_interval_s": 1,
+                                  "healthcheck_timeout_s": 240, "lag_ok_consecutive": 2})
+    took = time.monotonic() - began
+    print(f"roll with ZooKeeper frozen {fault.held_s} s right after a {after}: {took:.1f} s; {traffic.summary()}")
+    assert fault.held_s is not None and fault.held_s >= 39, "ZooKeeper was frozen 40 s during the run"
+    assert result.state == "success", result.states
+    now = starts(sandbox)
+    assert {b: now[b] - before[b] for b in before} == {b: int(b in rolled) for b in before}, \
+        "each broker rolled started exactly once, the others not at all"
+    assert_no_acknowledged_message_lost(traffic)
+    # When ZooKeeper resumes it expires the sessions it could not hear (6 s timeout): every broker is dead to the
+    # controller until it registers again, so a partition whose other replica is the broker the run holds down
+    # is leaderless for a moment. That is the outage, not the run: nothing may be offline outside it.
+    outside = [(at, views) for at, views in watcher.ever_offline() if not fault.began <= at <= fault.ended + 20]
+    assert outside == [], "no partition offline outside the outage and the re-registrations after it"
+    out = output(capfd, caplog)
+    assert "answers before starting broker" in out, "the start waited for ZooKeeper"
+    if after == "stop":
+        assert "not starting broker" in out or "starting again once it answers" in out, "the start was held"
+    else:
+        assert "exited after its start while ZooKeeper" in out, "the exit was seen and blamed on the outage"
+        assert "started again" in out
+    assert lock_holder(sandbox) is None, "the lock was released"
+
+
+def _cli_ok(sandbox, *args: str) -> None:
+    done = sandbox.cli(*args)
+    assert done.returncode == 0, done.stderr
 
 
 def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, capfd, caplog):

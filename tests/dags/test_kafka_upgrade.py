@@ -206,3 +206,85 @@ def test_a_rejected_protocol_bump_ends_the_run_on_the_pinned_ibp(fresh_sandbox, 
     for b in sandbox.broker_ids:
         assert after[b][len(before[b]):] == ["Kafka 3.7.1, IBP 3.6"], "binaries rolled, the IBP left pinned"
         assert "inter.broker.protocol.version=3.6\n" in sandbox.host_dir(b).server_properties.read_text()
+
+
+def test_a_broker_that_fails_on_the_new_release_stops_the_run_with_the_way_back_or_is_reverted(
+        fresh_sandbox, use_sandbox, capfd, caplog):
+    """Kafka 3.7.1 unpacked on every host, but broken on one (its ``libs/`` holds one corrupt jar: it passes the
+    preflight's look, the JVM cannot load ``kafka.Kafka``). (1) The run stops at that broker, which it leaves down,
+    and its failure says the way back: the command it prints, run on that host, brings the broker back on 3.6.2.
+    (2) With ``revert_failed_broker`` the run does that itself: the broker is back on 3.6.2 and registered when the
+    run fails. (3) Once the release is fixed, clearing the failed tasks upgrades it: every broker ends on 3.7.1,
+    started once on it; nothing offline at any time, no acknowledged message lost."""
+    import re
+    import shutil
+
+    from airflow_env import clear_and_resume
+
+    from sandbox.hosts import unpack_kafka
+
+    sandbox = fresh_sandbox(brokers=3, racks=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    before = starts_so_far(sandbox)
+    unpack(sandbox, "3.7.1")
+    with sandbox.zk() as zk:
+        controller = int(__import__("json").loads(zk.get("/controller")[0])["brokerid"])
+    broken = next(b for b in sandbox.broker_ids if b != controller)
+    host = sandbox.host_dir(broken)
+    libs = host.install_dir("3.7.1") / "libs"
+    libs.unlink()
+    libs.mkdir()
+    (libs / "kafka_2.13-3.7.1.jar").write_bytes(b"not a jar")
+    params = {"cluster": "kafka_sandbox", "target_version": "3.7.1", "phases": ["pin", "binaries"], **FAST}
+    address = sandbox.broker(broken)["host"]
+
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        began = time.monotonic()
+        failed = run_dag("kafka_upgrade", params)
+        took = time.monotonic() - began
+        out = capfd.readouterr().out + caplog.text
+        assert failed.state == "failed", failed.states
+        way_back = re.search(rf"broker {broken} is DOWN; this roll's record: (?:prepared|starting) at [^;]+; the way "
+                             rf"back: point \S+ back at kafka_2\.13-3\.6\.2 \(Kafka 3\.6\.2, the release it ran "
+                             rf"before this roll\): run `([^`]+)` on {re.escape(address)}, then start it", out)
+        assert way_back, "the failure says how to put the broker back"
+        print(f"(1) stopped at broker {broken} after {took:.1f} s; way back: {way_back.group(1)}")
+        assert broken not in snapshot(admin(sandbox.bootstrap_servers)).brokers, "the run left it down"
+        assert "and elect its preferred leaders" in out
+        rc, _, err = sandbox.ssh(broken, f"{way_back.group(1)} && kafka-service start")
+        assert rc == 0, err
+        assert host.kafka_link.resolve().name == "kafka_2.13-3.6.2"
+        sandbox.wait_healthy(timeout_s=120)
+        elected = sandbox.kafka_tool("kafka-leader-election.sh", "--bootstrap-server", sandbox.bootstrap_servers,
+                                     "--election-type", "PREFERRED", "--all-topic-partitions")
+        assert elected.returncode == 0, elected.stderr
+        runs_before = len(sandbox.node_runs(broken))
+
+        began = time.monotonic()
+        reverting = run_dag("kafka_upgrade", {**params, "revert_failed_broker": True})
+        took = time.monotonic() - began
+        assert reverting.state == "failed", reverting.states
+        # (the logs of a second dag.test in one process are not captured: judged from the broker and its host)
+        print(f"(2) reverted broker {broken} and failed after {took:.1f} s")
+        assert host.kafka_link.resolve().name == "kafka_2.13-3.6.2"
+        assert broken in snapshot(admin(sandbox.bootstrap_servers)).brokers, "the reverted broker is back"
+        assert sandbox.started_releases(broken)[-1].startswith("Kafka 3.6.2"), "back on the old release"
+        runs = [os.path.basename(r.release_dir) for r in sandbox.node_runs(broken)][runs_before:]
+        assert runs == [host.install_dir("3.7.1").name, host.install_dir("3.6.2").name], \
+            f"broker {broken} in the reverting run: a start on the broken 3.7.1, then the run's own on 3.6.2: {runs}"
+
+        shutil.rmtree(libs)
+        unpack_kafka(host, "3.7.1")
+        resumed = clear_and_resume("kafka_upgrade", reverting.run_id, only_failed=True)
+        assert resumed.state == "success", resumed.states
+    assert_no_acknowledged_message_lost(traffic)
+    assert watcher.ever_offline() == [], "no partition offline"
+    after = started(sandbox)
+    for b in sandbox.broker_ids:
+        assert sandbox.host_dir(b).kafka_link.resolve().name == "kafka_2.13-3.7.1"
+        new = after[b][len(before[b]):]
+        assert sum(1 for s in new if s.startswith("Kafka 3.7.1")) == 1, f"broker {b} starts: {new}"
+    end = snapshot(admin(sandbox.bootstrap_servers))
+    assert end.offline == [] and end.under_replicated == []

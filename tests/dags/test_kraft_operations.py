@@ -15,6 +15,7 @@ from airflow_env import published_labels, run_dag, xcom_value
 from kafka import KafkaAdminClient
 from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+from timed_faults import FaultAfterTrigger
 
 from sandbox.traffic_watch import watched_traffic
 
@@ -175,6 +176,50 @@ def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd
     assert waited.mapped_labels("controllers.controller") == [], "roles=brokers restarts no controller"
     with KafkaLockStore(profile) as store:
         wait_for(lambda: store.current_holder(wait_s=1) is None, 30, what="the lock released by the run")
+
+
+def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft, monkeypatch, tmp_path, capfd,
+                                                                           caplog):
+    """The active controller (quorum leader) frozen (SIGSTOP) for 40 s right after the first broker stopped: the
+    other voters elect a leader; the run waits until a quorum leader answers before it starts the broker (a KRaft
+    broker that cannot register exits after initial.broker.registration.timeout.ms) and the roll ends: every
+    broker started exactly once, nothing offline, no acknowledged message lost."""
+    import json
+    import os
+
+    brokers = [0, 1, 2]
+    trigger = tmp_path / "stopped"
+    conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
+    conn["extra"] = {**conn["extra"], "commands": {"stop-then-mark": f"kafka-service stop && touch {trigger}"}}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SANDBOX", json.dumps(conn))
+    frozen: list[int] = []
+
+    def freeze_leader() -> None:
+        frozen.append(leader_of(kraft))
+        done = kraft.cli("freeze", str(frozen[0]))
+        assert done.returncode == 0, done.stderr
+
+    def thaw_leader() -> None:
+        done = kraft.cli("thaw", str(frozen[0]))
+        assert done.returncode == 0, done.stderr
+
+    before = {b: starts(kraft, b, "broker") for b in brokers}
+    began = time.monotonic()
+    with watched_traffic(kraft.workdir, kraft.bootstrap_servers, brokers) as traffic, \
+            MetadataWatcher(kraft.bootstrap_servers, interval_s=0.5) as watcher, \
+            FaultAfterTrigger(trigger, freeze_leader, thaw_leader, hold_s=40) as fault:
+        result = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "brokers",
+                                                   "stop_command": "stop-then-mark", **FAST})
+    took = time.monotonic() - began
+    print(f"KRaft broker roll, quorum leader {frozen} frozen {fault.held_s} s after the first stop: {took:.1f} s; "
+          f"{traffic.summary()}")
+    assert fault.held_s is not None and fault.held_s >= 39, "the quorum leader was frozen 40 s during the run"
+    assert result.state == "success", result.states
+    assert {b: starts(kraft, b, "broker") - before[b] for b in brokers} == dict.fromkeys(brokers, 1)
+    assert_no_acknowledged_message_lost(traffic)
+    assert watcher.ever_offline() == [], "no partition offline"
+    text = capfd.readouterr().out + caplog.text
+    assert "the KRaft quorum leader answers before starting broker" in text, "the start waited for a leader"
 
 
 def test_decommission_on_kraft_drains_through_the_active_controller_and_stops_the_broker(fresh_sandbox, use_sandbox,

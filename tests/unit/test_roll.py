@@ -393,3 +393,22 @@ def test_grid_labels_of_batches_and_items_planned_before_them():
     planned = {**old, "grid_label": "as planned"}
     assert labelled_batch(planned, dry_run=True) == planned
     assert batch_grid_label(old) == "brokers 0, 3 (1/2)"
+
+
+def test_a_nodes_way_back_is_kept_through_later_phases_survives_json_and_goes_with_a_revert() -> None:
+    from kafka_ops.roll import RollRecord
+    from kafka_ops.roll_spec import WayBack
+
+    back = WayBack("point /opt/kafka back at kafka_2.13-3.6.2", "ln -sfn kafka_2.13-3.6.2 /opt/kafka.new && mv ...")
+    record = RollRecord("binaries", 0, ({"id": 0, "host": "h0"}, {"id": 1, "host": "h1"}))
+    record = record.mark(0, "stopping", 1).mark(0, "stopped", 2).mark(0, "prepared", 3, way_back=back.to_dict())
+    record = record.mark(0, "starting", 4, "start sent").mark(1, "stopping", 5)
+    assert WayBack.from_dict(record.progress(0).way_back) == back, "kept after the phase that set it"
+    assert record.progress(1).way_back is None
+    again = RollRecord.from_dict(record.to_dict())
+    assert again == record and "way_back" not in record.to_dict()["brokers"]["1"]
+    reverted = again.reverted(0)
+    assert reverted.phase(0) is None and reverted.phase(1) == "stopping", "a reverted node is untouched again"
+    with pytest.raises(ValueError, match="way_back needs"):
+        RollRecord.from_dict({**record.to_dict(), "brokers": {"0": {"phase": "prepared", "at_ms": 1,
+                                                                    "way_back": {"what": "x"}}}})

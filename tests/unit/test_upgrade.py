@@ -206,3 +206,16 @@ def test_what_an_upgrade_needs_from_each_host_before_its_first_stop() -> None:
     with pytest.raises(ValueError, match="major.minor.patch"):
         upgrade.host_needs("3.7", None, None, zookeeper_mode=True)
 
+
+
+def test_the_way_back_from_an_install_and_an_edit_is_quoted_shell_on_the_host() -> None:
+    from runtime.upgrade_steps import properties_way_back, symlink_way_back
+
+    link = symlink_way_back("/opt/my kafka/kafka", "kafka_2.13-3.6.2", "3.6.2")
+    assert link.what == ("point /opt/my kafka/kafka back at kafka_2.13-3.6.2 (Kafka 3.6.2, the release it ran "
+                         "before this roll)")
+    assert link.command == ("ln -sfn kafka_2.13-3.6.2 '/opt/my kafka/kafka.kafka-ops-new' && "
+                            "mv -T '/opt/my kafka/kafka.kafka-ops-new' '/opt/my kafka/kafka'")
+    props = properties_way_back("/etc/kafka/server.properties", "/etc/kafka/server.properties.bak-1795650000")
+    assert props.command == "cp -p /etc/kafka/server.properties.bak-1795650000 /etc/kafka/server.properties"
+    assert props.what.startswith("restore /etc/kafka/server.properties from /etc/kafka/server.properties.bak-")

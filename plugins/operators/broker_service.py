@@ -40,6 +40,10 @@ class BrokerServiceOperator(ClusterOperator):
         self.operation = operation
 
     def execute(self, context: Any) -> list[int]:
+        with self.releasing_lock_on_failure(context, f"the {self.action} of brokers failed"):
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> list[int]:
         self.resolve(context)
         if not is_true(self.setting("enabled")):
             self.log.info("not asked to %s brokers%s", self.action,

@@ -9,7 +9,8 @@ user typed them). :meth:`ClusterOperator.setting` gives a setting's value, or it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -18,6 +19,7 @@ from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll_spec import ClusterMode
 from runtime import profiles
 from runtime.cluster_mode import run_mode
+from runtime.lock_holding import release_held
 from runtime.params import is_true, resolve_settings
 from runtime.settings_table import value_or_default
 from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
@@ -98,3 +100,23 @@ class ClusterOperator(BaseOperator):
         """The run's cluster mode: decided under the lock, else asked now through ``admin`` (a ``KafkaAdminHook``:
         DescribeQuorum answered = KRaft), transient errors waited out (``runtime.cluster_mode.run_mode``)."""
         return run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)
+
+    @contextmanager
+    def releasing_lock_on_failure(self, context: Any, why: str) -> Iterator[None]:
+        """Run the body; when it fails, release the cluster lock if this run holds it (``why`` is logged), then
+        re-raise. A task that acts on the cluster re-takes the lock when it finds it free (``ensure_held``: a run
+        resumed by clearing only its failed tasks), and such a run's ``unlock_cluster`` teardown, which succeeded
+        before, does not run again: the failing task is the last one that can release it. A dry run holds no lock.
+        """
+        try:
+            yield
+        except BaseException:
+            profile = None
+            if getattr(self, "cfg", None) is not None and not self.dry_run:
+                try:
+                    profile = self.profile
+                except Exception:  # noqa: BLE001, S110 - no profile: no lock this task could have taken
+                    pass
+            if profile is not None:
+                release_held(profile, context, self.log, why)
+            raise

@@ -44,6 +44,10 @@ class ElectLeadersOperator(ClusterOperator):
         self.away = away
 
     def execute(self, context: Any) -> int:
+        with self.releasing_lock_on_failure(context, "the leader election failed"):
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> int:
         self.resolve(context)
         dry_run = self.dry_run
         profile = self.profile

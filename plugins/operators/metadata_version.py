@@ -66,6 +66,10 @@ class MetadataVersionOperator(ClusterOperator):
         self.operation = operation
 
     def execute(self, context: Any) -> dict[str, Any]:
+        with self.releasing_lock_on_failure(context, "the metadata.version step failed"):
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> dict[str, Any]:
         cfg = self.resolve(context)
         phases = list(cfg.get("phases") or upgrade.PHASES)
         if "metadata_version" not in phases:

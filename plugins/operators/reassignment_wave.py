@@ -45,6 +45,8 @@ from operators.cluster_operator import ClusterOperator
 #: Seconds a wave is polled in its own task before the wait is deferred to the triggerer
 #: (``triggers.wave_progress``): short waves finish in the task, long ones hold no worker slot.
 VERIFY_INLINE_S = 60.0
+#: Seconds a finished wave's partitions may take to show their target replicas in the brokers' metadata.
+TARGETS_SETTLE_S = 30.0
 
 
 def replicas_now(state: Any) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -176,11 +178,20 @@ class ReassignmentWaveOperator(ClusterOperator):
         """Remove the wave's throttles and check every move is at its target."""
         admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
         self.log.info("%s: done; its throttles removed", label)
-        current = replicas_now(admin.cluster_state(configs=False))
-        wrong = [f"{m.name}: {list(current.get((m.topic, m.partition), ()))} instead of {list(m.replicas)}"
-                 for m in wave.moves if current.get((m.topic, m.partition)) != tuple(m.replicas)]
-        if wrong:
-            raise AirflowFailException(f"{label}: finished but not at its targets: " + "; ".join(wrong[:20]))
+
+        def at_targets() -> Check:
+            current = replicas_now(admin.cluster_state(configs=False))
+            wrong = [f"{m.name}: {list(current.get((m.topic, m.partition), ()))} instead of {list(m.replicas)}"
+                     for m in wave.moves if current.get((m.topic, m.partition)) != tuple(m.replicas)]
+            return Check(not wrong, "; ".join(wrong[:20]) or "every partition at its target")
+
+        # the controller ends a reassignment before every broker's metadata shows its final replicas (it sends
+        # UpdateMetadata after; seconds more when it is busy, e.g. right after a broker came back)
+        try:
+            wait_until(at_targets, what=f"{label}: every partition at its target in the metadata",
+                       interval_s=1.0, timeout_s=TARGETS_SETTLE_S, log=self.log, ramp_from_s=0.25)
+        except (WaitTimeout, WaitAborted) as exc:
+            raise AirflowFailException(f"{label}: finished but not at its targets: {exc}") from exc
         return result
 
     def execute_in_window(self, context: Any, event: Any = None) -> dict:

@@ -111,15 +111,17 @@ def published_labels(dag_id: str, run_id: str) -> dict[str, list[str]]:
     return merged
 
 
-def xcom_value(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
-    """An unmapped task's XCom ``key`` in run ``run_id`` (None when absent), read from the metadata database."""
+def xcom_value(dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
+    """A task's XCom ``key`` in run ``run_id`` (None when absent), read from the metadata database; ``map_index``
+    for a mapped task's instance (-1: an unmapped task)."""
     from airflow import settings
     from airflow.models.xcom import XComModel
     from sqlalchemy import select
 
     with settings.Session() as session:
         row = session.scalars(select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run_id,
-                                                      XComModel.task_id == task_id, XComModel.key == key)).first()
+                                                      XComModel.task_id == task_id, XComModel.key == key,
+                                                      XComModel.map_index == map_index)).first()
         return None if row is None else XComModel.deserialize_value(row)
 
 

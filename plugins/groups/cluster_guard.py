@@ -1,7 +1,8 @@
 """``cluster_guard(body, ...)``: what every operation DAG wraps its body in.
 
-``check_params`` (conf keys, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
--> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown: runs after failures too).
+``check_params`` (conf keys, params, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
+-> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown: runs after failures too) -> ``run_outcome``
+(teardown: the run's note, and the run's final state: ``operators.run_outcome``).
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow.sdk import TriggerRule
 from operators.cluster_checks import CheckParamsOperator, ForgetRollsOperator, WaitForClusterOperator
 from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
 from operators.controller_roll import ControllerPlanOperator
 from operators.roll_plan import RollPlanOperator
+from operators.run_outcome import RunOutcomeOperator
 from runtime.params import FromParam
 
 GUARD_SETTINGS: dict[str, Any] = {
@@ -47,8 +50,8 @@ def roll_ids_in(parts: Sequence[Any]) -> list[str]:
 def cluster_guard(body: Any, *, operation: str,
                   settings: Mapping[str, Any] | None = None, final_trigger_rule: str = "all_success") -> Any:
     """Wire ``body`` (a task or task group, or a list of them in order) between the lock and the final
-    health check; returns the teardown task. The rolls inside ``body`` (:func:`roll_ids_in`) are the ones whose
-    records ``forget_rolls`` deletes when the run succeeds: no list kept by hand.
+    health check; returns the last teardown (``run_outcome``). The rolls inside ``body`` (:func:`roll_ids_in`) are
+    the ones whose records ``forget_rolls`` deletes when the run succeeds: no list kept by hand.
 
     :param operation: the lock's label ("rolling restart").
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
@@ -67,9 +70,15 @@ def cluster_guard(body: Any, *, operation: str,
     final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg,
                                    trigger_rule=final_trigger_rule)
     forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=roll_ids, settings=cfg)
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg, roll_ids=roll_ids)
+    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg)
+    outcome = RunOutcomeOperator(task_id="run_outcome", settings=cfg, operation=operation, roll_ids=roll_ids,
+                                 unlock_task_id=unlock.task_id)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after
     parts[-1] >> final >> forget >> unlock.as_teardown(setups=lock)
-    return unlock
+    # the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal before the lock as well
+    outcome.as_teardown(on_failure_fail_dagrun=True)
+    outcome.trigger_rule = TriggerRule.ALL_DONE
+    [forget, unlock] >> outcome
+    return outcome

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import DAG, Param
+from runtime.failure_record import record_failure
 
 #: The JSON Schema dialect of every param's schema. Airflow checks each param's value with
 #: ``jsonschema.validate``, which first checks the schema itself against its dialect's meta-schema, for every
@@ -36,7 +37,8 @@ def with_defaults(params: Mapping[str, Param], defaults: Mapping[str, Any] | Non
 
 def operation_dag(dag_id: str, *, description: str, doc_md: str | None, params: dict[str, Any],
                   schedule: Any = None, defaults: Mapping[str, Any] | None = None) -> DAG:
-    """A DAG with the operations' shared settings; use as ``with operation_dag(...) as dag:``.
+    """A DAG with the operations' shared settings; use as ``with operation_dag(...) as dag:``. Every task records
+    why it failed for the run's note (``runtime.failure_record``).
 
     :param schedule: None (manual runs only) or a timetable, e.g.
         ``kafka_timetables.MaintenanceWindowTimetable("0 2 * * 6", timedelta(hours=4))``, whose window also
@@ -45,4 +47,5 @@ def operation_dag(dag_id: str, *, description: str, doc_md: str | None, params: 
         ``{"cluster": "kafka_prod"}``); scheduled runs run with them.
     """
     return DAG(dag_id=dag_id, description=description, schedule=schedule, catchup=False, max_active_runs=4,
-               tags=["kafka", "kafka-ops"], doc_md=doc_md, params=with_defaults(params, defaults))
+               tags=["kafka", "kafka-ops"], doc_md=doc_md, params=with_defaults(params, defaults),
+               default_args={"on_failure_callback": record_failure})

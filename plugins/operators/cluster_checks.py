@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
+from kafka_ops.param_rules import impossible_combinations
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import check_commands
+from runtime.failures import RunRefused
 from runtime.lock_holding import release_held
-from runtime.params import unknown_conf_keys
+from runtime.params import out_of_range, unknown_conf_keys
 from runtime.roll_store import forget
+from runtime.settings_table import SETTINGS, value_or_default
 from runtime.waiting import Check
 
 from operators.cluster_operator import ClusterOperator
@@ -18,11 +21,13 @@ from operators.cluster_operator import ClusterOperator
 
 class CheckParamsOperator(ClusterOperator):
     """First task of an operation (before the lock): the trigger's conf has no key that is not a param
-    ("unknown param 'broker'; did you mean 'brokers'?"), the cluster connection holds a valid profile, and
-    the commands the run names are allowed by that profile. Touches no cluster.
+    ("unknown param 'broker'; did you mean 'brokers'?"), no number outside its bounds (the form's schema leaves
+    them out: ``runtime.params.out_of_range``), no combination that can never pass
+    (``kafka_ops.param_rules``), the cluster connection holds a valid profile, and the commands the run names
+    are allowed by that profile. Touches no cluster.
 
     :param settings: ``cluster`` and the command choices (values or ``FromParam``).
-    :raises AirflowFailException: naming every problem found.
+    :raises runtime.failures.RunRefused: naming every problem found.
     """
 
     ui_color = "#eeeeee"
@@ -30,12 +35,23 @@ class CheckParamsOperator(ClusterOperator):
     def execute(self, context: Any) -> None:
         conf = getattr(context.get("dag_run"), "conf", None) or {}
         # context["params"] already holds the conf merged in; the DAG's own params are the declared ones
-        problems = unknown_conf_keys(conf, context["dag"].params.keys())
+        declared = context["dag"].params
+        problems = unknown_conf_keys(conf, declared.keys())
+        params = context["params"]
+        schemas = {name: declared.get_param(name).schema for name in declared.keys()}
+        problems += out_of_range(schemas, {name: params.get(name) for name in declared.keys()})
+        if not problems:  # combinations of values that are each fine
+            problems += impossible_combinations({name: value_or_default(name, params) if name in SETTINGS
+                                                 else params.get(name) for name in declared.keys()})
         if problems:
-            raise AirflowFailException("; ".join(problems) + " (nothing was done)")
+            raise RunRefused("; ".join(problems) + " (nothing was done)")
         cfg = self.resolve(context)
-        profile = self.profile
-        for chosen in check_commands(profile, cfg, {"id": 0, "host": "?"}):
+        try:
+            profile = self.profile
+            chosen_commands = check_commands(profile, cfg, {"id": 0, "host": "?"})
+        except AirflowFailException as exc:  # an unknown connection, an invalid profile, a command it does not allow
+            raise RunRefused(f"{exc} (nothing was done)") from exc
+        for chosen in chosen_commands:
             self.log.info("command %s", chosen)
         who = getattr(context.get("dag_run"), "triggering_user_name", None)
         self.log.info("cluster %s (%s); triggered by %s%s", profile.cluster, profile.bootstrap_servers,

@@ -10,7 +10,6 @@ acts on the cluster.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -22,7 +21,6 @@ from runtime.cluster_mode import MODE_KEY, describe_mode
 from runtime.lock_holding import LockHeldByOther, holder_of, lock_store, take
 from runtime.params import FromParam, resolve_settings
 from runtime.run_note import note_run
-from runtime.run_report import run_summary
 from runtime.settings_table import value_or_default
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
@@ -92,20 +90,14 @@ class LockClusterOperator(BaseOperator):
 class UnlockClusterOperator(BaseOperator):
     """Release the lock if this run holds it (the teardown: runs after failures too). Retries transient
     errors of the lock store for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand.
-
-    As the run's last task it ends the log with the run's summary (:func:`run_summary`): failed tasks,
-    brokers down, URP, offline partitions, what each roll did, the lock, and the next action.
-
-    :param roll_ids: the rolls of the run, for the summary.
+    Returns True when it released the lock, False when this run did not hold it (``run_outcome`` reports it).
     """
 
     ui_color = "#fff4d6"
 
-    def __init__(self, *, settings: dict, roll_ids: list[str] | None = None, timeout_s: float = 300,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, settings: dict, timeout_s: float = 300, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = settings
-        self.roll_ids = list(roll_ids or [])
         self.timeout_s = timeout_s
 
     def execute(self, context: Any) -> bool:
@@ -135,12 +127,8 @@ class UnlockClusterOperator(BaseOperator):
                 + (hint[0] if hint else f"zkCli.sh -server '{profile.zookeeper}' delete {cluster_lock.LOCK_PATH}"
                    if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
             ) from exc
-        lock = "released" if released[-1] else "not held by this run (released earlier, or never taken)"
-        summary = run_summary(context, profile, self.roll_ids, f"cluster lock {lock}")
-        for line in summary:
-            level = logging.WARNING if line.startswith(("FAILED", "next:")) else logging.INFO
-            self.log.log(level, "%s", line)
-        note_run(context, "\n".join(summary), self.log, keep_map_indexes=True)
+        self.log.info("cluster lock %s", "released" if released[-1] else
+                      "not held by this run (released earlier, or never taken)")
         return released[-1]
 
 

@@ -19,14 +19,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as rules
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, can_restart_controller
 from kafka_ops.roll import RollRecord, clock
 from runtime.broker_commands import BrokerCommand, controller_command
-from runtime.failures import describe
+from runtime.failures import RunRefused, describe
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 from runtime.start_dependencies import Dependency, dependencies
@@ -81,7 +80,7 @@ class ControllerPlanOperator(RollPlanBase):
             try:
                 roles = rules.role_plan(str(self.setting("roles")), requested_ids, mode.has_quorum)
             except ValueError as exc:
-                raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
+                raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
             self.log.info("%s", roles.reason)
             if not roles.controllers:
                 return self._nothing(store, f"roll {self.roll_id!r}: no controller to restart")
@@ -90,7 +89,7 @@ class ControllerPlanOperator(RollPlanBase):
         try:
             plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.cluster)
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
+            raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         for reason in plan.reasons:
             self.log.info("plan: %s", reason)
         for action in ("stop", "start", "status"):

@@ -401,6 +401,9 @@ class NodeRollOperator(ClusterOperator):
             return record, list(nodes)
         self._wait_back(record, nodes)
         if soak > 0:
+            # back in every ISR: a run stopped during the soak must not leave the node recorded as starting
+            for nid in nodes:
+                record = store.mark(record, nid, "done", "restarted, back in every ISR; soaking")
             self._show(f"soak {soak:.0f} s")
             self.log.info("%s: soaking %.0f s", names(list(nodes), self.node), soak)
             self._sleep(soak)

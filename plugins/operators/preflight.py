@@ -22,7 +22,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
 from hooks.broker_ssh import BrokerShell
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import upgrade
@@ -31,7 +30,7 @@ from kafka_ops.preflight import HostNeeds, probe_script, problems, report
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll_spec import ClusterMode
 from runtime.broker_commands import remote_command
-from runtime.failures import describe
+from runtime.failures import RunRefused, describe
 from runtime.params import is_true
 
 from operators.cluster_operator import ClusterOperator
@@ -70,7 +69,7 @@ class PreflightOperator(ClusterOperator):
         try:
             needs = self._needs(context, profile)
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc} (nothing was touched)") from exc
+            raise RunRefused(f"cluster {profile.cluster!r}: {exc} (nothing was touched)") from exc
         if not needs:
             self.log.info("preflight: no host to check for this run (%s)", self.scope)
             return {"hosts": 0, "problems": {}}
@@ -91,7 +90,7 @@ class PreflightOperator(ClusterOperator):
         if self.dry_run:
             self.log.warning("DRY RUN: preflight: a real run would stop here, nothing touched: %s", text)
             return {"hosts": len(needs), "problems": bad}
-        raise AirflowFailException(f"preflight: {len(bad)} of {len(needs)} hosts are not ready (nothing was "
+        raise RunRefused(f"preflight: {len(bad)} of {len(needs)} hosts are not ready (nothing was "
                                    f"touched): {text}")
 
     @staticmethod

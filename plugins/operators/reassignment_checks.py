@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
+from runtime.failures import RunRefused
 from runtime.params import is_true
 from runtime.reassignments import Reassignments
 
@@ -61,7 +61,7 @@ class ReassignmentChecksOperator(ClusterOperator):
         if ongoing:
             refusals.append("another reassignment is in progress: " + "; ".join(reassignment_in_progress(ongoing)[:10]))
         if refusals:
-            raise AirflowFailException(f"{self.mode} of brokers {brokers} on cluster {profile.cluster!r} refused "
+            raise RunRefused(f"{self.mode} of brokers {brokers} on cluster {profile.cluster!r} refused "
                                        f"(nothing was touched): " + "; ".join(refusals))
         self.log.info("%s of brokers %s on cluster %r: accepted (live brokers %s)", self.mode, brokers,
                       profile.cluster, state.broker_ids)

@@ -33,6 +33,7 @@ from kafka_ops.profile import ClusterProfile
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
 from runtime.broker_commands import check_commands
+from runtime.failures import RunRefused
 from runtime.params import is_true
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
@@ -51,16 +52,16 @@ def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[s
             servers = burrow.cluster_servers()
             statuses = burrow.group_statuses(groups)
     except ValueError as exc:  # profile without Burrow, or Burrow without this cluster
-        raise AirflowFailException(f"cluster {profile.cluster!r}: lag gate needs Burrow: {exc}") from exc
+        raise RunRefused(f"cluster {profile.cluster!r}: lag gate needs Burrow: {exc}") from exc
     if not {s.strip() for s in servers} & live_servers:
-        raise AirflowFailException(
+        raise RunRefused(
             f"Burrow cluster {profile.burrow_cluster!r} watches {sorted(servers)}, none of which is a broker of "
             f"cluster {profile.cluster!r} ({sorted(live_servers)}): its lag answers would be about another "
             "cluster; fix burrow_cluster / burrow_conn_id in the profile"
         )
     unknown = [s.group for s in statuses if s.status == "NOTFOUND"]
     if unknown:
-        raise AirflowFailException(f"consumer groups unknown to Burrow ({profile.burrow_cluster}): {unknown}")
+        raise RunRefused(f"consumer groups unknown to Burrow ({profile.burrow_cluster}): {unknown}")
     return consumer_lag(statuses).ok
 
 
@@ -138,11 +139,11 @@ class RollPlanOperator(RollPlanBase):
             plan = plan_restart(ordering.broker_ids, None if kraft else ordering.controller_id, requested,
                                 keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
+            raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         try:
             batches = plan_batches(ordering, plan.order, max_parallel, batch_by)
         except ValueError as exc:
-            raise AirflowFailException(f"cluster {profile.cluster!r}: {exc}") from exc
+            raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         steps = []
         for number, batch in enumerate(batches, start=1):
             for broker_id in batch.broker_ids:

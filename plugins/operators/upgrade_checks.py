@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
+from runtime.failures import RunRefused
 from runtime.upgrade_steps import host_state
 
 from operators.cluster_operator import ClusterOperator
@@ -119,7 +119,7 @@ class UpgradeChecksOperator(ClusterOperator):
             except ValueError as exc:
                 refusals.append(f"param install_command: {exc}")
         if refusals:
-            raise AirflowFailException(f"upgrade to {target!r} refused (nothing was touched): " + "; ".join(refusals))
+            raise RunRefused(f"upgrade to {target!r} refused (nothing was touched): " + "; ".join(refusals))
         self._log_phases(target, phases, found, kraft, mv_info)
         return {"mode": KRAFT if kraft else ZOOKEEPER,
                 "nodes": {str(n): f for n, f in sorted(found.items())},

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import socket
 
+from airflow.sdk.exceptions import AirflowFailException
+
 
 class Misconfiguration(Exception):
     """The profile, a connection or a dependency's setup is wrong; waiting cannot fix it."""
@@ -49,3 +51,19 @@ def describe(exc: BaseException) -> str:
     """``"KafkaException: ..."``: the type and the text, on one line, at most 500 characters."""
     text = " ".join(str(exc).split()) or repr(exc)
     return f"{type(exc).__name__}: {text}"[:500]
+
+
+class RunRefused(AirflowFailException):
+    """The run is refused before anything was touched: params that cannot work (an unknown conf key, a number
+    out of range, an unknown broker id, a malformed version), or a cluster or host that is not ready for the
+    operation. An ``AirflowFailException`` (no retry); the run's note advises a new run with fixed input
+    (``kafka_ops.run_outcome``), since clearing would run the same params again."""
+
+
+def reason(exc: BaseException) -> str:
+    """The one-line reason a failed task gives: the text of a failure we raised on purpose (an
+    ``AirflowFailException``: it names its cause), else :func:`describe` (type and text); at most 500
+    characters."""
+    if isinstance(exc, AirflowFailException):
+        return (" ".join(str(exc).split()) or type(exc).__name__)[:500]
+    return describe(exc)

@@ -11,22 +11,18 @@ import logging
 from typing import Any
 
 from hooks.airflow_api import CONN_ID, AirflowApiHook
+from kafka_ops.run_outcome import note_markdown
 
 log = logging.getLogger(__name__)
 
 
-MAP_INDEX_MARK = ": map index "  # the rolls' lines saying which map index is which broker / controller
-
-
-def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None = None,
-             keep_map_indexes: bool = False) -> bool:
+def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None = None) -> bool:
     """Set the running DAG run's note to ``text`` (cut to Airflow's 1,000 characters). True when written.
 
-    ``line_key`` (e.g. ``"roll 'restart'"``): keep the note and put ``"<line_key>: <text>"`` on a line of its own
-    instead, replacing an earlier line with the same key (each roll adds what its map indexes mean); the
-    missing connection is then logged at DEBUG only (the run's first note already said so).
-    ``keep_map_indexes``: keep the rolls' "map index" lines of the current note after ``text`` (the closing
-    summary: which map index is which broker, for `airflow tasks clear -m` and marking an instance failed)."""
+    ``line_key`` (e.g. ``"roll 'restart'"``): keep the note and put ``"<line_key>: <text>"`` in it as an item of
+    its Markdown list (``- ...``, after the first line and a blank line), replacing an earlier item with the same
+    key (each roll adds what its map indexes mean); the missing connection is then logged at DEBUG only (the
+    run's first note already said so)."""
     ti = context.get("ti")
     dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
     run_id = context.get("run_id") or getattr(ti, "run_id", None)
@@ -41,12 +37,10 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
         return False
     try:
         if line_key is not None:
-            kept = [line for line in hook.get_dag_run_note(dag_id, run_id).splitlines()
-                    if line and not line.startswith(f"{line_key}:")]
-            text = "\n".join([*kept, f"{line_key}: {text}"])
-        elif keep_map_indexes:
-            kept = [line for line in hook.get_dag_run_note(dag_id, run_id).splitlines() if MAP_INDEX_MARK in line]
-            text = "\n".join([text, *kept])
+            lines = hook.get_dag_run_note(dag_id, run_id).splitlines()
+            head = next((line for line in lines if line and not line.startswith("- ")), f"{dag_id} run")
+            items = [line[2:] for line in lines if line.startswith("- ") and not line.startswith(f"- {line_key}:")]
+            text = note_markdown(head, [*items, f"{line_key}: {text}"])
         hook.set_dag_run_note(dag_id, run_id, text)
     except Exception as exc:  # noqa: BLE001 - best effort
         task_log.warning("run note not written: %s", str(exc)[:300])
@@ -55,3 +49,27 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
         hook.close()
     task_log.info("run note written (%d characters)", min(len(text), 1000))
     return True
+
+
+def note_outcome(context: Any, first_line: str, items: list[str], task_log: Any = log,
+                 keep_mark: str = ": map index ") -> bool:
+    """Rewrite the run's note as its closing report: ``first_line`` then ``items`` as a Markdown list
+    (``kafka_ops.run_outcome.note_markdown``, under Airflow's limit), followed by the items of the current note
+    that contain ``keep_mark`` (the rolls' "map index 0 = broker 2, ..." lines, for ``airflow tasks clear -m``;
+    left out first when the note is full). Everything else of the running note is dropped, so a resumed run's
+    note never keeps a line of its failed attempt. True when written."""
+    ti = context.get("ti")
+    dag_id, run_id = getattr(ti, "dag_id", None), context.get("run_id") or getattr(ti, "run_id", None)
+    kept: list[str] = []
+    if dag_id and run_id:
+        try:
+            hook = AirflowApiHook()
+            try:
+                hook.get_connection(CONN_ID)
+                kept = [line[2:] for line in hook.get_dag_run_note(dag_id, run_id).splitlines()
+                        if line.startswith("- ") and keep_mark in line]
+            finally:
+                hook.close()
+        except Exception:  # noqa: BLE001 - no connection (note_run says so) or no note to keep
+            kept = []
+    return note_run(context, note_markdown(first_line, [*items, *kept]), task_log)

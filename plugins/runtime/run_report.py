@@ -1,5 +1,6 @@
-"""The run's closing report (the lock task's teardown writes it into the run note): what failed, the
-cluster as it is now, what each roll did, the lock, and the next action.
+"""The facts of a run's closing report, read from Airflow and the cluster (``operators.run_outcome`` puts them
+together with ``kafka_ops.run_outcome``): the task instances that failed with the reason each recorded, the
+cluster as it is now, and what each roll did. Each reader is best effort: a part that cannot be read says so.
 """
 
 from __future__ import annotations
@@ -7,50 +8,98 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.run_outcome import TaskFailure
 
-#: Task states that count as failed (an earlier roll position in one stops the later ones; the report names them).
+from runtime.failure_record import FAILURE_KEY
+from runtime.pending_labels import GRID_LABELS_KEY, label_for
+
+#: Task states that count as failed (an earlier roll position in one stops the later ones).
 FAILED_STATES = {"failed", "upstream_failed"}
 
 
-def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock: str) -> list[str]:
-    """The run's closing lines: ``FAILED ...`` naming the failed tasks (or "run succeeded"), the cluster as
-    it is now (brokers down = in replica lists but not registered, URP, offline partitions), what each roll
-    did, the lock, and the next action. Best effort: a part that cannot be read says so."""
-    from kafka_ops.roll import clock
+def failed_tasks(context: Any, exclude: set[str] | frozenset[str] = frozenset()) -> list[TaskFailure]:
+    """The run's task instances in state ``failed`` (not upstream-failed: those only followed a failure), but
+    ``exclude``; each with the reason it recorded (``runtime.failure_record``) and, for a mapped instance, its
+    Grid label as its plan task published it.
+
+    :raises Exception: the task states cannot be read (Airflow's execution API did not answer).
+    """
+    ti = context["ti"]
+    dag = context.get("dag")
+    crumbs = ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=ti.run_id)
+    out = []
+    for crumb in crumbs:
+        task_id, map_index = str(crumb["task_id"]), int(crumb.get("map_index", -1))
+        if crumb.get("state") != "failed" or task_id in exclude:
+            continue
+        record = _pull(ti, task_id, map_index, FAILURE_KEY)
+        record = record if isinstance(record, dict) else {}
+        out.append(TaskFailure(task_id=task_id, map_index=map_index, label=_label(ti, dag, task_id, map_index),
+                               error=str(record.get("error") or ""), refused=bool(record.get("refused")),
+                               at=float(record["at"]) if isinstance(record.get("at"), (int, float)) else None))
+    return out
+
+
+def _pull(ti: Any, task_id: str, map_index: int, key: str) -> Any:
+    try:
+        return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=map_index)
+    except Exception:  # noqa: BLE001 - the note names the task without it
+        return None
+
+
+def _label(ti: Any, dag: Any, task_id: str, map_index: int) -> str | None:
+    """The Grid label of a mapped instance, from the plan task upstream of it that published the labels."""
+    if map_index < 0 or dag is None:
+        return None
+    try:
+        upstream = sorted(dag.get_task(task_id).upstream_task_ids)
+    except Exception:  # noqa: BLE001 - a task of another DAG version
+        return None
+    for plan in upstream:
+        label = label_for(_pull(ti, plan, -1, GRID_LABELS_KEY), task_id, map_index)
+        if label:
+            return label
+    return None
+
+
+def cluster_line(profile: ClusterProfile) -> tuple[str, list[int]]:
+    """``("cluster c: brokers down none; 0 under-replicated, 0 offline partitions", [])``: the cluster as it is
+    now and the ids of the brokers that are down (in replica lists but not registered); a cluster that cannot
+    be read says so (and no broker is named down)."""
     from probes.cluster import ClusterProber
 
-    from runtime.roll_store import RollStore
-
-    ti = context["ti"]
-    lines = []
-    try:
-        states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id]).get(ti.run_id, {})
-        failed = sorted(k for k, v in states.items() if v in FAILED_STATES and not
-                        k.startswith(ti.task_id))
-    except Exception as exc:  # the summary must never fail the teardown
-        failed, lines = [], [f"task states unreadable: {exc}"]
-    dry = " (DRY RUN: nothing was touched)" if str(context["params"].get("dry_run")).lower() == "true" else ""
-    lines.insert(0, (f"FAILED: {', '.join(failed)}" if failed else "run succeeded") + dry)
     try:
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
-        down = state.down_broker_ids
-        lines.append(f"cluster {profile.cluster}: brokers down {down or 'none'}; "
-                     f"{len(state.under_replicated_partitions())} under-replicated, "
-                     f"{len(state.offline_partitions())} offline partitions")
-    except Exception as exc:
-        down = []
-        lines.append(f"cluster {profile.cluster}: could not be read ({type(exc).__name__}: {exc})"[:300])
+    except Exception as exc:  # noqa: BLE001 - the report must never fail on the cluster it reports on
+        return f"cluster {profile.cluster}: could not be read ({type(exc).__name__}: {exc})"[:300], []
+    down = list(state.down_broker_ids)
+    return (f"cluster {profile.cluster}: brokers down {down or 'none'}; "
+            f"{len(state.under_replicated_partitions())} under-replicated, "
+            f"{len(state.offline_partitions())} offline partitions"), down
+
+
+def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -> tuple[list[str], list[str]]:
+    """One line per roll: what it did (``roll 'restart': done [0, 2] of [0, 2, 1]; left broker 1 stopped at
+    12:00:03``), from its record (``runtime.roll_store``); a roll without a record finished (its record was
+    deleted by ``forget_rolls``), was a dry run, or was not planned. Also the ids of the rolls whose record has a
+    node not done (a run that ends so did not finish its work, whatever its task states say)."""
+    from kafka_ops.roll import clock
+
+    from runtime.roll_store import RollStore
+
+    lines: list[str] = []
+    unfinished: list[str] = []
     for roll_id in roll_ids:
         try:
             record = RollStore(context, roll_id).load()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - best effort
             lines.append(f"roll {roll_id!r}: record unreadable ({exc})")
             continue
         if record is None:
             lines.append(f"roll {roll_id!r}: " + ("dry run, nothing restarted (plan and steps in its tasks' logs)"
-                                                  if dry else "finished (forget_rolls deleted its record)"
-                                                  if not failed else "not planned"))
+                                                  if dry_run else "not planned" if failed
+                                                  else "finished (forget_rolls deleted its record)"))
             continue
         if not record.order:
             lines.append(f"roll {roll_id!r}: nothing to roll (ZooKeeper mode or the run's roles)")
@@ -61,10 +110,6 @@ def run_summary(context: Any, profile: ClusterProfile, roll_ids: list[str], lock
                  if record.phase(b) not in (None, "done")]
         lines.append(f"roll {roll_id!r}: done {done or 'none'} of {record.order}"
                      + (f"; left {'; '.join(other)}" if other else ""))
-    lines.append(lock)
-    if failed:
-        run = context["run_id"]
-        lines.append(f"next: fix the cause named at the end of the failed task's log, then clear the failed tasks "
-                     f"(UI: the run -> Clear Run -> Only failed; CLI: airflow dags clear {ti.dag_id} --run-id "
-                     f"{run} --only-failed --yes)" + (f"; brokers {down} are down" if down else ""))
-    return lines
+        if not dry_run and any(not record.is_done(b) for b in record.order):
+            unfinished.append(roll_id)
+    return lines, unfinished

@@ -16,6 +16,8 @@ from airflow.sdk import Param
 from kafka_ops.quorum import DEFAULT_FETCH_TIMEOUT_MS
 from kafka_ops.upgrade import PHASES as UPGRADE_PHASES
 
+from runtime.params import form_schema
+
 COMMAND = {"type": ["null", "string"], "maxLength": 4096}
 WINDOW = ("Outside the DAG's maintenance window (a MaintenanceWindowTimetable schedule) before a broker, batch or "
           "wave: wait (deferred) for the next window, or fail; a started broker always finishes. No window = always "
@@ -153,7 +155,9 @@ def value_or_default(name: str, settings: Mapping[str, Any]) -> Any:
 
 def param(name: str, description: str | None = None, **schema: Any) -> Param:
     """The trigger-form param of setting ``name`` (a fresh object), its schema extended or overridden by
-    ``schema`` and its description replaced by ``description`` when given (an operation's own wording).
+    ``schema`` and its description replaced by ``description`` when given (an operation's own wording). Number
+    bounds are kept out of the form's schema (``runtime.params.form_schema``: the form would clamp the value)
+    and named in the description.
 
     :raises KeyError: not a setting of the table. :raises ValueError: a setting that is not a param.
     """
@@ -162,7 +166,11 @@ def param(name: str, description: str | None = None, **schema: Any) -> Param:
         raise KeyError(f"no setting {name!r} in the settings table; known: {sorted(SETTINGS)}")
     if not setting.schema:
         raise ValueError(f"setting {name!r} is not a param (an operation builder sets it)")
-    return Param(setting.default, description=description or setting.description, **{**setting.schema, **schema})
+    shown, bounds = form_schema({**setting.schema, **schema})
+    text = description or setting.description
+    if bounds:  # the form would clamp a number to its bounds: check_params refuses it instead (runtime.params)
+        text += f" ({bounds}; a value outside is refused by check_params)"
+    return Param(setting.default, description=text, **shown)
 
 
 def params(*names: str) -> dict[str, Param]:

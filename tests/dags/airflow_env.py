@@ -35,14 +35,20 @@ def dags_folder(home: Path) -> Path:
 
 
 def configure_environment() -> Path:
-    """Point Airflow at a temp home (once per process); returns it. Must run before ``import airflow``."""
-    if "KAFKA_OPS_TEST_AIRFLOW_HOME" in os.environ:
-        return Path(os.environ["KAFKA_OPS_TEST_AIRFLOW_HOME"])
+    """Point Airflow at a temp home (once per process); returns it. Must run before ``import airflow``.
+
+    The home is kept in ``$KAFKA_OPS_TEST_AIRFLOW_HOME`` (suffixed with the pytest-xdist worker name under
+    ``-n``): helpers started from a test share it, while parallel workers, which inherit the environment of the
+    process that spawned them, each get their own (one SQLite database per worker)."""
+    key = "KAFKA_OPS_TEST_AIRFLOW_HOME" + (f"_{os.environ['PYTEST_XDIST_WORKER']}"
+                                           if os.environ.get("PYTEST_XDIST_WORKER") else "")
+    if key in os.environ:
+        return Path(os.environ[key])
     if "airflow" in sys.modules:
         raise RuntimeError("airflow was imported before the test Airflow home was configured")
     home = Path(tempfile.mkdtemp(prefix="kafka-ops-airflow-"))
     os.environ.update({
-        "KAFKA_OPS_TEST_AIRFLOW_HOME": str(home),
+        key: str(home),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home)),

@@ -299,9 +299,13 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
     assert "group orders-service: ERR" in out or "group orders-service: WARN" in out
     assert "gave up after 20 s" in out
     assert "NOT touched" in out, "the next broker says why it was not touched"
-    assert re.search(r"FAILED: [^\n]*restart\.broker_0", out) and "next: fix the cause" in out, "the run's summary"
+    # the run's summary (run_outcome): the first task that failed, with its reason, and the advice for a failure
+    assert re.search(r"\*\*Failed\*\*: rolling restart on kafka_sandbox: restart\.broker\[0\] \(broker \d+ "
+                     r"\(1/3\)\): [^\n]*gave up after 20 s", out), out[-3000:]
+    assert "also failed: restart.broker[1]" in out and "next: fix the cause" in out
     assert registrations(sandbox) == before, "no broker was touched"
     assert result.state_of("unlock_cluster") == "success" and lock_holder(sandbox) is None
+    assert result.state_of("run_outcome") == "failed", "the teardown that makes the run fail"
 
 
 def test_a_broker_down_at_plan_time_is_refused_not_dropped(fresh_sandbox, use_sandbox, capfd, caplog):

@@ -89,7 +89,21 @@ def unsuccessful(client: AirflowClient, run_id: str, dag_id: str = DAG_ID, log_l
         if ti["state"] in ("failed", "upstream_failed") and ti.get("try_number"):
             events = client.task_log(dag_id, run_id, task_id, ti["try_number"], index)
             out += [f"    {e.get('level', '')} {e.get('event', '')}" for e in events[-log_lines:]]
+    out += audit_events(client, run_id, dag_id)
     return "\n".join(out)
+
+
+def audit_events(client: AirflowClient, run_id: str, dag_id: str) -> list[str]:
+    """The run's audit log (REST ``/eventLogs``) apart from the UI's own reads: where the scheduler says why it
+    failed a task that never logged a failure itself (``state mismatch``: the executor reported the task's
+    process finished while the task instance said queued or running)."""
+    try:
+        logs = client.request("GET", "/eventLogs", params={"dag_id": dag_id, "run_id": run_id, "limit": 100,
+                                                           "order_by": "when"}).get("event_logs", [])
+    except Exception as exc:  # noqa: BLE001 - a diagnostic of a failure already being reported
+        return [f"(audit log unreadable: {exc})"]
+    return [f"  audit {e.get('when')} {e.get('event')} {e.get('task_id') or ''}[{e.get('map_index')}]: "
+            f"{(e.get('extra') or '')[:600]}" for e in logs if not str(e.get("event", "")).startswith("get_")]
 
 
 def open_run_grid(page: Any, run_id: str) -> None:
@@ -140,14 +154,16 @@ def test_trigger_form_dry_run_labels_every_broker(
 
     # the run's note: its summary, written by the teardown through the REST API as the kafka-ops service user
     note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
-    assert note.startswith("run succeeded (DRY RUN: nothing was touched)"), note
-    assert "cluster kafka_sandbox: brokers down none" in note and "roll 'restart': dry run" in note, note
+    # its outcome on the first line (the run header shows it), then a Markdown list
+    assert note.startswith("**Succeeded**: rolling restart on kafka_sandbox (DRY RUN: nothing was touched)\n\n- "), note
+    assert "\n- cluster kafka_sandbox: brokers down none" in note and "\n- roll 'restart': dry run" in note, note
     # which map index is which broker, also in the note (for `airflow tasks clear -m` and the CLI)
-    mapping = re.search(r"^roll 'restart': map index (.*)$", note, re.M)
+    mapping = re.search(r"^- roll 'restart': map index (.*)$", note, re.M)
     assert mapping, note
     assert sorted(int(b) for b in re.findall(r"\d+ = broker (\d+)", mapping[1])) == sandbox.registered_brokers()
     open_run_grid(page, run_id)
-    expect(page.get_by_text("run succeeded (DRY RUN: nothing was touched)").first).to_be_visible(timeout=20_000)
+    expect(page.get_by_text("rolling restart on kafka_sandbox (DRY RUN: nothing was touched)").first).to_be_visible(
+        timeout=20_000)
     shot(page, tmp_path, "run-note")
     grid_cell(page, run_id, "restart.broker/mapped").click()
     page.wait_for_url("**/tasks/restart.broker/mapped")
@@ -206,7 +222,11 @@ def test_unknown_broker_fails_the_plan_with_its_log(page: Any, airflow_ui: Runni
     run = wait_for_run(client, run_id)
     tis = states(client, run_id)
     failed = sorted(task for (task, _), ti in tis.items() if ti["state"] == "failed")
-    assert run["state"] == "failed" and failed == ["restart.plan"], {k: ti["state"] for k, ti in tis.items()}
+    assert run["state"] == "failed" and failed == ["restart.plan", "run_outcome"], \
+        {k: ti["state"] for k, ti in tis.items()}
+    note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
+    assert note.startswith("**Refused**: rolling restart on kafka_sandbox: restart.plan: "), note
+    assert "unknown broker ids [77]" in note.splitlines()[0] and "trigger a new run" in note, note
 
     open_run_grid(page, run_id)
     grid_cell(page, run_id, "restart.plan").click()
@@ -245,10 +265,83 @@ def test_decommission_form_needs_brokers_and_refuses_too_many(
     run = wait_for_run(client, run_id, dag_id)
     tis = states(client, run_id, dag_id)
     failed = sorted(task for (task, _), ti in tis.items() if ti["state"] == "failed")
-    assert run["state"] == "failed" and failed == ["validate"], {k: ti["state"] for k, ti in tis.items()}
+    assert run["state"] == "failed" and failed == ["run_outcome", "validate"], {k: ti["state"] for k, ti in tis.items()}
+    note = wait_until("the run's note", 30, lambda: client.get_run(dag_id, run_id).get("note"))
+    assert note.startswith("**Refused**: decommission on kafka_sandbox: validate: "), note
+    assert "replication factor" in note.splitlines()[0] and "trigger a new run" in note, note
     log = client.task_log(dag_id, run_id, "validate", tis[("validate", -1)]["try_number"], -1)
     assert "nothing was touched" in json.dumps(log) and "replication factor" in json.dumps(log)
     assert sorted(sandbox.registered_brokers()) == [0, 1, 2]
+
+
+def test_a_run_marked_failed_ends_failed_and_the_cleared_run_ends_succeeded_with_a_fresh_note(
+    page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
+) -> None:
+    """A real roll (soak 15 s) marked failed in the browser ("Mark Dag Run as..." -> Failed -> Confirm) while
+    broker 1 soaks: the run ends **failed** (not green: ``run_outcome`` fails it), the lock is released, broker 1 is
+    recorded back (not "starting"), and the note says the run was stopped and to clear the whole run. "Clear Dag
+    Run" (existing tasks) in the browser resumes it: it ends **success**, its note rewritten (nothing of the stopped
+    attempt left), and every broker was restarted exactly once over both attempts."""
+    from hooks.cluster_lock import LOCK_PATH
+
+    client = airflow_ui.client
+    brokers = sorted(sandbox.registered_brokers())
+    starts_before = sandbox.starts(brokers)
+    run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "soak_s": 15, "healthcheck_interval_s": 2,
+                                     "lag_ok_consecutive": 1})["dag_run_id"]
+
+    def soaking() -> bool:
+        if client.get_run(DAG_ID, run_id)["state"] in ("success", "failed"):
+            raise UiTestError(f"run {run_id} ended before broker 1 soaked: {unsuccessful(client, run_id)}")
+        ti = states(client, run_id).get(("restart.broker", 1)) or {}
+        return ti.get("state") == "running" and "soak" in str(ti.get("rendered_map_index") or "")
+
+    wait_until("restart.broker[1] to soak", RUN_TIMEOUT_S, soaking, poll_s=1.0)
+    page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}")
+    page.get_by_test_id("mark-run-as-button").click()
+    page.get_by_test_id("mark-run-as-failed").click()
+    shot(page, tmp_path, "mark-run-failed-dialog")
+    page.get_by_test_id("mark-run-as-confirm").click()
+    run = wait_for_run(client, run_id)
+    tis = states(client, run_id)
+    assert run["state"] == "failed", {k: ti["state"] for k, ti in tis.items()}
+    assert tis[("restart.broker", 1)]["state"] == "failed", "the running task was failed by the mark"
+    assert tis[("unlock_cluster", -1)]["state"] == "success" and tis[("run_outcome", -1)]["state"] == "failed"
+    with sandbox.zk() as zk:
+        assert zk.exists(LOCK_PATH) is None, "the lock was released by the teardown"
+    note = wait_until("the stopped run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
+    # Airflow fails every instance of the running mapped task (finished ones too): the note names the task
+    assert note.startswith("**Stopped**: rolling restart on kafka_sandbox: restart.broker was failed from outside"), \
+        note
+    assert "was failed from outside" in note and "clear the whole run" in note, note
+    done = re.search(r"roll 'restart': done \[([\d, ]+)\] of", note)
+    assert done and len(done[1].split(",")) == 2, f"broker 1 was back in every ISR, recorded done: {note}"
+    page.reload()
+    expect(page.get_by_text("was failed from outside").first).to_be_visible(timeout=20_000)
+    shot(page, tmp_path, "run-marked-failed")
+
+    # the run header's clear button (its name is its tooltip: "Press shift+c to clear" while shortcuts are on); the
+    # header comes before the task instances' own clear buttons
+    page.get_by_role("button", name=re.compile(r"^(Clear Dag Run|Press shift\+c to clear)$")).first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text("Clear existing tasks").click()
+    shot(page, tmp_path, "clear-run-dialog")
+    dialog.get_by_role("button", name="Confirm").click()
+    wait_until("the cleared run to start again", 60, lambda: client.get_run(DAG_ID, run_id)["state"] != "failed",
+               poll_s=1.0)
+    run = wait_for_run(client, run_id)
+    assert run["state"] == "success", unsuccessful(client, run_id)
+    note = wait_until("the note of the resumed run", 30,
+                      lambda: (lambda n: n if n.startswith("**Succeeded**") else None)(
+                          client.get_run(DAG_ID, run_id).get("note") or ""))
+    assert note.startswith("**Succeeded**: rolling restart on kafka_sandbox\n\n- "), note
+    assert "Stopped" not in note and "failed from outside" not in note and "next:" not in note, note
+    starts = sandbox.starts(brokers)
+    assert {b: starts[b] - starts_before[b] for b in brokers} == dict.fromkeys(brokers, 1), \
+        "each broker restarted exactly once over the stopped and the resumed attempt"
+    page.reload()
+    expect(page.get_by_text("rolling restart on kafka_sandbox").first).to_be_visible(timeout=20_000)
+    shot(page, tmp_path, "run-cleared-succeeded")
 
 
 def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approved(

@@ -26,8 +26,8 @@ START_TIMEOUT_S = 420  # healthy + DAG parsed; 40-120 s on a loaded 2-core machi
 HEALTH_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 # Variables of the pytest process that must not reach the standalone: the test session's own Airflow home
 # (tests/dags/airflow_env.py) and any Airflow setting or connection it exported.
-_LEAKY_PREFIXES = ("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_")
-_LEAKY_NAMES = ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "KAFKA_OPS_TEST_AIRFLOW_HOME")
+_LEAKY_PREFIXES = ("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_", "KAFKA_OPS_TEST_AIRFLOW_HOME")
+_LEAKY_NAMES = ("AIRFLOW_HOME", "AIRFLOW_CONFIG")
 
 
 class UiTestError(AssertionError):

@@ -178,10 +178,10 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     from groups.cluster_guard import cluster_guard
 
     with DAG(dag_id="roll_shape", schedule=None, params={}) as dag:
-        unlock = cluster_guard(broker_roll("restart"), operation="rolling restart")
+        outcome = cluster_guard(broker_roll("restart"), operation="rolling restart")
     ids = set(dag.task_dict)
     assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health",
-                   "forget_rolls", "unlock_cluster"}
+                   "forget_rolls", "unlock_cluster", "run_outcome"}
     tasks = dag.task_dict
 
     def downstream(task_id: str) -> set[str]:
@@ -192,8 +192,12 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     assert downstream("restart.plan") == {"restart.broker"}
     assert downstream("restart.broker") == {"final_health"}
     assert downstream("final_health") == {"forget_rolls"}
-    assert downstream("forget_rolls") == {"unlock_cluster"}
-    assert unlock.task_id == "unlock_cluster" and unlock.is_teardown and tasks["lock_cluster"].is_setup
+    assert downstream("forget_rolls") == {"unlock_cluster", "run_outcome"}
+    assert downstream("unlock_cluster") == {"run_outcome"}
+    assert tasks["unlock_cluster"].is_teardown and tasks["lock_cluster"].is_setup
+    # the run's one leaf: a teardown that fails the run when it fails, and runs after a refusal before the lock
+    assert outcome.task_id == "run_outcome" and outcome.is_teardown and outcome.on_failure_fail_dagrun
+    assert outcome.trigger_rule == "all_done" and outcome.roll_ids == ["restart"]
     broker = tasks["restart.broker"]
     assert broker.partial_kwargs.get("max_active_tis_per_dagrun", getattr(broker, "max_active_tis_per_dagrun",
                                                                              None)) == 1
@@ -273,7 +277,7 @@ def test_cluster_guard_finds_the_rolls_it_wraps_and_refuses_a_roll_id_used_twice
     with DAG(dag_id="rolls_found", schedule=None, params={}) as dag:
         cluster_guard([controller_roll("ctl"), broker_roll("first"), broker_roll("second")], operation="test")
     assert dag.task_dict["forget_rolls"].roll_ids == ["ctl", "first", "second"]
-    assert dag.task_dict["unlock_cluster"].roll_ids == ["ctl", "first", "second"]
+    assert dag.task_dict["run_outcome"].roll_ids == ["ctl", "first", "second"]
     # Airflow refuses two groups of one id; a roll id twice comes from a group of another name around a roll
     from airflow.sdk import TaskGroup
 

@@ -437,7 +437,7 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     dag = bag.dags["kafka_rolling_restart"]
     t = dag.task_dict
     chain = ["check_params", "lock_cluster", "preflight", "controllers.plan", "controllers.controller",
-             "restart.plan", "restart.broker", "final_health", "forget_rolls", "unlock_cluster"]
+             "restart.plan", "restart.broker", "final_health", "forget_rolls", "unlock_cluster", "run_outcome"]
     assert set(t) == set(chain)
     for before, after in zip(chain, chain[1:], strict=False):
         assert after in t[before].downstream_task_ids, (before, after)
@@ -446,7 +446,7 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
                      "controllers.plan": "all_success",
                      "controllers.controller": "all_success", "restart.plan": "none_failed",
                      "restart.broker": "all_success", "final_health": "none_failed", "forget_rolls": "all_success",
-                     "unlock_cluster": "all_done_setup_success"}
+                     "unlock_cluster": "all_done_setup_success", "run_outcome": "all_done"}
     assert t["unlock_cluster"].is_teardown and t["lock_cluster"].is_setup
     ctrl = t["controllers.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["retries"] == 0

@@ -96,16 +96,14 @@ def test_no_connection_no_note(monkeypatch, caplog):
     assert "no connection 'kafka_ops_airflow_api'" in caplog.text
 
 
-def test_rolls_add_their_map_index_lines_and_the_summary_keeps_them(api):
+def test_rolls_add_their_map_index_lines_as_items_of_a_markdown_list(api):
     api()
     assert note_run(CONTEXT, "rolling restart running on cluster x")
     assert note_run(CONTEXT, "map index 0 = controller 101, 1 = controller 100 (active)", line_key="roll 'controllers'")
     assert note_run(CONTEXT, "map index 0 = broker 2, 1 = broker 0", line_key="roll 'restart'")
     assert note_run(CONTEXT, "map index 0 = broker 0, 1 = broker 2", line_key="roll 'restart'")  # replaced
-    assert _Api.note.splitlines() == ["rolling restart running on cluster x",
-                                      "roll 'controllers': map index 0 = controller 101, 1 = controller 100 (active)",
-                                      "roll 'restart': map index 0 = broker 0, 1 = broker 2"]
-    assert note_run(CONTEXT, "FAILED: restart.broker\ncluster x: brokers down [0]", keep_map_indexes=True)
-    assert _Api.note.splitlines() == ["FAILED: restart.broker", "cluster x: brokers down [0]",
-                                      "roll 'controllers': map index 0 = controller 101, 1 = controller 100 (active)",
-                                      "roll 'restart': map index 0 = broker 0, 1 = broker 2"]
+    assert _Api.note.splitlines() == ["rolling restart running on cluster x", "",
+                                      "- roll 'controllers': map index 0 = controller 101, 1 = controller 100 (active)",
+                                      "- roll 'restart': map index 0 = broker 0, 1 = broker 2"]
+    assert note_run(CONTEXT, "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none")
+    assert _Api.note == "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none", "rewritten, not kept"

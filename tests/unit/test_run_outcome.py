@@ -1,0 +1,108 @@
+"""The run's closing note (kafka_ops.run_outcome) and the failure each task records (runtime.failure_record)."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from kafka_ops.run_outcome import (
+    NOTE_LIMIT,
+    TaskFailure,
+    advice,
+    first_failure,
+    headline,
+    note_markdown,
+    other_failures,
+    outcome_of,
+)
+from runtime.failure_record import FAILURE_KEY, failure_record, record_failure
+from runtime.failures import RunRefused
+
+BROKER_1 = TaskFailure("restart.broker", 1, "broker 1 (2/3)", "broker 1: 2 under-replicated partitions", at=20.0)
+BROKER_2 = TaskFailure("restart.broker", 2, "broker 2 (3/3)", "", at=None)  # failed from outside
+
+
+def test_the_outcome_follows_from_the_first_failure() -> None:
+    assert outcome_of([]) == "succeeded"
+    assert outcome_of([BROKER_1, BROKER_2]) == "failed"
+    assert outcome_of([BROKER_2]) == "stopped", "failed from outside: no error recorded"
+    refused = TaskFailure("check_params", error="unknown param 'brokr'; did you mean 'brokers'?", refused=True, at=5.0)
+    assert outcome_of([refused]) == "refused"
+    later = TaskFailure("final_health", error="offline partitions", at=30.0)
+    assert first_failure([later, BROKER_2, BROKER_1]) == BROKER_1, "the earliest recorded failure"
+    assert first_failure([BROKER_2, TaskFailure("a.b", 0)]).task_id == "a.b", "none recorded: by task and index"
+    assert first_failure([]) is None
+    assert outcome_of([], unfinished_rolls=["restart"]) == "stopped", "pending tasks skipped by a mark-failed"
+    assert headline("stopped", "rolling restart", "c", None, False) == \
+        "**Stopped**: rolling restart on c: a roll did not finish (its pending tasks were skipped)"
+
+
+def test_the_first_line_names_the_task_and_its_reason() -> None:
+    assert headline("succeeded", "rolling restart", "kafka_prod", None, False) == \
+        "**Succeeded**: rolling restart on kafka_prod"
+    assert headline("succeeded", "upgrade", "c", None, True) == \
+        "**Succeeded**: upgrade on c (DRY RUN: nothing was touched)"
+    assert headline("failed", "rolling restart", "c", BROKER_1, False) == (
+        "**Failed**: rolling restart on c: restart.broker[1] (broker 1 (2/3)): broker 1: 2 under-replicated partitions")
+    stopped = headline("stopped", "rolling restart", "c", BROKER_2, False)
+    assert stopped.startswith("**Stopped**") and ": restart.broker was failed from outside" in stopped
+    long = TaskFailure("check_params", error="x" * 1000, refused=True, at=1.0)
+    refused = headline("refused", "scale-out", "c", long, False)
+    assert refused.startswith("**Refused**: scale-out on c: check_params: xxx")
+    assert len(refused) < 400 and refused.endswith("...")
+
+
+def test_the_advice_fits_the_cause() -> None:
+    assert advice("succeeded", "d", "r") is None
+    refused = advice("refused", "d", "r")
+    assert "trigger a new run" in refused and "clear the failed" not in refused
+    failed = advice("failed", "kafka_rolling_restart", "manual__1", [0])
+    assert "clear the failed tasks" in failed and "--run-id manual__1 --only-failed" in failed
+    assert failed.endswith("brokers [0] are down")
+    stopped = advice("stopped", "d", "r")
+    assert "clear the whole run" in stopped and "not only failed" in stopped and "--only-failed" not in stopped
+
+
+def test_other_failures_are_listed_after_the_first() -> None:
+    assert other_failures([BROKER_1], BROKER_1) is None
+    many = [TaskFailure("t", i) for i in range(8)]
+    assert other_failures(many, many[0], limit=3) == "also failed: t[1], t[2], t[3] (+4 more)"
+
+
+def test_the_note_is_a_markdown_list_under_airflows_limit() -> None:
+    note = note_markdown("**Failed**: x", ["cluster c: brokers down [0]", "roll 'restart': done [1]\nof [1, 0]"])
+    assert note == "**Failed**: x\n\n- cluster c: brokers down [0]\n- roll 'restart': done [1] of [1, 0]"
+    items = [f"roll {i}: " + "y" * 150 for i in range(20)]
+    cut = note_markdown("**Failed**: " + "z" * 200, items)
+    assert len(cut) <= NOTE_LIMIT
+    lines = cut.splitlines()
+    assert lines[0].startswith("**Failed**") and lines[1] == ""
+    assert all(line.startswith("- ") for line in lines[2:])
+    kept = len(lines) - 3
+    assert lines[-1] == f"- ({20 - kept} more lines in the log of run_outcome)"
+    huge = note_markdown("h" * 5000, ["a"])
+    assert len(huge) <= NOTE_LIMIT and huge.splitlines()[0].endswith("...")
+    with pytest.raises(ValueError):
+        note_markdown("h", ["a"], limit=20)
+
+
+def test_a_failed_task_records_its_reason_and_whether_it_refused_the_run() -> None:
+    assert failure_record(RunRefused("unknown broker ids [77]"), now=1.5) == {
+        "error": "unknown broker ids [77]", "refused": True, "at": 1.5}
+    assert failure_record(AirflowFailException("broker 1:\n  not   back"), now=2.0)["error"] == "broker 1: not back"
+    assert failure_record(KeyError("x"), now=3.0)["error"] == "KeyError: 'x'"
+    assert failure_record(None, now=4.0) == {"error": "", "refused": False, "at": 4.0}
+
+    pushed: list[tuple[str, dict]] = []
+
+    class Ti:
+        def xcom_push(self, key: str, value: dict) -> None:
+            pushed.append((key, value))
+
+    record_failure({"ti": Ti(), "exception": RunRefused("no")})
+    assert pushed[0][0] == FAILURE_KEY and pushed[0][1]["refused"] is True
+
+    class Broken:
+        def xcom_push(self, key: str, value: dict) -> None:
+            raise RuntimeError("execution API gone")
+
+    record_failure({"ti": Broken(), "exception": ValueError("v")})  # never raises

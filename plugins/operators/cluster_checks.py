@@ -13,7 +13,7 @@ from runtime.failures import RunRefused
 from runtime.lock_holding import release_held
 from runtime.params import out_of_range, unknown_conf_keys
 from runtime.roll_store import forget
-from runtime.settings_table import SETTINGS, value_or_default
+from runtime.settings_table import value_or_default
 from runtime.waiting import Check
 
 from operators.cluster_operator import ClusterOperator
@@ -41,8 +41,7 @@ class CheckParamsOperator(ClusterOperator):
         schemas = {name: declared.get_param(name).schema for name in declared.keys()}
         problems += out_of_range(schemas, {name: params.get(name) for name in declared.keys()})
         if not problems:  # combinations of values that are each fine
-            problems += impossible_combinations({name: value_or_default(name, params) if name in SETTINGS
-                                                 else params.get(name) for name in declared.keys()})
+            problems += impossible_combinations({name: value_or_default(name, params) for name in declared.keys()})
         if problems:
             raise RunRefused("; ".join(problems) + " (nothing was done)")
         cfg = self.resolve(context)

@@ -86,15 +86,17 @@ class ClusterOperator(BaseOperator):
     def ask(self, call: Callable[[], Any], what: str, sleep: Callable[[float], None] | None = None) -> Any:
         """``call()``, waiting out transient errors up to ``healthcheck_timeout_s`` (``call_until_answered``).
 
-        :raises AirflowFailException: a fatal error (an AirflowFailException raised by ``call``: its own message), or
-            the deadline, with the reason.
+        :raises AirflowFailException: a fatal error (an AirflowFailException raised by ``call``, re-raised as it is),
+            or the deadline, with the reason.
         """
         try:
             return call_until_answered(call, what=what, interval_s=self.interval_s, timeout_s=self.timeout_s,
                                        log=self.log, **({"sleep": sleep} if sleep else {}))
         except (WaitAborted, WaitTimeout) as exc:
-            cause = exc.__cause__  # a refusal raised by ``call`` itself is the reason, as it said it
-            raise AirflowFailException(str(cause if isinstance(cause, AirflowFailException) else exc)) from exc
+            cause = exc.__cause__  # a refusal raised by ``call`` itself is the reason, as it said it (and of its kind:
+            if isinstance(cause, AirflowFailException):  # a RunRefused stays one)
+                raise cause from exc
+            raise AirflowFailException(str(exc)) from exc
 
     def mode(self, context: Any, admin: Any) -> ClusterMode:
         """The run's cluster mode: decided under the lock, else asked now through ``admin`` (a ``KafkaAdminHook``:

@@ -17,16 +17,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.run_outcome import advice, first_failure, headline, other_failures, outcome_of
 from runtime import run_report
-from runtime.params import is_true, resolve_settings
-from runtime.profiles import profile_or_fail
 from runtime.run_note import note_outcome
 
+from operators.cluster_operator import ClusterOperator
 
-class RunOutcomeOperator(BaseOperator):
+
+class RunOutcomeOperator(ClusterOperator):
     """Report the run and fail it when any other task failed (use as the teardown after ``unlock_cluster``).
 
     :param settings: ``cluster`` and ``dry_run`` (values or ``FromParam``).
@@ -40,16 +39,15 @@ class RunOutcomeOperator(BaseOperator):
 
     def __init__(self, *, settings: dict, operation: str, roll_ids: list[str] | None = None,
                  unlock_task_id: str = "unlock_cluster", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
+        super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.roll_ids = list(roll_ids or [])
         self.unlock_task_id = unlock_task_id
 
     def execute(self, context: Any) -> str:
-        cfg = resolve_settings(self.settings, context["params"])
+        cfg = self.resolve(context)
         ti = context["ti"]
-        dry = is_true(cfg.get("dry_run", False))
+        dry = self.dry_run
         try:
             failures = run_report.failed_tasks(context, exclude={self.task_id})
             unreadable = None
@@ -66,7 +64,7 @@ class RunOutcomeOperator(BaseOperator):
             items.append(also)
         down: list[int] = []
         try:
-            profile = profile_or_fail(cfg["cluster"])
+            profile = self.profile
         except Exception as exc:  # noqa: BLE001 - e.g. a run refused for its unknown connection
             items.append(f"cluster {cfg['cluster']!r}: {exc}"[:300])
         else:

@@ -8,6 +8,7 @@ task: a note is a convenience, the task logs carry the same lines.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from hooks.airflow_api import CONN_ID, AirflowApiHook
@@ -16,13 +17,15 @@ from kafka_ops.run_outcome import note_markdown
 log = logging.getLogger(__name__)
 
 
-def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None = None) -> bool:
-    """Set the running DAG run's note to ``text`` (cut to Airflow's 1,000 characters). True when written.
+def _items(note: str) -> list[str]:
+    """The Markdown list items (``- ...``) of a note, without their marker."""
+    return [line[2:] for line in note.splitlines() if line.startswith("- ")]
 
-    ``line_key`` (e.g. ``"roll 'restart'"``): keep the note and put ``"<line_key>: <text>"`` in it as an item of
-    its Markdown list (``- ...``, after the first line and a blank line), replacing an earlier item with the same
-    key (each roll adds what its map indexes mean); the missing connection is then logged at DEBUG only (the
-    run's first note already said so)."""
+
+def _edit_note(context: Any, compose: Callable[[Callable[[], str]], str], task_log: Any, quiet: bool) -> bool:
+    """Write the note ``compose(current)`` returns (``current()`` reads the run's note, "" when it has none)
+    through one logged-in REST session. True when written; a missing connection is logged (at DEBUG when
+    ``quiet``), any other failure logged as a warning: never raised."""
     ti = context.get("ti")
     dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
     run_id = context.get("run_id") or getattr(ti, "run_id", None)
@@ -32,15 +35,11 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
         hook = AirflowApiHook()
         hook.get_connection(CONN_ID)
     except Exception:  # noqa: BLE001 - AirflowNotFoundException: the deployment does not want notes
-        task_log.log(logging.DEBUG if line_key else logging.INFO, "run note not written: no connection %r (an "
+        task_log.log(logging.DEBUG if quiet else logging.INFO, "run note not written: no connection %r (an "
                      "Airflow REST API user that may edit DAG runs; see the README)", CONN_ID)
         return False
     try:
-        if line_key is not None:
-            lines = hook.get_dag_run_note(dag_id, run_id).splitlines()
-            head = next((line for line in lines if line and not line.startswith("- ")), f"{dag_id} run")
-            items = [line[2:] for line in lines if line.startswith("- ") and not line.startswith(f"- {line_key}:")]
-            text = note_markdown(head, [*items, f"{line_key}: {text}"])
+        text = compose(lambda: hook.get_dag_run_note(dag_id, run_id))
         hook.set_dag_run_note(dag_id, run_id, text)
     except Exception as exc:  # noqa: BLE001 - best effort
         task_log.warning("run note not written: %s", str(exc)[:300])
@@ -51,6 +50,25 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
     return True
 
 
+def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None = None) -> bool:
+    """Set the running DAG run's note to ``text`` (cut to Airflow's 1,000 characters). True when written.
+
+    ``line_key`` (e.g. ``"roll 'restart'"``): keep the note and put ``"<line_key>: <text>"`` in it as an item of
+    its Markdown list (``- ...``, after the first line and a blank line), replacing an earlier item with the same
+    key (each roll adds what its map indexes mean); the missing connection is then logged at DEBUG only (the
+    run's first note already said so)."""
+    if line_key is None:
+        return _edit_note(context, lambda _current: text, task_log, quiet=False)
+
+    def merged(current: Callable[[], str]) -> str:
+        note = current()
+        head = next((line for line in note.splitlines() if line and not line.startswith("- ")), "run")
+        items = [item for item in _items(note) if not item.startswith(f"{line_key}:")]
+        return note_markdown(head, [*items, f"{line_key}: {text}"])
+
+    return _edit_note(context, merged, task_log, quiet=True)
+
+
 def note_outcome(context: Any, first_line: str, items: list[str], task_log: Any = log,
                  keep_mark: str = ": map index ") -> bool:
     """Rewrite the run's note as its closing report: ``first_line`` then ``items`` as a Markdown list
@@ -58,18 +76,5 @@ def note_outcome(context: Any, first_line: str, items: list[str], task_log: Any 
     that contain ``keep_mark`` (the rolls' "map index 0 = broker 2, ..." lines, for ``airflow tasks clear -m``;
     left out first when the note is full). Everything else of the running note is dropped, so a resumed run's
     note never keeps a line of its failed attempt. True when written."""
-    ti = context.get("ti")
-    dag_id, run_id = getattr(ti, "dag_id", None), context.get("run_id") or getattr(ti, "run_id", None)
-    kept: list[str] = []
-    if dag_id and run_id:
-        try:
-            hook = AirflowApiHook()
-            try:
-                hook.get_connection(CONN_ID)
-                kept = [line[2:] for line in hook.get_dag_run_note(dag_id, run_id).splitlines()
-                        if line.startswith("- ") and keep_mark in line]
-            finally:
-                hook.close()
-        except Exception:  # noqa: BLE001 - no connection (note_run says so) or no note to keep
-            kept = []
-    return note_run(context, note_markdown(first_line, [*items, *kept]), task_log)
+    return _edit_note(context, lambda current: note_markdown(
+        first_line, [*items, *(item for item in _items(current()) if keep_mark in item)]), task_log, quiet=False)

@@ -221,6 +221,11 @@ def test_broker_instances_are_labelled_before_they_run(shared):
          "unknown param 'broker'; did you mean 'brokers'?"),
         ({"cluster": "kafka_sandbox", "pre_stop": "true; touch /tmp/kafka-ops-adhoc"}, "check_params",
          "is not a command named in connection 'kafka_sandbox'"),
+        # a number outside its bounds is refused, never clamped (the form's schema has no bounds to clamp to)
+        ({"cluster": "kafka_sandbox", "healthcheck_timeout_s": -5}, "check_params",
+         "param healthcheck_timeout_s: -5 is less than the minimum of 10"),
+        ({"cluster": "kafka_sandbox", "healthcheck_interval_s": 5, "healthcheck_timeout_s": 10,
+          "lag_ok_consecutive": 3}, "check_params", "healthcheck_timeout_s 10 cannot pass the lag gate"),
     ],
 )
 def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, expected, capfd, caplog):
@@ -229,7 +234,14 @@ def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, e
     assert result.state == "failed"
     assert result.state_of(failed_task) == "failed"
     assert set(result.mapped_states()) <= {"upstream_failed", None}, "no broker task ran"
-    assert expected in output(capfd, caplog)
+    out = output(capfd, caplog)
+    assert expected in out
+    # the run's outcome (its note's first line, in run_outcome's log): refused, naming the task and its reason
+    assert result.state_of("run_outcome") == "failed"
+    headline = re.search(r"\*\*Refused\*\*: rolling restart on \S+( \(DRY RUN: nothing was touched\))?: "
+                         rf"{re.escape(failed_task)}: [^\n]*", out)
+    assert headline and expected in headline[0], out[-3000:]
+    assert "trigger a new run" in out
     assert registrations(shared) == before
     assert lock_holder(shared) is None, "the lock is not left behind"
 

@@ -277,7 +277,7 @@ def test_decommission_form_needs_brokers_and_refuses_too_many(
 def test_a_run_marked_failed_ends_failed_and_the_cleared_run_ends_succeeded_with_a_fresh_note(
     page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
 ) -> None:
-    """A real roll (soak 15 s) marked failed in the browser ("Mark Dag Run as..." -> Failed -> Confirm) while
+    """A real roll (soak 45 s) marked failed in the browser ("Mark Dag Run as..." -> Failed -> Confirm) while
     broker 1 soaks: the run ends **failed** (not green: ``run_outcome`` fails it), the lock is released, broker 1 is
     recorded back (not "starting"), and the note says the run was stopped and to clear the whole run. "Clear Dag
     Run" (existing tasks) in the browser resumes it: it ends **success**, its note rewritten (nothing of the stopped
@@ -287,7 +287,8 @@ def test_a_run_marked_failed_ends_failed_and_the_cleared_run_ends_succeeded_with
     client = airflow_ui.client
     brokers = sorted(sandbox.registered_brokers())
     starts_before = sandbox.starts(brokers)
-    run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "soak_s": 15, "healthcheck_interval_s": 2,
+    # a soak long enough for the page to open and the mark to land on a loaded machine
+    run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "soak_s": 45, "healthcheck_interval_s": 2,
                                      "lag_ok_consecutive": 1})["dag_run_id"]
 
     def soaking() -> bool:
@@ -405,7 +406,7 @@ def approve_in_the_browser(page: Any, client: Any, dag_id: str, run_id: str, awa
 
     page.goto("/required_actions")
     row = page.get_by_role("row").filter(has_text=run_id)
-    expect(row.get_by_text("Approval Required")).to_be_visible()
+    expect(row.get_by_text("Approval Required")).to_be_visible(timeout=30_000)
     shot(page, tmp_path, "required-actions")
     row.get_by_role("link", name=re.compile(r"^Bump the protocol versions of cluster kafka_sandbox to 3\.7\.1")).click()
     expect(page.get_by_text("cannot be downgraded to the old release")).to_be_visible()

@@ -10,7 +10,8 @@ succeeded.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk import Variable
@@ -19,9 +20,38 @@ from kafka_ops.roll import RollRecord
 PREFIX = "kafka_ops_roll"
 
 
+SEPARATOR = "__"
+
+
 def key(dag_id: str, run_id: str, roll_id: str) -> str:
     """The Variable key of one roll's record."""
-    return f"{PREFIX}__{dag_id}__{run_id}__{roll_id}"
+    return SEPARATOR.join((PREFIX, dag_id, run_id, roll_id))
+
+
+@dataclass(frozen=True)
+class RecordKey:
+    """A record's Variable key taken apart (:func:`parse_key`)."""
+
+    key: str
+    dag_id: str
+    run_id: str
+    roll_id: str
+
+
+def parse_key(record_key: str, dag_ids: Iterable[str]) -> RecordKey | None:
+    """The inverse of :func:`key` for a record of one of ``dag_ids`` (the longest that fits: DAG ids and run ids
+    may themselves hold ``__``, as ``manual__2026-...`` does; roll ids never do); None when ``record_key`` is no
+    roll record of any of these DAGs."""
+    head = PREFIX + SEPARATOR
+    if not record_key.startswith(head):
+        return None
+    rest = record_key[len(head):]
+    for dag_id in sorted(dag_ids, key=len, reverse=True):
+        if rest.startswith(dag_id + SEPARATOR):
+            run_id, sep, roll_id = rest[len(dag_id) + len(SEPARATOR):].rpartition(SEPARATOR)
+            if sep and run_id and roll_id:
+                return RecordKey(record_key, dag_id, run_id, roll_id)
+    return None
 
 
 def now_ms() -> int:

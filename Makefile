@@ -57,7 +57,7 @@ unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # TEST_WORKERS=N runs N pytest-xdist workers, each with its own shared sandbox and Airflow home; a test module stays
-# on one worker (--dist loadfile). Default 0 = one process: on 2 cores two workers took 91 min against 55 (JVMs,
+# on one worker (--dist loadfile). Default 0 = one process: on 2 cores two workers took 91 min against 55-75 for one (JVMs,
 # Airflow and Chromium compete for the CPU; SSH channels and UI waits time out), so only a bigger machine gains.
 TEST_WORKERS ?= 0
 test: install

@@ -27,7 +27,9 @@ EXEC_WAIT_S = 30.0  # at most, for a started process to show its environment (se
 RECORD_NAME = "demo-standalone.json"
 LOG_NAME = "standalone.log"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
-API_USER = "kafka-ops"  # the service user the DAGs' run notes are written as (role "user": may edit DAG runs)
+# the DAGs' service user: run notes (role "user" may edit DAG runs) and the roll-records cleanup (role "op" lists
+# Variables)
+API_USER = "kafka-ops"
 API_CONN_ID = "kafka_ops_airflow_api"
 
 
@@ -89,17 +91,16 @@ def api_user_password(home: Path) -> str:
     return passwords[API_USER]
 
 
-def demo_env(settings: AirflowSettings, connections: dict[str, str]) -> dict[str, str]:
-    """The variables the demo sets for ``airflow standalone``: the sandbox's ``connections``, the Airflow
-    settings (home, folders, no examples, port and base URL, :data:`TUNING`), PATH and the process marker;
-    users ``admin`` and :data:`API_USER` with the connection ``kafka_ops_airflow_api`` the DAGs write their
-    run notes through."""
+def demo_env(settings: AirflowSettings) -> dict[str, str]:
+    """The variables the demo sets for ``airflow standalone``: the Airflow settings (home, folders, no examples,
+    port and base URL, :data:`TUNING`), PATH and the process marker; users ``admin`` and :data:`API_USER` with the
+    connection ``kafka_ops_airflow_api`` the DAGs write their run notes through (Airflow's own plumbing; the
+    sandbox's connections go into the metadata DB, where the UI lists them)."""
     env = {k: v for k, v in TUNING.items() if k not in os.environ}
-    env.update(connections)
     api_conn = {"conn_type": "http", "host": "127.0.0.1", "port": settings.port, "schema": "http",
                 "login": API_USER, "password": api_user_password(settings.home)}
     env[f"AIRFLOW_CONN_{API_CONN_ID.upper()}"] = json.dumps(api_conn)
-    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"admin:admin,{API_USER}:user"
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"admin:admin,{API_USER}:op"
     env.update(
         {
             "AIRFLOW_HOME": str(settings.home),
@@ -145,11 +146,39 @@ def _marked(pid: int, home: Path) -> bool:
     return env.startswith(needle) or b"\0" + needle in env
 
 
+def _session(pid: int) -> int | None:
+    """The session id of ``pid`` (``/proc/<pid>/stat``), or None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _airflow_cmdline(pid: int) -> bool:
+    try:
+        return b"airflow" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def marked_processes(home: Path) -> list[int]:
-    """Pids of live processes carrying this Airflow home's marker (standalone and all its descendants)."""
+    """Pids of live processes of this Airflow home: those carrying its marker (standalone and its descendants), and
+    the Airflow processes of standalone's session (it is started as a session leader). The session catches what
+    the marker cannot: the api-server rewrites its process title over its environment (setproctitle), so its
+    ``/proc/<pid>/environ`` no longer shows the marker, and once standalone is gone it is no longer a descendant."""
     me = os.getpid()
-    return sorted(int(e.name) for e in Path("/proc").iterdir()
-                  if e.name.isdigit() and int(e.name) != me and _marked(int(e.name), home))
+    leader = _recorded_pid(home)
+    pids = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and int(e.name) != me]
+    return sorted(pid for pid in pids if _marked(pid, home) or (
+        leader is not None and _session(pid) == leader and _airflow_cmdline(pid)))
+
+
+def _recorded_pid(home: Path) -> int | None:
+    """The pid in this home's standalone record, alive or not (its session outlives it), or None."""
+    try:
+        return int(json.loads((home / RECORD_NAME).read_text())["pid"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def wait_marked(proc: subprocess.Popen, home: Path, timeout_s: float = EXEC_WAIT_S) -> bool:

@@ -1,14 +1,25 @@
-"""``python -m demo [--down]``: sandbox + ``airflow standalone`` + one ``kafka_rolling_restart`` run, watched.
+"""``python -m demo [--down]``: sandbox + ``airflow standalone`` + one run of an operation, watched.
 
-``--dag kafka_upgrade`` runs the upgrade instead: the target release (``--conf '{"target_version": ...}'``,
-default 3.7.1) is unpacked beside the running one on every sandbox host first; the run waits for approval
-of the IBP bump in the UI's Required Actions unless the conf says ``"approve_protocol_bump": true``.
+``--dag`` picks the operation (default ``kafka_rolling_restart``), each with the conf it needs on the sandbox
+(``--conf`` adds to or overrides it):
 
-Without ``--down``: start the sandbox (unless up), start Airflow (unless this home's Airflow runs with the
-same connections and port; stale ones are restarted), wait for ``/api/v2/monitor/health``, log in as
-``admin`` with the generated password, un-pause the DAG, trigger it on ``{"cluster": "kafka_sandbox"}``,
-print per-broker progress until the run ends, then the result and the UI login. Exit 0 only if the run
-succeeded with no failed task. ``--down`` stops Airflow (every process of it) and the sandbox.
+- ``kafka_upgrade``: the target release (``target_version``, default 3.7.1) is unpacked beside the running one on
+  every sandbox host first (``python -m sandbox unpack --version V``); the run waits for approval of the IBP bump in
+  the UI's Required Actions unless the conf says ``"approve_protocol_bump": true``.
+- ``kafka_scale_out``: needs spare broker hosts (``--spare-brokers N``); the run starts them
+  (``start_new_brokers``) and moves partitions onto them (``brokers`` = the spare ids).
+- ``kafka_decommission``: drains and stops the highest broker id; needs ``--brokers 4`` or more (the sandbox's
+  topics have replication factor 3; fewer brokers are refused by the run's ``validate``).
+
+The sandbox: ``--brokers``, ``--spare-brokers`` and ``--mode`` start one (3 brokers, no spares, ZooKeeper mode by
+default); without them a sandbox already running in the workdir is used as it is.
+
+Without ``--down``: start the sandbox (unless up), start Airflow (unless this home's Airflow runs with the same
+settings and port; stale ones are restarted), wait for ``/api/v2/monitor/health``, log in as ``admin`` with the
+generated password, write the sandbox's connections into Airflow's metadata DB (Admin -> Connections), un-pause the
+DAG, trigger it on ``{"cluster": "kafka_sandbox"}``, print per-broker progress until the run ends, then the result
+and the UI login. Exit 0 only if the run succeeded with no failed task. ``--down`` stops Airflow (every process of
+it) and the sandbox.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from demo.errors import DemoError
 from demo.rest import AirflowApiError, AirflowClient
 
 REPO = Path(__file__).resolve().parent.parent
-DAGS = ("kafka_rolling_restart", "kafka_upgrade")
+DAGS = ("kafka_rolling_restart", "kafka_upgrade", "kafka_scale_out", "kafka_decommission")
 UPGRADE_TARGET = "3.7.1"  # the kafka_upgrade DAG's default target_version
 TERMINAL = {"success", "failed"}
 API_OUTAGE_S = 300  # how long polls may keep failing (a loaded machine can stall the api-server)
@@ -40,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sandbox address of broker 0 (default: the sandbox's, 127.0.0.11 or $SANDBOX_ADDRESS_BASE)")
     p.add_argument("--airflow-home", type=Path, default=REPO / ".airflow", help="AIRFLOW_HOME (default %(default)s)")
     p.add_argument("--port", type=int, default=8080, help="Airflow UI/API port (default %(default)s)")
-    p.add_argument("--brokers", type=int, default=3, help="sandbox brokers (default %(default)s)")
+    p.add_argument("--brokers", type=int, default=None,
+                   help="sandbox brokers (default: the running sandbox's, else 3)")
+    p.add_argument("--spare-brokers", type=int, default=None,
+                   help="spare broker hosts for a scale-out (default: the running sandbox's, else 0)")
+    p.add_argument("--mode", choices=("zookeeper", "kraft"), default=None,
+                   help="the sandbox's mode (default: the running sandbox's, else zookeeper)")
     p.add_argument("--dag", choices=DAGS, default=DAGS[0], help="the operation to run (default %(default)s)")
     p.add_argument("--cluster", default="kafka_sandbox", help="the DAG's cluster param (default %(default)s)")
     p.add_argument("--conf", type=json.loads, default={}, help='extra run conf as JSON, e.g. \'{"soak_s": 5}\'')
@@ -88,7 +104,7 @@ def _healthy(client: AirflowClient) -> bool:
     return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
 
 
-def ensure_airflow(args: argparse.Namespace, connections: dict[str, str]) -> airflow_proc.AirflowSettings:
+def ensure_airflow(args: argparse.Namespace) -> airflow_proc.AirflowSettings:
     """Reuse or (re)start this home's ``airflow standalone``; returns its settings once it is healthy.
 
     Raises:
@@ -99,11 +115,11 @@ def ensure_airflow(args: argparse.Namespace, connections: dict[str, str]) -> air
         home=home, dags_folder=REPO / "dags", plugins_folder=REPO / "plugins",
         venv_bin=Path(sys.prefix) / "bin", port=args.port,
     )
-    extra_env = airflow_proc.demo_env(settings, connections)
+    extra_env = airflow_proc.demo_env(settings)
     digest = airflow_proc.env_digest(extra_env)
     record = airflow_proc.read_record(home)
     if record and (record.env_digest != digest or record.port != args.port):
-        say(f"Airflow (pid {record.pid}) runs with other settings or sandbox connections: restarting it")
+        say(f"Airflow (pid {record.pid}) runs with other settings: restarting it")
         airflow_proc.stop(home)
         record = None
     elif record is None and airflow_proc.marked_processes(home):
@@ -198,25 +214,53 @@ def last_error(client: AirflowClient, dag_id: str, run_id: str, ti: dict[str, An
     return errors[-1][:500] if errors else "no error in its log (killed by Airflow? see the scheduler's log)"
 
 
+def operation_conf(dag_id: str, sandbox: dict[str, Any]) -> dict[str, Any]:
+    """The conf ``dag_id`` needs on a sandbox with ``sandbox`` options (``brokers``, ``spare_brokers``), before
+    the user's ``--conf``.
+
+    Raises:
+        DemoError: the sandbox cannot host the operation (a scale-out without spare hosts, a decommission of one of
+            three brokers), with the option that fixes it.
+    """
+    brokers, spares = int(sandbox["brokers"]), int(sandbox.get("spare_brokers") or 0)
+    if dag_id == "kafka_scale_out":
+        if spares < 1:
+            raise DemoError("kafka_scale_out needs spare broker hosts to move partitions onto: add --spare-brokers 1 "
+                            "(a sandbox already running without spares is stopped with `make down` first)")
+        return {"brokers": list(range(brokers, brokers + spares)), "start_new_brokers": True}
+    if dag_id == "kafka_decommission":
+        if brokers < 4:
+            raise DemoError(f"kafka_decommission needs --brokers 4 or more: the sandbox's topics have replication "
+                            f"factor 3, so draining one of {brokers} brokers is refused")
+        return {"brokers": [brokers - 1]}
+    return {}
+
+
 def up(args: argparse.Namespace) -> int:
     """The demo: sandbox, Airflow, trigger, watch, report. Returns the exit code (0 = run succeeded)."""
     t0 = time.monotonic()
     workdir = args.workdir.resolve()
-    say(f"sandbox in {workdir}")
-    sandbox_env.up(REPO, workdir, args.address_base, args.brokers)
     dag_id = args.dag
+    options = sandbox_env.sandbox_options(workdir, {"brokers": args.brokers, "spare_brokers": args.spare_brokers,
+                                                    "mode": args.mode})
+    conf = {"cluster": args.cluster, **operation_conf(dag_id, options), **args.conf}
+    say(f"sandbox in {workdir}: {options['brokers']} brokers, {options['spare_brokers']} spare hosts, "
+        f"{options['mode']} mode")
+    sandbox_env.up(REPO, workdir, args.address_base, options)
     if dag_id == "kafka_upgrade":
-        target = str(args.conf.get("target_version", UPGRADE_TARGET))
-        say(f"unpacked Kafka {target} beside the running release on {len(sandbox_env.unpack_release(workdir, target))} "
-            "broker hosts (the upgrade's binaries phase switches the kafka symlink)")
-    connections = sandbox_env.connection_env(workdir)
-    settings = ensure_airflow(args, connections)
+        target = str(conf.get("target_version", UPGRADE_TARGET))
+        sandbox_env.unpack_release(REPO, workdir, target)
+        say(f"unpacked Kafka {target} beside the running release on every host above (python -m sandbox unpack "
+            f"--version {target}; the upgrade's binaries phase switches the kafka symlink)")
+    settings = ensure_airflow(args)
     client, password = login(settings, args.start_timeout)
+    written = client.put_connections(list(sandbox_env.connection_bodies(sandbox_env.connection_env(workdir))
+                                          .values()))
+    say(f"connections {', '.join(written)} written to Airflow's metadata DB (Admin -> Connections)")
     say(f"UI: {settings.base_url}  login: admin / {password} (from {settings.home / airflow_proc.PASSWORD_FILE}); "
         "the Airflow CLI against this demo: demo/airflow ... (e.g. demo/airflow dags list-runs kafka_rolling_restart)")
     wait_for_dag(client, settings.home, args.start_timeout, dag_id)
     client.set_paused(dag_id, False)
-    conf = {"cluster": args.cluster, **args.conf}
     run = client.trigger(dag_id, conf)
     run_id = run["dag_run_id"]
     ready_s = time.monotonic() - t0

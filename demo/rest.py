@@ -83,6 +83,22 @@ class AirflowClient:
             raise AirflowApiError(f"{method} {path}: HTTP {resp.status_code}: {str(detail)[:300]}")
         return resp.json() if resp.content else None
 
+    def put_connections(self, bodies: list[dict[str, Any]]) -> list[str]:
+        """Create the connections, overwriting those that exist (one bulk ``PATCH /connections``), so they are in
+        the metadata DB: listed under Admin -> Connections, editable there. Returns the ids written.
+
+        Raises:
+            AirflowApiError: the request failed or Airflow refused a connection (its reason in the text).
+        """
+        if not bodies:
+            return []
+        answer = self.request("PATCH", "/connections", json={"actions": [
+            {"action": "create", "entities": bodies, "action_on_existence": "overwrite"}]})
+        result = (answer or {}).get("create") or {}
+        if result.get("errors"):
+            raise AirflowApiError(f"PATCH /connections: refused: {str(result['errors'])[:300]}")
+        return list(result.get("success") or [])
+
     def get_dag(self, dag_id: str) -> dict[str, Any] | None:
         """The DAG's details, or None while the dag-processor has not parsed it yet."""
         return self.request("GET", f"/dags/{dag_id}", ok_404=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from demo.errors import DemoError
 
+CONN_PREFIX = "AIRFLOW_CONN_"
 UP_TIMEOUT_S = 600  # `sandbox up` has its own health deadline; this only guards against a hang
 
 
@@ -27,18 +29,57 @@ def _run_sandbox(repo: Path, args: list[str], timeout_s: float) -> None:
         raise DemoError(f"`{shlex.join(cmd[1:])}` failed (exit {rc}; see its message above)")
 
 
-def up(repo: Path, workdir: Path, address_base: str | None, brokers: int = 3) -> None:
-    """Start the sandbox of ``brokers`` brokers in ``workdir`` unless it is already up with those settings
-    (``sandbox up`` is idempotent).
+DEFAULT_OPTIONS = {"brokers": 3, "spare_brokers": 0, "mode": "zookeeper"}
 
-    ``address_base`` None means the sandbox's default (127.0.0.11 or ``$SANDBOX_ADDRESS_BASE``).
+
+def running_options(workdir: Path) -> dict[str, object] | None:
+    """The ``up`` options of the sandbox running in ``workdir`` (``sandbox.state.SandboxState.options``), or None
+    when none runs there."""
+    from sandbox import state
+    from sandbox.layout import Workdir
+
+    wd = Workdir.at(workdir)
+    if not state.running_processes(wd):
+        return None
+    try:
+        return state.load(wd).options()
+    except state.NotASandbox:
+        return None
+
+
+def sandbox_options(workdir: Path, asked: dict[str, object | None]) -> dict[str, object]:
+    """The sandbox the demo runs on: what ``asked`` sets (None = not set), the rest from the sandbox running in
+    ``workdir`` (so a plain ``make demo`` reuses a sandbox started with spare brokers or in KRaft mode), else
+    :data:`DEFAULT_OPTIONS`. Keys: ``brokers``, ``spare_brokers``, ``mode`` and, of a running sandbox, the
+    others of its options."""
+    running = running_options(workdir) or {}
+    chosen = {k: v for k, v in asked.items() if v is not None}
+    if running and any(running.get(k) != v for k, v in chosen.items()):
+        running = {}  # other options asked for: ``sandbox up`` names the running sandbox and refuses
+    options = {**DEFAULT_OPTIONS, **running, **chosen}
+    if options.get("mode") != "kraft":
+        options.pop("controllers", None)
+    return options
+
+
+def up(repo: Path, workdir: Path, address_base: str | None, options: dict[str, object]) -> None:
+    """Start the sandbox with ``options`` (:func:`sandbox_options`) in ``workdir`` unless it is already up with
+    them (``sandbox up`` is idempotent).
+
+    ``address_base`` None means the running sandbox's, else the sandbox's default (127.0.0.11 or
+    ``$SANDBOX_ADDRESS_BASE``).
 
     Raises:
         DemoError: the sandbox could not start or runs but is unhealthy.
     """
-    args = ["up", "--workdir", str(workdir), "--brokers", str(brokers)]
+    flags = {"brokers": "--brokers", "spare_brokers": "--spare-brokers", "mode": "--mode", "racks": "--racks",
+             "kafka_version": "--kafka-version", "controllers": "--controllers", "address_base": "--address-base"}
     if address_base:
-        args += ["--address-base", address_base]
+        options = {**options, "address_base": address_base}
+    args = ["up", "--workdir", str(workdir)]
+    for key, flag in flags.items():
+        if options.get(key) is not None:
+            args += [flag, str(options[key])]
     _run_sandbox(repo, args, UP_TIMEOUT_S)
 
 
@@ -81,20 +122,40 @@ def connection_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def unpack_release(workdir: Path, version: str) -> list[Path]:
-    """Unpack Kafka ``version`` beside the running release on every broker host of the sandbox in
-    ``workdir`` (what configuration management does before an upgrade; the ``kafka`` symlink is left for
-    the upgrade's binaries phase to switch). Returns the directories.
+def unpack_release(repo: Path, workdir: Path, version: str) -> None:
+    """``python -m sandbox unpack --version VERSION``: Kafka ``version`` unpacked beside the running release on
+    every host of the sandbox in ``workdir`` (what configuration management does before an upgrade; the ``kafka``
+    symlink is left for the upgrade's binaries phase to switch); it prints each host's directory.
 
     Raises:
-        DemoError: the sandbox in ``workdir`` has no broker hosts (not up?).
+        DemoError: the release is not pinned or assembled, or the sandbox has no hosts (not up?).
     """
-    from sandbox.hosts import unpack_kafka
-    from sandbox.layout import Workdir
+    _run_sandbox(repo, ["unpack", "--workdir", str(workdir), "--version", version], 300)
 
-    hosts = sorted((workdir / "hosts").glob("*")) if (workdir / "hosts").is_dir() else []
-    if not hosts:
-        raise DemoError(f"no broker hosts under {workdir / 'hosts'}: is the sandbox up?")
-    wd = Workdir.at(workdir)
-    return [unpack_kafka(wd.host(int(h.name)), version) for h in hosts if h.name.isdigit()]
 
+def connection_bodies(env: dict[str, str]) -> dict[str, dict[str, object]]:
+    """The ``AIRFLOW_CONN_<ID>`` variables of :func:`connection_env` (Airflow's JSON format) as bodies of Airflow's
+    REST ``/connections`` (``connection_id`` = the id lower-cased, as Airflow looks it up; ``extra`` a JSON string).
+
+    Raises:
+        DemoError: a value that is not a JSON object with a ``conn_type``.
+    """
+    bodies: dict[str, dict[str, object]] = {}
+    for name, value in env.items():
+        if not name.startswith(CONN_PREFIX):
+            continue
+        conn_id = name[len(CONN_PREFIX):].lower()
+        try:
+            conn = json.loads(value)
+        except ValueError as exc:
+            raise DemoError(f"{name}: not a JSON connection: {exc}") from exc
+        if not isinstance(conn, dict) or not conn.get("conn_type"):
+            raise DemoError(f"{name}: a JSON connection needs a conn_type")
+        body: dict[str, object] = {"connection_id": conn_id, "conn_type": conn["conn_type"]}
+        for key in ("description", "host", "login", "schema", "port", "password"):
+            if conn.get(key) is not None:
+                body[key] = conn[key]
+        if conn.get("extra") is not None:
+            body["extra"] = conn["extra"] if isinstance(conn["extra"], str) else json.dumps(conn["extra"])
+        bodies[conn_id] = body
+    return bodies

@@ -1,4 +1,4 @@
-"""``python -m sandbox up|down|status|lag|crash-broker|freeze|thaw|traffic``: the sandbox cluster's command line.
+"""``python -m sandbox up|down|status|unpack|lag|crash-broker|freeze|thaw|traffic``: the sandbox cluster's command line.
 
 Every subcommand takes ``--workdir`` (default ``.sandbox``; env ``SANDBOX_WORKDIR_DEFAULT`` overrides the
 default). Errors the user can fix print one line ``sandbox: error: ...`` and exit 1.
@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from sandbox import cluster, faults, kafka_release, settings, state
+from sandbox import cluster, faults, hosts, kafka_release, settings, state
 from sandbox import status as status_mod
 from sandbox.layout import Workdir
 
@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("down", parents=[common], help="stop everything the sandbox started")
     sub.add_parser("status", parents=[common], help="print the sandbox's state as JSON")
+
+    unpack = sub.add_parser(
+        "unpack",
+        parents=[common],
+        help="unpack a Kafka release beside the running one on every host (what an upgrade's target needs; the "
+        "kafka symlink is left for the upgrade to switch)",
+    )
+    unpack.add_argument("--version", required=True, help=f"one of {', '.join(kafka_release.RELEASES)}")
 
     lag = sub.add_parser(
         "lag",
@@ -159,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
             cluster.down(workdir)
         elif args.command == "status":
             print(status_mod.dumps(status_mod.report(workdir)))
+        elif args.command == "unpack":
+            for path in hosts.unpack_everywhere(workdir, args.version):
+                print(path)
         elif args.command == "lag":
             faults.stall_group(workdir, args.group, args.stall_seconds)
         elif args.command == "crash-broker":
@@ -169,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             faults.thaw(workdir, args.target)
         elif args.command == "traffic":
             return run_traffic(workdir, args.seconds, args.topic, args.partitions, args.rate, args.group)
-    except (cluster.SandboxError, state.NotASandbox) as exc:
+    except (cluster.SandboxError, state.NotASandbox, kafka_release.ReleaseError, FileNotFoundError) as exc:
         print(f"sandbox: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

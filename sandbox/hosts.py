@@ -75,6 +75,22 @@ def unpack_kafka(host: HostDir, kafka_version: str) -> Path:
     return install
 
 
+def unpack_everywhere(workdir: Workdir, kafka_version: str) -> list[Path]:
+    """:func:`unpack_kafka` on every host of the sandbox in ``workdir`` (brokers, spare hosts, KRaft
+    controllers), as configuration management stages a release before an upgrade (``python -m sandbox unpack``).
+    Returns the directories, by node id.
+
+    Raises:
+        kafka_release.ReleaseError: the release is not pinned or not assembled (``make install``).
+        FileNotFoundError: the workdir has no hosts (no sandbox was started there).
+    """
+    kafka_release.release_dir(kafka_version)  # a wrong version is named before the hosts are looked at
+    ids = sorted(int(h.name) for h in workdir.hosts.glob("*") if h.name.isdigit()) if workdir.hosts.is_dir() else []
+    if not ids:
+        raise FileNotFoundError(f"no hosts under {workdir.hosts}: start the sandbox first (python -m sandbox up)")
+    return [unpack_kafka(workdir.host(node_id), kafka_version) for node_id in ids]
+
+
 def install_kafka(host: HostDir, kafka_version: str) -> None:
     """:func:`unpack_kafka` and point the ``kafka`` symlink at it (relative link, replacing an existing one)."""
     install = unpack_kafka(host, kafka_version)

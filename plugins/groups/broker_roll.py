@@ -24,7 +24,7 @@ ROLL_SETTINGS: dict[str, Any] = {
     name: FromParam(name)
     for name in ("cluster", "brokers", "keep_order", "consumer_groups", "pre_stop", "pre_start", "stop_command",
                  "start_command", "healthcheck_interval_s", "healthcheck_timeout_s", "lag_ok_consecutive",
-                 "soak_s", "dry_run", "max_parallel", "batch_by", "window_policy")
+                 "fix_leader_imbalance", "soak_s", "dry_run", "max_parallel", "batch_by", "window_policy")
 }
 
 #: The broker task's map index template: the label its plan computed ("broker 3 (2/3)", "... · dry run"),

@@ -15,6 +15,7 @@ call (none while the topic set is unchanged).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -54,6 +55,24 @@ def _int_config(value: str | None, default: int, name: str) -> int:
         return int(value)
     except ValueError:
         raise ValueError(f"config {name} has a non-numeric value {value!r}") from None
+
+
+class LibrdkafkaLog:
+    """The ``logger`` of a confluent-kafka client (``AdminClient(conf, logger=LibrdkafkaLog())``): librdkafka's lines
+    on the stdlib ``librdkafka`` logger (WARNING by default: ``runtime.task_log.quiet_libraries``), a connection failure
+    (facility ``FAIL``: a broker restarting, as it does in every roll) at INFO: the request that needed that broker
+    fails or is retried by the caller, which says so itself.
+
+    confluent-kafka calls ``log(level, "%s [%s] %s", facility, client name, message)``.
+    """
+
+    def __init__(self, name: str = "librdkafka") -> None:
+        self._logger = logging.getLogger(name)
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        if args and args[0] == "FAIL":
+            level = min(level, logging.INFO)
+        self._logger.log(level, msg, *args)
 
 
 class KafkaAdminHook(ClusterProfileHook):
@@ -123,9 +142,9 @@ class KafkaAdminHook(ClusterProfileHook):
         if self._admin is None:
             conf = self.profile.confluent_config()
             conf.setdefault("socket.timeout.ms", int(self.request_timeout_s * 1000))
-            # librdkafka's own log lines (e.g. "Connect ... failed" while a broker is down) go to
-            # this hook's logger instead of stderr; they are queued until poll() (see _client).
-            self._admin = AdminClient(conf, logger=self.log)
+            # librdkafka's own log lines (e.g. "Connect ... failed" while a broker is down) go to the
+            # "librdkafka" logger instead of stderr (LibrdkafkaLog); they are queued until poll() (see _client).
+            self._admin = AdminClient(conf, logger=LibrdkafkaLog())
         return self._admin
 
     @contextmanager

@@ -31,7 +31,14 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kafka_ops.cluster import ClusterState, Partition
-from kafka_ops.health import restart_blockers
+from kafka_ops.health import (
+    Verdict,
+    leader_imbalance,
+    offline_partitions,
+    restart_blockers,
+    restart_gate_parts,
+    under_replicated_partitions,
+)
 
 #: Allowed values of ``batch_by``: ``"none"`` = any brokers the joint rule allows; ``"rack"`` = brokers of
 #: one ``broker.rack`` per batch.
@@ -121,6 +128,26 @@ def _fragment(p: Partition, m: int, joint: Collection[int]) -> str:
     if kind == "below":
         return f"{p.name} would keep isr {_ids(rest)} below min.insync.replicas {m}"
     return f"{p.name} blocks"  # not reached: the planner's counts and _violation agree
+
+
+def stop_gate(state: ClusterState, broker_ids: Sequence[int], already_stopped: Collection[int] = ()) \
+        -> tuple[list[Verdict], Verdict | None]:
+    """The cluster's part of the gate before stopping ``broker_ids`` together, in two parts: (what makes the stop
+    unsafe, the leader imbalance or None when it is not judged). One broker not yet stopped:
+    :func:`kafka_ops.health.restart_gate_parts`. A batch: offline partitions, :func:`can_stop_together`, URP and
+    the leader imbalance; when ``already_stopped`` holds brokers of the batch (a resumed batch) their URPs and the
+    leadership they gave up are expected, so only offline partitions and min ISR are judged.
+
+    The caller checks that every broker of the batch is registered first (``can_stop_together`` raises for ids it
+    does not know).
+    """
+    if len(broker_ids) == 1 and not already_stopped:
+        return restart_gate_parts(state, broker_ids[0])
+    blockers = can_stop_together(state, broker_ids)
+    safety = [offline_partitions(state), Verdict(not blockers, blockers, "can-stop-together")]
+    if already_stopped:
+        return safety, None
+    return [*safety, under_replicated_partitions(state)], leader_imbalance(state)
 
 
 def can_stop_together(state: ClusterState, broker_ids: Collection[int]) -> list[str]:

@@ -227,6 +227,24 @@ def leader_imbalance(state: ClusterState, max_percentage: float | None = None) -
     return _verdict("leader-imbalance", reasons)
 
 
+def imbalance_elections(state: ClusterState, max_percentage: float | None = None) -> list[tuple[str, int]]:
+    """The partitions a preferred leader election would fix a :func:`leader_imbalance` with: for each broker over
+    the threshold, the partitions it should lead (first replica) but does not, where it is registered and in the
+    ISR (an election the controller can do at once; ``kafka-leader-election.sh --election-type PREFERRED``).
+    ``(topic, partition)`` pairs, sorted; ``[]`` when no broker is over the threshold.
+
+    :param max_percentage: as in :func:`leader_imbalance` (None = ``leader.imbalance.per.broker.percentage``).
+    """
+    threshold = state.leader_imbalance_percentage if max_percentage is None else max_percentage
+    out = []
+    for broker_id, (not_led, total) in leader_imbalance_ratios(state).items():
+        if 100.0 * not_led / total <= threshold or not state.has_broker(broker_id):
+            continue
+        out += [(p.topic, p.partition) for p in state.partitions_preferring(broker_id)
+                if p.leader != broker_id and broker_id in p.isr]
+    return sorted(out)
+
+
 def restart_blockers(state: ClusterState, broker_id: int) -> list[tuple[Partition, str]]:
     """Partitions on ``broker_id`` that stopping it would push below ``min.insync.replicas``.
 
@@ -361,6 +379,15 @@ def consumer_lag(statuses: Iterable[ConsumerGroupStatus]) -> Verdict:
 # -- the gate before restarting a broker ---------------------------------------------------------
 
 
+def restart_gate_parts(state: ClusterState, broker_id: int, max_imbalance_percentage: float | None = None) \
+        -> tuple[list[Verdict], Verdict]:
+    """:func:`restart_gate` in its two parts: (what makes the stop unsafe: offline partitions, URP,
+    :func:`can_restart`; the leader imbalance, no safety problem: one preferred leader election fixes it,
+    :func:`imbalance_elections`)."""
+    safety = [offline_partitions(state), under_replicated_partitions(state), can_restart(state, broker_id)]
+    return safety, leader_imbalance(state, max_imbalance_percentage)
+
+
 def restart_gate(
     state: ClusterState,
     broker_id: int,
@@ -369,16 +396,11 @@ def restart_gate(
     """The cluster's part of the gate before stopping ``broker_id`` in a rolling restart (the consumer-lag
     part is Burrow's, :func:`consumer_lag`, kept with its OK streak by ``runtime.lag_watch``).
 
-    Passes only when: no offline partitions, no URP, leader imbalance per broker within
-    ``leader.imbalance.per.broker.percentage``, :func:`can_restart` (min-ISR safety, Strimzi's canRoll).
+    Passes only when: no offline partitions, no URP, :func:`can_restart` (min-ISR safety, Strimzi's canRoll),
+    leader imbalance per broker within ``leader.imbalance.per.broker.percentage`` (:func:`restart_gate_parts`).
 
     :param max_imbalance_percentage: None = ``state.leader_imbalance_percentage``.
     Reasons are prefixed with the failing rule, e.g. ``"urp: orders-3: under-replicated, ..."``.
     """
-    verdicts = [
-        offline_partitions(state),
-        under_replicated_partitions(state),
-        leader_imbalance(state, max_imbalance_percentage),
-        can_restart(state, broker_id),
-    ]
-    return combine(verdicts, rule=f"gate broker {broker_id}")
+    safety, imbalance = restart_gate_parts(state, broker_id, max_imbalance_percentage)
+    return combine([*safety, imbalance], rule=f"gate broker {broker_id}")

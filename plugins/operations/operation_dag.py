@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import DAG, Param
+from runtime import task_log
 from runtime.failure_record import record_failure
 
 #: The JSON Schema dialect of every param's schema. Airflow checks each param's value with
@@ -35,10 +36,16 @@ def with_defaults(params: Mapping[str, Param], defaults: Mapping[str, Any] | Non
     return out
 
 
+#: Every task of a kafka-ops DAG: it records why it failed for the run's note (``runtime.failure_record``) and logs
+#: a deliberate failure as one line, library chatter at WARNING (``runtime.task_log``).
+TASK_CALLBACKS = {"on_execute_callback": task_log.on_execute, "on_failure_callback": record_failure}
+
+
 def operation_dag(dag_id: str, *, description: str, doc_md: str | None, params: dict[str, Any],
                   schedule: Any = None, defaults: Mapping[str, Any] | None = None) -> DAG:
     """A DAG with the operations' shared settings; use as ``with operation_dag(...) as dag:``. Every task records
-    why it failed for the run's note (``runtime.failure_record``).
+    why it failed for the run's note (``runtime.failure_record``) and logs a deliberate failure as one line, library
+    chatter at WARNING (``runtime.task_log``).
 
     :param schedule: None (manual runs only) or a timetable, e.g.
         ``kafka_timetables.MaintenanceWindowTimetable("0 2 * * 6", timedelta(hours=4))``, whose window also
@@ -48,4 +55,4 @@ def operation_dag(dag_id: str, *, description: str, doc_md: str | None, params: 
     """
     return DAG(dag_id=dag_id, description=description, schedule=schedule, catchup=False, max_active_runs=4,
                tags=["kafka", "kafka-ops"], doc_md=doc_md, params=with_defaults(params, defaults),
-               default_args={"on_failure_callback": record_failure})
+               default_args=dict(TASK_CALLBACKS))

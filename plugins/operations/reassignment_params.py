@@ -21,11 +21,11 @@ def reassignment_params(brokers_description: str) -> dict[str, Param]:
     """
     return {
         "cluster": param("cluster"),
+        "dry_run": param("dry_run", "Snapshot and plan (files and chart written), then only log what would be done"),
         "brokers": param("brokers", brokers_description, minItems=1),
         **params("throttle_bytes_per_s", "wave_bytes", "wave_moves_per_broker", "max_bytes", "verify_interval_s",
                  "verify_timeout_s", "cancel_on_timeout", "healthcheck_interval_s"),
         "healthcheck_timeout_s": param("healthcheck_timeout_s", "A health wait fails after this many seconds"),
         "window_policy": param("window_policy"),
-        "dry_run": param("dry_run", "Snapshot and plan (files and chart written), then only log what would be done"),
         "lock_wait": param("lock_wait"),
     }

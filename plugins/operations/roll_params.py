@@ -10,10 +10,10 @@ from __future__ import annotations
 from airflow.sdk import Param
 from runtime.settings_table import params
 
-#: The params of a roll-based DAG, in form order.
-ROLL_PARAMS = ("cluster", "brokers", "keep_order", "pre_stop", "pre_start", "stop_command", "start_command",
-               "healthcheck_interval_s", "healthcheck_timeout_s", "consumer_groups", "lag_ok_consecutive", "soak_s",
-               "max_parallel", "batch_by", "window_policy", "dry_run", "lock_wait")
+#: The params of a roll-based DAG, in form order (``dry_run`` second: the first choice a user makes).
+ROLL_PARAMS = ("cluster", "dry_run", "brokers", "keep_order", "pre_stop", "pre_start", "stop_command", "start_command",
+               "healthcheck_interval_s", "healthcheck_timeout_s", "consumer_groups", "lag_ok_consecutive",
+               "fix_leader_imbalance", "soak_s", "max_parallel", "batch_by", "window_policy", "lock_wait")
 #: The KRaft role params.
 ROLE_PARAMS = ("roles", "controllers")
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from airflow.sdk import DAG, TriggerRule
+from airflow.sdk import DAG, Param, TriggerRule
 from groups.broker_roll import broker_roll
 from groups.cluster_guard import cluster_guard
 from groups.controller_roll import controller_roll
@@ -79,6 +79,15 @@ def controller_binaries_roll():
     return controller_roll(spec, plan_trigger_rule=TriggerRule.NONE_FAILED)
 
 
+def _upgrade_params() -> dict[str, Param]:
+    """The upgrade's form: ``cluster``, ``dry_run`` and ``target_version`` first (what a user decides), then the
+    roll params, then the upgrade's own (fresh objects per DAG)."""
+    roll = roll_params()
+    head = {"cluster": roll.pop("cluster"), "dry_run": roll.pop("dry_run"), **params("target_version")}
+    return {**head, **roll, **params("install_command", "revert_failed_broker", "approve_protocol_bump", "phases",
+                                     "metadata_version")}
+
+
 def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
                 defaults: Mapping[str, Any] | None = None) -> DAG:
     """The upgrade DAG (see the module docstring); ``schedule`` / ``defaults`` as in
@@ -90,11 +99,7 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
         doc_md=__doc__,
         schedule=schedule,
         defaults=defaults,
-        params={
-            **roll_params(),
-            **params("target_version", "install_command", "revert_failed_broker", "approve_protocol_bump", "phases",
-                     "metadata_version"),
-        },
+        params=_upgrade_params(),
     ) as dag:
         settings = {"cluster": FromParam("cluster"), "metadata_version": FromParam("metadata_version"),
                     **UPGRADE_SETTINGS}

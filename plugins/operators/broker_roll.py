@@ -19,13 +19,16 @@ from typing import Any
 
 from hooks.burrow import BurrowHook
 from kafka_ops import health
-from kafka_ops.batches import can_stop_together
+from kafka_ops.batches import stop_gate
+from kafka_ops.cluster import ClusterState
 from kafka_ops.controller_roll import service_state
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import RollRecord, batch_label, labelled_batch
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand
+from runtime.failures import describe
 from runtime.lag_watch import LagWatch
+from runtime.params import is_true
 from runtime.roll_store import RollStore
 from runtime.start_dependencies import Dependency, dependencies
 from runtime.waiting import Check
@@ -165,18 +168,19 @@ class BrokerRollOperator(NodeRollOperator):
         if lag is not None and lag.streak:
             self.log.info("lag gate: %d OK polls in a row carried (the plan, the previous batch)", lag.streak)
 
+        fix_imbalance = is_true(self.setting("fix_leader_imbalance")) and not self.dry_run
+
         def cluster_check() -> health.Verdict:
-            if len(ids) == 1 and not stopped:
-                return prober.look("gate", ids[0])
             state = prober.state(configs=True)
             missing = [b for b in ids if not state.has_broker(b)]
             if missing:
                 return health.Verdict(False, [f"broker {b} is not in the metadata (down)" for b in missing], "gate")
-            blockers = can_stop_together(state, ids)
-            verdicts = [health.offline_partitions(state), health.Verdict(not blockers, blockers, "can-stop-together")]
-            if not stopped:
-                verdicts += [health.under_replicated_partitions(state), health.leader_imbalance(state)]
-            return health.combine(verdicts, rule=f"gate {who}")
+            safety, imbalance = stop_gate(state, ids, stopped)
+            if (fix_imbalance and imbalance is not None and not imbalance.ok and all(v.ok for v in safety)
+                    and self._elect_for_imbalance(who, state)):
+                state = prober.state(configs=True)
+                safety, imbalance = stop_gate(state, ids, stopped)
+            return health.combine(safety + ([imbalance] if imbalance is not None else []), rule=f"gate {who}")
 
         def check() -> Check:
             cluster = cluster_check()
@@ -195,14 +199,50 @@ class BrokerRollOperator(NodeRollOperator):
 
         verb = "may be stopped" if len(ids) == 1 else "may be stopped together"
         if self.dry_run:
-            result = check()
-            self.log.info("DRY RUN: %s %s now: %s", who, verb if result.ok else verb.replace("may", "may NOT"),
-                          result.message)
-            if lag is not None and lag is not self.lag:
-                lag.burrow.close()
+            self._dry_gate(who, verb, cluster_check, lag, streak_needed)
             return
         # quick first polls: the lag watch itself keeps Burrow's polls interval_s apart
-        self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may NOT')} yet")
+        self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
+
+    def _elect_for_imbalance(self, who: str, state: ClusterState) -> bool:
+        """A gate that waits only on a leader imbalance: elect the preferred leaders of the partitions that need it
+        (``kafka_ops.health.imbalance_elections``), as Kafka's own rebalance would after
+        ``leader.imbalance.check.interval.seconds`` (300 s by default; never with
+        ``auto.leader.rebalance.enable=false``). A leader imbalance is no safety problem; one election fixes it.
+        Returns True when an election ran (the gate looks again)."""
+        partitions = health.imbalance_elections(state)
+        if not partitions:
+            return False
+        names = [f"{t}-{p}" for t, p in partitions]
+        errors = {n: e for n, e in self.prober.admin.elect_preferred_leaders(partitions).items() if e}
+        self.log.info("gate %s: leader imbalance: elected the preferred leaders of %d partitions (%s%s)%s", who,
+                      len(names), ", ".join(names[:10]), f", ... {len(names) - 10} more" if len(names) > 10 else "",
+                      f"; not elected: {dict(list(errors.items())[:5])}" if errors else "")
+        return True
+
+    def _dry_gate(self, who: str, verb: str, cluster_check: Callable[[], health.Verdict], lag: LagWatch | None,
+                  streak_needed: int) -> None:
+        """A dry run's gate: one look at the cluster and one Burrow poll, logged as what a real run would do now
+        (stop, or wait); one OK poll counts as ready, since a real run's streak of ``streak_needed`` OK polls takes
+        ``(streak_needed - 1) x healthcheck_interval_s`` on a healthy cluster anyway."""
+        cluster = cluster_check()
+        ready, said = cluster.ok, cluster.message()
+        if ready and lag is not None:
+            try:
+                verdict = lag.poll()
+            except Exception as exc:  # noqa: BLE001 - a dry run reports what it could not ask
+                ready, said = False, f"{said}; Burrow did not answer: {describe(exc)}"
+            else:
+                ready = verdict.ok
+                said = (f"{said}; {verdict.message()} (a real run waits for {streak_needed} OK polls in a row, "
+                        f"{self.interval_s:.0f} s apart)")
+        if lag is not None and lag is not self.lag:
+            lag.burrow.close()
+        if ready:
+            self.log.info("DRY RUN: %s %s now: %s", who, verb, said)
+        else:
+            self.log.info("DRY RUN: %s %s yet; a real run would wait up to %.0f s: %s", who,
+                          verb.replace("may", "may not"), self.timeout_s, said)
 
     def _registered(self, bid: int) -> Check:
         """Broker ``bid`` registered again; while it is not, its host's status command (at most once per

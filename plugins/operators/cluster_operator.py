@@ -101,7 +101,7 @@ class ClusterOperator(BaseOperator):
     def mode(self, context: Any, admin: Any) -> ClusterMode:
         """The run's cluster mode: decided under the lock, else asked now through ``admin`` (a ``KafkaAdminHook``:
         DescribeQuorum answered = KRaft), transient errors waited out (``runtime.cluster_mode.run_mode``)."""
-        return run_mode(context, lambda: self.ask(admin.is_kraft, "DescribeQuorum (a KRaft cluster?)"), self.log)
+        return run_mode(context, lambda: self.ask(admin.is_kraft, "the cluster's mode (DescribeQuorum)"), self.log)
 
     @contextmanager
     def releasing_lock_on_failure(self, context: Any, why: str) -> Iterator[None]:

@@ -240,7 +240,7 @@ class ControllerRollOperator(NodeRollOperator):
             except Exception as exc:  # a dry run reports, it does not wait
                 self.log.warning("DRY RUN: controller %s's gate could not be checked: %s", cid, describe(exc))
             return
-        self._wait(check, f"controller {cid} may be stopped", not_yet=f"controller {cid} may NOT be stopped yet")
+        self._wait(check, f"controller {cid} may be stopped", not_yet=f"controller {cid} may not be stopped yet")
 
     def _command(self, step: str, choice: str | None, node: dict) -> BrokerCommand | None:
         """The profile's controller service command for ``stop`` / ``start``; no pre-steps for controllers."""

@@ -9,6 +9,12 @@ someone chooses Approve or Reject in the UI's Required Actions (or the HITL REST
   allows only when no level in between changed the metadata format. Reject ends the run on the new binaries
   with ``metadata.version`` unchanged.
 
+An answer is never lost to Airflow: when the answer arrives before the scheduler has seen the task pause (a few
+seconds after the question appears), Airflow 3.3's scheduler fails the resumed try ("state mismatch": it takes the
+pause's exit for a task killed from outside). The task has one retry, and a retry first reads the answer given to
+an earlier try (the REST API's ``hitlDetails/tries/{n}``, ``hooks.airflow_api``) and acts on it instead of asking
+again.
+
 The mode and the levels come from the ``check_upgrade`` task's XCom (``operators.upgrade_checks``). Reject skips
 every task after this one (``ignore_downstream_trigger_rules``): the rolls that follow run with
 ``none_failed`` (a roll with nothing to do in this mode is *skipped*), which a plain skip of the next task
@@ -17,9 +23,11 @@ would not stop. Teardowns (the lock's release) still run.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from hooks.airflow_api import AirflowApiHook
 from kafka_ops.metadata_version import MetadataVersion, label, safe_downgrade
 from runtime.params import is_true
 
@@ -40,6 +48,8 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
                                   "bump the brokers cannot be downgraded to the old release. Approve to roll the "
                                   "IBP (and LMF) phases; Reject to end the run here, the old IBP pinned.")
         kwargs.setdefault("ignore_downstream_trigger_rules", True)
+        kwargs.setdefault("retries", 1)  # a try Airflow failed after the answer arrived: see the module docstring
+        kwargs.setdefault("retry_delay", timedelta(seconds=5))
         super().__init__(**kwargs)
         self.checks_task_id = checks_task_id
 
@@ -77,9 +87,42 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
                          "to end the run here, on the new binaries with metadata.version unchanged.")
             self.log.info("KRaft cluster: waiting for approval of metadata.version %s -> %s", label(current),
                           label(target))
-            return super().execute(context)
+            return self._ask(context)
         if not {"ibp", "lmf"} & phases:
             return self._approved("no protocol phase requested: nothing to approve")
         if is_true(params.get("dry_run", False)):
             return self._approved("DRY RUN: the run would wait here for approval of the protocol bump")
-        return super().execute(context)
+        return self._ask(context)
+
+    def _ask(self, context: Any) -> Any:
+        """Ask (Airflow's HITL), unless an earlier try of this task got its answer already: then act on that."""
+        earlier = self.earlier_answer(context)
+        if earlier is None:
+            return super().execute(context)
+        who = (earlier.get("responded_by_user") or {}).get("name", "?")
+        self.log.info("the answer given to an earlier try stands (%s by %s at %s): Airflow failed that try after "
+                      "the answer arrived; not asked again", earlier["chosen_options"], who,
+                      earlier["responded_at"].isoformat())
+        return self.execute_complete(context, earlier)
+
+    def earlier_answer(self, context: Any) -> dict[str, Any] | None:
+        """The answer an earlier try of this task instance received (newest first), as the event
+        ``execute_complete`` takes, or None: a first try, no earlier answer, or the REST API not reachable (then
+        the question is asked again, logged)."""
+        ti = context["ti"]
+        if int(getattr(ti, "try_number", None) or 1) <= 1:
+            return None
+        api = AirflowApiHook()
+        try:
+            for earlier in range(int(ti.try_number) - 1, 0, -1):
+                detail = api.hitl_answer(ti.dag_id, ti.run_id, ti.task_id, int(ti.map_index), earlier)
+                if detail and detail.get("response_received") and detail.get("chosen_options"):
+                    return {"chosen_options": list(detail["chosen_options"]),
+                            "params_input": detail.get("params_input") or {},
+                            "responded_at": datetime.fromisoformat(str(detail["responded_at"]).replace("Z", "+00:00")),
+                            "responded_by_user": detail.get("responded_by_user")}
+        except Exception as exc:  # noqa: BLE001 - without it the question is asked again, which is safe
+            self.log.warning("the answers of earlier tries could not be read (%s): asking again", exc)
+        finally:
+            api.close()
+        return None

@@ -65,6 +65,9 @@ SETTINGS: dict[str, Setting] = {
                                "Burrow-watched groups: [] = the profile's list, null = no lag gate"),
     "lag_ok_consecutive": Setting(3, {"type": "integer", "minimum": 1, "maximum": 100},
                                   "Burrow must say OK this many polls in a row before a stop"),
+    "fix_leader_imbalance": Setting(True, {"type": "boolean"},
+                                    "A gate that waits only on a leader imbalance elects the preferred leaders of "
+                                    "the partitions that need it (off: wait for the brokers' own rebalance)"),
     "soak_s": Setting(0, {"type": "integer", "minimum": 0, "maximum": 86400}, "Pause after each broker, seconds"),
     "quorum_fetch_timeout_ms": Setting(DEFAULT_FETCH_TIMEOUT_MS),  # the cluster's controller.quorum.fetch.timeout.ms
     # batches
@@ -98,6 +101,10 @@ SETTINGS: dict[str, Setting] = {
                                  "profile's broker_hosts) and wait until they are registered"),
     "stop_brokers": Setting(True, {"type": "boolean"},
                             "Stop the drained brokers (service_stop over SSH) once they hold nothing"),
+    # maintenance (the roll-records cleanup)
+    "keep_days": Setting(14, {"type": "number", "minimum": 1},
+                         "Days a failed run's roll records are kept after it ended: while they exist, clearing its "
+                         "failed tasks resumes the roll without restarting a broker twice"),
     "enabled": Setting(True),  # a step an operation builder switches by a param (start_new_brokers, stop_brokers)
     # upgrades
     "target_version": Setting("3.7.1", {"type": "string", "pattern": r"^\d+\.\d+\.\d+$"},

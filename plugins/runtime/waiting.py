@@ -5,7 +5,8 @@ health, the lock). It runs in the task's own process: no deferral and no resched
 races of Airflow 3.3 around deferred and rescheduled tasks (apache/airflow#71172, #72716) cannot fail a
 step, at the cost of one worker slot held while the operation runs (as kafka_roller holds one process).
 Transient errors (:mod:`runtime.failures`) are logged and polled through up to the deadline; fatal ones
-fail at once.
+fail at once. A wait logs at INFO (what it waits for and what is still wrong): waiting is the normal course of an
+operation; a person is needed only when the deadline passes, and then the task fails with the reason.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def wait_until(
     log: logging.Logger,
     not_yet: str | None = None,
     ramp_from_s: float | None = None,
+    ok_line: str = "%s: yes (%s)",
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> Check:
@@ -54,11 +56,12 @@ def wait_until(
     :param what: the condition in words, for the log and errors ("broker 3 is back in every ISR").
     :param interval_s: seconds between checks (the first check is immediate).
     :param timeout_s: the absolute deadline, seconds from the call.
-    :param not_yet: the sentence for a failing check, logged at WARNING ("broker 2 may NOT be stopped
-        yet"); None logs "<what>: not yet" at INFO.
+    :param not_yet: the sentence for a failing check, logged at INFO before its verdict ("broker 2 may not be
+        stopped yet"); None logs "<what>: not yet: <verdict>".
     :param ramp_from_s: for a condition that usually holds within seconds (a broker back after its start),
         sleep this long after the first failing check, doubling up to ``interval_s``; None = ``interval_s``
         from the start (a condition whose checks must be spaced, such as consecutive Burrow polls).
+    :param ok_line: the INFO line for the passing check, %-style with ``what`` and the verdict.
     :raises WaitTimeout: not reached by the deadline; names ``what``, the timeout and the last verdict
         (or the last transient error).
     :raises WaitAborted: ``check`` raised a fatal error.
@@ -74,14 +77,14 @@ def wait_until(
             if not is_transient(exc):
                 raise WaitAborted(f"{what}: cannot check: {describe(exc)} (waiting cannot fix this)") from exc
             last = f"could not check: {describe(exc)}"
-            log.warning("%s: %s; trying again", what, last)
+            log.info("%s: %s; trying again", what, last)
         else:
             if result.ok:
-                log.info("%s: yes (%s)", what, result.message)
+                log.info(ok_line, what, result.message)
                 return result
             last = result.message
             if not_yet:
-                log.warning("%s: %s", not_yet, last)
+                log.info("%s: %s", not_yet, last)
             else:
                 log.info("%s: not yet: %s", what, last)
         pause = interval_s if ramp_from_s is None else min(interval_s, ramp_from_s * 2 ** (polls - 1))
@@ -110,7 +113,8 @@ def call_until_answered(
 
     def check() -> Check:
         answer.append(call())
-        return Check(True, "answered")
+        return Check(True, "")
 
-    wait_until(check, what=what, interval_s=interval_s, timeout_s=timeout_s, log=log, sleep=sleep, clock=clock)
+    wait_until(check, what=what, interval_s=interval_s, timeout_s=timeout_s, log=log, ok_line="%s: answered%s",
+               sleep=sleep, clock=clock)
     return answer[-1]

@@ -194,6 +194,9 @@ def test_dry_run_touches_nothing(shared, capfd, caplog):
     assert registrations(shared) == before, "a dry run restarts no broker"
     out = output(capfd, caplog)
     assert "DRY RUN: would run broker" in out and "profile command 'show-broker'" in out
+    # a healthy cluster's gate, judged by one look and one Burrow poll, says what a real run would do: stop now
+    assert len(re.findall(r"DRY RUN: broker \d+ may be stopped now: ", out)) == len(before), out[-3000:]
+    assert "may not be stopped" not in out and "a real run waits for 2 OK polls in a row" in out
 
 
 def test_broker_instances_are_labelled_before_they_run(shared):
@@ -307,7 +310,7 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
     states = result.mapped_states()
     assert states[0] == "failed" and set(states[1:]) == {"failed"}, states
     out = output(capfd, caplog)
-    assert "broker" in out and "may NOT be stopped yet" in out
+    assert "broker" in out and "may not be stopped yet" in out
     assert "group orders-service: ERR" in out or "group orders-service: WARN" in out
     assert "gave up after 20 s" in out
     assert "NOT touched" in out, "the next broker says why it was not touched"
@@ -691,7 +694,7 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
     took = time.monotonic() - started
     assert result.state == "failed" and result.mapped_states() == ["failed"], result.states
     out = output(capfd, caplog)
-    assert f"broker {target} may NOT be stopped yet" in out
+    assert f"broker {target} may not be stopped yet" in out
     assert "under-replicated" in out and "gave up after 15 s" in out
     assert took >= 15, "it waited, it did not fail at the first error"
     assert registrations(sandbox).get(target), "the target broker was not touched"
@@ -731,3 +734,64 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
+
+
+def _make_leader_imbalance(sandbox, broker: int, target: int) -> list[tuple[str, int]]:
+    """Put ``broker`` first in the replica lists of partitions it does not lead (same replicas, new order: no data
+    moves), so it becomes their preferred leader while another leads them: a leader imbalance on ``broker`` as
+    Kafka judges it, which Kafka's own rebalance fixes only after leader.imbalance.check.interval.seconds (300 s).
+    Partitions on ``target`` are left alone (its gate judges min ISR too). Returns the partitions."""
+    from hooks.kafka_admin import KafkaAdminHook
+    from kafka_ops import health
+
+    with KafkaAdminHook("kafka_sandbox") as hook:
+        state = hook.cluster_state(configs=True)
+        candidates = [p for p in state.partitions if p.leader != broker and broker in p.isr
+                      and p.replicas[0] not in (broker, target)]
+        chosen = sorted(candidates, key=lambda p: (p.topic.startswith("__"), p.topic, p.partition))[:12]
+        assert len(chosen) >= 3, "the sandbox has partitions to reorder"
+        answers = hook.alter_partition_reassignments(
+            [{"topic": p.topic, "partition": p.partition, "replicas": [broker, *[r for r in p.replicas if r != broker]]}
+             for p in chosen])
+        assert not any(answers.values()), answers
+        wait_for(lambda: not hook.list_partition_reassignments(), 60, what="the reorder to complete")
+
+        def imbalanced():
+            verdict = health.leader_imbalance(hook.cluster_state(configs=True))
+            return not verdict.ok and f"broker {broker}: leader imbalance" in verdict.message()  # a Verdict is falsy
+
+        wait_for(imbalanced, 60, what=f"a leader imbalance on broker {broker}")
+    return [(p.topic, p.partition) for p in chosen]
+
+
+def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(fresh_sandbox, use_sandbox, capfd,
+                                                                                  caplog):
+    """A leader imbalance on a broker outside the roll is no safety problem: the gate elects the preferred leaders
+    of the partitions that need it and goes on at once, instead of waiting up to 300 s for Kafka's own rebalance
+    (or forever with auto.leader.rebalance.enable=false). With fix_leader_imbalance off it waits, and at its
+    timeout names the imbalance."""
+    from hooks.kafka_admin import KafkaAdminHook
+
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    imbalanced, target = 1, 2
+    reordered = _make_leader_imbalance(sandbox, imbalanced, target)
+    conf = {"cluster": "kafka_sandbox", "brokers": [target], "consumer_groups": None, "healthcheck_interval_s": 2}
+    before = starts(sandbox)
+
+    waited = run_dag(DAG_ID, {**conf, "fix_leader_imbalance": False, "healthcheck_timeout_s": 15})
+    out = output(capfd, caplog)
+    assert waited.state == "failed" and waited.mapped_states() == ["failed"], waited.states
+    assert "gave up after 15 s" in out and f"broker {imbalanced}: leader imbalance" in out
+    assert "elected the preferred leaders" not in out
+    assert starts(sandbox) == before, "nothing was restarted"
+
+    fixed = run_dag(DAG_ID, {**conf, "healthcheck_timeout_s": 120})
+    out = output(capfd, caplog)
+    assert fixed.state == "success", fixed.states
+    assert f"gate broker {target}: leader imbalance: elected the preferred leaders of" in out
+    with KafkaAdminHook("kafka_sandbox") as hook:
+        leaders = {(p.topic, p.partition): p.leader for p in hook.cluster_state(configs=False).partitions}
+    assert all(leaders[tp] == imbalanced for tp in reordered), {tp: leaders[tp] for tp in reordered}
+    after = starts(sandbox)
+    assert {b: after[b] - before[b] for b in after} == {b: int(b == target) for b in after}, (before, after)

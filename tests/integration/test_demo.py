@@ -12,7 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from demo import airflow_proc, progress, sandbox_env
+import pytest
+
+from demo import airflow_proc, cli, progress, sandbox_env
+from demo.errors import DemoError
 
 
 def _ti(task: str, state: str | None, index: int = -1, label: str | None = None) -> dict:
@@ -61,6 +64,40 @@ def test_connection_env_parses_airflow_env(tmp_path: Path) -> None:
     }
 
 
+def test_connections_become_rest_bodies_for_the_metadata_db() -> None:
+    env = {"AIRFLOW_CONN_KAFKA_SANDBOX": '{"conn_type": "kafka", "host": "a:9092", "extra": {"ssh_conn_id": "s"}}',
+           "AIRFLOW_CONN_SANDBOX_SSH": '{"conn_type": "ssh", "host": "h", "port": 2222, "login": "root"}',
+           "PATH": "/bin"}
+    assert sandbox_env.connection_bodies(env) == {
+        "kafka_sandbox": {"connection_id": "kafka_sandbox", "conn_type": "kafka", "host": "a:9092",
+                          "extra": '{"ssh_conn_id": "s"}'},
+        "sandbox_ssh": {"connection_id": "sandbox_ssh", "conn_type": "ssh", "host": "h", "port": 2222,
+                        "login": "root"}}
+    with pytest.raises(DemoError, match="AIRFLOW_CONN_X: a JSON connection needs a conn_type"):
+        sandbox_env.connection_bodies({"AIRFLOW_CONN_X": '{"host": "h"}'})
+    with pytest.raises(DemoError, match="AIRFLOW_CONN_Y: not a JSON connection"):
+        sandbox_env.connection_bodies({"AIRFLOW_CONN_Y": "kafka://h:9092"})
+
+
+def test_each_operation_gets_the_conf_it_needs_or_a_clear_refusal() -> None:
+    assert cli.operation_conf("kafka_rolling_restart", {"brokers": 3, "spare_brokers": 0}) == {}
+    assert cli.operation_conf("kafka_scale_out", {"brokers": 3, "spare_brokers": 2}) == {
+        "brokers": [3, 4], "start_new_brokers": True}
+    with pytest.raises(DemoError, match="--spare-brokers 1"):
+        cli.operation_conf("kafka_scale_out", {"brokers": 3, "spare_brokers": 0})
+    assert cli.operation_conf("kafka_decommission", {"brokers": 5, "spare_brokers": 0}) == {"brokers": [4]}
+    with pytest.raises(DemoError, match="--brokers 4 or more"):
+        cli.operation_conf("kafka_decommission", {"brokers": 3, "spare_brokers": 1})
+    assert set(cli.DAGS) == {p.stem for p in (Path(cli.REPO) / "dags").glob("kafka_*.py")}, "every operation"
+
+
+def test_sandbox_options_default_without_a_running_sandbox(tmp_path: Path) -> None:
+    assert sandbox_env.sandbox_options(tmp_path, {"brokers": None, "spare_brokers": 1, "mode": None}) == {
+        "brokers": 3, "spare_brokers": 1, "mode": "zookeeper"}
+    assert sandbox_env.sandbox_options(tmp_path, {"brokers": 4, "spare_brokers": None, "mode": "kraft"}) == {
+        "brokers": 4, "spare_brokers": 0, "mode": "kraft"}
+
+
 def test_stop_ends_the_whole_marked_tree_and_nothing_else(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -95,6 +132,40 @@ def test_stop_ends_the_whole_marked_tree_and_nothing_else(tmp_path: Path) -> Non
         bystander.wait()
         if parent.poll() is None:
             parent.kill()
+
+
+def test_stop_also_ends_an_airflow_process_of_standalones_session_that_lost_its_marker(tmp_path: Path) -> None:
+    """The api-server rewrites its process title over its environment (setproctitle): its marker is gone from
+    /proc/<pid>/environ, and it outlives standalone. It is still in standalone's session: stopped with it. A
+    process of that session whose command line is no Airflow's is left alone."""
+    home = tmp_path / "home"
+    home.mkdir()
+    script = (
+        "import os, subprocess, sys, time\n"
+        f"clean = {{k: v for k, v in os.environ.items() if k != {airflow_proc.MARKER_ENV!r}}}\n"
+        "subprocess.Popen(['bash', '-c', 'exec -a airflow-api-server sleep 600'], env=clean)\n"
+        "subprocess.Popen(['bash', '-c', 'exec -a some-other-tool sleep 600'], env=clean)\n"
+        "time.sleep(600)\n"
+    )
+    env = {**os.environ, airflow_proc.MARKER_ENV: str(home)}
+    leader = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    try:
+        (home / airflow_proc.RECORD_NAME).write_text(
+            f'{{"pid": {leader.pid}, "port": 8080, "env_digest": "x", "started": 0}}')
+        deadline = time.monotonic() + 30
+        while len(airflow_proc.marked_processes(home)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        found = airflow_proc.marked_processes(home)
+        assert len(found) == 2 and leader.pid in found, found
+        unmarked = next(pid for pid in found if pid != leader.pid)
+        assert b"airflow-api-server" in Path(f"/proc/{unmarked}/cmdline").read_bytes()
+        assert airflow_proc.stop(home, graceful_s=3, term_s=2) == 2
+        leader.wait(timeout=10)
+        assert not Path(f"/proc/{unmarked}").exists() or "Z" in Path(f"/proc/{unmarked}/stat").read_text().split()[2]
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+        subprocess.run(["pkill", "-f", "some-other-tool"], check=False)
 
 
 def test_a_started_process_is_waited_for_until_it_carries_the_marker(tmp_path: Path) -> None:
@@ -135,11 +206,12 @@ def test_demo_airflow_settings_keep_clear_of_another_airflow(tmp_path: Path) -> 
     """The log servers' ports follow the UI port (Airflow's fixed 8793/8794 collide with another Airflow)."""
     settings = airflow_proc.AirflowSettings(home=tmp_path, dags_folder=tmp_path, plugins_folder=tmp_path,
                                             venv_bin=Path(sys.prefix) / "bin", port=8282)
-    env = airflow_proc.demo_env(settings, {"AIRFLOW_CONN_X": "{}"})
+    env = airflow_proc.demo_env(settings)
     assert env["AIRFLOW__API__PORT"] == "8282" and env["AIRFLOW__API__BASE_URL"] == "http://localhost:8282"
     assert {env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"], env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"]} == {
         "8995", "8996"}
-    assert env["AIRFLOW_CONN_X"] == "{}"
+    assert not [k for k in env if k.startswith("AIRFLOW_CONN_") and k != "AIRFLOW_CONN_KAFKA_OPS_AIRFLOW_API"], \
+        "the sandbox's connections go into the metadata DB, where the UI lists them"
 
 
 def test_demo_airflow_wrapper_runs_the_cli_against_the_demo_home(tmp_path: Path) -> None:

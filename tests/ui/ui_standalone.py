@@ -99,13 +99,14 @@ def _healthy(client: AirflowClient) -> bool:
 
 def start_airflow(home: Path, sandbox_workdir: Path, timeout_s: float = START_TIMEOUT_S) -> RunningAirflow:
     """Start standalone in ``home`` against the sandbox of ``sandbox_workdir``; return once it is healthy, the
-    admin can log in, the DAG is parsed and un-paused. Stops it again if any of that fails."""
+    admin can log in, the sandbox's connections are in the metadata DB (as the demo writes them: REST, listed under
+    Admin -> Connections), the DAG is parsed and un-paused. Stops it again if any of that fails."""
     port = free_port()
     settings = airflow_proc.AirflowSettings(
         home=home, dags_folder=REPO / "dags", plugins_folder=REPO / "plugins",
         venv_bin=Path(sys.prefix) / "bin", port=port,
     )
-    extra_env = airflow_proc.demo_env(settings, sandbox_env.connection_env(sandbox_workdir))
+    extra_env = airflow_proc.demo_env(settings)
     with _clean_environ():
         record = airflow_proc.start(settings, extra_env)
     t0 = time.monotonic()
@@ -122,6 +123,10 @@ def start_airflow(home: Path, sandbox_workdir: Path, timeout_s: float = START_TI
         password = wait_until("the generated admin password", left(), lambda: airflow_proc.admin_password(home),
                               alive=died)
         client.login("admin", password)
+        bodies = sandbox_env.connection_bodies(sandbox_env.connection_env(sandbox_workdir))
+        written = client.put_connections(list(bodies.values()))
+        if sorted(written) != sorted(bodies):
+            raise UiTestError(f"connections written {written}, not {sorted(bodies)}")
 
         def parsed() -> bool:
             try:

@@ -350,3 +350,22 @@ def test_broker_caught_up_names_an_offline_partition_and_the_brokers_down():
         partitions=(Partition("orders", 3, leader=-1, replicas=(1, 2), isr=(2,)),),
     )
     assert broker_caught_up(state, 1).reasons == ["orders-3: OFFLINE (no leader; isr [2], replicas down [2])"]
+
+
+def test_imbalance_elections_name_only_what_one_election_fixes():
+    from kafka_ops.health import imbalance_elections, leader_imbalance
+
+    state = state_of(
+        p("orders", 0, 2, [1, 2, 3]),  # broker 1 preferred, in the ISR, not leading: elect
+        p("orders", 1, 3, [1, 3, 2], isr=[3, 2]),  # broker 1 preferred but not in the ISR: an election cannot
+        p("orders", 2, 1, [1, 2, 3]),  # led by its preferred leader
+        p("orders", 3, 3, [2, 3, 1]),  # broker 2 at 1 of 2 = 50%: elect
+        p("orders", 4, 2, [2, 1, 3]),
+        p("orders", 5, 3, [3, 1, 2]),
+    )
+    assert not leader_imbalance(state).ok
+    assert imbalance_elections(state) == [("orders", 0), ("orders", 3)]
+    assert imbalance_elections(state, max_percentage=70) == [], "nobody over the threshold: nothing to elect"
+    assert imbalance_elections(healthy_state()) == []
+    gone = ClusterState(brokers=BROKERS[1:], partitions=(p("orders", 0, 2, [1, 2, 3], isr=[2, 3]),))
+    assert imbalance_elections(gone) == [], "a preferred leader that is not registered cannot be elected"

@@ -272,3 +272,40 @@ def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capf
                                                                                         "cluster_mode") else None)
     assert op.execute({"params": {}, "ti": ti}) == []
     assert "cluster mode: KRaft mode (decided under the lock by lock_cluster)" in capfd.readouterr().out
+
+
+def test_a_retry_acts_on_the_answer_an_earlier_try_received_instead_of_asking_again(monkeypatch):
+    """Airflow 3.3 fails a HITL try whose answer arrived before the scheduler saw it pause ("state mismatch"); the
+    retry reads the earlier try's answer (REST hitlDetails/tries/{n}) and acts on it; with none it asks again."""
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from operators import upgrade_approval
+
+    asked_for: list[tuple] = []
+    answers = {1: {"response_received": True, "chosen_options": ["Approve"], "params_input": {},
+                   "responded_at": "2026-11-26T12:05:22.903547Z",
+                   "responded_by_user": {"id": "admin", "name": "admin"}}}
+
+    class FakeApi:
+        def hitl_answer(self, dag_id, run_id, task_id, map_index, try_number):
+            asked_for.append((dag_id, run_id, task_id, map_index, try_number))
+            return answers.get(try_number)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(upgrade_approval, "AirflowApiHook", FakeApi)
+    monkeypatch.setattr(ApprovalOperator, "execute", lambda self, context: "waits")
+    op = ProtocolBumpApprovalOperator(task_id="approve_protocol_bump")
+    assert op.retries == 1
+
+    def run(try_number):
+        ti = SimpleNamespace(xcom_pull=lambda task_ids: {"mode": "zookeeper"}, try_number=try_number, dag_id="d",
+                             run_id="r", task_id="approve_protocol_bump", map_index=-1)
+        return op.execute({"params": {"cluster": "c", "target_version": "3.7.1", "phases": ALL}, "ti": ti})
+
+    assert run(1) == "waits" and asked_for == [], "a first try asks"
+    result = run(2)
+    assert result["chosen_options"] == ["Approve"] and result["responded_by_user"]["name"] == "admin", result
+    assert asked_for == [("d", "r", "approve_protocol_bump", -1, 1)]
+    answers.clear()
+    assert run(3) == "waits", "no earlier answer: asked again"

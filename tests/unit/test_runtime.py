@@ -25,7 +25,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from runtime.broker_commands import STEPS, BrokerCommand, BrokerCommandFailed, remote_command
 from runtime.failures import Misconfiguration, describe, is_transient
 from runtime.params import FromParam, is_true, resolve_settings, unknown_conf_keys
-from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
+from runtime.waiting import Check, WaitAborted, WaitTimeout, call_until_answered, wait_until
 
 _KEY = paramiko.RSAKey.generate(1024)
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -192,7 +192,7 @@ def test_polls_through_transient_errors_and_logs_the_cause(caplog: pytest.LogCap
                    requests.ConnectionError("Burrow refused"), Check(True, "ok"))
     assert wait(check, t, interval_s=2).ok
     assert t.sleeps == [2, 2]
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [r.getMessage() for r in caplog.records if "could not check" in r.getMessage()]
     assert len(warnings) == 2
     assert warnings[0].startswith("broker 3 is back in every ISR: could not check: KafkaException: ")
     assert "broker down" in warnings[0] and warnings[0].endswith("; trying again")
@@ -239,15 +239,26 @@ def test_a_timeout_shorter_than_the_interval_checks_once() -> None:
     assert t.sleeps == []
 
 
-def test_not_yet_lines_are_warnings(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_wait_logs_info_naming_what_it_waits_for(caplog: pytest.LogCaptureFixture) -> None:
+    """Waiting is the normal course of a roll: INFO, never WARNING (a person is needed only at the deadline), for a
+    failing check and for a transient error alike."""
     t = FakeTime()
     caplog.set_level(logging.INFO, logger=LOG.name)
-    check = script(Check(False, "gate broker 2: urp (1): orders-0: under-replicated"), Check(True, "gate: OK"))
-    wait(check, t, what="broker 2 may be stopped", not_yet="broker 2 may NOT be stopped yet")
-    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.getMessage() for r in warned] == [
-        "broker 2 may NOT be stopped yet: gate broker 2: urp (1): orders-0: under-replicated"]
-    assert not any("not yet:" in m for m in caplog.messages), "no INFO 'not yet' line when not_yet is given"
+    check = script(Check(False, "gate broker 2: urp (1): orders-0: under-replicated"),
+                   KazooTimeoutError("Connection time-out"), Check(True, "gate: OK"))
+    wait(check, t, what="broker 2 may be stopped", not_yet="broker 2 may not be stopped yet")
+    assert [r.getMessage() for r in caplog.records] == [
+        "broker 2 may not be stopped yet: gate broker 2: urp (1): orders-0: under-replicated",
+        "broker 2 may be stopped: could not check: KazooTimeoutError: Connection time-out; trying again",
+        "broker 2 may be stopped: yes (gate: OK)"]
+    assert {r.levelno for r in caplog.records} == {logging.INFO}
+
+
+def test_an_answered_call_logs_that_it_was_answered_not_a_verdict(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOG.name)
+    assert call_until_answered(lambda: False, what="the cluster's mode (DescribeQuorum)", interval_s=1, timeout_s=5,
+                               log=LOG) is False
+    assert caplog.messages == ["the cluster's mode (DescribeQuorum): answered"]
 
 
 # --- remote_command --------------------------------------------------------------------------------

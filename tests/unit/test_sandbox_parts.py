@@ -168,3 +168,22 @@ def test_state_round_trip_and_missing_state(tmp_path) -> None:
     assert loaded.bootstrap_servers == "127.9.0.11:9092,127.9.0.12:9092,127.9.0.13:9092"
     assert [s.id for s in loaded.active_specs] == [0, 1, 2]
     assert state.running_processes(workdir) == {}
+
+
+def test_unpack_stages_a_release_on_every_host_and_leaves_the_running_one(tmp_path):
+    """``python -m sandbox unpack --version V``: the release beside the running one on every host (brokers, spares,
+    controllers), the ``kafka`` symlink untouched; a wrong version or a workdir without hosts is named."""
+    from sandbox import cli, kafka_release
+
+    wd = Workdir.at(tmp_path)
+    for node in (0, 1, 100):
+        wd.host(node).path.mkdir(parents=True)
+        (wd.host(node).path / "kafka").symlink_to("kafka_2.13-3.6.2")
+    assert cli.main(["unpack", "--workdir", str(tmp_path), "--version", "3.7.1"]) == 0
+    for node in (0, 1, 100):
+        staged = wd.host(node).install_dir("3.7.1")
+        assert (staged / "bin" / "kafka-server-start.sh").is_file()
+        assert (staged / "libs").resolve() == (kafka_release.release_dir("3.7.1") / "libs").resolve()
+        assert str((wd.host(node).path / "kafka").readlink()) == "kafka_2.13-3.6.2"
+    assert cli.main(["unpack", "--workdir", str(tmp_path), "--version", "9.9"]) == 1
+    assert cli.main(["unpack", "--workdir", str(tmp_path / "none"), "--version", "3.7.1"]) == 1

@@ -44,3 +44,19 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
     assert dag.params["metadata_version"] is None
     assert "roles" not in dag.params, "the upgrade always rolls every node"
+
+
+def test_every_form_asks_cluster_and_dry_run_first(tmp_path):
+    """The trigger form lists params in dict order: the choice between a dry run and a real one comes second,
+    right after the cluster, in every operation (the upgrade's target release third)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    for dag_file in (REPO / "dags").glob("kafka_*.py"):
+        shutil.copy(dag_file, tmp_path)
+    bag = DagBag(dag_folder=str(tmp_path))
+    assert not bag.import_errors, bag.import_errors
+    assert set(bag.dags) >= {"kafka_rolling_restart", "kafka_scale_out", "kafka_decommission", "kafka_upgrade"}
+    for dag_id, dag in bag.dags.items():
+        assert list(dag.params)[:2] == ["cluster", "dry_run"], (dag_id, list(dag.params))
+    assert list(bag.dags["kafka_upgrade"].params)[2] == "target_version"
+    assert "lock_wait" in bag.dags["kafka_upgrade"].params and "metadata_version" in bag.dags["kafka_upgrade"].params

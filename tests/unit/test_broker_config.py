@@ -1,0 +1,338 @@
+"""The rules of a broker config change (``kafka_ops.config_change``): Kafka's per-broker / cluster-wide rule,
+the thread-pool 2x rule, the ELR min.insync.replicas rules, classification, refusals and the per-broker plan
+(dynamic alter vs server.properties + restart, idempotent on a re-run). Pure, no servers."""
+
+from __future__ import annotations
+
+import pytest
+from kafka_ops import properties_file
+from kafka_ops.config_change import (
+    CLUSTER_LEVEL_LISTENER_CONFIGS,
+    PER_BROKER_ONLY,
+    THREAD_POOL_CONFIGS,
+    DescribedConfig,
+    broker_plan,
+    check_scope,
+    classify,
+    elr_refusals,
+    is_per_broker_only,
+    refusals,
+    thread_pool_refusal,
+    update_mode,
+)
+
+STATIC = "STATIC_BROKER_CONFIG"
+DEFAULT = "DEFAULT_CONFIG"
+DYN_BROKER = "DYNAMIC_BROKER_CONFIG"
+DYN_CLUSTER = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+
+SERVER = (
+    "# broker 1\n"
+    "broker.id=1\n"
+    "listeners=PLAINTEXT://127.0.0.11:9092\n"
+    "\n"
+    "# retention\n"
+    "log.retention.hours=168\n"
+    "num.io.threads=8\n"
+)
+
+
+def described(**overrides: tuple[str | None, str]) -> dict[str, DescribedConfig]:
+    """A broker's DescribeConfigs: name -> DescribedConfig; ``overrides`` (dots as ``__``) = (value, source)."""
+    rows = {
+        # name: (value, read_only, source, sensitive)
+        "broker.id": ("1", True, STATIC, False),
+        "listeners": ("PLAINTEXT://127.0.0.11:9092", False, STATIC, False),
+        "advertised.listeners": ("PLAINTEXT://127.0.0.11:9092", False, STATIC, False),
+        "log.retention.hours": ("168", True, STATIC, False),
+        "log.retention.minutes": (None, True, DEFAULT, False),
+        "log.retention.ms": (None, False, DEFAULT, False),
+        "auto.create.topics.enable": ("true", True, DEFAULT, False),
+        "num.io.threads": ("8", False, STATIC, False),
+        "num.network.threads": ("3", False, DEFAULT, False),
+        "num.replica.fetchers": ("1", False, DEFAULT, False),
+        "background.threads": ("10", False, DEFAULT, False),
+        "log.cleaner.threads": ("1", False, DEFAULT, False),
+        "min.insync.replicas": ("1", False, DEFAULT, False),
+        "max.connections": ("2147483647", False, DEFAULT, False),
+        "ssl.keystore.location": (None, False, DEFAULT, False),
+        "ssl.keystore.password": (None, False, DEFAULT, True),
+        "ssl.client.auth": ("none", False, DEFAULT, False),
+        "sasl.jaas.config": (None, False, DEFAULT, True),
+        "message.max.bytes": ("1048588", False, DEFAULT, False),
+    }
+    for dotted, (value, source) in overrides.items():
+        name = dotted.replace("__", ".")
+        _, read_only, _, sensitive = rows[name]
+        rows[name] = (value, read_only, source, sensitive)
+    return {name: DescribedConfig(name=name, value=v, read_only=ro, source=src, sensitive=sens)
+            for name, (v, ro, src, sens) in rows.items()}
+
+
+# -- Kafka's sets ---------------------------------------------------------------------------------------------
+
+
+def test_per_broker_only_is_kafkas_per_broker_configs() -> None:
+    for key in ("listeners", "advertised.listeners", "listener.security.protocol.map", "ssl.keystore.location",
+                "ssl.keystore.certificate.chain", "ssl.client.auth", "sasl.jaas.config",
+                "sasl.enabled.mechanisms", "principal.builder.class"):
+        assert key in PER_BROKER_ONLY and is_per_broker_only(key), key
+    for key in ("max.connections", "max.connection.creation.rate", "num.network.threads", "num.io.threads",
+                "log.cleaner.threads", "min.insync.replicas", "message.max.bytes"):
+        assert key not in PER_BROKER_ONLY and not is_per_broker_only(key), key
+    assert CLUSTER_LEVEL_LISTENER_CONFIGS.isdisjoint(PER_BROKER_ONLY)
+    # 37 DynamicListenerConfig keys + 3 SSL-only security keys - 3 cluster-level listener keys
+    assert len(PER_BROKER_ONLY) == 37
+    # listener-prefixed keys: per broker unless their base is a cluster-level listener config
+    assert is_per_broker_only("listener.name.internal.ssl.keystore.location")
+    assert is_per_broker_only("listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config")
+    assert not is_per_broker_only("listener.name.internal.max.connections")
+    assert not is_per_broker_only("listener.name.internal.num.network.threads")
+
+
+def test_update_mode() -> None:
+    assert update_mode("log.retention.hours", read_only=True) == "read-only"
+    assert update_mode("ssl.keystore.location", read_only=False) == "per-broker"
+    assert update_mode("log.cleaner.threads", read_only=False) == "cluster-wide"
+
+
+def test_thread_pool_keys_are_the_six_kafka_resizes() -> None:
+    assert THREAD_POOL_CONFIGS == {"num.io.threads", "num.network.threads", "num.replica.fetchers",
+                                   "num.recovery.threads.per.data.dir", "background.threads", "log.cleaner.threads"}
+
+
+# -- thread pool 2x rule ----------------------------------------------------------------------------------------
+
+
+def test_thread_pool_accepts_exactly_half_and_double() -> None:
+    assert thread_pool_refusal("num.io.threads", "16", "8") is None
+    assert thread_pool_refusal("num.io.threads", "4", "8") is None
+    assert thread_pool_refusal("log.cleaner.threads", 2, 1) is None
+    assert thread_pool_refusal("num.io.threads", "8", "8") is None  # unchanged
+    assert thread_pool_refusal("num.network.threads", "2", "5") is None  # Int division: 5 / 2 = 2
+
+
+def test_thread_pool_refuses_beyond_double_below_half_and_below_one() -> None:
+    more = thread_pool_refusal("num.io.threads", "17", "8")
+    assert more is not None and "at most double" in more and "8 * 2 = 16" in more and "16, then 17" in more
+    less = thread_pool_refusal("num.io.threads", "3", "8")
+    assert less is not None and "at least half" in less and "8 // 2 = 4" in less and "4, then 3" in less
+    assert "at least half" in (thread_pool_refusal("num.network.threads", "1", "5") or "")
+    zero = thread_pool_refusal("background.threads", "0", "10")
+    assert zero is not None and "at least 1" in zero
+    assert thread_pool_refusal("listener.name.internal.num.network.threads", "7", "3") is not None
+
+
+def test_thread_pool_rule_leaves_other_cases_to_kafka() -> None:
+    assert thread_pool_refusal("message.max.bytes", "99999999", "1") is None  # not a thread pool
+    assert thread_pool_refusal("num.io.threads", "many", "8") is None  # Kafka's validateOnly refuses it
+    assert thread_pool_refusal("num.io.threads", None, "8") is None  # a delete
+    assert thread_pool_refusal("num.io.threads", "64", None) is None  # current unknown
+
+
+# -- ELR ----------------------------------------------------------------------------------------------------------
+
+
+def test_elr_refuses_broker_level_min_isr_and_cluster_level_removal() -> None:
+    set_two = {"min.insync.replicas": "2"}
+    delete = {"min.insync.replicas": None}
+    for changes in (set_two, delete):
+        [reason] = elr_refusals(changes, [1], elr_enabled=True)
+        assert "Broker-level min.insync.replicas cannot be altered while ELR is enabled" in reason
+    [reason] = elr_refusals(delete, "cluster", elr_enabled=True)
+    assert "Cluster-level min.insync.replicas cannot be removed while ELR is enabled" in reason
+    assert elr_refusals(set_two, "cluster", elr_enabled=True) == []
+    assert elr_refusals(set_two, [1], elr_enabled=False) == []
+    assert elr_refusals(delete, "cluster", elr_enabled=False) == []
+    assert elr_refusals({"log.cleaner.threads": "2"}, [1], elr_enabled=True) == []
+
+
+# -- classification ---------------------------------------------------------------------------------------------
+
+
+def test_classify_dynamic_static_unknown_with_did_you_mean() -> None:
+    changes = {"log.retention.hours": "72", "log.cleaner.threads": "2", "log.retension.hours": "72",
+               "no.such.thing.at.all": "1", "auto.create.topics.enable": "false"}
+    result = classify(changes, described())
+    assert result.dynamic == ("log.cleaner.threads",)
+    assert result.static == ("log.retention.hours", "auto.create.topics.enable")
+    assert list(result.unknown) == ["log.retension.hours", "no.such.thing.at.all"]
+    assert result.unknown["log.retension.hours"][0] == "log.retention.hours"
+    assert result.unknown["no.such.thing.at.all"] == ()
+
+
+def test_classify_listener_prefixed_keys_by_kafkas_listener_rule() -> None:
+    changes = {"listener.name.internal.ssl.keystore.location": "/ks.jks",
+               "listener.name.internal.max.connections": "100",
+               "listener.name.internal.ssl.client.auth": "required",
+               "listener.name.sasl.scram-sha-256.sasl.jaas.config": "x",
+               "listener.name.internal.not.a.config": "1"}
+    result = classify(changes, described())
+    assert result.dynamic == ("listener.name.internal.ssl.keystore.location",
+                              "listener.name.internal.max.connections")
+    # an existing listener cannot change these without a restart (DynamicListenerConfig)
+    assert result.static == ("listener.name.internal.ssl.client.auth",
+                             "listener.name.sasl.scram-sha-256.sasl.jaas.config")
+    assert list(result.unknown) == ["listener.name.internal.not.a.config"]
+
+
+# -- refusals -----------------------------------------------------------------------------------------------------
+
+
+def test_refusals_accept_a_plain_change() -> None:
+    by_broker = {1: described(), 2: described()}
+    assert refusals({"log.retention.hours": "72", "log.cleaner.threads": "2"}, "cluster", by_broker, False) == []
+    assert refusals({"listeners": "PLAINTEXT://127.0.0.11:9094"}, [1], by_broker, False) == []
+
+
+def test_refusals_unknown_key_with_did_you_mean() -> None:
+    [reason] = refusals({"log.retension.hours": "72"}, "cluster", {1: described()}, False)
+    assert reason.startswith("log.retension.hours: not a broker config")
+    assert "did you mean log.retention.hours" in reason
+
+
+def test_refusals_per_broker_only_key_with_cluster_scope() -> None:
+    by_broker = {1: described(), 2: described()}
+    change = {"listener.name.internal.ssl.keystore.location": "/etc/kafka/ks.jks"}
+    [reason] = refusals(change, "cluster", by_broker, False)
+    assert "per broker only" in reason and "broker ids" in reason
+    assert refusals(change, [1, 2], by_broker, False) == []
+    # the cluster-level listener keys stay settable cluster-wide
+    assert refusals({"listener.name.internal.max.connections": "100"}, "cluster", by_broker, False) == []
+
+
+def test_refusals_unprefixed_ssl_store_key_changed_dynamically() -> None:
+    reasons = refusals({"ssl.keystore.location": "/ks.jks"}, [1], {1: described()}, False)
+    assert len(reasons) == 1 and "listener.name.<listener>.ssl.keystore.location" in reasons[0]
+
+
+def test_refusals_thread_pool_against_each_brokers_current_value() -> None:
+    by_broker = {1: described(num__io__threads=("8", STATIC)), 2: described(num__io__threads=("4", STATIC))}
+    assert refusals({"num.io.threads": "8"}, "cluster", by_broker, False) == []  # 2x of broker 2's 4
+    [reason] = refusals({"num.io.threads": "16"}, "cluster", by_broker, False)
+    assert reason.startswith("broker 2: num.io.threads 4 -> 16")
+    assert refusals({"num.io.threads": "16"}, [1], by_broker, False) == []  # broker 1 only: 8 -> 16
+
+
+def test_refusals_elr_through_refusals() -> None:
+    by_broker = {1: described()}
+    [reason] = refusals({"min.insync.replicas": "2"}, [1], by_broker, elr_enabled=True)
+    assert "Broker-level min.insync.replicas cannot be altered" in reason
+    assert refusals({"min.insync.replicas": "2"}, "cluster", by_broker, elr_enabled=True) == []
+
+
+def test_refusals_bad_scope_and_empty_change() -> None:
+    by_broker = {1: described(), 2: described()}
+    assert refusals({}, "cluster", by_broker, False) == ["no config changes given"]
+    assert "not among the described brokers [1, 2]" in refusals({"log.cleaner.threads": "2"}, [3], by_broker,
+                                                                 False)[0]
+    assert check_scope("all", [1]) and check_scope([], [1]) and check_scope(["1"], [1])
+    assert "named twice" in check_scope([1, 1], [1])[0]
+    assert check_scope("cluster", []) == [] and check_scope([1], [1, 2]) == []
+
+
+# -- broker plan --------------------------------------------------------------------------------------------------
+
+
+def test_plan_mixed_dynamic_and_static_restarts_for_the_static_key() -> None:
+    plan = broker_plan(1, {"log.retention.hours": "72", "log.cleaner.threads": "2"}, SERVER, described())
+    assert plan.alter == {"log.cleaner.threads": "2"}
+    assert plan.static == {"log.retention.hours": ("168", "72")}
+    assert plan.needs_restart
+    assert "log.retention.hours 168 -> 72 in server.properties, read-only: restart" in plan.reasons
+    assert ("log.cleaner.threads 1 -> 2 dynamically at the cluster-wide default, no restart; "
+            "server.properties unset -> 2 to match") in plan.reasons
+    assert properties_file.parse(plan.file_text)["log.retention.hours"] == "72"
+    assert properties_file.parse(plan.file_text)["log.cleaner.threads"] == "2"
+    assert plan.file_text.startswith("# broker 1\nbroker.id=1\n")  # comments and order kept
+    assert plan.file_changes == {"log.retention.hours": ("168", "72"), "log.cleaner.threads": (None, "2")}
+    assert plan.unchanged == () and not plan.nothing_to_do
+
+
+def test_plan_rerun_after_success_has_nothing_to_do() -> None:
+    changes = {"log.retention.hours": "72", "log.cleaner.threads": "2"}
+    first = broker_plan(1, changes, SERVER, described())
+    after = described(log__retention__hours=("72", STATIC), log__cleaner__threads=("2", DYN_CLUSTER))
+    again = broker_plan(1, changes, first.file_text, after)
+    assert again.nothing_to_do and not again.needs_restart
+    assert again.alter == {} and again.static == {} and again.file_text == first.file_text
+    assert again.unchanged == ("log.retention.hours", "log.cleaner.threads")
+    assert "log.retention.hours already 72 in server.properties: nothing to do" in again.reasons
+    assert again.pending == ()
+
+
+def test_plan_rerun_before_the_restart_does_not_restart_but_says_pending() -> None:
+    changes = {"log.retention.hours": "72"}
+    first = broker_plan(1, changes, SERVER, described())
+    again = broker_plan(1, changes, first.file_text, described())  # the broker still reports 168
+    assert not again.needs_restart and again.nothing_to_do
+    assert again.pending == ("log.retention.hours",)
+    assert any(r.startswith("log.retention.hours already 72 in server.properties: nothing to do (the broker "
+                            "still runs 168") for r in again.reasons)
+
+
+def test_plan_dynamic_only_needs_no_restart_and_per_broker_scope_level() -> None:
+    plan = broker_plan(1, {"log.cleaner.threads": "2"}, SERVER, described(), scope=[1])
+    assert plan.alter == {"log.cleaner.threads": "2"} and not plan.needs_restart
+    assert "dynamically at the broker 1" in plan.reasons[0]
+    # set at the cluster level only: a per-broker change still has to be made
+    cluster_level = described(log__cleaner__threads=("2", DYN_CLUSTER))
+    assert broker_plan(1, {"log.cleaner.threads": "2"}, plan.file_text, cluster_level, scope=[1]).alter == {
+        "log.cleaner.threads": "2"}
+    broker_level = described(log__cleaner__threads=("2", DYN_BROKER))
+    assert broker_plan(1, {"log.cleaner.threads": "2"}, plan.file_text, broker_level, scope=[1]).nothing_to_do
+
+
+def test_plan_warns_when_a_broker_override_shadows_the_cluster_default() -> None:
+    plan = broker_plan(1, {"log.cleaner.threads": "2"}, SERVER, described(log__cleaner__threads=("3", DYN_BROKER)))
+    assert plan.alter == {"log.cleaner.threads": "2"}
+    assert "warning: broker 1 has its own dynamic value 3" in plan.reasons[0]
+
+
+def test_plan_sensitive_dynamic_value_is_always_altered() -> None:
+    key = "listener.name.internal.ssl.keystore.password"
+    desc = described()
+    desc[key] = DescribedConfig(key, None, False, DYN_BROKER, sensitive=True)
+    text = properties_file.edit(SERVER, {key: "s3cret"})
+    plan = broker_plan(1, {key: "s3cret"}, text, desc, scope=[1])
+    assert plan.alter == {key: "s3cret"} and not plan.needs_restart and plan.file_changes == {}
+
+
+def test_plan_static_removal_and_absent_static_removal() -> None:
+    plan = broker_plan(1, {"log.retention.hours": None}, SERVER, described())
+    assert plan.needs_restart and plan.static == {"log.retention.hours": ("168", None)}
+    assert "log.retention.hours 168 -> removed from server.properties, read-only: restart" in plan.reasons
+    assert "log.retention.hours" not in properties_file.parse(plan.file_text)
+    again = broker_plan(1, {"log.retention.hours": None}, plan.file_text,
+                        described(log__retention__hours=("168", DEFAULT)))
+    assert again.nothing_to_do and again.reasons == ["log.retention.hours not in server.properties: nothing to do"]
+
+
+def test_plan_dynamic_delete_restarts_only_when_the_file_sets_it() -> None:
+    text = properties_file.edit(SERVER, {"log.cleaner.threads": "2"})
+    desc = described(log__cleaner__threads=("2", DYN_CLUSTER))
+    plan = broker_plan(1, {"log.cleaner.threads": None}, text, desc)
+    assert plan.alter == {"log.cleaner.threads": None}
+    assert plan.needs_restart  # until it restarts the broker runs the file's 2 it read at start-up
+    assert plan.file_text == SERVER
+    # without the key in the file: the DELETE alone, no restart
+    plain = broker_plan(1, {"log.cleaner.threads": None}, SERVER, desc)
+    assert plain.alter == {"log.cleaner.threads": None} and not plain.needs_restart
+    # after the delete and the restart: nothing left
+    done = broker_plan(1, {"log.cleaner.threads": None}, SERVER, described())
+    assert done.nothing_to_do and done.unchanged == ("log.cleaner.threads",)
+
+
+def test_plan_warns_about_a_shadowing_synonym() -> None:
+    text = properties_file.edit(SERVER, {"log.retention.ms": "86400000"})
+    plan = broker_plan(1, {"log.retention.hours": "72"}, text, described())
+    assert any("log.retention.hours has no effect while log.retention.ms is set" in r for r in plan.reasons)
+    assert not any("no effect" in r for r in broker_plan(1, {"log.retention.hours": "72"}, SERVER,
+                                                         described()).reasons)
+    both = broker_plan(1, {"log.retention.hours": "72", "log.retention.ms": None}, text, described())
+    assert not any("no effect" in r for r in both.reasons)
+
+
+def test_plan_refuses_unknown_keys() -> None:
+    with pytest.raises(ValueError, match="log.retension.hours"):
+        broker_plan(1, {"log.retension.hours": "72"}, SERVER, described())

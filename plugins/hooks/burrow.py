@@ -1,8 +1,10 @@
 """Burrow hook: consumer group status over Burrow's HTTP API v3 (requests + urllib3 Retry).
 
-``GET {burrow}/v3/kafka/{cluster}/consumer/{group}/status`` returns Burrow's evaluation of a group
-(OK / WARN / ERR / STOP / STALL / REWIND) and the partitions in trouble. HTTP 404 means Burrow does
-not know the cluster or group: that is a NOTFOUND status (a failing verdict), never a pass.
+``GET {burrow}/v3/kafka/{cluster}/consumer/{group}/lag`` returns Burrow's evaluation of a group
+(OK / WARN / ERR / STOP / STALL / REWIND) with every partition and the window of commits it judged
+(``start`` / ``end`` offsets with their timestamps, ``complete``); ``/status`` is the same evaluation
+listing only the partitions in trouble. HTTP 404 means Burrow does not know the cluster or group: that
+is a NOTFOUND status (a failing verdict), never a pass.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ class BurrowClusterUnknown(ValueError):
 
 
 def parse_status_response(group: str, http_status: int, body: Any) -> ConsumerGroupStatus:
-    """Turn Burrow's /status answer into a :class:`kafka_ops.health.ConsumerGroupStatus`.
+    """Turn Burrow's /lag (or /status) answer into a :class:`kafka_ops.health.ConsumerGroupStatus`: the
+    partitions in trouble, ``complete``, and the window every partition's stored commits cover (from the
+    partitions' ``start`` / ``end`` timestamps; /status lists too few partitions for one, so None there).
 
     :param http_status: HTTP status code; 404 -> status ``NOTFOUND``.
     :param body: the decoded JSON body (dict) or None.
@@ -43,8 +47,9 @@ def parse_status_response(group: str, http_status: int, body: Any) -> ConsumerGr
     if not isinstance(status, dict) or not isinstance(status.get("status"), str):
         raise BurrowError(f"Burrow answer for group {group} has no status.status: {body!r}"[:500])
     partitions = []
-    for p in status.get("partitions") or []:
-        if not isinstance(p, dict) or p.get("status") == "OK":
+    listed = [p for p in status.get("partitions") or [] if isinstance(p, dict)]
+    for p in listed:
+        if p.get("status") == "OK":
             continue
         partitions.append(
             PartitionLag(
@@ -55,13 +60,35 @@ def parse_status_response(group: str, http_status: int, body: Any) -> ConsumerGr
             )
         )
     total = status.get("totallag")
+    complete = status.get("complete")
     return ConsumerGroupStatus(
         group=group,
         status=status["status"],
-        total_lag=int(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else None,
+        total_lag=int(total) if _number(total) else None,
         partitions=tuple(partitions),
         message=message,
+        complete=float(complete) if _number(complete) else None,
+        window=_common_window(listed, status.get("partition_count")),
     )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _common_window(listed: list[dict[str, Any]], partition_count: Any) -> tuple[int, int] | None:
+    """(latest window start ms, earliest window end ms) over every partition, or None unless every counted
+    partition is listed with both timestamps (a /status answer lists only the partitions in trouble)."""
+    spans = []
+    for p in listed:
+        start, end = p.get("start"), p.get("end")
+        if not (isinstance(start, dict) and isinstance(end, dict)
+                and _number(start.get("timestamp")) and _number(end.get("timestamp"))):
+            return None
+        spans.append((int(start["timestamp"]), int(end["timestamp"])))
+    if not spans or not _number(partition_count) or len(spans) != int(partition_count):
+        return None
+    return max(s for s, _ in spans), min(e for _, e in spans)
 
 
 def _lag(p: dict[str, Any]) -> int | None:
@@ -187,10 +214,11 @@ class BurrowHook(BaseHook):
         self.close()
 
     def status_url(self, group: str) -> str:
-        """``{base}/v3/kafka/{cluster}/consumer/{group}/status`` with path parts URL-quoted."""
+        """``{base}/v3/kafka/{cluster}/consumer/{group}/lag`` with path parts URL-quoted: Burrow's status of the
+        group with every partition (``/status`` lists only the partitions in trouble)."""
         return (
             f"{self.base_url}/v3/kafka/{quote(self.cluster, safe='')}/consumer/"
-            f"{quote(group, safe='')}/status"
+            f"{quote(group, safe='')}/lag"
         )
 
     def cluster_servers(self) -> list[str]:

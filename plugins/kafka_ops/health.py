@@ -329,13 +329,17 @@ class PartitionLag:
 @dataclass(frozen=True)
 class ConsumerGroupStatus:
     """Burrow's evaluation of one consumer group
-    (``GET /v3/kafka/<cluster>/consumer/<group>/status``).
+    (``GET /v3/kafka/<cluster>/consumer/<group>/lag``: the status with every partition).
 
     :param group: consumer group id.
     :param status: Burrow status string; ``"NOTFOUND"`` also for an HTTP 404 (group unknown).
     :param total_lag: total lag in messages, or None.
-    :param partitions: partitions in trouble (Burrow lists only non-OK partitions on /status).
+    :param partitions: partitions in trouble (not OK).
     :param message: Burrow's message or the HTTP error, for the log.
+    :param complete: Burrow's ``complete``: the share (0.0-1.0) of the group's partitions whose window of
+        stored commits is full (``storage.intervals`` commits); None when not given.
+    :param window: the span (start ms, end ms) of commit timestamps that every partition's window covers
+        (the latest partition window start, the earliest partition window end), or None when unknown.
     """
 
     group: str
@@ -343,11 +347,37 @@ class ConsumerGroupStatus:
     total_lag: int | None = None
     partitions: tuple[PartitionLag, ...] = ()
     message: str = ""
+    complete: float | None = None
+    window: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
         """True only for status ``OK``."""
         return self.status == "OK"
+
+    def window_s(self, since_ms: int | None = None) -> float:
+        """Seconds of commits Burrow judged for every partition of the group, counted from ``since_ms`` (ms;
+        None = the whole window); 0.0 when the windows are not all full (``complete`` < 1: Burrow's evaluator
+        rates a partition with fewer stored commits as OK without judging it) or unknown."""
+        if self.window is None or self.complete is None or self.complete < 1.0:
+            return 0.0
+        start, end = self.window
+        if since_ms is not None:
+            start = max(start, since_ms)
+        return max(0.0, (end - start) / 1000)
+
+
+def judged_window_s(statuses: Iterable[ConsumerGroupStatus], since_ms: int | None = None) -> float:
+    """The seconds of commits over which Burrow rated every group OK: the shortest :meth:`ConsumerGroupStatus.
+    window_s` of the groups (from ``since_ms``), 0.0 when any group is not OK or has no full window, or when
+    there is no group.
+
+    Burrow rates a group over a sliding window of its last ``storage.intervals`` commits per partition (Burrow's
+    evaluator rules: stopped, stalled, rewinding or lag growing over the window are not OK), so an OK whose
+    window spans S seconds says what OK polls over S seconds would say; a lag gate's hysteresis
+    (``lag_ok_consecutive`` polls ``healthcheck_interval_s`` apart) is met when S covers it."""
+    spans = [s.window_s(since_ms) if s.ok else 0.0 for s in statuses]
+    return min(spans) if spans else 0.0
 
 
 def consumer_lag(statuses: Iterable[ConsumerGroupStatus]) -> Verdict:

@@ -143,6 +143,11 @@ class RollRecord:
                                                  None if kept is None else dict(kept))
         return replace(self, brokers=brokers)
 
+    def last_action_ms(self) -> int | None:
+        """When this roll last recorded progress on any broker (epoch ms: a stop, a start, back in every ISR), or
+        None before its first action."""
+        return max((p.at_ms for p in self.brokers.values()), default=None)
+
     def reverted(self, broker_id: int) -> RollRecord:
         """A copy in which the roll never touched ``broker_id``: what its before-start step changed was undone
         (its way back run, the node back as it was), so a resumed roll judges the node afresh."""

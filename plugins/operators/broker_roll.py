@@ -74,7 +74,8 @@ class BrokerRollOperator(NodeRollOperator):
     def _session(self, profile: ClusterProfile, record: RollRecord) -> Iterator[None]:
         groups = record.consumer_groups
         burrow = BurrowHook.from_profile(profile) if groups and not self.dry_run else None
-        self.lag = LagWatch(burrow, groups, self.interval_s, record.lag_ok) if burrow is not None else None
+        self.lag = (LagWatch(burrow, groups, self.interval_s, record.lag_ok, since_ms=record.last_action_ms())
+                    if burrow is not None else None)
         with ClusterProber(profile) as self.prober:
             try:
                 yield
@@ -155,8 +156,9 @@ class BrokerRollOperator(NodeRollOperator):
               stopped: list[int]) -> None:
         """Cluster healthy and min-ISR safe without ``gated`` now (one fresh OK), and, when groups are watched,
         Burrow OK ``lag_ok_consecutive`` polls in a row, polls ``healthcheck_interval_s`` apart (restarts cause lag
-        spikes: kafka_roller's consumer_health retries); the streak the previous batch saw while its brokers came
-        back counts (``runtime.lag_watch``). ``stopped``: brokers of this batch this roll already stopped (a resumed
+        spikes: kafka_roller's consumer_health retries), or one OK whose window of commits since the roll last
+        touched a broker spans that time; the streak the previous batch saw while its brokers came back counts
+        (``runtime.lag_watch``). ``stopped``: brokers of this batch this roll already stopped (a resumed
         batch): their URPs are expected, so only offline partitions and min ISR are judged."""
         prober, ids = self.prober, gated
         streak_needed = int(self.setting("lag_ok_consecutive"))
@@ -192,10 +194,9 @@ class BrokerRollOperator(NodeRollOperator):
                 return Check(True, cluster.message())
             if lag.due():
                 lag.poll()
-            verdict = lag.last.message() if lag.last is not None else "consumer-lag: OK (carried)"
-            if lag.streak < streak_needed:
-                return Check(False, f"{verdict} ({lag.streak}/{streak_needed} OK polls in a row)")
-            return Check(True, f"{cluster.message()}; {verdict} ({lag.streak} polls in a row)")
+            if not lag.satisfied(streak_needed):
+                return Check(False, lag.describe(streak_needed))
+            return Check(True, f"{cluster.message()}; {lag.describe(streak_needed)}")
 
         verb = "may be stopped" if len(ids) == 1 else "may be stopped together"
         if self.dry_run:
@@ -235,7 +236,8 @@ class BrokerRollOperator(NodeRollOperator):
             else:
                 ready = verdict.ok
                 said = (f"{said}; {verdict.message()} (a real run waits for {streak_needed} OK polls in a row, "
-                        f"{self.interval_s:.0f} s apart)")
+                        f"{self.interval_s:.0f} s apart, or one OK whose window of commits spans "
+                        f"{(streak_needed - 1) * self.interval_s:.0f} s; Burrow judged {lag.window_s:.1f} s)")
         if lag is not None and lag is not self.lag:
             lag.burrow.close()
         if ready:

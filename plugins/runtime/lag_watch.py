@@ -6,6 +6,11 @@ consumer_health retries). The streak is also fed while the previous batch waits 
 back (registered, caught up, leadership), and carried to the next gate through the roll's record
 (``kafka_ops.roll.LagStreak``): those polls are after the disruption began, so they are evidence too, and
 the gate does not pay the streak's spacing again.
+
+Burrow's own window counts too: an OK whose window of commits (every partition's last ``storage.intervals``
+commits, judged by Burrow's evaluator) spans the streak's time, ``(lag_ok_consecutive - 1) x interval_s``,
+since the roll last touched a broker, says what that many OK polls would say (``health.judged_window_s``).
+So a first gate on a healthy cluster passes at its first poll instead of waiting out the streak.
 """
 
 from __future__ import annotations
@@ -29,14 +34,18 @@ class LagWatch:
     :param groups: the watched consumer groups.
     :param interval_s: least seconds between two polls that both count in a streak.
     :param carried: a streak handed over by the previous batch (counted only while fresh).
+    :param since_ms: when the roll last stopped, started or judged a broker back (epoch ms), None before its first
+        stop: Burrow's window counts only from then (commits before a disruption say nothing about it).
     """
 
     def __init__(self, burrow: Any, groups: Sequence[str], interval_s: float, carried: LagStreak | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, since_ms: int | None = None) -> None:
         self.burrow = burrow
         self.groups = list(groups)
         self.interval_s = interval_s
         self.clock = clock
+        self.since_ms = since_ms
+        self.window_s = 0.0  # the last answer's judged window (s), see health.judged_window_s
         now = clock()
         self.streak = carried.carried(int(now * 1000), interval_s) if carried else 0
         self.last_at = carried.at_ms / 1000 if self.streak else None
@@ -52,10 +61,12 @@ class LagWatch:
         :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
         """
         try:
-            verdict = health.consumer_lag(self.burrow.group_statuses(self.groups))
+            statuses = self.burrow.group_statuses(self.groups)
+            verdict = health.consumer_lag(statuses)
         except Exception:
-            self.streak, self.last_at = 0, None
+            self.streak, self.last_at, self.window_s = 0, None, 0.0
             raise
+        self.window_s = health.judged_window_s(statuses, self.since_ms)
         self.last_at = self.clock()
         self.streak = self.streak + 1 if verdict.ok else 0
         self.last = verdict
@@ -70,8 +81,22 @@ class LagWatch:
             except Exception as exc:
                 log.info("Burrow did not answer (%s); the lag streak starts again", exc)
 
+    def satisfied(self, needed: int) -> bool:
+        """True when the last answer was OK and either ``needed`` OK polls came in a row or Burrow's judged window
+        (since ``since_ms``) spans the time they would take, ``(needed - 1) x interval_s``."""
+        if self.streak >= needed:  # any answer but OK ends the streak
+            return True
+        return self.last is not None and self.last.ok and self.window_s >= (needed - 1) * self.interval_s
+
+    def describe(self, needed: int) -> str:
+        """The gate's line, e.g. ``"consumer-lag: OK (1/3 OK polls in a row; Burrow judged 42.0 s of commits
+        OK)"``."""
+        verdict = self.last.message() if self.last is not None else "consumer-lag: OK (carried)"
+        window = (f"; Burrow judged {self.window_s:.1f} s of commits OK" if self.window_s else "")
+        return f"{verdict} ({self.streak}/{needed} OK polls in a row{window})"
+
     def reset(self) -> None:
-        self.streak, self.last_at = 0, None
+        self.streak, self.last_at, self.window_s = 0, None, 0.0
 
     def handover(self) -> LagStreak | None:
         """The streak for the next gate, or None when there is none."""

@@ -302,10 +302,21 @@ def test_burrow_hook_ok_groups_and_notfound_for_an_unknown_group(shared: Running
             statuses = hook.group_statuses(groups)
             return statuses if all(s.status == "OK" for s in statuses) else None
 
+        def full_windows():
+            statuses = hook.group_statuses(groups)
+            return statuses if all(s.window_s() > 0 for s in statuses) else None
+
         statuses = wait_for(all_ok, 30, what="every workload group OK in Burrow")
         unknown = hook.group_status("nobody-reads-this")
+        # /lag lists every partition with the window of commits Burrow judged (the lag gate's hysteresis): a
+        # running workload's groups get full windows spanning their last storage.intervals commits, ending lately
+        judged = wait_for(full_windows, 60, what="every workload group with a full window of commits in Burrow")
+        now_ms = time.time() * 1000
     assert [s.group for s in statuses] == groups
     assert all(s.ok and s.partitions == () for s in statuses)
+    for status in judged:
+        start, end = status.window
+        assert status.complete == 1.0 and 0 < end - start and now_ms - end < 60_000, status
     # Burrow's answer says it does not know the group: a failing status, never a pass
     assert unknown.status == "NOTFOUND" and not unknown.ok
 

@@ -27,7 +27,7 @@ def burrow_body(group, status, partitions=(), totallag=0):
             "maxlag": None,
             "totallag": totallag,
         },
-        "request": {"url": f"/v3/kafka/sandbox/consumer/{group}/status", "host": "burrow"},
+        "request": {"url": f"/v3/kafka/sandbox/consumer/{group}/lag", "host": "burrow"},
     }
 
 
@@ -84,7 +84,7 @@ def hook_for(stub, **kwargs):
 
 
 def test_ok_status(burrow):
-    burrow.routes["/v3/kafka/sandbox/consumer/billing/status"] = [(200, burrow_body("billing", "OK", totallag=7), 0)]
+    burrow.routes["/v3/kafka/sandbox/consumer/billing/lag"] = [(200, burrow_body("billing", "OK", totallag=7), 0)]
     with hook_for(burrow) as hook:
         status = hook.group_status("billing")
     assert status.ok
@@ -99,7 +99,7 @@ def test_error_status_lists_partitions_in_trouble(burrow):
         {"topic": "orders", "partition": 4, "status": "WARN", "end": {"offset": 10, "lag": 50}},
         {"topic": "orders", "partition": 5, "status": "OK", "current_lag": 0},
     ]
-    burrow.routes["/v3/kafka/sandbox/consumer/billing/status"] = [
+    burrow.routes["/v3/kafka/sandbox/consumer/billing/lag"] = [
         (200, burrow_body("billing", "ERR", parts, totallag=1250), 0)
     ]
     status = hook_for(burrow).group_status("billing")
@@ -124,21 +124,21 @@ def test_404_is_notfound_and_fails_the_verdict(burrow):
 
 
 def test_group_statuses_keeps_order(burrow):
-    burrow.routes["/v3/kafka/sandbox/consumer/a/status"] = [(200, burrow_body("a", "OK"), 0)]
-    burrow.routes["/v3/kafka/sandbox/consumer/b/status"] = [(200, burrow_body("b", "WARN"), 0)]
+    burrow.routes["/v3/kafka/sandbox/consumer/a/lag"] = [(200, burrow_body("a", "OK"), 0)]
+    burrow.routes["/v3/kafka/sandbox/consumer/b/lag"] = [(200, burrow_body("b", "WARN"), 0)]
     statuses = hook_for(burrow).group_statuses(["b", "a", "c"])
     assert [(s.group, s.status) for s in statuses] == [("b", "WARN"), ("a", "OK"), ("c", "NOTFOUND")]
 
 
 def test_group_and_cluster_names_are_url_quoted(burrow):
-    path = "/v3/kafka/sandbox/consumer/team%2Fbilling%20v2/status"
+    path = "/v3/kafka/sandbox/consumer/team%2Fbilling%20v2/lag"
     burrow.routes[path] = [(200, burrow_body("team/billing v2", "OK"), 0)]
     assert hook_for(burrow).group_status("team/billing v2").ok
     assert burrow.requests == [path]
 
 
 def test_retries_on_503_then_succeeds(burrow):
-    path = "/v3/kafka/sandbox/consumer/billing/status"
+    path = "/v3/kafka/sandbox/consumer/billing/lag"
     burrow.routes[path] = [
         (503, {"error": True, "message": "busy"}, 0),
         (503, {"error": True, "message": "busy"}, 0),
@@ -149,7 +149,7 @@ def test_retries_on_503_then_succeeds(burrow):
 
 
 def test_persistent_500_raises_burrow_error_after_retries(burrow):
-    path = "/v3/kafka/sandbox/consumer/billing/status"
+    path = "/v3/kafka/sandbox/consumer/billing/lag"
     burrow.routes[path] = [(500, {"error": True, "message": "boom"}, 0)]
     with pytest.raises(BurrowError, match="HTTP 500 for group billing: boom"):
         hook_for(burrow, retries=2).group_status("billing")
@@ -157,7 +157,7 @@ def test_persistent_500_raises_burrow_error_after_retries(burrow):
 
 
 def test_read_timeout_is_enforced(burrow):
-    burrow.routes["/v3/kafka/sandbox/consumer/slow/status"] = [(200, burrow_body("slow", "OK"), 2.0)]
+    burrow.routes["/v3/kafka/sandbox/consumer/slow/lag"] = [(200, burrow_body("slow", "OK"), 2.0)]
     hook = hook_for(burrow, retries=0, read_timeout_s=0.2)
     started = time.monotonic()
     with pytest.raises(requests.RequestException):
@@ -173,7 +173,7 @@ def test_unreachable_burrow_raises_after_retries():
 
 
 def test_non_json_200_raises(burrow):
-    burrow.routes["/v3/kafka/sandbox/consumer/x/status"] = [(200, b"<html>proxy</html>", 0)]
+    burrow.routes["/v3/kafka/sandbox/consumer/x/lag"] = [(200, b"<html>proxy</html>", 0)]
     with pytest.raises(BurrowError, match="non-JSON"):
         hook_for(burrow).group_status("x")
 

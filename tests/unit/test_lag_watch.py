@@ -1,0 +1,133 @@
+"""The lag gate's Burrow watch: OK streaks, and Burrow's own window of commits standing for the streak
+(``runtime.lag_watch``, ``kafka_ops.health.judged_window_s``)."""
+
+from __future__ import annotations
+
+import pytest
+from hooks.burrow import parse_status_response
+from kafka_ops.health import ConsumerGroupStatus, judged_window_s
+from runtime.lag_watch import LagWatch
+
+NOW_MS = 1_700_000_000_000
+
+
+def lag_answer(group: str, status: str = "OK", windows=((0, 40_000),), complete: float = 1.0) -> dict:
+    """A Burrow /lag body: one partition per (start, end) window, ms before NOW_MS."""
+    parts = [{"topic": "orders", "partition": i, "status": "OK", "current_lag": 0,
+              "start": {"offset": 10, "timestamp": NOW_MS - start, "lag": 0},
+              "end": {"offset": 90, "timestamp": NOW_MS - end, "lag": 0}, "complete": 1.0}
+             for i, (start, end) in enumerate((s, e) for s, e in ((w[0], w[1]) for w in windows))]
+    return {"error": False, "message": "consumer status returned",
+            "status": {"cluster": "sandbox", "group": group, "status": status, "complete": complete,
+                       "partitions": parts, "partition_count": len(parts), "maxlag": None, "totallag": 0}}
+
+
+def window(start_ago_s: float, end_ago_s: float) -> tuple[int, int]:
+    return int(start_ago_s * 1000), int(end_ago_s * 1000)
+
+
+class FakeBurrow:
+    """Answers each poll with the next scripted list of statuses (the last repeats)."""
+
+    def __init__(self, *answers: list[ConsumerGroupStatus]) -> None:
+        self.answers = list(answers)
+        self.polls = 0
+
+    def group_statuses(self, groups):
+        self.polls += 1
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW_MS / 1000
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def status(body: dict) -> ConsumerGroupStatus:
+    return parse_status_response(body["status"]["group"], 200, body)
+
+
+def test_the_common_window_is_the_latest_start_to_the_earliest_end_of_every_partition() -> None:
+    parsed = status(lag_answer("billing", windows=[window(50, 2), window(30, 5)]))
+    assert parsed.window == (NOW_MS - 30_000, NOW_MS - 5_000) and parsed.complete == 1.0
+    assert parsed.window_s() == 25.0
+    assert parsed.window_s(since_ms=NOW_MS - 10_000) == 5.0, "only the commits after a disruption count"
+    assert parsed.window_s(since_ms=NOW_MS) == 0.0
+
+
+def test_a_status_answer_listing_only_troubled_partitions_has_no_window() -> None:
+    body = lag_answer("billing", windows=[window(50, 2), window(30, 5)])
+    body["status"]["partitions"] = body["status"]["partitions"][:1]  # /status: fewer than partition_count
+    assert status(body).window is None and status(body).window_s() == 0.0
+
+
+def test_an_incomplete_window_is_not_judged() -> None:
+    """Burrow rates a partition with fewer than ``storage.intervals`` commits OK without judging it."""
+    parsed = status(lag_answer("billing", windows=[window(60, 0)], complete=0.5))
+    assert parsed.window_s() == 0.0
+
+
+def test_the_judged_window_of_several_groups_is_the_shortest_and_nothing_unless_all_are_ok() -> None:
+    long_ok = status(lag_answer("a", windows=[window(60, 0)]))
+    short_ok = status(lag_answer("b", windows=[window(12, 1)]))
+    warn = status(lag_answer("c", status="WARN", windows=[window(60, 0)]))
+    assert judged_window_s([long_ok, short_ok]) == 11.0
+    assert judged_window_s([long_ok, warn]) == 0.0
+    assert judged_window_s([]) == 0.0
+
+
+def test_a_first_ok_whose_window_spans_the_streak_satisfies_the_gate_at_once() -> None:
+    burrow = FakeBurrow([status(lag_answer("billing", windows=[window(40, 1)]))])
+    watch = LagWatch(burrow, ["billing"], interval_s=5, clock=Clock())
+    watch.poll()
+    assert watch.streak == 1 and watch.window_s == 39.0
+    assert watch.satisfied(3), "39 s of commits judged OK cover 3 polls 5 s apart (10 s)"
+    assert watch.satisfied(8) and not watch.satisfied(9), "8 polls 5 s apart take 35 s, 9 take 40 s"
+    assert "1/9 OK polls in a row; Burrow judged 39.0 s of commits OK" in watch.describe(9)
+
+
+def test_a_window_from_before_the_rolls_last_action_counts_only_from_it() -> None:
+    burrow = FakeBurrow([status(lag_answer("billing", windows=[window(40, 1)]))],
+                        [status(lag_answer("billing", windows=[window(40, -4)]))])  # 5 s later: a newer commit
+    clock = Clock()
+    watch = LagWatch(burrow, ["billing"], interval_s=5, clock=clock, since_ms=NOW_MS - 6_000)
+    watch.poll()
+    assert watch.window_s == 5.0 and not watch.satisfied(3), "5 s since the last stop do not cover 10 s"
+    clock.now += 5
+    watch.poll()
+    assert watch.window_s == 10.0 and watch.streak == 2 and watch.satisfied(3), "10 s since the stop: enough"
+
+
+def test_a_not_ok_answer_ends_the_streak_and_the_window() -> None:
+    ok = status(lag_answer("billing", windows=[window(40, 1)]))
+    bad = status(lag_answer("billing", status="WARN", windows=[window(40, 1)]))
+    clock = Clock()
+    watch = LagWatch(FakeBurrow([ok], [bad]), ["billing"], interval_s=5, clock=clock)
+    watch.poll()
+    clock.now += 5
+    watch.poll()
+    assert watch.streak == 0 and watch.window_s == 0.0 and not watch.satisfied(1)
+
+
+def test_without_window_information_the_streak_alone_decides() -> None:
+    plain = ConsumerGroupStatus("billing", "OK")  # e.g. an answer without start/end timestamps
+    clock = Clock()
+    watch = LagWatch(FakeBurrow([plain]), ["billing"], interval_s=5, clock=clock)
+    for polls in range(1, 4):
+        watch.poll()
+        assert watch.satisfied(3) == (polls == 3)
+        clock.now += 5
+
+
+def test_a_burrow_error_ends_streak_and_window() -> None:
+    class Down:
+        def group_statuses(self, groups):
+            raise OSError("connection refused")
+
+    watch = LagWatch(Down(), ["billing"], interval_s=5, clock=Clock())
+    with pytest.raises(OSError):
+        watch.poll()
+    assert watch.streak == 0 and watch.window_s == 0.0 and not watch.satisfied(1)

@@ -246,15 +246,31 @@ class RunningSandbox:
         return client
 
     def ssh(self, broker_id: int, command: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
-        """Run ``command`` on broker host ``broker_id`` over SSH; returns (exit code, stdout, stderr)."""
-        client = self._ssh_clients.get(broker_id)
-        if client is None or not (client.get_transport() and client.get_transport().is_active()):
-            client = self.ssh_client(broker_id)
-            self._ssh_clients[broker_id] = client
-        _, stdout, stderr = client.exec_command(command, timeout=timeout_s)
-        out = stdout.read().decode()
-        err = stderr.read().decode()
-        return stdout.channel.recv_exit_status(), out, err
+        """Run ``command`` on broker host ``broker_id`` over SSH; returns (exit code, stdout, stderr).
+
+        One connection per host is kept for the test session; each command gets its own channel, closed after
+        it. A channel that cannot be opened within 10 s on the kept connection (seen after hours of a session:
+        the connection lives on while sshd stops answering channel requests on it) is retried once on a new
+        connection; ``timeout_s`` bounds the command's reads."""
+        for attempt in (1, 2):
+            client = self._ssh_clients.get(broker_id)
+            if client is None or not (client.get_transport() and client.get_transport().is_active()):
+                client = self.ssh_client(broker_id)
+                self._ssh_clients[broker_id] = client
+            try:
+                channel = client.get_transport().open_session(timeout=10)
+                break
+            except (paramiko.SSHException, EOFError, OSError):
+                client.close()
+                self._ssh_clients.pop(broker_id, None)
+                if attempt == 2:
+                    raise
+        with channel:
+            channel.settimeout(timeout_s)
+            channel.exec_command(command)
+            out = channel.makefile("rb").read().decode()
+            err = channel.makefile_stderr("rb").read().decode()
+            return channel.recv_exit_status(), out, err
 
     def close(self) -> None:
         for client in self._ssh_clients.values():

@@ -185,7 +185,8 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     assert "through ZooKeeper" in capfd.readouterr().out + caplog.text
 
 
-@pytest.mark.parametrize("deferred", [False, True], ids=["in-task", "deferred"])
+@pytest.mark.parametrize("deferred", [pytest.param(False, marks=pytest.mark.extended), True],
+                         ids=["in-task", "deferred"])
 def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(deferred, fresh_sandbox, use_sandbox, monkeypatch, capfd,
                                                              caplog):
     """A wave at 1 byte/s times out (in its task, or in the triggerer when the wait was deferred): its moves

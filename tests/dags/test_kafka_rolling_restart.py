@@ -342,6 +342,7 @@ def test_a_broker_down_at_plan_time_is_refused_not_dropped(fresh_sandbox, use_sa
     assert rc == 0, err
 
 
+@pytest.mark.extended
 def test_a_burrow_watching_another_cluster_is_refused(shared, fresh_sandbox, monkeypatch, capfd, caplog):
     """The lag gate would otherwise accept answers about another cluster that has the same Burrow cluster name."""
     from airflow_env import connection_env
@@ -381,7 +382,7 @@ def _fail_at_second_broker(sandbox, monkeypatch, tmp_path):
     return first, second, flag, failed
 
 
-@pytest.mark.parametrize("clear", ["whole run", "only failed"])
+@pytest.mark.parametrize("clear", [pytest.param("whole run", marks=pytest.mark.extended), "only failed"])
 def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                                    clear):
     sandbox = fresh_sandbox()
@@ -403,6 +404,7 @@ def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, 
     assert lock_holder(sandbox) is None, "the lock is released at the end"
 
 
+@pytest.mark.extended
 def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                           capfd, caplog):
     """Clearing only the failed tasks does not re-run lock_cluster: the broker step itself checks the lock."""
@@ -428,6 +430,7 @@ def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_san
             zk.delete(LOCK)
 
 
+@pytest.mark.extended
 def test_a_run_only_skips_what_it_did_itself(fresh_sandbox, use_sandbox, monkeypatch, tmp_path):
     """An old failed run cleared after another run restarted every broker restarts them itself (its record
     says it never did), instead of reporting restarts it did not do."""
@@ -523,6 +526,7 @@ class ZooKeeperOutage:
         self.server.close()
 
 
+@pytest.mark.extended
 def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                                  capfd, caplog):
     """ZooKeeper unreachable from Airflow for 20 s (twice the lock hook's connect timeout) as the first broker
@@ -552,6 +556,7 @@ def test_zookeeper_unreachable_right_after_a_stop_is_ridden_out(fresh_sandbox, u
 
 
 @pytest.mark.parametrize("after", ["stop", "detached start"])
+@pytest.mark.extended
 def test_zookeeper_frozen_40_s_right_after_a_stop_or_start_is_ridden_out(fresh_sandbox, use_sandbox, monkeypatch,
                                                                          tmp_path, after, capfd, caplog):
     """ZooKeeper itself frozen (SIGSTOP) for 40 s right after the first broker stopped, or right after its start
@@ -607,6 +612,7 @@ def _cli_ok(sandbox, *args: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.extended
 def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, capfd, caplog):
     """Burrow frozen (SIGSTOP) when the run starts: the plan's Burrow check fails past the hook's own retries
     (~45 s of read timeouts), the wait logs it and tries again; Burrow is thawed once that was logged, and
@@ -647,6 +653,7 @@ def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, cap
     assert "could not check" in out and "trying again" in out, "Burrow's outage was logged and waited out"
 
 
+@pytest.mark.extended
 def test_a_broker_stopped_by_someone_else_fails_its_gate(fresh_sandbox, use_sandbox, capfd, caplog):
     """While the first broker soaks, someone stops the second one (a controlled shutdown by hand): its task
     refuses to touch it, naming why, instead of "starting" a broker this run never stopped."""
@@ -679,6 +686,7 @@ def test_a_broker_stopped_by_someone_else_fails_its_gate(fresh_sandbox, use_sand
     assert rc == 0, err
 
 
+@pytest.mark.extended
 def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, use_sandbox, capfd, caplog):
     """The controller dies as a roll of another broker begins: the gate keeps polling through the errors and
     the URP, and at its timeout names the under-replicated partitions (not a raw traceback)."""

@@ -12,6 +12,7 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
 from airflow_env import run_dag
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot
 
@@ -186,6 +187,7 @@ def test_a_host_without_the_target_is_refused_by_the_preflight_and_a_cleared_run
     assert end.offline == [] and end.under_replicated == []
 
 
+@pytest.mark.extended
 def test_a_rejected_protocol_bump_ends_the_run_on_the_pinned_ibp(fresh_sandbox, use_sandbox):
     sandbox = fresh_sandbox(brokers=3, racks=3)
     use_sandbox(sandbox.workdir)
@@ -208,6 +210,7 @@ def test_a_rejected_protocol_bump_ends_the_run_on_the_pinned_ibp(fresh_sandbox, 
         assert "inter.broker.protocol.version=3.6\n" in sandbox.host_dir(b).server_properties.read_text()
 
 
+@pytest.mark.extended
 def test_a_broker_that_fails_on_the_new_release_stops_the_run_with_the_way_back_or_is_reverted(
         fresh_sandbox, use_sandbox, capfd, caplog):
     """Kafka 3.7.1 unpacked on every host, but broken on one (its ``libs/`` holds one corrupt jar: it passes the

@@ -134,6 +134,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft
     assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 6, "problems": {}}
 
 
+@pytest.mark.extended
 def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):
     """Another operation holds the cluster (its lock is the lock topic in the cluster, named holder): a run with
     lock_wait=fail fails at once naming it; a run with lock_wait=wait waits until it is released, then rolls."""
@@ -178,6 +179,7 @@ def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd
         wait_for(lambda: store.current_holder(wait_s=1) is None, 30, what="the lock released by the run")
 
 
+@pytest.mark.extended
 def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft, monkeypatch, tmp_path, capfd,
                                                                            caplog):
     """The active controller (quorum leader) frozen (SIGSTOP) for 40 s right after the first broker stopped: the
@@ -222,6 +224,7 @@ def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft
     assert "the KRaft quorum leader answers before starting broker" in text, "the start waited for a leader"
 
 
+@pytest.mark.extended
 def test_decommission_on_kraft_drains_through_the_active_controller_and_stops_the_broker(fresh_sandbox, use_sandbox,
                                                                                           capfd, caplog):
     """The reassignment path of a KRaft cluster: AlterPartitionReassignments and the throttle configs go to

@@ -122,6 +122,7 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     assert end.offline == [] and end.under_replicated == []
 
 
+@pytest.mark.extended
 def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
     """On one sandbox, each run leaving it as it was: metadata_version without the binaries refused naming the
     nodes; a too-new level refused; a dry run of the real upgrade; the step refusing a level above what the

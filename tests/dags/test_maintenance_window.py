@@ -32,6 +32,7 @@ def shared(sandbox, use_sandbox):
     return sandbox
 
 
+@pytest.mark.extended
 def test_a_window_closing_mid_run_waits_before_the_next_broker_not_mid_broker(shared, monkeypatch, capfd, caplog):
     """Windows open every minute for 3 s: broker A starts in one window and finishes after it closed; broker
     B waits, deferred, for the next window and starts in it."""

@@ -60,11 +60,13 @@ def in_sync_after_the_crash(sandbox, watcher: MetadataWatcher, fault: FaultAfter
 
 class Reassigning:
     """A condition for :class:`FaultAfterTrigger`: a reassignment is under way (ListPartitionReassignments) with a
-    replica being added; ``adding`` keeps the brokers it adds to, as last seen."""
+    replica being added; ``adding`` keeps the brokers it adds to and ``partitions`` the (topic, partition) pairs
+    being moved, as last seen."""
 
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.adding: set[int] = set()
+        self.partitions: set[tuple[str, int]] = set()
 
     def __call__(self) -> bool:
         client = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000)
@@ -75,10 +77,11 @@ class Reassigning:
         finally:
             client.close()
         self.adding = {b for info in ongoing.values() for b in info.get("adding_replicas", [])}
+        self.partitions = {(tp.topic, tp.partition) for tp in ongoing}
         return bool(self.adding)
 
 
-@pytest.mark.parametrize("victim", ["receiving broker", "controller"])
+@pytest.mark.parametrize("victim", ["receiving broker", pytest.param("controller", marks=pytest.mark.extended)])
 def test_a_broker_killed_mid_wave_and_back_10_s_later_is_waited_out(victim, fresh_sandbox, use_sandbox):
     sandbox = fresh_sandbox(brokers=4, racks=2)
     use_sandbox(sandbox.workdir)
@@ -121,6 +124,7 @@ def test_a_broker_killed_mid_wave_and_back_10_s_later_is_waited_out(victim, fres
     assert now[killed[0]] - before[killed[0]] == 1, "the killed broker was started once (by the test), not by the run"
 
 
+@pytest.mark.extended
 def test_a_replica_placed_on_the_drained_broker_mid_run_or_a_failing_stop_leaves_it_running(
         fresh_sandbox, use_sandbox, monkeypatch):
     """The plan drains broker D; mid-wave someone creates a topic with a replica on D. The waves finish, the stop
@@ -171,6 +175,7 @@ def test_a_replica_placed_on_the_drained_broker_mid_run_or_a_failing_stop_leaves
     assert lock_free(sandbox)
 
 
+@pytest.mark.extended
 def test_a_wave_task_that_dies_mid_wave_is_resumed_without_starting_a_move_twice(fresh_sandbox, use_sandbox,
                                                                                   monkeypatch):
     """The wave's task dies right after it started its moves (what a killed worker leaves: the reassignment runs
@@ -212,6 +217,7 @@ def test_a_wave_task_that_dies_mid_wave_is_resumed_without_starting_a_move_twice
     assert throttles_left(sandbox) == {} and lock_free(sandbox)
 
 
+@pytest.mark.extended
 def test_the_kraft_quorum_leader_killed_mid_wave_and_back_10_s_later_is_waited_out(fresh_sandbox, use_sandbox):
     """KRaft: the active controller (quorum leader) SIGKILLed while a wave copies, started again 10 s later: the
     other voters elect a leader, the reassignment goes on, the run succeeds (the broker drained and stopped, no
@@ -256,6 +262,7 @@ def test_the_kraft_quorum_leader_killed_mid_wave_and_back_10_s_later_is_waited_o
         assert store.current_holder(wait_s=1) is None, "the lock was released"
 
 
+@pytest.mark.extended
 def test_scale_out_whose_new_broker_is_killed_mid_wave_and_back_10_s_later_finishes(fresh_sandbox, use_sandbox):
     """Scale-out onto broker 3 (started by the run): broker 3, the target of every move, SIGKILLed while a wave
     copies and started again 10 s later: the run waits it out and finishes; broker 3 holds its share, nothing

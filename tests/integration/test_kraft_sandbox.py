@@ -149,6 +149,7 @@ def test_stopping_the_active_controller_moves_leadership_and_it_rejoins(healthy:
     client.close()
 
 
+@pytest.mark.extended
 def test_the_quorum_loses_a_majority_and_recovers(healthy: RunningSandbox) -> None:
     client = KafkaAdminClient(bootstrap_servers=healthy.bootstrap_servers)
     leader = quorum(client)["leader_id"]
@@ -206,6 +207,7 @@ def test_a_broker_that_stops_heartbeating_is_fenced_and_unfenced_on_restart(heal
     client.close()
 
 
+@pytest.mark.extended
 def test_a_frozen_active_controller_loses_leadership_and_follows_when_thawed(healthy: RunningSandbox) -> None:
     """SIGSTOP on the active controller (its sockets stay open, it answers nothing): the other voters elect a
     leader once its fetch timeout passes (``controller.quorum.fetch.timeout.ms``, 2 s by default), and metadata
@@ -257,6 +259,7 @@ def test_a_frozen_active_controller_loses_leadership_and_follows_when_thawed(hea
     client.close()
 
 
+@pytest.mark.extended
 def test_down_stops_the_brokers_cleanly_before_the_controllers(fresh_sandbox) -> None:
     """``sandbox down`` on a KRaft sandbox: every broker first, each by its controlled shutdown (no SIGKILL: the
     active controller is still there to answer it), then the controllers."""

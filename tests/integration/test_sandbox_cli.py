@@ -275,6 +275,7 @@ def test_kafka_service_over_ssh_stop_start_spare_and_ibp_failure(fresh_sandbox) 
 
 
 @pytest.mark.destructive
+@pytest.mark.extended
 def test_lag_turns_the_group_err_in_burrow_then_ok_again(fresh_sandbox) -> None:
     sbx = fresh_sandbox(brokers=3)
     wait_for(lambda: sbx.group_status("auditor") == "OK", 30, "auditor OK")
@@ -293,6 +294,7 @@ def test_lag_turns_the_group_err_in_burrow_then_ok_again(fresh_sandbox) -> None:
 
 
 @pytest.mark.destructive
+@pytest.mark.extended
 def test_crash_broker_then_down_leaves_no_process(fresh_sandbox) -> None:
     sbx = fresh_sandbox(brokers=3)
     pid = int(sbx.host_dir(2).kafka_pid.read_text())
@@ -336,6 +338,7 @@ def test_crash_broker_then_down_leaves_no_process(fresh_sandbox) -> None:
 
 
 @pytest.mark.destructive
+@pytest.mark.extended
 def test_zookeeper_frozen_shorter_than_a_session_is_ridden_out(fresh_sandbox) -> None:
     """SIGSTOP on ZooKeeper (a real freeze: its sockets stay open, nothing answers) shorter than the brokers'
     session timeout: every broker keeps its session and registration, none restarts, the cluster stays

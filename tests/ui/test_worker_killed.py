@@ -51,6 +51,7 @@ def wave_result(client: Any, run_id: str, map_index: int) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+@pytest.mark.extended
 def test_a_task_process_killed_mid_wave_fails_the_run_and_a_clear_resumes_it_without_a_move_twice(
     airflow_ui: RunningAirflow, sandbox: Any, fresh_sandbox: Any
 ) -> None:
@@ -70,6 +71,7 @@ def test_a_task_process_killed_mid_wave_fails_the_run_and_a_clear_resumes_it_wit
                               lambda: (ti := running_wave(client, run_id)) and moving() and ti, poll_s=0.5)
             os.kill(int(wave["pid"]), signal.SIGKILL)
             killed_at = time.monotonic()
+            in_flight = set(moving.partitions)
             print(f"SIGKILLed {wave['task_id']}[{wave['map_index']}] (pid {wave['pid']}) while moves to "
                   f"{sorted(moving.adding)} ran")
 
@@ -77,7 +79,12 @@ def test_a_task_process_killed_mid_wave_fails_the_run_and_a_clear_resumes_it_wit
             tis = states(client, run_id, DAG)
             assert failed["state"] == "failed", unsuccessful(client, run_id, DAG)
             assert tis[("reassign.wave", wave["map_index"])]["state"] == "failed", tis
-            assert moving(), "the killed task cancelled nothing: its moves run on in Kafka (400 KB/s: tens of seconds)"
+            # nothing cancelled the moves in flight (a cancelled move reverts to the old replicas): they still copy,
+            # or they reached their targets off the drained broker while Airflow noticed the dead task
+            if not moving():
+                reverted = [f"{p.topic}-{p.partition}" for p in snapshot(admin(own.bootstrap_servers)).partitions
+                            if (p.topic, p.partition) in in_flight and drained in p.replicas]
+                assert not reverted, f"the moves in flight at the kill were cancelled: {reverted}"
             print(f"run failed {time.monotonic() - killed_at:.0f} s after the kill")
 
             client.request("POST", f"/dags/{DAG}/clearTaskInstances", json={

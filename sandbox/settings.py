@@ -126,7 +126,10 @@ WORKLOAD_COMMIT_INTERVAL_S = 1.0  # each group commits the offsets it reached th
 # --- Burrow (its config keys in comments) ---------------------------------------------------------
 BURROW_OFFSET_REFRESH_S = 1  # cluster.<name>.offset-refresh (Burrow default 10)
 BURROW_TOPIC_REFRESH_S = 5  # cluster.<name>.topic-refresh
-BURROW_INTERVALS = 5  # storage.default.intervals: offsets kept per partition = evaluation window
+# storage.default.intervals: commits kept per partition = Burrow's evaluation window. 12 commits 1 s apart span 11 s,
+# so the lag gate's default hysteresis (lag_ok_consecutive 3, healthcheck_interval_s 5: 10 s) fits in one OK, as it
+# does in production (Burrow's default 10 commits of consumers committing every 5 s span 45 s)
+BURROW_INTERVALS = 12
 
 # --- startup ---------------------------------------------------------------------------------
 UP_TIMEOUT_S = 120.0  # `sandbox up` gives up when the cluster is not healthy after this

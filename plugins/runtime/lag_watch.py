@@ -55,8 +55,10 @@ class LagWatch:
         """True when a poll now would be ``interval_s`` after the last one (or there was none)."""
         return self.last_at is None or self.clock() - self.last_at >= self.interval_s
 
-    def poll(self) -> Verdict:
-        """Ask Burrow now; OK extends the streak, anything else ends it.
+    def poll(self, count: bool = True) -> Verdict:
+        """Ask Burrow now; OK extends the streak, anything else ends it. ``count=False``: an early look (less than
+        ``interval_s`` after the last counted poll) whose OK does not extend the streak but whose judged window
+        counts (:meth:`satisfied`); a not-OK answer still ends the streak.
 
         :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
         """
@@ -67,9 +69,11 @@ class LagWatch:
             self.streak, self.last_at, self.window_s = 0, None, 0.0
             raise
         self.window_s = health.judged_window_s(statuses, self.since_ms)
-        self.last_at = self.clock()
-        self.streak = self.streak + 1 if verdict.ok else 0
         self.last = verdict
+        if not verdict.ok:
+            self.streak, self.last_at = 0, self.clock()
+        elif count:
+            self.streak, self.last_at = self.streak + 1, self.clock()
         return verdict
 
     def poll_if_due(self) -> None:

@@ -131,3 +131,28 @@ def test_a_burrow_error_ends_streak_and_window() -> None:
     with pytest.raises(OSError):
         watch.poll()
     assert watch.streak == 0 and watch.window_s == 0.0 and not watch.satisfied(1)
+
+
+def test_an_early_look_counts_burrows_window_but_not_as_a_poll_of_the_streak() -> None:
+    """A gate that starts with a streak carried from the plan a moment ago looks at Burrow at once: the look's
+    window can meet the gate, but the look is too close to the carried poll to extend the streak."""
+    from kafka_ops.roll import LagStreak
+
+    clock = Clock()
+    long_window = status(lag_answer("billing", windows=[window(13, 0)]))
+    watch = LagWatch(FakeBurrow([long_window]), ["billing"], interval_s=5, clock=clock,
+                     carried=LagStreak(1, NOW_MS - 300))
+    assert watch.streak == 1 and not watch.due() and not watch.satisfied(3)
+    watch.poll(count=False)
+    assert watch.streak == 1 and watch.satisfied(3), "13 s judged OK cover 3 polls 5 s apart"
+
+    short_window = status(lag_answer("billing", windows=[window(4, 0)]))
+    early = LagWatch(FakeBurrow([short_window]), ["billing"], interval_s=5, clock=clock,
+                     carried=LagStreak(2, NOW_MS - 300))
+    early.poll(count=False)
+    assert early.streak == 2 and not early.satisfied(3), "4 s of window and 2 spaced polls: not yet"
+
+    warn = status(lag_answer("billing", status="WARN", windows=[window(13, 0)]))
+    bad = LagWatch(FakeBurrow([warn]), ["billing"], interval_s=5, clock=clock, carried=LagStreak(2, NOW_MS - 300))
+    bad.poll(count=False)
+    assert bad.streak == 0 and not bad.satisfied(1), "a not-OK early look ends the streak"

@@ -170,7 +170,8 @@ class BrokerRollOperator(NodeRollOperator):
         if lag is not None and lag.streak:
             self.log.info("lag gate: %d OK polls in a row carried (the plan, the previous batch)", lag.streak)
 
-        fix_imbalance = is_true(self.setting("fix_leader_imbalance")) and not self.dry_run
+        fix_imbalance = is_true(self.setting("fix_leader_imbalance"))
+        would_elect: list[str] = []  # a dry run: what a real run's gate would elect first
 
         def cluster_check() -> health.Verdict:
             state = prober.state(configs=True)
@@ -178,10 +179,15 @@ class BrokerRollOperator(NodeRollOperator):
             if missing:
                 return health.Verdict(False, [f"broker {b} is not in the metadata (down)" for b in missing], "gate")
             safety, imbalance = stop_gate(state, ids, stopped)
-            if (fix_imbalance and imbalance is not None and not imbalance.ok and all(v.ok for v in safety)
-                    and self._elect_for_imbalance(who, state)):
-                state = prober.state(configs=True)
-                safety, imbalance = stop_gate(state, ids, stopped)
+            if fix_imbalance and imbalance is not None and not imbalance.ok and all(v.ok for v in safety):
+                if self.dry_run:  # the election would fix it: report it, judge the rest
+                    count = len(health.imbalance_elections(state))
+                    would_elect[:] = [f"a real run elects the preferred leaders of {count} partitions first "
+                                      f"({imbalance.message()})"]
+                    return health.combine(safety, rule=f"gate {who}")
+                if self._elect_for_imbalance(who, state):
+                    state = prober.state(configs=True)
+                    safety, imbalance = stop_gate(state, ids, stopped)
             return health.combine(safety + ([imbalance] if imbalance is not None else []), rule=f"gate {who}")
 
         def check() -> Check:
@@ -202,7 +208,7 @@ class BrokerRollOperator(NodeRollOperator):
 
         verb = "may be stopped" if len(ids) == 1 else "may be stopped together"
         if self.dry_run:
-            self._dry_gate(who, verb, cluster_check, lag, streak_needed)
+            self._dry_gate(who, verb, cluster_check, lag, streak_needed, would_elect)
             return
         # quick first polls: the lag watch itself keeps Burrow's polls interval_s apart
         self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
@@ -224,12 +230,12 @@ class BrokerRollOperator(NodeRollOperator):
         return True
 
     def _dry_gate(self, who: str, verb: str, cluster_check: Callable[[], health.Verdict], lag: LagWatch | None,
-                  streak_needed: int) -> None:
+                  streak_needed: int, would_elect: list[str]) -> None:
         """A dry run's gate: one look at the cluster and one Burrow poll, logged as what a real run would do now
         (stop, or wait); one OK poll counts as ready, since a real run's streak of ``streak_needed`` OK polls takes
         ``(streak_needed - 1) x healthcheck_interval_s`` on a healthy cluster anyway."""
         cluster = cluster_check()
-        ready, said = cluster.ok, cluster.message()
+        ready, said = cluster.ok, "; ".join([cluster.message(), *would_elect])
         if ready and lag is not None:
             try:
                 verdict = lag.poll()

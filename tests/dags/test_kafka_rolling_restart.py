@@ -794,6 +794,14 @@ def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(
     assert "elected the preferred leaders" not in out
     assert starts(sandbox) == before, "nothing was restarted"
 
+    dry = run_dag(DAG_ID, {**conf, "dry_run": True})
+    out = output(capfd, caplog)
+    assert dry.state == "success", dry.states
+    assert re.search(rf"DRY RUN: broker {target} may be stopped now: .*a real run elects the preferred leaders of "
+                     rf"\d+ partitions first \(.*broker {imbalanced}: leader imbalance", out), out[-3000:]
+    assert "elected the preferred leaders" not in out
+    assert starts(sandbox) == before, "the dry run restarted nothing"
+
     fixed = run_dag(DAG_ID, {**conf, "healthcheck_timeout_s": 120})
     out = output(capfd, caplog)
     assert fixed.state == "success", fixed.states

@@ -20,6 +20,9 @@ on 127.0.0.11) do not collide.
 ZooKeeper and Burrow fall back to free ports by themselves.
 
 ``--sandbox-workdir DIR`` reuses a sandbox that is already up in DIR (not stopped at the end).
+
+Marker ``extended`` (pyproject.toml): the rest of the fault matrix beyond CI's tier; ``make test`` runs
+``-m "not extended"``, ``make test-all`` everything.
 """
 
 from __future__ import annotations

@@ -198,11 +198,7 @@ class BrokerRollOperator(NodeRollOperator):
                 return Check(False, cluster.message())
             if lag is None:
                 return Check(True, cluster.message())
-            if lag.due():
-                lag.poll()
-            elif lag.last is None and not lag.satisfied(streak_needed):
-                lag.poll(count=False)  # a carried streak short of the need: Burrow's window may cover the rest
-            if not lag.satisfied(streak_needed):
+            if not lag.ask(streak_needed):
                 return Check(False, lag.describe(streak_needed))
             return Check(True, f"{cluster.message()}; {lag.describe(streak_needed)}")
 

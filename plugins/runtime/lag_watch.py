@@ -92,6 +92,19 @@ class LagWatch:
             return True
         return self.last is not None and self.last.ok and self.window_s >= (needed - 1) * self.interval_s
 
+    def ask(self, needed: int) -> bool:
+        """The gate's look: a spaced poll when one is due; else, with only a carried streak short of ``needed``, an
+        early look whose judged window may cover the rest (:meth:`poll` ``count=False``). Returns
+        :meth:`satisfied`.
+
+        :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
+        """
+        if self.due():
+            self.poll()
+        elif self.last is None and not self.satisfied(needed):
+            self.poll(count=False)
+        return self.satisfied(needed)
+
     def describe(self, needed: int) -> str:
         """The gate's line, e.g. ``"consumer-lag: OK (1/3 OK polls in a row; Burrow judged 42.0 s of commits
         OK)"``."""

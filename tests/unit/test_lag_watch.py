@@ -16,7 +16,7 @@ def lag_answer(group: str, status: str = "OK", windows=((0, 40_000),), complete:
     parts = [{"topic": "orders", "partition": i, "status": "OK", "current_lag": 0,
               "start": {"offset": 10, "timestamp": NOW_MS - start, "lag": 0},
               "end": {"offset": 90, "timestamp": NOW_MS - end, "lag": 0}, "complete": 1.0}
-             for i, (start, end) in enumerate((s, e) for s, e in ((w[0], w[1]) for w in windows))]
+             for i, (start, end) in enumerate(windows)]
     return {"error": False, "message": "consumer status returned",
             "status": {"cluster": "sandbox", "group": group, "status": status, "complete": complete,
                        "partitions": parts, "partition_count": len(parts), "maxlag": None, "totallag": 0}}
@@ -143,8 +143,8 @@ def test_an_early_look_counts_burrows_window_but_not_as_a_poll_of_the_streak() -
     watch = LagWatch(FakeBurrow([long_window]), ["billing"], interval_s=5, clock=clock,
                      carried=LagStreak(1, NOW_MS - 300))
     assert watch.streak == 1 and not watch.due() and not watch.satisfied(3)
-    watch.poll(count=False)
-    assert watch.streak == 1 and watch.satisfied(3), "13 s judged OK cover 3 polls 5 s apart"
+    assert watch.ask(3) and watch.streak == 1, "the early look: 13 s judged OK cover 3 polls 5 s apart"
+    assert watch.burrow.polls == 1
 
     short_window = status(lag_answer("billing", windows=[window(4, 0)]))
     early = LagWatch(FakeBurrow([short_window]), ["billing"], interval_s=5, clock=clock,

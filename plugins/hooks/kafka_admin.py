@@ -37,6 +37,7 @@ from kafka_ops.cluster import (
     ClusterState,
     Partition,
 )
+from kafka_ops.config_change import DEFAULT_CONFIG, DescribedConfig
 from kafka_ops.metadata_version import FEATURE as METADATA_VERSION
 from kafka_ops.profile import ClusterProfile, normalize_bootstrap_servers
 from kafka_ops.quorum import Quorum
@@ -299,6 +300,87 @@ class KafkaAdminHook(ClusterProfileHook):
             entries = futures[resource].result(timeout=self.request_timeout_s + 5)
         wanted = None if names is None else set(names)
         return {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
+
+    def describe_broker_config_entries(self, broker_ids: Iterable[int]) -> dict[int, dict[str, DescribedConfig]]:
+        """Every config of each broker, as DescribeConfigs (BROKER resource ``<id>``, sent to that broker) reports
+        it: broker id -> name -> :class:`kafka_ops.config_change.DescribedConfig` (value, ``read_only``, source,
+        sensitive, and the type Kafka reports from DescribeConfigs v3 on, KIP-569). kafka-python, because
+        confluent-kafka's ConfigEntry carries no type.
+
+        :raises kafka.errors.KafkaError: a broker not in the metadata or not answering.
+        """
+        from kafka.admin import ConfigResource as KpResource
+        from kafka.admin import ConfigResourceType
+
+        ids = [int(b) for b in broker_ids]
+        client = self._kafka_python_admin()
+        try:
+            self.requests["DescribeConfigs"] += len(ids)
+            found = client.describe_configs([KpResource(ConfigResourceType.BROKER, str(b)) for b in ids],
+                                            config_filter="all")
+        finally:
+            client.close()
+        by_broker = found.get("broker", {})
+        missing = [b for b in ids if str(b) not in by_broker]
+        if missing:
+            raise RuntimeError(f"DescribeConfigs returned nothing for brokers {missing}")
+        return {b: {name: DescribedConfig(name=name, value=e.get("value"), read_only=bool(e.get("read_only")),
+                                          source=str(e.get("config_source") or DEFAULT_CONFIG),
+                                          sensitive=bool(e.get("is_sensitive")), type=e.get("config_type"))
+                    for name, e in by_broker[str(b)].items()}
+                for b in ids}
+
+    def alter_broker_configs(self, changes: Mapping[str, str | None], broker_id: int | None, *,
+                             validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs of dynamic broker configs (KIP-339: only these keys change): ``{key: value}``
+        SET, ``{key: None}`` DELETE, at the cluster-wide default (``broker_id`` None: BROKER resource ``""``,
+        Kafka's ``--entity-default``, sent to any broker) or for one broker (sent to that broker, as Kafka's
+        ``kafka-configs.sh`` does). ``validate_only``: Kafka checks the change (types, ranges, its dynamic-update
+        rules) and changes nothing.
+
+        kafka-python's request and response classes, sent through its connection manager: its ``alter_configs``
+        and librdkafka both refuse the default resource's empty name.
+
+        :raises RuntimeError: Kafka refused it, with Kafka's message (e.g. ``Invalid value abc for configuration
+            num.io.threads: Not a number of type INT``).
+        """
+        from kafka.admin import AlterConfigOp, ConfigResourceType
+        from kafka.admin import ConfigResource as KpResource
+
+        configs = {k: (AlterConfigOp.SET, v) if v is not None else (AlterConfigOp.DELETE, None)
+                   for k, v in changes.items()}
+        if not configs:
+            return
+        name = "" if broker_id is None else str(int(broker_id))
+        client = self._kafka_python_admin()
+        try:
+            request = client._alter_configs_request([KpResource(ConfigResourceType.BROKER, name, configs)],
+                                                    validate_only=validate_only, incremental=True)
+            manager = client._manager
+
+            async def send() -> Any:
+                return await manager.send(request, **({} if broker_id is None else {"node_id": int(broker_id)}))
+
+            self.requests["IncrementalAlterConfigs"] += 1
+            response = manager.run(send)
+        finally:
+            client.close()
+        where = "the cluster-wide default" if broker_id is None else f"broker {broker_id}"
+        for result in response.responses:
+            if result.error_code != 0:
+                raise RuntimeError(f"Kafka refused the config change at {where}: "
+                                   f"{result.error_message or result.error_code}")
+
+    def finalized_feature(self, name: str) -> int | None:
+        """The cluster's finalized level of feature ``name`` (ApiVersions v3+ FinalizedFeatures, KIP-584), e.g.
+        ``eligible.leader.replicas.version`` (KIP-966); None when not finalized or the cluster predates features."""
+        client = self._kafka_python_admin()
+        try:
+            features = client.describe_features(send_request_to_controller=False)
+        finally:
+            client.close()
+        finalized = features.get(name, {}).get("finalized")
+        return int(finalized[1]) if finalized else None
 
     def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False) -> dict[str, dict[str, Any]]:
         """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out."""

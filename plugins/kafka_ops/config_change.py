@@ -129,6 +129,8 @@ class DescribedConfig:
         dynamic), ``"DYNAMIC_DEFAULT_BROKER_CONFIG"`` (cluster-wide dynamic), ``"STATIC_BROKER_CONFIG"``
         (``server.properties`` as read at start-up), ``"DEFAULT_CONFIG"``.
     :param sensitive: a password-type config.
+    :param type: Kafka's config type (DescribeConfigs v3+, KIP-569): ``"BOOLEAN"``, ``"STRING"``, ``"INT"``,
+        ``"SHORT"``, ``"LONG"``, ``"DOUBLE"``, ``"LIST"``, ``"CLASS"``, ``"PASSWORD"``; None = not reported.
     """
 
     name: str
@@ -136,6 +138,7 @@ class DescribedConfig:
     read_only: bool
     source: str = DEFAULT_CONFIG
     sensitive: bool = False
+    type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,15 @@ def _base_synonym(base: str) -> str:
     """A listener key's base -> the config it overrides (``brokerConfigSynonyms`` with ``matchListenerOverride``:
     ``scram-sha-256.sasl.jaas.config`` -> ``sasl.jaas.config``)."""
     return next((m for m in sorted(LISTENER_MECHANISM_CONFIGS) if base.endswith(m)), base)
+
+
+def is_store_location(key: str) -> bool:
+    """``listener.name.<l>.ssl.keystore.location`` / ``...ssl.truststore.location``: Kafka reloads the store when
+    the key is set again, even to the same path, if the file changed (KIP-226; ``SslFactory.reconfigure``
+    compares the file's modification time and content): how certificates are rotated without a restart. Such a
+    key is always sent, never "already set"."""
+    base = listener_base(key)
+    return base in ("ssl.keystore.location", "ssl.truststore.location")
 
 
 def is_per_broker_only(key: str) -> bool:
@@ -303,6 +315,72 @@ def elr_refusals(changes: Mapping[str, str | None], scope: Scope, elr_enabled: b
     return []
 
 
+# -- the param -----------------------------------------------------------------------------------------------
+
+_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")
+
+
+def parse_changes(raw: object) -> dict[str, str | None]:
+    """The ``changes`` param -> ``{key: value string or None}``, in the order given.
+
+    Values reach Kafka as typed: a JSON string as it is; an integer as its digits (``400`` -> ``"400"``); a
+    boolean as Kafka writes one (``true`` -> ``"true"``); a JSON number with a fraction as Python prints it
+    (``0.5`` -> ``"0.5"``); ``null`` deletes the key.
+
+    :raises ValueError: not an object; a key that is not a config name (letters, digits, ``.``, ``_``, ``-``:
+        what Kafka's broker configs and their listener prefixes use); a value that is a list or an object
+        (Kafka's LIST configs are comma-separated strings: ``"a,b"``).
+    """
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"changes must be an object {{\"config.name\": \"value\" or null}}, got {raw!r}")
+    out: dict[str, str | None] = {}
+    problems = []
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            problems.append(f"{key!r} is not a config name")
+            continue
+        if value is None or isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, int | float):
+            out[key] = str(value)
+        else:
+            problems.append(f"{key}: {value!r} is neither a string, a number, a boolean nor null (a list config "
+                            "is one comma-separated string)")
+    if problems:
+        raise ValueError("changes: " + "; ".join(problems))
+    return out
+
+
+_INTEGER_TYPES = frozenset({"INT", "SHORT", "LONG"})
+
+
+def type_refusal(key: str, value: str | None, entry: DescribedConfig | None) -> str | None:
+    """Kafka's refusal of ``value`` for a config of ``entry.type``, or None when the type accepts it (or is not
+    reported, or the value is a delete). Kafka's parsing (``ConfigDef.parseType``): BOOLEAN ``true`` / ``false``
+    (any case, trimmed), INT / SHORT / LONG an integer in the type's range, DOUBLE a number; other types take
+    any string. Ranges and validators beyond the type are Kafka's to judge (``validateOnly`` for dynamic keys,
+    start-up for static ones).
+    """
+    if entry is None or value is None or entry.type is None:
+        return None
+    kind, text = entry.type.upper(), value.strip()
+    if kind == "BOOLEAN" and text.lower() not in ("true", "false"):
+        return f"{key}: {value!r} is not a BOOLEAN (true or false)"
+    if kind in _INTEGER_TYPES:
+        bits = {"SHORT": 16, "INT": 32, "LONG": 64}[kind]
+        number = _parse_int(text)
+        if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+            return f"{key}: {value!r} is not an {kind} (a whole number of {bits} bits)"
+    if kind == "DOUBLE":
+        try:
+            float(text)
+        except ValueError:
+            return f"{key}: {value!r} is not a DOUBLE (a number)"
+    return None
+
+
 # -- classification -----------------------------------------------------------------------------------------
 
 
@@ -389,9 +467,10 @@ def refusals(changes: Mapping[str, str | None], scope: Scope,
     dynamically (``DynamicBrokerConfig.validateConfigs``); the ELR rules (:func:`elr_refusals`); a thread-pool
     resize beyond Kafka's 2x rule against each broker's current value (:func:`thread_pool_refusal`; Kafka checks
     only the broker that takes the request, so another broker with a different current value would fail to
-    apply a cluster-wide value). Values are not type-checked here: Kafka validates dynamic values itself when
-    the operator sends IncrementalAlterConfigs with ``validateOnly`` first, and Kafka's start-up validates
-    ``server.properties``.
+    apply a cluster-wide value); a password config (:func:`_looks_secret` or described ``sensitive``: secrets
+    never go in params); a value of the wrong type (:func:`type_refusal`, the type DescribeConfigs reports).
+    Ranges and validators are Kafka's: the operator sends dynamic keys with ``validateOnly`` first; static values
+    Kafka checks at start-up.
     """
     if not changes:
         return ["no config changes given"]
@@ -418,6 +497,17 @@ def refusals(changes: Mapping[str, str | None], scope: Scope,
         if key in DYNAMIC_SECURITY_CONFIGS:
             reasons.append(f"{key}: Kafka updates it dynamically only per listener: use "
                            f"listener.name.<listener>.{key} (DynamicBrokerConfig.validateConfigs)")
+    for key, value in changes.items():
+        if key in unknown:
+            continue
+        entries = [_entry(key, described_by_broker[b]) for b in brokers]
+        if any(e is not None and e.sensitive for e in entries) or _looks_secret(key):
+            reasons.append(f"{key}: a password config: secrets never go in a run's params (they are kept in its "
+                           "record and logs); set it on the hosts or through the connection's owner")
+            continue
+        refusal = next((r for e in entries if (r := type_refusal(key, value, e))), None)
+        if refusal:
+            reasons.append(refusal)
     reasons += elr_refusals(changes, scope, elr_enabled)
     for key, value in changes.items():
         if key not in dynamic:
@@ -430,11 +520,24 @@ def refusals(changes: Mapping[str, str | None], scope: Scope,
     return reasons
 
 
-def _current(key: str, described: Mapping[str, DescribedConfig]) -> str | None:
+def _entry(key: str, described: Mapping[str, DescribedConfig]) -> DescribedConfig | None:
+    """The described config ``key`` is, or (a listener-prefixed key) overrides."""
     entry = described.get(key)
     if entry is None and listener_base(key) is not None:
         entry = described.get(_base_synonym(listener_base(key) or ""))
+    return entry
+
+
+def _current(key: str, described: Mapping[str, DescribedConfig]) -> str | None:
+    entry = _entry(key, described)
     return entry.value if entry is not None else None
+
+
+def _looks_secret(key: str) -> bool:
+    """A password-type name Kafka would hide (``*.password``, ``sasl.jaas.config``): refused even when the
+    broker does not describe it (a listener-prefixed key not set yet)."""
+    base = listener_base(key) or key
+    return base.endswith(".password") or base.endswith("sasl.jaas.config") or base == "ssl.keystore.key"
 
 
 # -- per-broker plan ----------------------------------------------------------------------------------------
@@ -482,7 +585,7 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
     pending: list[str] = []
     needs_restart = False
     level = DYNAMIC_DEFAULT_BROKER_CONFIG if scope == CLUSTER else DYNAMIC_BROKER_CONFIG
-    level_text = "cluster-wide default" if scope == CLUSTER else f"broker {broker_id}"
+    level_text = "the cluster-wide default" if scope == CLUSTER else f"broker {broker_id}"
     for key, new in changes.items():
         in_file = old_file.get(key)
         entry = described.get(key)
@@ -490,8 +593,7 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
             if in_file == new:
                 unchanged.append(key)
                 note = ""
-                if (entry is not None and not entry.sensitive and entry.source == STATIC_BROKER_CONFIG
-                        and entry.value != new):
+                if entry is not None and not entry.sensitive and not same_value(new, entry):
                     pending.append(key)
                     note = (f" (the broker still runs {_show(entry.value)} from start-up: it takes effect at its "
                             "next restart)")
@@ -522,12 +624,12 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
                 unchanged.append(key)
                 if source == STATIC_BROKER_CONFIG:
                     pending.append(key)
-                reasons.append(f"{key} not set dynamically at the {level_text} nor in server.properties: nothing "
+                reasons.append(f"{key} not set dynamically at {level_text} nor in server.properties: nothing "
                                "to do")
                 continue
             parts = []
             if set_at_level:
-                parts.append(f"{key} {shown} ({source}) -> deleted dynamically at the {level_text}")
+                parts.append(f"{key} {shown} ({source}) -> deleted dynamically at {level_text}")
             if in_file is not None:
                 parts.append(f"server.properties {_show(in_file)} -> removed: the broker falls back to the value it "
                              "read at start-up until it restarts: restart")
@@ -538,7 +640,7 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
                              "delete leaves in place: delete it there too")
             reasons.append("; ".join(parts))
             continue
-        done = not sensitive and source == level and current == new
+        done = not sensitive and source == level and current == new and not is_store_location(key)
         if not done:
             alter[key] = new
         if in_file != new:
@@ -550,7 +652,7 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
         if done:
             parts = [f"{key} already {_show(new)} ({source})"]
         else:
-            parts = [f"{key} {shown} -> {_show(new)} dynamically at the {level_text}, no restart"]
+            parts = [f"{key} {shown} -> {_show(new)} dynamically at {level_text}, no restart"]
         if in_file != new:
             parts.append(f"server.properties {_show(in_file)} -> {_show(new)} to match")
         if scope == CLUSTER and source == DYNAMIC_BROKER_CONFIG:
@@ -584,3 +686,93 @@ def _synonym_warnings(changes: Mapping[str, str | None], file_values: Mapping[st
                                     f"Kafka's broker config synonyms): delete {higher} or change it instead")
                     break
     return warnings
+
+
+# -- the roll's needs-action rule -----------------------------------------------------------------------------
+
+
+def same_value(file_value: str | None, entry: DescribedConfig) -> bool:
+    """Whether a broker runs ``file_value`` (a ``server.properties`` value; None = the key is absent) for the
+    read-only config ``entry`` describes (DescribeConfigs of the running broker).
+
+    Absent from the file: the broker runs Kafka's default (``source`` DEFAULT_CONFIG) -> same; a value it read
+    at start-up (STATIC_BROKER_CONFIG) -> differs (the key was removed since). Present: compared as Kafka parses
+    the type (:data:`DescribedConfig.type`): BOOLEAN case-insensitively, INT / SHORT / LONG / DOUBLE as numbers,
+    LIST item by item with the spaces around commas dropped (``ConfigDef.convertToString`` joins with ``,``),
+    other types as trimmed text. A sensitive entry (value hidden) counts as the same: nothing to compare, and
+    :func:`refusals` keeps passwords out of changes.
+    """
+    if entry.sensitive:
+        return True
+    if file_value is None:
+        return entry.source not in (STATIC_BROKER_CONFIG,)
+    if entry.value is None:
+        return file_value.strip() == ""
+    kind = (entry.type or "").upper()
+    a, b = file_value.strip(), entry.value.strip()
+    if kind == "BOOLEAN":
+        return a.lower() == b.lower()
+    if kind in _INTEGER_TYPES:
+        return _parse_int(a) is not None and _parse_int(a) == _parse_int(b)
+    if kind == "DOUBLE":
+        try:
+            return float(a) == float(b)
+        except ValueError:
+            return a == b
+    if kind == "LIST":
+        return [x.strip() for x in a.split(",") if x.strip()] == [x.strip() for x in b.split(",") if x.strip()]
+    return a == b
+
+
+def restart_reasons(changes: Mapping[str, str | None], file_text: str,
+                    described: Mapping[str, DescribedConfig]) -> list[str]:
+    """Why a broker must restart for ``changes``: one sentence per key whose ``server.properties`` value the
+    running broker (``described``, DescribeConfigs) does not run, e.g. ``"queued.max.requests 400 in
+    server.properties, the broker runs 500 (DEFAULT_CONFIG, read-only): restart"``; empty = nothing to restart for.
+
+    Compared: read-only keys; and dynamic keys the change deletes while no dynamic value is in force any more
+    (the broker then runs what it read from the file at start-up). Not compared: dynamic keys the change sets
+    (the dynamic value wins over the file), keys the broker does not describe (listener-prefixed ones: dynamic).
+    The rule compares the FILE with the running config, never the effective value with the wanted one, so a
+    broker restarted on the edited file has nothing left to do and no value Kafka reports differently can loop
+    (strimzi#7391).
+
+    :raises ValueError: a malformed ``\\uXXXX`` escape in ``file_text``.
+    """
+    values = properties_file.parse(file_text)
+    reasons = []
+    for key, new in changes.items():
+        entry = described.get(key)
+        if entry is None:
+            continue
+        if not entry.read_only and (new is not None or entry.source in (DYNAMIC_BROKER_CONFIG,
+                                                                         DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            continue
+        if same_value(values.get(key), entry):
+            continue
+        in_file = f"{_show(values.get(key))} in server.properties" if key in values else "not in server.properties"
+        mode = "read-only" if entry.read_only else "its dynamic value deleted"
+        reasons.append(f"{key} {in_file}, the broker runs {_show(entry.value)} ({entry.source}, {mode}): restart")
+    return reasons
+
+
+def in_scope(broker_id: int, scope: Scope) -> bool:
+    """Whether broker ``broker_id`` is in ``scope`` (every broker for ``"cluster"``)."""
+    return scope == CLUSTER or broker_id in list(scope)
+
+
+def needs_restart(broker_id: int, facts: Mapping[str, object], settings: Mapping[str, object]) -> tuple[bool, str]:
+    """The config change's needs-action rule (``kafka_ops.roll_spec.NeedsAction``): restart the broker when
+    :func:`restart_reasons` names a key, else leave it alone with the reason.
+
+    :param facts: ``{"file_text": the broker's server.properties, "described": name -> DescribedConfig}`` (read
+        at the broker's turn); in a dry run the file is the one the change would write (nothing was written).
+    :param settings: ``changes`` (the param, :func:`parse_changes`), ``scope``.
+    """
+    if not in_scope(broker_id, settings.get("scope") or CLUSTER):  # type: ignore[arg-type]
+        return False, f"not in the change's scope {settings.get('scope')}"
+    changes = parse_changes(settings.get("changes") or {})
+    reasons = restart_reasons(changes, str(facts["file_text"]), facts["described"])  # type: ignore[arg-type]
+    if reasons:
+        return True, "; ".join(reasons)
+    return False, "server.properties and the running config agree on " + ", ".join(changes)

@@ -129,6 +129,16 @@ SETTINGS: dict[str, Setting] = {
     "metadata_version": Setting(None, {"type": ["null", "string"], "maxLength": 32},
                                 "KRaft: the metadata.version to finalize ('4.1-IV1', '4.1' or the feature level "
                                 "'27'); empty = the latest level of target_version"),
+    # config change
+    "changes": Setting({}, {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean",
+                                                                                 "null"]}},
+                       'Broker configs to change: {"config.name": "value"}, null removes one; dynamic keys are '
+                       "changed live (IncrementalAlterConfigs), read-only ones in server.properties followed by a "
+                       "restart of only the brokers whose file and running config differ"),
+    "scope": Setting("cluster", {"type": ["string", "array"], "pattern": "^cluster$",
+                                 "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True},
+                     '"cluster" = every broker, dynamic keys as the cluster-wide default; or broker ids [1, 2] = '
+                     "those brokers only, dynamic keys per broker (listener and security keys need broker ids)"),
 }
 
 

@@ -274,7 +274,7 @@ def test_plan_rerun_before_the_restart_does_not_restart_but_says_pending() -> No
 def test_plan_dynamic_only_needs_no_restart_and_per_broker_scope_level() -> None:
     plan = broker_plan(1, {"log.cleaner.threads": "2"}, SERVER, described(), scope=[1])
     assert plan.alter == {"log.cleaner.threads": "2"} and not plan.needs_restart
-    assert "dynamically at the broker 1" in plan.reasons[0]
+    assert "dynamically at broker 1" in plan.reasons[0]
     # set at the cluster level only: a per-broker change still has to be made
     cluster_level = described(log__cleaner__threads=("2", DYN_CLUSTER))
     assert broker_plan(1, {"log.cleaner.threads": "2"}, plan.file_text, cluster_level, scope=[1]).alter == {
@@ -336,3 +336,110 @@ def test_plan_warns_about_a_shadowing_synonym() -> None:
 def test_plan_refuses_unknown_keys() -> None:
     with pytest.raises(ValueError, match="log.retension.hours"):
         broker_plan(1, {"log.retension.hours": "72"}, SERVER, described())
+
+
+# -- the param, types, passwords --------------------------------------------------------------------------------
+
+
+def test_parse_changes_keeps_values_as_typed() -> None:
+    from kafka_ops.config_change import parse_changes
+
+    assert parse_changes({"queued.max.requests": 400, "auto.create.topics.enable": False, "x.ratio": 0.5,
+                          "log.dirs": "/a,/b", "gone": None}) == {
+        "queued.max.requests": "400", "auto.create.topics.enable": "false", "x.ratio": "0.5", "log.dirs": "/a,/b",
+        "gone": None}
+    assert list(parse_changes({"b": "1", "a": "2"})) == ["b", "a"], "the order given is kept"
+    with pytest.raises(ValueError, match="changes must be an object"):
+        parse_changes(["num.io.threads", 4])
+    with pytest.raises(ValueError, match=r"log\.dirs: \['/a'\] is neither.*comma-separated"):
+        parse_changes({"log.dirs": ["/a"]})
+    with pytest.raises(ValueError, match="'num io threads' is not a config name"):
+        parse_changes({"num io threads": 4})
+
+
+def test_type_refusal_follows_the_type_kafka_reports() -> None:
+    from kafka_ops.config_change import type_refusal
+
+    def entry(kind: str) -> DescribedConfig:
+        return DescribedConfig("k", "1", True, DEFAULT, type=kind)
+
+    assert type_refusal("k", "maybe", entry("BOOLEAN")) == "k: 'maybe' is not a BOOLEAN (true or false)"
+    assert type_refusal("k", " TRUE ", entry("BOOLEAN")) is None
+    assert type_refusal("k", "12x", entry("INT")).startswith("k: '12x' is not an INT")
+    assert type_refusal("k", "2147483648", entry("INT")) is not None, "beyond 32 bits"
+    assert type_refusal("k", "2147483648", entry("LONG")) is None
+    assert type_refusal("k", "40000", entry("SHORT")) is not None
+    assert type_refusal("k", "0.8", entry("DOUBLE")) is None and type_refusal("k", "x", entry("DOUBLE")) is not None
+    assert type_refusal("k", "anything", entry("STRING")) is None
+    assert type_refusal("k", None, entry("INT")) is None, "a delete has no type"
+    assert type_refusal("k", "x", DescribedConfig("k", "1", True)) is None, "type not reported: Kafka judges"
+
+
+def test_refusals_name_wrong_types_and_passwords() -> None:
+    desc = described()
+    desc["auto.create.topics.enable"] = DescribedConfig("auto.create.topics.enable", "true", True, DEFAULT,
+                                                        type="BOOLEAN")
+    reasons = refusals({"auto.create.topics.enable": "maybe", "listener.name.internal.ssl.keystore.password": "s3",
+                        "ssl.keystore.password": "s3"}, [1], {1: desc}, elr_enabled=False)
+    assert "auto.create.topics.enable: 'maybe' is not a BOOLEAN (true or false)" in reasons
+    assert sum("a password config: secrets never go in a run's params" in r for r in reasons) == 2, reasons
+
+
+# -- the roll's rule: the file against the running config -----------------------------------------------------
+
+
+def test_same_value_compares_as_kafka_parses_the_type() -> None:
+    from kafka_ops.config_change import same_value
+
+    assert same_value("400", DescribedConfig("q", "400", True, STATIC, type="INT"))
+    assert same_value(" 0400", DescribedConfig("q", "400", True, STATIC, type="INT"))
+    assert not same_value("400", DescribedConfig("q", "500", True, DEFAULT, type="INT"))
+    assert same_value("TRUE", DescribedConfig("b", "true", True, STATIC, type="BOOLEAN"))
+    assert same_value("a, b", DescribedConfig("l", "a,b", True, STATIC, type="LIST"))
+    assert not same_value("a, b", DescribedConfig("s", "a,b", True, STATIC, type="STRING"))
+    assert same_value(None, DescribedConfig("q", "500", True, DEFAULT)), "absent from the file: the default runs"
+    assert not same_value(None, DescribedConfig("q", "400", True, STATIC)), "removed, but read at start-up"
+
+
+def test_restart_reasons_compare_the_file_not_the_wanted_value() -> None:
+    from kafka_ops.config_change import restart_reasons
+
+    desc = described()
+    edited = SERVER.replace("log.retention.hours=168", "log.retention.hours=72")
+    assert restart_reasons({"log.retention.hours": "72"}, edited, desc) == [
+        "log.retention.hours 72 in server.properties, the broker runs 168 (STATIC_BROKER_CONFIG, read-only): restart"]
+    after_restart = described(log__retention__hours=("72", STATIC))
+    assert restart_reasons({"log.retention.hours": "72"}, edited, after_restart) == [], "restarted on it: done"
+    # the file is what counts: a file that still says 168 asks for nothing, whatever the change wants
+    assert restart_reasons({"log.retention.hours": "72"}, SERVER, desc) == []
+    # a dynamic key set by the change never restarts, even while the file and the broker differ
+    assert restart_reasons({"num.io.threads": "16"}, SERVER.replace("=8", "=16"), desc) == []
+    # a dynamic key deleted while the file value it falls back to is not what runs: restart
+    deleted = described(num__io__threads=("16", STATIC))
+    assert restart_reasons({"num.io.threads": None}, SERVER.replace("num.io.threads=8\n", ""), deleted) == [
+        "num.io.threads not in server.properties, the broker runs 16 (STATIC_BROKER_CONFIG, its dynamic value "
+        "deleted): restart"]
+    still_dynamic = described(num__io__threads=("16", DYN_CLUSTER))
+    assert restart_reasons({"num.io.threads": None}, SERVER, still_dynamic) == []
+
+
+def test_needs_restart_leaves_brokers_outside_the_scope_alone() -> None:
+    from kafka_ops.config_change import needs_restart
+
+    edited = SERVER.replace("log.retention.hours=168", "log.retention.hours=72")
+    facts = {"file_text": edited, "described": described()}
+    act, why = needs_restart(1, facts, {"changes": {"log.retention.hours": 72}, "scope": [1, 2]})
+    assert act and why.startswith("log.retention.hours 72 in server.properties, the broker runs 168")
+    assert needs_restart(0, facts, {"changes": {"log.retention.hours": 72}, "scope": [1, 2]}) == (
+        False, "not in the change's scope [1, 2]")
+    done = {"file_text": edited, "described": described(log__retention__hours=("72", STATIC))}
+    assert needs_restart(1, done, {"changes": {"log.retention.hours": 72}, "scope": "cluster"}) == (
+        False, "server.properties and the running config agree on log.retention.hours")
+
+
+def test_store_location_is_always_sent_for_certificate_rotation() -> None:
+    key = "listener.name.internal.ssl.keystore.location"
+    desc = described()
+    desc[key] = DescribedConfig(key, "/etc/kafka/ks.p12", False, DYN_BROKER)
+    plan = broker_plan(1, {key: "/etc/kafka/ks.p12"}, SERVER + f"{key}=/etc/kafka/ks.p12\n", desc, scope=[1])
+    assert plan.alter == {key: "/etc/kafka/ks.p12"} and not plan.needs_restart and not plan.file_changes

@@ -1,0 +1,209 @@
+"""A broker config change's two tasks before its roll (rules: ``kafka_ops.config_change``; host reads and edits:
+``runtime.config_steps``):
+
+- :class:`ConfigPlanOperator` (``plan_config``): reads every broker's DescribeConfigs and the in-scope brokers'
+  ``server.properties``, refuses bad input before anything is touched (unknown keys with a "did you mean",
+  wrong types, passwords, per-broker keys with the cluster scope, Kafka's thread-pool and ELR rules, then
+  Kafka's own verdict on the dynamic values: IncrementalAlterConfigs with ``validateOnly``), and logs the
+  per-broker diff: dynamic / static / unchanged and whether the broker would restart;
+- :class:`ConfigApplyOperator` (``apply_config``): sends the dynamic keys (one IncrementalAlterConfigs to the
+  cluster-wide default, or one per broker), waits until every broker in scope reports them (DescribeConfigs),
+  then writes the in-scope brokers' ``server.properties`` (backup beside it, read back). The roll that follows
+  restarts only the brokers whose file and running config differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops import config_change
+from kafka_ops.config_change import CLUSTER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, BrokerConfigPlan
+from runtime.config_steps import read_properties_text, write_changes
+from runtime.failures import RunRefused
+from runtime.lock_holding import ensure_held
+from runtime.waiting import Check
+
+from operators.cluster_operator import ClusterOperator
+
+ELR_FEATURE = "eligible.leader.replicas.version"
+OPERATION = "config change"
+
+
+def _broker_line(plan: BrokerConfigPlan) -> str:
+    """``"broker 1: dynamic ...; static ...; unchanged ...; restart: yes"`` (the dry run's diff line)."""
+    dynamic = ", ".join(f"{k} -> {'deleted' if v is None else v}" for k, v in plan.alter.items()) or "none"
+    static = ", ".join(f"{k} {'unset' if a is None else a} -> {'removed' if b is None else b}"
+                       for k, (a, b) in plan.static.items()) or "none"
+    unchanged = ", ".join(plan.unchanged) or "none"
+    restart = "yes" if plan.needs_restart else ("at its next restart (pending)" if plan.pending else "no")
+    return (f"broker {plan.broker_id}: dynamic {dynamic}; server.properties {static}; unchanged {unchanged}; "
+            f"restart: {restart}")
+
+
+class ConfigPlanOperator(ClusterOperator):
+    """Refuse a bad change before anything is touched, and log what it does to each broker.
+
+    :param settings: ``cluster``, ``changes`` (``{key: value or None}``, the param as typed), ``scope``
+        (``"cluster"`` or broker ids), ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``.
+
+    Returns (XCom, read by ``apply_config``)::
+
+        {"scope": "cluster" | [ids], "changes": {key: str | None},
+         "cluster_alter": {key: str | None},            # the cluster-wide default's IncrementalAlterConfigs
+         "brokers": {"<id>": {"alter": {key: str | None},   # per broker (scope = broker ids)
+                              "file_changes": {key: [before, after]}, "needs_restart": bool,
+                              "reasons": [str]}}}
+
+    :raises runtime.failures.RunRefused: naming every refusal ("nothing was touched").
+    """
+
+    ui_color = "#eeeeee"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        cfg = self.resolve(context)
+        try:
+            changes = config_change.parse_changes(cfg.get("changes"))
+        except ValueError as exc:
+            raise RunRefused(f"{exc} (nothing was touched)") from exc
+        scope = cfg.get("scope")
+        scope = CLUSTER if scope in (None, "", CLUSTER) else scope
+        profile = self.profile
+        with KafkaAdminHook(profile=profile) as admin:
+            state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's brokers (Metadata)")
+            reasons = config_change.check_scope(scope, state.broker_ids)
+            if reasons:
+                raise RunRefused("config change refused (nothing was touched): " + "; ".join(reasons))
+            targets = list(state.broker_ids) if scope == CLUSTER else [int(b) for b in scope]
+            described = self.ask(lambda: admin.describe_broker_config_entries(state.broker_ids),
+                                 "every broker's configs (DescribeConfigs)")
+            kraft = self.mode(context, admin).has_quorum
+            elr = kraft and (self.ask(lambda: admin.finalized_feature(ELR_FEATURE), "the ELR feature level") or 0) >= 1
+            self.log.info("%s cluster, brokers %s; ELR (KIP-966) %s; scope %s", "KRaft" if kraft else "ZooKeeper-mode",
+                          state.broker_ids, "on" if elr else "off",
+                          "the cluster-wide default (every broker)" if scope == CLUSTER else f"brokers {targets}")
+            reasons = config_change.refusals(changes, scope, described, elr)
+            if reasons:
+                raise RunRefused("config change refused (nothing was touched): " + "; ".join(reasons))
+            hosts = {b.id: b.host for b in state.brokers}
+            texts = {b: read_properties_text(profile, {"id": b, "host": hosts[b]}) for b in targets}
+            plans = {b: config_change.broker_plan(b, changes, texts[b], described[b], scope=scope) for b in targets}
+            cluster_alter: dict[str, str | None] = {}
+            if scope == CLUSTER:
+                for plan in plans.values():
+                    cluster_alter.update(plan.alter)
+                verdicts = [(None, cluster_alter)] if cluster_alter else []
+            else:
+                verdicts = [(b, p.alter) for b, p in plans.items() if p.alter]
+            refused = []
+            for broker, alter in verdicts:  # Kafka's own check of types, ranges and its dynamic-update rules
+                try:
+                    admin.alter_broker_configs(alter, broker, validate_only=True)
+                except RuntimeError as exc:
+                    refused.append(str(exc))
+            if refused:
+                raise RunRefused("config change refused (nothing was touched): " + "; ".join(refused))
+        for plan in plans.values():
+            self.log.info("%s", _broker_line(plan))
+            for reason in plan.reasons:
+                self.log.info("broker %s: %s", plan.broker_id, reason)
+        restart = [b for b, p in plans.items() if p.needs_restart]
+        self.log.info("%s: dynamic keys %s, then server.properties on brokers %s, then a roll of brokers %s",
+                      "DRY RUN: a real run would send" if self.dry_run else "this run sends",
+                      sorted(cluster_alter) if scope == CLUSTER else {b: sorted(a) for b, a in verdicts},
+                      sorted(b for b, p in plans.items() if p.file_changes), restart or "none")
+        return {"scope": scope, "changes": changes, "cluster_alter": cluster_alter,
+                "brokers": {str(b): {"alter": p.alter, "file_changes": {k: list(v) for k, v in p.file_changes.items()},
+                                     "needs_restart": p.needs_restart, "reasons": p.reasons}
+                            for b, p in plans.items()}}
+
+
+class ConfigApplyOperator(ClusterOperator):
+    """Send the plan's dynamic keys, verify them on every broker in scope, then write the in-scope brokers'
+    ``server.properties`` (see the module docstring). A dry run logs what it would do and touches nothing. A
+    resumed run sends again what is already set (IncrementalAlterConfigs is idempotent) and writes no file that
+    already holds every value.
+
+    :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s`` / ``healthcheck_timeout_s`` (the
+        verification's poll interval and deadline, seconds).
+    :param plan_task_id: the task whose XCom is the plan (:class:`ConfigPlanOperator`).
+    Returns (XCom) ``{"altered": {"cluster" | "<id>": [keys]}, "files": {"<id>": backup path}}``.
+    :raises AirflowFailException: Kafka refused the change, a broker did not report it within
+        ``healthcheck_timeout_s`` (named, with what it reports), or a file write failed.
+    """
+
+    def __init__(self, *, plan_task_id: str = "plan_config", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        self.resolve(context)
+        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
+        scope = plan["scope"]
+        brokers = {int(b): p for b, p in plan["brokers"].items()}
+        sends = ([("cluster", None, plan["cluster_alter"])] if scope == CLUSTER and plan["cluster_alter"] else
+                 [(str(b), b, p["alter"]) for b, p in brokers.items() if p["alter"]])
+        files = {b: p["file_changes"] for b, p in brokers.items() if p["file_changes"]}
+        if self.dry_run:
+            for where, _, alter in sends:
+                self.log.info("DRY RUN: would send IncrementalAlterConfigs to %s: %s",
+                              "the cluster-wide default" if where == "cluster" else f"broker {where}", alter)
+            for b, changes in files.items():
+                self.log.info("DRY RUN: would write broker %s's server.properties: %s", b,
+                              ", ".join(f"{k} {'unset' if a is None else a} -> {'removed' if c is None else c}"
+                                        for k, (a, c) in changes.items()))
+            return {"altered": {}, "files": {}}
+        profile = self.profile
+        with self.releasing_lock_on_failure(context, "the config change failed"):
+            ensure_held(profile, context, OPERATION, self.log)
+            with KafkaAdminHook(profile=profile) as admin:
+                for _, broker, alter in sends:
+                    self.log.info("IncrementalAlterConfigs to %s: %s",
+                                  "the cluster-wide default" if broker is None else f"broker {broker}", alter)
+                    self.ask(lambda b=broker, a=alter: admin.alter_broker_configs(a, b),
+                             "IncrementalAlterConfigs")
+                if sends:
+                    self._verify(admin, scope, brokers)
+            state = None
+            backups: dict[str, str] = {}
+            for b, changes in files.items():
+                if state is None:
+                    with KafkaAdminHook(profile=profile) as admin:
+                        state = admin.cluster_state(configs=False)
+                host = next(x.host for x in state.brokers if x.id == b)
+                done, backup = write_changes(profile, {"id": b, "host": host}, changes)
+                if backup is None:
+                    self.log.info("broker %s: server.properties holds every value already: not written", b)
+                    continue
+                backups[str(b)] = backup
+                self.log.info("broker %s: server.properties written (%s); the previous file is kept as %s", b,
+                              ", ".join(f"{k} {'unset' if x is None else x} -> {'removed' if y is None else y}"
+                                        for k, (x, y) in done.items()),
+                              backup)
+        return {"altered": {where: sorted(alter) for where, _, alter in sends}, "files": backups}
+
+    def _verify(self, admin: KafkaAdminHook, scope: Any, brokers: dict[int, dict[str, Any]]) -> None:
+        """Wait until every broker in scope reports each sent key from the scope's dynamic level (a SET with its
+        value, a DELETE no longer from that level). A broker whose own per-broker value shadows a cluster-wide
+        SET is logged, not waited for (the plan warned)."""
+        level = DYNAMIC_DEFAULT_BROKER_CONFIG if scope == CLUSTER else DYNAMIC_BROKER_CONFIG
+
+        def check() -> Check:
+            described = admin.describe_broker_config_entries(list(brokers))
+            behind = []
+            for b, p in brokers.items():
+                wanted = p["alter"]
+                for key, new in wanted.items():
+                    entry = described[b].get(key)
+                    if entry is None:  # a listener-prefixed key is not described: Kafka accepted it
+                        continue
+                    if new is None:
+                        ok = entry.source != level
+                    else:
+                        ok = (entry.source == level and entry.value == new) or (
+                            scope == CLUSTER and entry.source == DYNAMIC_BROKER_CONFIG)
+                    if not ok:
+                        behind.append(f"broker {b} reports {key}={entry.value} ({entry.source})")
+            return Check(not behind, "; ".join(behind) or "every broker in scope reports the change")
+
+        self.wait(check, "every broker in scope reports the dynamic change (DescribeConfigs)")

@@ -1,0 +1,171 @@
+"""The kafka_config_change DAG run end to end (``dag.test()``) on real Kafka: a sandbox of this module (3 brokers,
+ZooKeeper mode), judged from outside: DescribeConfigs of every broker from an independent client, the brokers'
+own logs (each start), the server.properties files on the hosts, a metadata watcher (offline partitions) and
+``acks=all`` traffic whose acknowledged messages must all be read back.
+
+The tests run in file order on one sandbox and each leaves it healthy; the keys each test changes are its own.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from airflow_env import failure_lines, run_dag
+from broker_support import module_sandbox
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from observers import MetadataWatcher, assert_no_acknowledged_message_lost
+
+from sandbox.traffic_watch import watched_traffic
+
+DAG_ID = "kafka_config_change"
+SLOT_CONFIG = 212  # third address octet of this module's sandbox (see tests/integration/broker_support.py)
+FAST = {"healthcheck_interval_s": 1, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
+
+
+@pytest.fixture(scope="module")
+def cluster(request, tmp_path_factory):
+    with module_sandbox(request, tmp_path_factory, SLOT_CONFIG, brokers=3, racks=3) as running:
+        yield running
+
+
+@pytest.fixture
+def sandbox(cluster, use_sandbox):
+    use_sandbox(cluster.workdir)
+    cluster.wait_healthy(timeout_s=120)
+    return cluster
+
+
+def configs(sandbox, broker: int, *names: str) -> dict[str, tuple[str | None, str]]:
+    """DescribeConfigs of one broker from an independent client: name -> (value, source)."""
+    client = AdminClient({"bootstrap.servers": sandbox.bootstrap_servers})
+    resource = ConfigResource(ResourceType.BROKER, str(broker))
+    entries = client.describe_configs([resource])[resource].result(timeout=30)
+    return {n: (entries[n].value, ConfigSource(entries[n].source).name) for n in names}
+
+
+def properties(sandbox, broker: int) -> str:
+    """The broker host's server.properties."""
+    return sandbox.host_dir(broker).server_properties.read_text()
+
+
+def backups(sandbox, broker: int) -> list[str]:
+    """The backups beside it (``server.properties.bak-<epoch>``)."""
+    path = sandbox.host_dir(broker).server_properties
+    return sorted(p.name for p in path.parent.glob(f"{path.name}.bak-*"))
+
+
+def restarts(sandbox, before: dict[int, int]) -> dict[int, int]:
+    now = sandbox.starts()
+    return {b: now[b] - before[b] for b in before}
+
+
+def output(capfd, caplog) -> str:
+    return capfd.readouterr().out + caplog.text
+
+
+def test_dry_run_names_the_brokers_it_would_restart_and_touches_nothing(sandbox, capfd, caplog):
+    files = {b: properties(sandbox, b) for b in sandbox.broker_ids}
+    before = sandbox.starts()
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, "scope": [1, 2],
+                              "changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400}, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "success", failure_lines(text)
+    assert re.search(r"broker 1: dynamic log\.cleaner\.backoff\.ms -> 20000; server\.properties "
+                     r"queued\.max\.requests unset -> 400; unchanged none; restart: yes", text), text[-3000:]
+    assert "DRY RUN: would send IncrementalAlterConfigs to broker 2: {'log.cleaner.backoff.ms': '20000'}" in text
+    assert re.search(r"broker 1: rolling it due to: queued\.max\.requests 400 in server\.properties, the broker runs "
+                     r"500 \(DEFAULT_CONFIG, read-only\): restart", text)
+    assert "broker 0: left alone: not in the change's scope [1, 2]" in text
+    assert {b: properties(sandbox, b) for b in sandbox.broker_ids} == files, "no file was written"
+    assert configs(sandbox, 1, "log.cleaner.backoff.ms")["log.cleaner.backoff.ms"][1] == "DEFAULT_CONFIG"
+    assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}
+
+
+def test_a_dynamic_change_restarts_nothing_and_a_rerun_does_nothing(sandbox, capfd, caplog):
+    before = sandbox.starts()
+    change = {"cluster": "kafka_sandbox", "changes": {"num.io.threads": 4, "log.cleaner.threads": 2}, **FAST}
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic:
+        result = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert result.state == "success", failure_lines(text)
+    assert_no_acknowledged_message_lost(traffic)
+    for b in sandbox.broker_ids:
+        assert configs(sandbox, b, "num.io.threads", "log.cleaner.threads") == {
+            "num.io.threads": ("4", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            "log.cleaner.threads": ("2", "DYNAMIC_DEFAULT_BROKER_CONFIG")}, f"broker {b} runs the change"
+        file = properties(sandbox, b)
+        assert "num.io.threads=4" in file and "log.cleaner.threads=2" in file, "the file says what runs"
+    assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}, "a dynamic change restarts nothing"
+    assert text.count("left alone: server.properties and the running config agree") == 3
+    written = {b: backups(sandbox, b) for b in sandbox.broker_ids}
+
+    again = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert again.state == "success", failure_lines(text)
+    assert "IncrementalAlterConfigs to" not in text, "nothing is sent again"
+    assert text.count("already 4 (DYNAMIC_DEFAULT_BROKER_CONFIG) and in server.properties: nothing to do") == 3
+    assert {b: backups(sandbox, b) for b in sandbox.broker_ids} == written, "no file is written again"
+    assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}
+
+
+def test_a_static_change_on_two_brokers_restarts_exactly_those(sandbox, capfd, caplog):
+    """A mixed change with broker ids as the scope: the dynamic key per broker, the read-only one in the two files,
+    then only those two brokers restart, each once; a re-run restarts nothing."""
+    before = sandbox.starts()
+    untouched = properties(sandbox, 0)
+    change = {"cluster": "kafka_sandbox", "scope": [1, 2],
+              "changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400}, **FAST}
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+        result = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert result.state == "success", failure_lines(text)
+    assert_no_acknowledged_message_lost(traffic)
+    assert watcher.ever_offline() == []
+    assert restarts(sandbox, before) == {0: 0, 1: 1, 2: 1}, "exactly brokers 1 and 2 restarted, once each"
+    for b in (1, 2):
+        assert configs(sandbox, b, "queued.max.requests", "log.cleaner.backoff.ms") == {
+            "queued.max.requests": ("400", "STATIC_BROKER_CONFIG"),
+            "log.cleaner.backoff.ms": ("20000", "DYNAMIC_BROKER_CONFIG")}
+        assert "queued.max.requests=400" in properties(sandbox, b)
+        assert f"broker {b}: rolling it due to: queued.max.requests 400 in server.properties" in text
+    assert configs(sandbox, 0, "queued.max.requests", "log.cleaner.backoff.ms") == {
+        "queued.max.requests": ("500", "DEFAULT_CONFIG"), "log.cleaner.backoff.ms": ("15000", "DEFAULT_CONFIG")}
+    assert properties(sandbox, 0) == untouched
+    assert "broker 0: left alone: not in the change's scope [1, 2]" in text
+
+    again = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert again.state == "success", failure_lines(text)
+    assert restarts(sandbox, before) == {0: 0, 1: 1, 2: 1}, "a re-run restarts nothing"
+    assert text.count("left alone: server.properties and the running config agree on log.cleaner.backoff.ms, "
+                      "queued.max.requests") == 2
+
+
+@pytest.mark.parametrize("changes, scope, expected", [
+    ({"log.retension.hours": 72, "num.io.threads": 100, "auto.create.topics.enable": "maybe",
+      "listener.name.plaintext.ssl.keystore.password": "x", "listeners": "PLAINTEXT://:9092"}, "cluster",
+     ["log.retension.hours: not a broker config this cluster knows: did you mean log.retention.hours",
+      "num.io.threads", "at most double the current value",
+      "auto.create.topics.enable: 'maybe' is not a BOOLEAN",
+      "listener.name.plaintext.ssl.keystore.password: a password config",
+      "listeners: Kafka sets it per broker only"]),
+    ({"message.max.bytes": -5}, "cluster",
+     ["Kafka refused the config change at the cluster-wide default: Invalid value -5 for configuration "
+      "message.max.bytes"]),
+    ({"log.cleaner.backoff.ms": 1000}, [1, 7], ["scope: brokers [7] are not among the described brokers [0, 1, 2]"]),
+    ({}, "cluster", ["no config changes given"]),
+])
+def test_bad_input_is_refused_before_anything_is_touched(sandbox, changes, scope, expected, capfd, caplog):
+    files = {b: properties(sandbox, b) for b in sandbox.broker_ids}
+    before = sandbox.starts()
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": changes, "scope": scope, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "failed"
+    assert result.state_of("plan_config") == "failed" and result.state_of("apply_config") == "upstream_failed"
+    for part in expected:
+        assert part in text, (part, failure_lines(text))
+    assert "nothing was touched" in text
+    assert {b: properties(sandbox, b) for b in sandbox.broker_ids} == files
+    assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}

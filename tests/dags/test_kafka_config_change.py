@@ -169,3 +169,43 @@ def test_bad_input_is_refused_before_anything_is_touched(sandbox, changes, scope
     assert "nothing was touched" in text
     assert {b: properties(sandbox, b) for b in sandbox.broker_ids} == files
     assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}
+
+
+def test_a_mixed_change_on_a_kraft_cluster_restarts_the_brokers_not_the_controllers(kraft, capfd, caplog):
+    """KRaft (Kafka 4.0, no ZooKeeper): the dynamic key reaches every broker through the controllers' metadata log,
+    the read-only key rolls every broker once; the KRaft controllers are not restarted."""
+    nodes = kraft.broker_ids + kraft.controller_ids
+    before = kraft.starts(nodes)
+    change = {"cluster": "kafka_sandbox", "changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400},
+              **FAST}
+    with watched_traffic(kraft.workdir, kraft.bootstrap_servers, kraft.broker_ids) as traffic:
+        result = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert result.state == "success", failure_lines(text)
+    assert_no_acknowledged_message_lost(traffic)
+    now = kraft.starts(nodes)
+    assert {n: now[n] - before[n] for n in nodes} == {**{b: 1 for b in kraft.broker_ids},
+                                                      **{c: 0 for c in kraft.controller_ids}}
+    for b in kraft.broker_ids:
+        assert configs(kraft, b, "queued.max.requests", "log.cleaner.backoff.ms") == {
+            "queued.max.requests": ("400", "STATIC_BROKER_CONFIG"),
+            "log.cleaner.backoff.ms": ("20000", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
+    assert "KRaft cluster" in text
+
+
+@pytest.mark.extended
+def test_elr_refuses_min_insync_replicas_per_broker_on_kafka_4_1(fresh_sandbox, use_sandbox, capfd, caplog):
+    """Kafka 4.1 with Eligible Leader Replicas on (KIP-966): min.insync.replicas per broker, or removed cluster-wide,
+    is refused before anything is touched (Strimzi's endless rolls, strimzi#11685 / #11854)."""
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, kafka_version="4.1.0")
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    for changes, scope, expected in (
+            ({"min.insync.replicas": 2}, [1],
+             "Broker-level min.insync.replicas cannot be altered while ELR is enabled"),
+            ({"min.insync.replicas": None}, "cluster", "Cluster-level min.insync.replicas cannot be removed while ELR "
+                                                       "is enabled")):
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": changes, "scope": scope, **FAST})
+        text = output(capfd, caplog)
+        assert result.state_of("plan_config") == "failed", failure_lines(text)
+        assert "ELR (KIP-966) on" in text and expected in text, failure_lines(text)

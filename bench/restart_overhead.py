@@ -21,7 +21,9 @@ sandbox, and prints a table:
   controllers first (``roles=all``, unless ``--conf`` says otherwise): ``ctrl_s`` is the controllers' roll,
   from its first task's start to its last task's end, and is left out of ``fixed``.
 
-Usage: ``.venv/bin/python bench/restart_overhead.py [--sizes 3 6] [--conf '{"healthcheck_interval_s": 5}']``.
+Usage: ``.venv/bin/python bench/restart_overhead.py [--sizes 3 6] [--conf '{"healthcheck_interval_s": 5}']``;
+``--dag kafka_config_change --conf '{"changes": {"queued.max.requests": 400}, "scope": [1]}'`` times a config change
+(its roll's broker task is the same; brokers it leaves alone have no stop / start).
 The sandboxes are always stopped (also on errors and Ctrl-C); their workdirs are removed after a successful
 measurement unless ``--keep``. Exit 1 if a measurement or a run failed.
 """
@@ -105,7 +107,7 @@ def timeline(tis: list[Any], began: float) -> list[dict[str, Any]]:
              "duration_s": (t.end_date - t.start_date).total_seconds()} for t in ran]
 
 
-def child(result_path: Path, conf: dict[str, Any]) -> int:
+def child(result_path: Path, conf: dict[str, Any], dag_id: str = DAG_ID) -> int:
     """In the child process (environment prepared by the parent): run the DAG with ``dag.test()`` and
     write ``{"state", "wall_s", "failed", "brokers": [...]}`` to ``result_path``. Returns 0."""
     from airflow.dag_processing.dagbag import DagBag
@@ -115,7 +117,7 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
     bag = DagBag(dag_folder=str(REPO / "dags"))
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")
-    dag = bag.dags[DAG_ID]
+    dag = bag.dags[dag_id]
     t0, began = time.monotonic(), time.time()
     run = dag.test(run_conf=conf)
     wall, ended = time.monotonic() - t0, time.time()
@@ -149,7 +151,8 @@ def child(result_path: Path, conf: dict[str, Any]) -> int:
 
 
 def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bool = True,
-            mode: str = "zookeeper", controllers: int = 3, rate_per_s: float = 500.0) -> dict[str, Any]:
+            mode: str = "zookeeper", controllers: int = 3, rate_per_s: float = 500.0,
+            dag_id: str = DAG_ID) -> dict[str, Any]:
     """Sandbox of ``size`` brokers up -> DAG run in a child process -> sandbox down. Returns the child's
     result plus ``size`` (and, with ``traffic``, ``traffic``: what an idempotent ``acks=all`` producer and a
     reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the child's
@@ -189,7 +192,8 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             with watched_traffic(workdir, bootstrap, list(range(size)), rate_per_s=rate_per_s) if traffic \
                     else nullcontext() as watched:
                 rc = subprocess.run(
-                    [sys.executable, __file__, "--child", str(result_path), "--conf", json.dumps(conf)],
+                    [sys.executable, __file__, "--child", str(result_path), "--dag", dag_id, "--conf",
+                     json.dumps(conf)],
                     env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S, check=False,
                 ).returncode
         if rc != 0 or not result_path.exists():
@@ -269,19 +273,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controllers", type=int, default=3, help="KRaft controllers (default %(default)s)")
     p.add_argument("--rate", type=float, default=500.0, help="client traffic, messages per second of the "
                    "confluent-kafka producer (the kafka-python one sends a fifth; default %(default)s)")
+    p.add_argument("--dag", default=DAG_ID, help="the DAG to run (default %(default)s; kafka_config_change with "
+                   "--conf '{\"changes\": {...}}' times a config change: its roll has the same broker task)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     conf = {"cluster": "kafka_sandbox", **args.conf}
     if args.child:
-        return child(args.child, conf)
+        return child(args.child, conf, args.dag)
     base = Path(tempfile.mkdtemp(prefix="kops-bench-"))
-    print(f"restart overhead: sizes {args.sizes}, conf {json.dumps(conf)}, logs in {base}", flush=True)
+    print(f"restart overhead: {args.dag}, sizes {args.sizes}, conf {json.dumps(conf)}, logs in {base}", flush=True)
     results = []
     for size in args.sizes:
         t0 = time.monotonic()
         try:
             results.append(measure(size, base, conf, args.keep, traffic=not args.no_traffic, mode=args.mode,
-                                   controllers=args.controllers, rate_per_s=args.rate))
+                                   controllers=args.controllers, rate_per_s=args.rate, dag_id=args.dag))
         except (RuntimeError, subprocess.SubprocessError) as exc:
             print(f"restart overhead: {size} brokers: {exc} (logs kept in {base / str(size)})", file=sys.stderr)
             return 1

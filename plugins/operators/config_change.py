@@ -206,4 +206,4 @@ class ConfigApplyOperator(ClusterOperator):
                         behind.append(f"broker {b} reports {key}={entry.value} ({entry.source})")
             return Check(not behind, "; ".join(behind) or "every broker in scope reports the change")
 
-        self.wait(check, "every broker in scope reports the dynamic change (DescribeConfigs)")
+        self.wait(check, "every broker in scope reports the dynamic change (DescribeConfigs)", ramp_from_s=0.2)

@@ -265,6 +265,9 @@ def up(args: argparse.Namespace) -> int:
     run_id = run["dag_run_id"]
     ready_s = time.monotonic() - t0
     say(f"Airflow ready after {clock(ready_s)}; triggered {dag_id} run {run_id} with conf {json.dumps(conf)}")
+    say(f"watch the cluster while it runs: {settings.base_url}/plugin/kafka-clusters (\"Kafka clusters\" in the UI's "
+        f"navigation bar), or the run's \"Cluster\" tab: {settings.base_url}/dags/{dag_id}/runs/{run_id}"
+        "/plugin/kafka-cluster-of-run")
     t_run = time.monotonic()
     run, tis = watch(client, dag_id, run_id, args.run_timeout, args.poll, settings.base_url)
     run_s = time.monotonic() - t_run

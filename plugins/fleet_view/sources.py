@@ -217,9 +217,8 @@ class ClusterSource:
             except Exception as exc:  # noqa: BLE001
                 slow["error"] = _error(exc)
             try:
-                if self._kraft:
-                    slow["features"] = admin.broker_features(ids)
-                elif self._kraft is False:
+                slow["features"] = admin.broker_features(ids)  # both modes: the release each broker runs
+                if self._kraft is False:
                     slow["ibp"] = {b: admin.describe_broker_configs(b, [IBP]).get(IBP) for b in ids}
             except Exception as exc:  # noqa: BLE001
                 slow["error"] = _error(exc)

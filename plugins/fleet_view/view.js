@@ -108,9 +108,9 @@ function cluster(data) {
     if (op.waves || op.reassigning) out.push(el('p', {}, progressText({waves: op.waves, reassigning: op.reassigning})));
   }
   out.push(el('h2', {}, 'Brokers'));
-  out.push(table(['id', 'host', 'rack', 'state', 'leaders', 'replicas', 'preferred', 'on disk', 'IBP / metadata.version'],
+  out.push(table(['id', 'host', 'rack', 'state', 'Kafka', 'leaders', 'replicas', 'preferred', 'on disk', 'IBP / metadata.version'],
     data.brokers.map((b) => [b.id + (b.controller ? ' (controller)' : ''), b.host ? b.host + ':' + b.port : '', b.rack || '',
-      el('span', {class: b.up ? 's-ok' : 's-bad'}, b.up ? 'up' : 'DOWN'), b.leaders, b.replicas, b.preferred, bytes(b.disk_bytes),
+      el('span', {class: b.up ? 's-ok' : 's-bad'}, b.up ? 'up' : 'DOWN'), b.kafka_version || '', b.leaders, b.replicas, b.preferred, bytes(b.disk_bytes),
       b.ibp || (b.metadata_version ? b.metadata_version.name : '')])));
   if (data.controllers.length) {
     out.push(el('h2', {}, 'KRaft controllers'));

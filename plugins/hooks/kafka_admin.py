@@ -586,7 +586,10 @@ class KafkaAdminHook(ClusterProfileHook):
 
     def broker_features(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """``metadata.version`` as each broker itself reports it: broker id -> ``{"finalized": level or None,
-        "supported": (min, max) or None}`` (ApiVersions v3+ FinalizedFeatures / SupportedFeatures, KIP-584,
+        "supported": (min, max) or None, "release": "3.6" or None}`` (ApiVersions v3+ FinalizedFeatures /
+        SupportedFeatures, KIP-584; ``release``: the Kafka major.minor its API ranges match, kafka-python's
+        ``infer_broker_version_from_api_versions``, since Kafka's protocol does not name its release; ApiVersions v3
+        is Kafka 2.4+, ZooKeeper mode too),
         asked of every broker: each answers from its own binaries and its own copy of the metadata log).
 
         kafka-python's ``describe_features`` asks whichever broker its connection manager picks, so this sends
@@ -597,6 +600,7 @@ class KafkaAdminHook(ClusterProfileHook):
             answering.
         """
         from kafka.errors import for_code
+        from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
         from kafka.protocol.metadata import ApiVersionsRequest
 
         client = self._kafka_python_admin()
@@ -614,8 +618,11 @@ class KafkaAdminHook(ClusterProfileHook):
                               if f.name == METADATA_VERSION), None)
             finalized = next((f.max_version_level for f in response.finalized_features or []
                               if f.name == METADATA_VERSION), None)
+            keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys or []}
+            release = infer_broker_version_from_api_versions(keys)
             return {"finalized": None if finalized is None else int(finalized),
-                    "supported": None if supported is None else (int(supported[0]), int(supported[1]))}
+                    "supported": None if supported is None else (int(supported[0]), int(supported[1])),
+                    "release": None if release is None else ".".join(map(str, release))}
 
         try:
             return {int(b): manager.run(ask, int(b)) for b in broker_ids}

@@ -353,16 +353,20 @@ def _metadata_version(feature: Mapping[str, Any] | None) -> dict[str, Any] | Non
         return None
     level = feature.get("finalized")
     supported = feature.get("supported")
+    if level is None and not supported:  # ZooKeeper mode: no metadata.version
+        return None
     return {"level": level, "name": None if level is None else metadata_version.MetadataVersion(int(level)).name,
             "supported_max": None if not supported else int(supported[1])}
 
 
 def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
     """Every broker the metadata knows, live or down, by id: ``{"id", "host", "port", "rack", "up", "controller",
-    "leaders", "replicas", "preferred", "disk_bytes", "ibp", "metadata_version"}`` (a down broker has no host: the
+    "leaders", "replicas", "preferred", "disk_bytes", "kafka_version", "ibp", "metadata_version"}`` (a down broker
+    has no host: the
     metadata lists only registered brokers; ``leaders`` = partitions it leads now, ``replicas`` = partitions
     assigned to it, ``preferred`` = partitions it is the preferred leader of; ``metadata_version`` =
-    ``{"level", "name", "supported_max"}`` as the broker reports it, KRaft only)."""
+    ``{"level", "name", "supported_max"}`` as the broker reports it, KRaft only; ``kafka_version`` = the Kafka
+    major.minor its ApiVersions ranges match, e.g. ``"3.6"``)."""
     state = reading.state
     if state is None:
         return []
@@ -385,6 +389,7 @@ def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
             "controller": bool(controller and controller["kind"] == "controller" and controller["id"] == broker_id),
             "leaders": leaders.get(broker_id, 0), "replicas": replicas.get(broker_id, 0),
             "preferred": preferred.get(broker_id, 0), "disk_bytes": reading.disk_bytes.get(broker_id),
+            "kafka_version": (reading.features.get(broker_id) or {}).get("release"),
             "ibp": reading.ibp.get(broker_id), "metadata_version": _metadata_version(reading.features.get(broker_id)),
         })
     return out

@@ -157,6 +157,9 @@ def test_fleet_page_shows_both_clusters_with_their_brokers(page: Any, sandbox: R
     brokers = rows(frame.locator("table:has(th:text-is('on disk'))"))
     assert [(b["id"], b["state"], b["rack"]) for b in brokers] == [(str(i), "up", f"rack-{i}") for i in range(3)], \
         brokers
+    releases = wait_until("each broker's Kafka release shown", 30, lambda: (r := [b["Kafka"] for b in rows(
+        frame.locator("table:has(th:text-is('on disk'))"))]) and all(r) and r, poll_s=0.3)
+    assert releases == ["4.0"] * 3, "the release the brokers' API versions match (the sandbox runs Kafka 4.0.0)"
     voters = rows(frame.locator("table:has(th:text-is('voter'))"))
     assert sorted(v["voter"] for v in voters) == ["100", "101", "102"], voters
     assert [v["role"] for v in voters].count("leader") == 1, voters

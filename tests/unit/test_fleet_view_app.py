@@ -365,6 +365,9 @@ class FigureAdmin:
     def describe_broker_configs(self, broker, names):
         return {names[0]: "3.6"}
 
+    def broker_features(self, ids):
+        return {b: {"finalized": None, "supported": None, "release": "3.6"} for b in ids}
+
 
 def test_per_broker_figures_are_read_again_when_the_live_brokers_change():
     """Every SLOW_EVERY_S, and at once when a broker went down or came back (a roll): a down broker keeps no
@@ -381,6 +384,7 @@ def test_per_broker_figures_are_read_again_when_the_live_brokers_change():
         now[0] += 5
     assert admin.log_dirs == [(1, 2), (1,), (1, 2)]
     assert parts["disk_bytes"] == {1: 100, 2: 200} and parts["ibp"] == {1: "3.6", 2: "3.6"} and not errors
+    assert {b: f["release"] for b, f in parts["features"].items()} == {1: "3.6", 2: "3.6"}
     now[0] += 31
     source._slow_parts(admin, two, {}, {}, now[0])
     assert admin.log_dirs[-1] == (1, 2) and len(admin.log_dirs) == 4

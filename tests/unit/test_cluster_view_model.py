@@ -73,7 +73,7 @@ def test_broker_down_raises_urp_and_is_bad():
     page = cluster_page(reading(broker_down_state(), kraft=False), NOW_MS, run_url)
     down = [b for b in page["brokers"] if b["id"] == 3][0]
     assert down == {"id": 3, "host": None, "port": None, "rack": None, "up": False, "controller": False,
-                    "leaders": 0, "replicas": 3, "preferred": 1, "disk_bytes": None, "ibp": None,
+                    "leaders": 0, "replicas": 3, "preferred": 1, "disk_bytes": None, "kafka_version": None, "ibp": None,
                     "metadata_version": None}
     assert [b["leaders"] for b in page["brokers"]] == [2, 1, 0]
     urp = page["partitions"]["under_replicated"]
@@ -125,7 +125,7 @@ def test_lag_worst_group_decides():
 def test_kraft_quorum_leader_and_controllers():
     quorum = Quorum(101, 7, 500, (Voter(100, 500, None, NOW_MS), Voter(101, 500, None, NOW_MS),
                                   Voter(102, 380, None, NOW_MS - 60_000)))
-    features = {1: {"finalized": 25, "supported": (1, 25)}}
+    features = {1: {"finalized": 25, "supported": (1, 25), "release": "4.0"}}
     r = reading(healthy_state(), kraft=True, quorum=quorum, features=features)
     row = fleet_row(r, NOW_MS, run_url)
     assert row["mode"] == "KRaft"
@@ -134,6 +134,10 @@ def test_kraft_quorum_leader_and_controllers():
     assert [(c["id"], c["leader"], c["caught_up"], c["lag_offsets"]) for c in page["controllers"]] == [
         (100, False, True, 0), (101, True, True, 0), (102, False, False, 120)]
     assert page["brokers"][0]["metadata_version"] == {"level": 25, "name": "4.0-IV3", "supported_max": 25}
+    assert page["brokers"][0]["kafka_version"] == "4.0", "the release its API ranges match"
+    zk = cluster_page(reading(healthy_state(), features={1: {"finalized": None, "supported": None,
+                                                                "release": "3.6"}}), NOW_MS, run_url)
+    assert zk["brokers"][0]["kafka_version"] == "3.6" and zk["brokers"][0]["metadata_version"] is None
     assert page["brokers"][0]["controller"] is False  # KRaft: no broker is the controller
     leaderless = Quorum(-1, 8, 500, quorum.voters)
     row = fleet_row(reading(healthy_state(), kraft=True, quorum=leaderless), NOW_MS, run_url)

@@ -10,6 +10,8 @@
   (``start_new_brokers``) and moves partitions onto them (``brokers`` = the spare ids).
 - ``kafka_decommission``: drains and stops the highest broker id; needs ``--brokers 4`` or more (the sandbox's
   topics have replication factor 3; fewer brokers are refused by the run's ``validate``).
+- ``kafka_config_change``: ``log.cleaner.backoff.ms`` set live and ``queued.max.requests`` written to broker 0's
+  server.properties (scope ``[0]``): only broker 0 restarts.
 
 The sandbox: ``--brokers``, ``--spare-brokers`` and ``--mode`` start one (3 brokers, no spares, ZooKeeper mode by
 default); without them a sandbox already running in the workdir is used as it is.
@@ -36,7 +38,10 @@ from demo.errors import DemoError
 from demo.rest import AirflowApiError, AirflowClient
 
 REPO = Path(__file__).resolve().parent.parent
-DAGS = ("kafka_rolling_restart", "kafka_upgrade", "kafka_scale_out", "kafka_decommission")
+DAGS = ("kafka_rolling_restart", "kafka_upgrade", "kafka_scale_out", "kafka_decommission", "kafka_config_change")
+#: The demo's config change: a dynamic key cluster-wide (no restart) and a read-only key on broker 0's file (broker 0
+#: restarts, the others are left alone with their reason).
+CONFIG_CHANGE = {"changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400}, "scope": [0]}
 UPGRADE_TARGET = "3.7.1"  # the kafka_upgrade DAG's default target_version
 TERMINAL = {"success", "failed"}
 API_OUTAGE_S = 300  # how long polls may keep failing (a loaded machine can stall the api-server)
@@ -233,6 +238,8 @@ def operation_conf(dag_id: str, sandbox: dict[str, Any]) -> dict[str, Any]:
             raise DemoError(f"kafka_decommission needs --brokers 4 or more: the sandbox's topics have replication "
                             f"factor 3, so draining one of {brokers} brokers is refused")
         return {"brokers": [brokers - 1]}
+    if dag_id == "kafka_config_change":
+        return json.loads(json.dumps(CONFIG_CHANGE))
     return {}
 
 

@@ -88,6 +88,8 @@ def test_each_operation_gets_the_conf_it_needs_or_a_clear_refusal() -> None:
     assert cli.operation_conf("kafka_decommission", {"brokers": 5, "spare_brokers": 0}) == {"brokers": [4]}
     with pytest.raises(DemoError, match="--brokers 4 or more"):
         cli.operation_conf("kafka_decommission", {"brokers": 3, "spare_brokers": 1})
+    assert cli.operation_conf("kafka_config_change", {"brokers": 3}) == {
+        "changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400}, "scope": [0]}
     assert set(cli.DAGS) == {p.stem for p in (Path(cli.REPO) / "dags").glob("kafka_*.py")}, "every operation"
 
 

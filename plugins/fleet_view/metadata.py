@@ -15,7 +15,7 @@ from typing import Any
 from kafka_ops.cluster_view import PastRun, RunRolls, WaveInfo, WindowInfo
 from kafka_ops.roll import RollRecord
 from kafka_ops.windows import MaintenanceWindow, judge
-from runtime.roll_store import PREFIX, SEPARATOR
+from runtime.roll_store import SEPARATOR, key
 from sqlalchemy import select
 
 #: The conn type of a cluster's connection.
@@ -78,7 +78,7 @@ class AirflowMetadata:
         from airflow.models.variable import Variable
         from airflow.utils.session import create_session
 
-        prefix = SEPARATOR.join((PREFIX, dag_id, run_id, ""))
+        prefix = key(dag_id, run_id, "")
         records = []
         with create_session() as session:
             for var in session.scalars(select(Variable).where(Variable.key.startswith(prefix, autoescape=True))):

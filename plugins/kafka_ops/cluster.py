@@ -238,6 +238,12 @@ class ClusterState:
         """Partitions with ``|isr| < |replicas|``."""
         return [p for p in self.partitions if p.is_under_replicated]
 
+    def under_min_isr_partitions(self) -> list[Partition]:
+        """Partitions whose ISR is smaller than their topic's ``min.insync.replicas`` (Kafka's
+        UnderMinIsrPartitionCount): ``acks=all`` producers to them get NotEnoughReplicas. Offline partitions count
+        when their ISR is that small too."""
+        return [p for p in self.partitions if len(p.isr) < self.min_insync_replicas(p.topic)]
+
     @property
     def down_broker_ids(self) -> list[int]:
         """Brokers the cluster knows but that are not registered: ids in some replica list without a live

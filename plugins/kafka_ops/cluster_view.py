@@ -156,13 +156,6 @@ class ClusterReading:
 # -- rules the gates do not need, in Kafka's terms ------------------------------------------------------------
 
 
-def under_min_isr_partitions(state: ClusterState) -> list[Partition]:
-    """Partitions whose ISR is smaller than their topic's ``min.insync.replicas`` (Kafka's
-    UnderMinIsrPartitionCount): acks=all producers to them get NotEnoughReplicas. Offline partitions count when
-    their ISR is that small too."""
-    return [p for p in state.partitions if len(p.isr) < state.min_insync_replicas(p.topic)]
-
-
 def imbalance(state: ClusterState) -> dict[str, Any]:
     """The leader imbalance (``kafka_ops.health.leader_imbalance_ratios``): ``{"threshold_pct", "worst_pct",
     "brokers_over": [ids over the threshold]}``; ``worst_pct`` 0.0 on a cluster without partitions."""
@@ -332,7 +325,7 @@ def fleet_row(reading: ClusterReading, now_ms: int, run_url: Callable[[str, str]
         row.update({
             "brokers_up": len(state.brokers), "brokers_total": len(state.brokers) + len(down), "brokers_down": down,
             "offline": len(state.offline_partitions()), "urp": len(state.under_replicated_partitions()),
-            "under_min_isr": len(under_min_isr_partitions(state)), "leader_imbalance": imbalance(state),
+            "under_min_isr": len(state.under_min_isr_partitions()), "leader_imbalance": imbalance(state),
         })
     row["status"], row["reasons"] = status_of(row)
     return row
@@ -425,7 +418,7 @@ def cluster_page(reading: ClusterReading, now_ms: int, run_url: Callable[[str, s
         partitions.update({
             "offline": _listed(state, state.offline_partitions(), limit),
             "under_replicated": _listed(state, state.under_replicated_partitions(), limit),
-            "under_min_isr": _listed(state, under_min_isr_partitions(state), limit),
+            "under_min_isr": _listed(state, state.under_min_isr_partitions(), limit),
         })
     summary = fleet_row(reading, now_ms, run_url)
     return {

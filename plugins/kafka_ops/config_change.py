@@ -192,6 +192,63 @@ class BrokerConfigPlan:
         """True when the broker needs no alter, no file change and no restart."""
         return not self.alter and not self.file_changes and not self.needs_restart
 
+    def summary(self) -> str:
+        """The dry run's diff line: ``"broker 1: dynamic log.cleaner.backoff.ms -> 20000; server.properties
+        queued.max.requests unset -> 400; unchanged none; restart: yes"``."""
+        dynamic = ", ".join(f"{k} -> {'deleted' if v is None else v}" for k, v in self.alter.items()) or "none"
+        restart = "yes" if self.needs_restart else ("at its next restart (pending)" if self.pending else "no")
+        return (f"broker {self.broker_id}: dynamic {dynamic}; server.properties {file_change_text(self.static)}; "
+                f"unchanged {', '.join(self.unchanged) or 'none'}; restart: {restart}")
+
+
+def file_change_text(changes: Mapping[str, Sequence[str | None]]) -> str:
+    """``{key: (before, after)}`` (None = absent) as ``"queued.max.requests unset -> 400, x 1 -> removed"``;
+    ``"none"`` when empty."""
+    return ", ".join(f"{k} {_show(before)} -> {'removed' if after is None else after}"
+                     for k, (before, after) in changes.items()) or "none"
+
+
+def alter_requests(scope: Scope, alters: Mapping[int, Mapping[str, str | None]]
+                   ) -> list[tuple[int | None, dict[str, str | None]]]:
+    """The IncrementalAlterConfigs requests of a change, from each in-scope broker's ``alter``
+    (:attr:`BrokerConfigPlan.alter`): ``[(None, the union)]`` to the cluster-wide default for the cluster scope,
+    else ``[(broker id, its alter)]`` for each broker that needs one; empty when nothing is to be sent."""
+    if scope == CLUSTER:
+        union: dict[str, str | None] = {}
+        for alter in alters.values():
+            union.update(alter)
+        return [(None, union)] if union else []
+    return [(b, dict(alter)) for b, alter in alters.items() if alter]
+
+
+def not_applied(scope: Scope, alters: Mapping[int, Mapping[str, str | None]],
+                described_by_broker: Mapping[int, Mapping[str, DescribedConfig]]) -> list[str]:
+    """What the brokers do not report yet of the dynamic change they were sent (each broker applies it from
+    ZooKeeper or its copy of the metadata log a moment later); empty = applied everywhere.
+
+    A SET counts when the broker reports the value from the scope's dynamic level (DYNAMIC_DEFAULT_BROKER_CONFIG for
+    the cluster scope, DYNAMIC_BROKER_CONFIG for broker ids), or, for the cluster scope, when its own per-broker
+    value shadows the default (:func:`broker_plan` warned); a DELETE when the value no longer comes from that level.
+    A key the broker does not describe (listener-prefixed) counts: Kafka accepted it.
+
+    :return: e.g. ``["broker 2 reports num.io.threads=2 (STATIC_BROKER_CONFIG)"]``.
+    """
+    level = DYNAMIC_DEFAULT_BROKER_CONFIG if scope == CLUSTER else DYNAMIC_BROKER_CONFIG
+    behind = []
+    for broker, alter in alters.items():
+        for key, new in alter.items():
+            entry = described_by_broker[broker].get(key)
+            if entry is None:
+                continue
+            if new is None:
+                ok = entry.source != level
+            else:
+                ok = (entry.source == level and entry.value == new) or (
+                    scope == CLUSTER and entry.source == DYNAMIC_BROKER_CONFIG)
+            if not ok:
+                behind.append(f"broker {broker} reports {key}={entry.value} ({entry.source})")
+    return behind
+
 
 # -- per-key rules ------------------------------------------------------------------------------------------
 

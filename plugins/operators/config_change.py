@@ -18,7 +18,7 @@ from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import config_change
-from kafka_ops.config_change import CLUSTER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, BrokerConfigPlan
+from kafka_ops.config_change import CLUSTER, alter_requests, file_change_text, not_applied
 from runtime.config_steps import read_properties_text, write_changes
 from runtime.failures import RunRefused
 from runtime.lock_holding import ensure_held
@@ -30,17 +30,6 @@ ELR_FEATURE = "eligible.leader.replicas.version"
 OPERATION = "config change"
 
 
-def _broker_line(plan: BrokerConfigPlan) -> str:
-    """``"broker 1: dynamic ...; static ...; unchanged ...; restart: yes"`` (the dry run's diff line)."""
-    dynamic = ", ".join(f"{k} -> {'deleted' if v is None else v}" for k, v in plan.alter.items()) or "none"
-    static = ", ".join(f"{k} {'unset' if a is None else a} -> {'removed' if b is None else b}"
-                       for k, (a, b) in plan.static.items()) or "none"
-    unchanged = ", ".join(plan.unchanged) or "none"
-    restart = "yes" if plan.needs_restart else ("at its next restart (pending)" if plan.pending else "no")
-    return (f"broker {plan.broker_id}: dynamic {dynamic}; server.properties {static}; unchanged {unchanged}; "
-            f"restart: {restart}")
-
-
 class ConfigPlanOperator(ClusterOperator):
     """Refuse a bad change before anything is touched, and log what it does to each broker.
 
@@ -50,8 +39,7 @@ class ConfigPlanOperator(ClusterOperator):
     Returns (XCom, read by ``apply_config``)::
 
         {"scope": "cluster" | [ids], "changes": {key: str | None},
-         "cluster_alter": {key: str | None},            # the cluster-wide default's IncrementalAlterConfigs
-         "brokers": {"<id>": {"alter": {key: str | None},   # per broker (scope = broker ids)
+         "brokers": {"<id>": {"host": str, "alter": {key: str | None},   # the dynamic keys it needs
                               "file_changes": {key: [before, after]}, "needs_restart": bool,
                               "reasons": [str]}}}
 
@@ -88,15 +76,9 @@ class ConfigPlanOperator(ClusterOperator):
             hosts = {b.id: b.host for b in state.brokers}
             texts = {b: read_properties_text(profile, {"id": b, "host": hosts[b]}) for b in targets}
             plans = {b: config_change.broker_plan(b, changes, texts[b], described[b], scope=scope) for b in targets}
-            cluster_alter: dict[str, str | None] = {}
-            if scope == CLUSTER:
-                for plan in plans.values():
-                    cluster_alter.update(plan.alter)
-                verdicts = [(None, cluster_alter)] if cluster_alter else []
-            else:
-                verdicts = [(b, p.alter) for b, p in plans.items() if p.alter]
+            requests = alter_requests(scope, {b: p.alter for b, p in plans.items()})
             refused = []
-            for broker, alter in verdicts:  # Kafka's own check of types, ranges and its dynamic-update rules
+            for broker, alter in requests:  # Kafka's own check of types, ranges and its dynamic-update rules
                 try:
                     admin.alter_broker_configs(alter, broker, validate_only=True)
                 except RuntimeError as exc:
@@ -104,16 +86,17 @@ class ConfigPlanOperator(ClusterOperator):
             if refused:
                 raise RunRefused("config change refused (nothing was touched): " + "; ".join(refused))
         for plan in plans.values():
-            self.log.info("%s", _broker_line(plan))
+            self.log.info("%s", plan.summary())
             for reason in plan.reasons:
                 self.log.info("broker %s: %s", plan.broker_id, reason)
         restart = [b for b, p in plans.items() if p.needs_restart]
         self.log.info("%s: dynamic keys %s, then server.properties on brokers %s, then a roll of brokers %s",
                       "DRY RUN: a real run would send" if self.dry_run else "this run sends",
-                      sorted(cluster_alter) if scope == CLUSTER else {b: sorted(a) for b, a in verdicts},
+                      {"the cluster-wide default" if b is None else f"broker {b}": sorted(a) for b, a in requests},
                       sorted(b for b, p in plans.items() if p.file_changes), restart or "none")
-        return {"scope": scope, "changes": changes, "cluster_alter": cluster_alter,
-                "brokers": {str(b): {"alter": p.alter, "file_changes": {k: list(v) for k, v in p.file_changes.items()},
+        return {"scope": scope, "changes": changes,
+                "brokers": {str(b): {"host": hosts[b], "alter": p.alter,
+                                     "file_changes": {k: list(v) for k, v in p.file_changes.items()},
                                      "needs_restart": p.needs_restart, "reasons": p.reasons}
                             for b, p in plans.items()}}
 
@@ -141,69 +124,39 @@ class ConfigApplyOperator(ClusterOperator):
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         scope = plan["scope"]
         brokers = {int(b): p for b, p in plan["brokers"].items()}
-        sends = ([("cluster", None, plan["cluster_alter"])] if scope == CLUSTER and plan["cluster_alter"] else
-                 [(str(b), b, p["alter"]) for b, p in brokers.items() if p["alter"]])
+        alters = {b: p["alter"] for b, p in brokers.items()}
+        requests = alter_requests(scope, alters)
         files = {b: p["file_changes"] for b, p in brokers.items() if p["file_changes"]}
+        verb = "DRY RUN: would send" if self.dry_run else "sending"
+        for broker, alter in requests:
+            self.log.info("%s IncrementalAlterConfigs to %s: %s", verb,
+                          "the cluster-wide default" if broker is None else f"broker {broker}", alter)
         if self.dry_run:
-            for where, _, alter in sends:
-                self.log.info("DRY RUN: would send IncrementalAlterConfigs to %s: %s",
-                              "the cluster-wide default" if where == "cluster" else f"broker {where}", alter)
             for b, changes in files.items():
-                self.log.info("DRY RUN: would write broker %s's server.properties: %s", b,
-                              ", ".join(f"{k} {'unset' if a is None else a} -> {'removed' if c is None else c}"
-                                        for k, (a, c) in changes.items()))
+                self.log.info("DRY RUN: would write broker %s's server.properties: %s", b, file_change_text(changes))
             return {"altered": {}, "files": {}}
         profile = self.profile
         with self.releasing_lock_on_failure(context, "the config change failed"):
             ensure_held(profile, context, OPERATION, self.log)
-            with KafkaAdminHook(profile=profile) as admin:
-                for _, broker, alter in sends:
-                    self.log.info("IncrementalAlterConfigs to %s: %s",
-                                  "the cluster-wide default" if broker is None else f"broker {broker}", alter)
-                    self.ask(lambda b=broker, a=alter: admin.alter_broker_configs(a, b),
-                             "IncrementalAlterConfigs")
-                if sends:
-                    self._verify(admin, scope, brokers)
-            state = None
+            if requests:
+                with KafkaAdminHook(profile=profile) as admin:
+                    for broker, alter in requests:
+                        self.ask(lambda b=broker, a=alter: admin.alter_broker_configs(a, b), "IncrementalAlterConfigs")
+                    self.wait(lambda: self._applied(admin, scope, alters),
+                              "every broker in scope reports the dynamic change (DescribeConfigs)", ramp_from_s=0.2)
             backups: dict[str, str] = {}
             for b, changes in files.items():
-                if state is None:
-                    with KafkaAdminHook(profile=profile) as admin:
-                        state = admin.cluster_state(configs=False)
-                host = next(x.host for x in state.brokers if x.id == b)
-                done, backup = write_changes(profile, {"id": b, "host": host}, changes)
+                done, backup = write_changes(profile, {"id": b, "host": brokers[b]["host"]}, changes)
                 if backup is None:
                     self.log.info("broker %s: server.properties holds every value already: not written", b)
                     continue
                 backups[str(b)] = backup
                 self.log.info("broker %s: server.properties written (%s); the previous file is kept as %s", b,
-                              ", ".join(f"{k} {'unset' if x is None else x} -> {'removed' if y is None else y}"
-                                        for k, (x, y) in done.items()),
-                              backup)
-        return {"altered": {where: sorted(alter) for where, _, alter in sends}, "files": backups}
+                              file_change_text(done), backup)
+        return {"altered": {"cluster" if b is None else str(b): sorted(a) for b, a in requests}, "files": backups}
 
-    def _verify(self, admin: KafkaAdminHook, scope: Any, brokers: dict[int, dict[str, Any]]) -> None:
-        """Wait until every broker in scope reports each sent key from the scope's dynamic level (a SET with its
-        value, a DELETE no longer from that level). A broker whose own per-broker value shadows a cluster-wide
-        SET is logged, not waited for (the plan warned)."""
-        level = DYNAMIC_DEFAULT_BROKER_CONFIG if scope == CLUSTER else DYNAMIC_BROKER_CONFIG
-
-        def check() -> Check:
-            described = admin.describe_broker_config_entries(list(brokers))
-            behind = []
-            for b, p in brokers.items():
-                wanted = p["alter"]
-                for key, new in wanted.items():
-                    entry = described[b].get(key)
-                    if entry is None:  # a listener-prefixed key is not described: Kafka accepted it
-                        continue
-                    if new is None:
-                        ok = entry.source != level
-                    else:
-                        ok = (entry.source == level and entry.value == new) or (
-                            scope == CLUSTER and entry.source == DYNAMIC_BROKER_CONFIG)
-                    if not ok:
-                        behind.append(f"broker {b} reports {key}={entry.value} ({entry.source})")
-            return Check(not behind, "; ".join(behind) or "every broker in scope reports the change")
-
-        self.wait(check, "every broker in scope reports the dynamic change (DescribeConfigs)", ramp_from_s=0.2)
+    @staticmethod
+    def _applied(admin: KafkaAdminHook, scope: Any, alters: dict[int, dict[str, Any]]) -> Check:
+        """One look at every broker in scope (``kafka_ops.config_change.not_applied``)."""
+        behind = not_applied(scope, alters, admin.describe_broker_config_entries(list(alters)))
+        return Check(not behind, "; ".join(behind) or "every broker in scope reports the change")

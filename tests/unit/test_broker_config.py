@@ -443,3 +443,43 @@ def test_store_location_is_always_sent_for_certificate_rotation() -> None:
     desc[key] = DescribedConfig(key, "/etc/kafka/ks.p12", False, DYN_BROKER)
     plan = broker_plan(1, {key: "/etc/kafka/ks.p12"}, SERVER + f"{key}=/etc/kafka/ks.p12\n", desc, scope=[1])
     assert plan.alter == {key: "/etc/kafka/ks.p12"} and not plan.needs_restart and not plan.file_changes
+
+
+# -- what is sent, and when it counts as applied --------------------------------------------------------------
+
+
+def test_alter_requests_one_default_for_the_cluster_or_one_per_broker() -> None:
+    from kafka_ops.config_change import alter_requests
+
+    alters = {0: {"num.io.threads": "16"}, 1: {"num.io.threads": "16", "log.cleaner.threads": None}, 2: {}}
+    assert alter_requests("cluster", alters) == [(None, {"num.io.threads": "16", "log.cleaner.threads": None})]
+    assert alter_requests([0, 1, 2], alters) == [(0, {"num.io.threads": "16"}),
+                                                 (1, {"num.io.threads": "16", "log.cleaner.threads": None})]
+    assert alter_requests("cluster", {0: {}, 1: {}}) == [], "nothing to send on a re-run"
+
+
+def test_not_applied_names_the_brokers_behind_until_they_report_the_level() -> None:
+    from kafka_ops.config_change import not_applied
+
+    sent = {1: {"num.io.threads": "16"}, 2: {"num.io.threads": "16"}}
+    before = {1: described(), 2: described()}
+    assert not_applied("cluster", sent, before) == ["broker 1 reports num.io.threads=8 (STATIC_BROKER_CONFIG)",
+                                                    "broker 2 reports num.io.threads=8 (STATIC_BROKER_CONFIG)"]
+    after = {1: described(num__io__threads=("16", DYN_CLUSTER)), 2: described(num__io__threads=("16", DYN_CLUSTER))}
+    assert not_applied("cluster", sent, after) == []
+    assert not_applied([1, 2], sent, after) != [], "per broker: the default level does not count"
+    shadowed = {1: after[1], 2: described(num__io__threads=("4", DYN_BROKER))}
+    assert not_applied("cluster", sent, shadowed) == [], "a broker's own value shadows the default: not waited for"
+    deleted = {1: {"num.io.threads": None}}
+    assert not_applied([1], deleted, {1: described(num__io__threads=("16", DYN_BROKER))}) == [
+        "broker 1 reports num.io.threads=16 (DYNAMIC_BROKER_CONFIG)"]
+    assert not_applied([1], deleted, {1: described()}) == []
+    assert not_applied([1], {1: {"listener.name.internal.max.connections": "10"}}, {1: described()}) == [], \
+        "a listener-prefixed key is not described: Kafka accepted it"
+
+
+def test_plan_summary_is_the_dry_runs_diff_line() -> None:
+    edited = broker_plan(1, {"num.io.threads": "16", "log.retention.hours": "72", "auto.create.topics.enable": None},
+                         SERVER, described(), scope=[1])
+    assert edited.summary() == ("broker 1: dynamic num.io.threads -> 16; server.properties log.retention.hours 168 "
+                                "-> 72; unchanged auto.create.topics.enable; restart: yes")

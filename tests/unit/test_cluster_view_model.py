@@ -9,7 +9,6 @@ from kafka_ops.cluster_view import (
     WindowInfo,
     cluster_page,
     fleet_row,
-    under_min_isr_partitions,
 )
 from kafka_ops.health import ConsumerGroupStatus
 from kafka_ops.quorum import Quorum, Voter
@@ -85,7 +84,7 @@ def test_offline_and_under_min_isr():
              Partition("orders", 1, leader=2, replicas=(2, 3, 1), isr=(2,)),
              Partition("audit", 0, leader=2, replicas=(2, 1), isr=(2,)))
     state = ClusterState(brokers(2), parts, controller_id=2, topic_min_insync={"orders": 2})
-    assert [p.name for p in under_min_isr_partitions(state)] == ["orders-0", "orders-1"]  # audit: default min 1
+    assert [p.name for p in state.under_min_isr_partitions()] == ["orders-0", "orders-1"]  # audit: default min 1
     row = fleet_row(reading(state, kraft=False), NOW_MS, run_url)
     assert (row["offline"], row["urp"], row["under_min_isr"]) == (1, 3, 2)
     assert "1 offline partition" in row["reasons"] and "2 under min ISR partitions" in row["reasons"]

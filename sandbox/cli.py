@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"KRaft controllers (node ids {settings.CONTROLLER_ID_BASE}..; --mode kraft only; default %(default)s)",
     )
     up.add_argument(
+        "--controller-hosts",
+        type=int,
+        default=0,
+        help=f"--mode zookeeper: hosts for KRaft controllers (node ids {settings.CONTROLLER_ID_BASE}..) with the "
+        "release installed and sshd running, not configured or started: what a ZooKeeper-to-KRaft migration "
+        "provisions (default %(default)s)",
+    )
+    up.add_argument(
         "--address-base",
         default=os.environ.get(ADDRESS_BASE_ENV, settings.BROKER_HOST_BASE),
         help="address of broker 0; broker N gets the address + N "
@@ -162,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_s=args.timeout,
                 mode=args.mode,
                 controllers=args.controllers,
+                controller_hosts=args.controller_hosts,
             )
         elif args.command == "down":
             cluster.down(workdir)

@@ -151,6 +151,7 @@ def up(
     say: Say = say_to_stderr,
     mode: str = "zookeeper",
     controllers: int = 3,
+    controller_hosts: int = 0,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -174,15 +175,22 @@ def up(
     if mode == "zookeeper" and kafka_release.RELEASES[kafka_version].major >= 4:
         raise SandboxError(f"Kafka {kafka_version} has no ZooKeeper mode (removed in 4.0): use --mode kraft "
                            "or a 3.x release")
-    if mode == "kraft":
-        if controllers < 1:
-            raise SandboxError(f"--controllers must be at least 1 (got {controllers})")
+    if mode == "zookeeper":
+        if controller_hosts < 0:
+            raise SandboxError(f"--controller-hosts cannot be negative (got {controller_hosts})")
+        controllers = controller_hosts
+    elif controller_hosts:
+        raise SandboxError("--controller-hosts is for --mode zookeeper (a KRaft sandbox's controllers run: "
+                           "--controllers)")
+    if mode == "kraft" and controllers < 1:
+        raise SandboxError(f"--controllers must be at least 1 (got {controllers})")
+    if controllers:
         try:
             hosts.address(settings.CONTROLLER_ID_BASE + controllers - 1, address_base)
         except ValueError as exc:
             raise SandboxError(str(exc)) from None
         if brokers + spares > settings.CONTROLLER_ID_BASE:
-            raise SandboxError(f"KRaft mode: broker ids must stay below the controllers' "
+            raise SandboxError(f"broker ids must stay below the controllers' "
                                f"{settings.CONTROLLER_ID_BASE} (got {brokers + spares} brokers and spares)")
     try:
         debs.check_packages()
@@ -213,7 +221,7 @@ def up(
                 "kafka_version": kafka_version,
                 "address_base": address_base,
                 "mode": mode,
-                "controllers": controllers if mode == "kraft" else 0,
+                "controllers": controllers,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -236,7 +244,7 @@ def up(
             )
         _prepare_workdir(workdir)
         specs = hosts.specs(brokers, spares, racks, address_base)
-        controller_specs = hosts.controller_specs(controllers, address_base) if mode == "kraft" else []
+        controller_specs = hosts.controller_specs(controllers, address_base)
         check_addresses_free(specs + controller_specs)
         info = state.SandboxState(
             workdir=str(workdir.root),
@@ -311,7 +319,10 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     controller_specs = [hosts.BrokerSpec(id=c["id"], host=c["host"], rack="", spare=False)
                         for c in info.controller_hosts]
     for spec in controller_specs:
-        hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_voters, brokers=len(active))
+        if info.kraft:
+            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_voters, brokers=len(active))
+        else:  # hosts a migration provisions: no server.properties, nothing started
+            hosts.prepare_bare(workdir, spec, info.kafka_version)
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
                       quorum_voters=info.quorum_voters if info.kraft else None)
@@ -328,7 +339,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     for spec in active:
         service.start(workdir.host(spec.id), wait_s=0)
     expected = [s.id for s in active]
-    nodes = [s.id for s in controller_specs + active]
+    nodes = [s.id for s in (controller_specs if info.kraft else []) + active]
     last: dict = {}
 
     def all_live() -> bool:

@@ -57,6 +57,9 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
             "known_hosts": str(workdir.known_hosts),
         },
     }
+    if info.controller_hosts and not info.kraft:  # hosts a migration provisions (not started)
+        doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "provisioned": False}
+                              for i, h in sorted(info.voters.items())]
     if info.kraft:
         del doc["zookeeper_connect"]
         doc["mode"] = "kraft"
@@ -94,7 +97,15 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
     }
     if info.kraft:  # a KRaft cluster's profile has no ZooKeeper; its controllers run on hosts of their own
         del kafka["extra"]["zookeeper"]
+    if info.controller_hosts:
         kafka["extra"]["controller_hosts"] = {str(i): h for i, h in sorted(info.voters.items())}
+    if info.controller_hosts and not info.kraft:
+        # what a ZooKeeper-to-KRaft migration writes into each controller's server.properties besides its own keys
+        kafka["extra"]["controller_properties"] = {
+            "log.dirs": f"{host_pattern}/data",
+            "listeners": f"CONTROLLER://{{host}}:{settings.CONTROLLER_PORT}",
+            **settings.CONTROLLER_CONFIG,
+        }
     first = info.broker_specs[0]
     ssh = {
         "conn_type": "ssh",

@@ -143,5 +143,14 @@ def prepare_controller(workdir: Workdir, spec: BrokerSpec, kafka_version: str, q
     return host
 
 
+def prepare_bare(workdir: Workdir, spec: BrokerSpec, kafka_version: str) -> HostDir:
+    """Create a host for a KRaft controller that a ZooKeeper-to-KRaft migration provisions: the release,
+    empty data/ and logs/, no ``server.properties`` (the migration writes it and formats the storage)."""
+    host = workdir.host(spec.id)
+    _make_dirs(host)
+    install_kafka(host, kafka_version)
+    return host
+
+
 def default_address_base() -> str:
     return settings.BROKER_HOST_BASE

@@ -322,6 +322,7 @@ def start(
     timeout_s: float = CLI_TIMEOUT_S,
     mode: str = "zookeeper",
     controllers: int = 3,
+    controller_hosts: int = 0,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
 
@@ -345,6 +346,8 @@ def start(
         args += ["--address-base", address_base]
     if mode != "zookeeper":
         args += ["--mode", mode, "--controllers", str(controllers)]
+    if controller_hosts:
+        args += ["--controller-hosts", str(controller_hosts)]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

@@ -536,6 +536,79 @@ class KafkaAdminHook(ClusterProfileHook):
         finally:
             client.close()
 
+    def _ask_controller(self, address: str, request: Any) -> Any:
+        """Send ``request`` (a kafka-python request object) to a KRaft controller at ``address`` (``host:port`` of
+        its CONTROLLER listener) and return the response. Controllers serve no Metadata, so kafka-python's clients
+        cannot bootstrap from them; the request goes over the connection to the bootstrap address itself (what
+        Kafka's ``--bootstrap-controller`` tools do, KIP-919), with the profile's client security settings.
+
+        :raises kafka.errors.KafkaError: not reachable or no answer within the request timeout.
+        """
+        from kafka.net.compat import KafkaNetClient
+
+        config = {**self.profile.kafka_python_config(), "bootstrap_servers": address,
+                  "request_timeout_ms": int(self.request_timeout_s * 1000)}
+        client = KafkaNetClient(**config)
+        manager = client._manager
+        node = manager.cluster.bootstrap_brokers()[0]
+
+        async def ask() -> Any:
+            return await manager.get_connection(node.node_id).send_request(request)
+
+        try:
+            return client._net.run(ask)
+        finally:
+            manager.close()
+            client._net.close() if hasattr(client._net, "close") else None
+
+    def controller_api_versions(self, address: str) -> dict[str, Any]:
+        """A KRaft controller's ApiVersions (v3+, sent to ``address``): ``{"zk_migration_ready": bool (KIP-866:
+        true while its ``zookeeper.metadata.migration.enable`` is on and it can migrate), "metadata_version":
+        finalized level or None}``.
+
+        :raises kafka.errors.KafkaError: not reachable, or an error code in the answer.
+        """
+        from kafka.errors import for_code
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        response = self._ask_controller(address, ApiVersionsRequest(client_software_name="kafka-ops",
+                                                                    client_software_version="1", min_version=3))
+        error = for_code(response.error_code)
+        if error.errno != 0:
+            raise error(f"ApiVersions of controller {address} failed")
+        finalized = next((f.max_version_level for f in response.finalized_features or []
+                          if f.name == METADATA_VERSION), None)
+        return {"zk_migration_ready": bool(getattr(response, "zk_migration_ready", False)),
+                "metadata_version": None if finalized is None else int(finalized)}
+
+    def controller_quorum(self, addresses: Iterable[str]) -> Quorum:
+        """DescribeQuorum sent to the KRaft controllers at ``addresses`` (``host:port``; KIP-919: controllers answer
+        it, but only the quorum leader: the others say NOT_LEADER_OR_FOLLOWER), for a cluster whose brokers cannot
+        forward it yet (ZooKeeper-mode brokers during the migration). Asks each until the leader answers.
+
+        :raises kafka.errors.KafkaError: no controller answered as the leader (the last error).
+        """
+        from kafka.errors import KafkaError, for_code
+        from kafka.protocol.admin import DescribeQuorumRequest
+
+        topic = DescribeQuorumRequest.TopicData
+        last: Exception = KafkaError("no controller address given")
+        for address in addresses:
+            try:
+                response = self._ask_controller(address, DescribeQuorumRequest(topics=[
+                    topic(topic_name="__cluster_metadata", partitions=[topic.PartitionData(partition_index=0)])]))
+            except KafkaError as exc:
+                last = exc
+                continue
+            answer = response.to_dict()
+            codes = [response.error_code] + [p.get("error_code", 0) for t in answer.get("topics") or []
+                                             for p in t.get("partitions") or []]
+            error = next((for_code(c) for c in codes if c), None)
+            if error is None:
+                return Quorum.from_describe(answer)
+            last = error(f"DescribeQuorum of controller {address}")
+        raise last
+
     def is_kraft(self) -> bool:
         """True when the cluster answers DescribeQuorum (a KRaft cluster), False when its brokers do not offer
         it (ZooKeeper mode). Other errors are raised."""

@@ -29,6 +29,10 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
   (shell commands run on a controller host; each defaults to the broker's ``service_stop`` /
   ``service_start`` / ``service_status``; ``{broker_id}`` is filled with the controller's node id). The
   status command follows ``systemctl is-active``: exit 0 = running, non-zero = stopped.
+  ``controller_properties`` (``{"log.dirs": "/var/lib/kafka/meta", "listeners": "CONTROLLER://{host}:9093"}``):
+  what the ZooKeeper-to-KRaft migration (``kafka_ops.migration``) writes into each new controller's
+  ``server.properties`` besides the keys it sets itself; ``{broker_id}`` is filled with the controller's node id,
+  ``{host}`` with its host. Owned by the connection: a run cannot choose where a controller keeps its data.
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -88,6 +92,11 @@ PROFILE_SCHEMA: dict[str, Any] = {
             "type": "object",
             "propertyNames": {"pattern": r"^(0|[1-9][0-9]{0,9})$"},
             "additionalProperties": _NON_EMPTY,
+        },
+        "controller_properties": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^[a-z][a-z0-9_.-]*$"},
+            "additionalProperties": {"type": "string"},
         },
         "controller_service_stop": _COMMAND,
         "controller_service_start": _COMMAND,
@@ -201,6 +210,8 @@ class ClusterProfile:
         lock topic in the cluster), ``zookeeper`` (needs ``zookeeper``), ``kafka``; see :attr:`lock_in`.
     :param controller_hosts: KRaft controller node id -> host (owned by the connection, as ``broker_hosts``);
         a voter missing here takes the host DescribeQuorum v2 names (``kafka_ops.controller_roll.resolve_hosts``).
+    :param controller_properties: Kafka config key -> value (``{broker_id}`` / ``{host}`` placeholders) of the
+        controllers a ZooKeeper-to-KRaft migration provisions (``listeners``, ``log.dirs``, ...).
     :param controller_service_stop: / :param controller_service_start: / :param controller_service_status:
         shell commands run on a controller host, or None = the broker's ``service_*`` command (see
         :meth:`controller_service_command`).
@@ -226,6 +237,7 @@ class ClusterProfile:
     reassignment_via: str = "auto"
     lock_store: str = "auto"
     controller_hosts: Mapping[int, str] = field(default_factory=dict)
+    controller_properties: Mapping[str, str] = field(default_factory=dict)
     controller_service_stop: str | None = None
     controller_service_start: str | None = None
     controller_service_status: str | None = None
@@ -239,6 +251,7 @@ class ClusterProfile:
                            MappingProxyType({int(k): v for k, v in self.controller_hosts.items()}))
         object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
         object.__setattr__(self, "commands", MappingProxyType(dict(self.commands)))
+        object.__setattr__(self, "controller_properties", MappingProxyType(dict(self.controller_properties)))
         object.__setattr__(self, "consumer_groups", tuple(self.consumer_groups))
 
     @classmethod
@@ -339,6 +352,14 @@ class ClusterProfile:
         """
         return value.replace("{broker_id}", str(int(broker_id)))
 
+    def controller_addresses(self) -> list[str]:
+        """``host:port`` of each controller in ``controller_hosts`` (by node id), the port of the CONTROLLER listener
+        in ``controller_properties`` (default 9093: ``kafka_ops.migration.controller_port``)."""
+        from kafka_ops.migration import controller_port
+
+        port = controller_port(self.controller_properties)
+        return [f"{host}:{port}" for _, host in sorted(self.controller_hosts.items())]
+
     def server_properties_for(self, broker_id: int) -> str | None:
         """``server_properties`` for this broker (placeholder filled), or None when unset."""
         return None if self.server_properties is None else self.for_broker(self.server_properties, broker_id)
@@ -429,6 +450,7 @@ class ClusterProfile:
             "lock_store": self.lock_store,
             "broker_hosts": {str(k): v for k, v in self.broker_hosts.items()},
             "controller_hosts": {str(k): v for k, v in self.controller_hosts.items()},
+            "controller_properties": dict(self.controller_properties),
             "controller_service_stop": self.controller_service_stop,
             "controller_service_start": self.controller_service_start,
             "controller_service_status": self.controller_service_status,

@@ -24,6 +24,7 @@ from kafka_ops.cluster import ClusterState
 from kafka_ops.controller_roll import service_state
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import RollRecord, batch_label, labelled_batch
+from kafka_ops.roll_spec import ClusterMode
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand
 from runtime.failures import describe
@@ -87,13 +88,36 @@ class BrokerRollOperator(NodeRollOperator):
         return record, {int(b["id"]): b for b in self.batch["brokers"] if not record.is_done(int(b["id"]))}
 
     def _alive(self, nodes: Mapping[int, dict]) -> set[int]:
+        """The brokers in the metadata; while the cluster migrates to KRaft, those of ``nodes`` whose service status
+        does not say stopped (:meth:`_migrating`)."""
+        if self._migrating():
+            return {bid for bid, node in nodes.items() if not self._service_stopped(node).ok}
         return set(self.prober.state(configs=False).broker_ids)
+
+    def _migrating(self) -> bool:
+        """While the cluster migrates to KRaft the KRaft controller keeps a stopped broker in the metadata it sends
+        the ZooKeeper-mode brokers (a fenced registration): the metadata cannot tell that a broker is down, its
+        service status can."""
+        return self.mode(self._context, self.prober.admin) is ClusterMode.MIGRATING
+
+    def _service_stopped(self, node: Mapping[str, Any]) -> Check:
+        """The profile's service status command on the broker's host says stopped."""
+        rc, out = BrokerCommand.status_of(self.profile, node).status(self.profile.ssh_conn_id, self.ssh_timeout_s)
+        state = service_state(rc, out)
+        return Check(state == "stopped", f"service status: {(out.strip().splitlines() or ['?'])[0]} (exit {rc}): "
+                                         f"{state}")
 
     def _command(self, step: str, choice: str | None, node: dict) -> BrokerCommand | None:
         return BrokerCommand.choose(self.profile, step, choice, node)
 
     def _wait_gone(self, nodes: Mapping[int, dict]) -> None:
-        self._wait_each("gone", list(nodes))
+        """Each broker left the cluster's metadata; while the cluster migrates, its service status says stopped."""
+        if not self._migrating():
+            self._wait_each("gone", list(nodes))
+            return
+        for bid, node in nodes.items():
+            self._wait(lambda node=node: self._service_stopped(node),
+                       f"broker {bid} has stopped (its service status: while migrating the metadata keeps it)")
 
     def _wait_back(self, record: RollRecord, nodes: Mapping[int, dict]) -> None:
         ids = list(nodes)

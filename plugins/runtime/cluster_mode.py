@@ -8,7 +8,9 @@ without the lock task (or a run whose lock task could not ask the cluster) asks 
 
 How a mode is told: a cluster that answers DescribeQuorum (KIP-595) has a KRaft metadata quorum; one that does
 not is in ZooKeeper mode. A cluster in the middle of the ZooKeeper-to-KRaft migration (KIP-866) is reported as
-``MIGRATING`` by the migration's own steps, which know it.
+``MIGRATING`` by the migration's own check (task ``check_migration``), which knows it and keeps the mode under
+the same XCom key; a revert's ``deprovision_controllers`` decides ``ZOOKEEPER`` for what follows it (no controller
+runs any more). :func:`decided_mode` reads the latest decider's decision first.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from kafka_ops.roll_spec import ClusterMode
 #: The task that decides the mode (``groups.cluster_guard``) and the XCom key it keeps it under.
 LOCK_TASK_ID = "lock_cluster"
 MODE_KEY = "cluster_mode"
+#: The ZooKeeper-to-KRaft migration's check, whose decision (``migrating``) overrides the lock's, and a revert's
+#: deprovisioning of the controllers, whose decision (``zookeeper``) overrides the check's once it ran.
+MIGRATION_CHECK_TASK_ID = "check_migration"
+DEPROVISION_TASK_ID = "deprovision_controllers"
 
 
 def mode_of(kraft: bool) -> ClusterMode:
@@ -30,15 +36,22 @@ def mode_of(kraft: bool) -> ClusterMode:
 
 
 def decided_mode(context: Any) -> ClusterMode | None:
-    """The mode ``lock_cluster`` decided for this run, or None (no lock task, or it could not ask)."""
-    pull = getattr(context.get("ti"), "xcom_pull", None)
+    """The mode decided for this run: the migration's check's (in a DAG that has one), else ``lock_cluster``'s; None
+    when neither decided (no lock task, or it could not ask)."""
+    ti = context.get("ti")
+    pull = getattr(ti, "xcom_pull", None)
     if pull is None:
         return None
-    try:
-        value = pull(task_ids=LOCK_TASK_ID, key=MODE_KEY)
-    except Exception:  # noqa: BLE001 - no decision: the caller asks the cluster
-        return None
-    return ClusterMode(value) if isinstance(value, str) and value in ClusterMode._value2member_map_ else None
+    dag = getattr(getattr(ti, "task", None), "dag", None)
+    deciders = [t for t in (DEPROVISION_TASK_ID, MIGRATION_CHECK_TASK_ID) if t in getattr(dag, "task_ids", ())]
+    for task_id in [*deciders, LOCK_TASK_ID]:
+        try:
+            value = pull(task_ids=task_id, key=MODE_KEY)
+        except Exception:  # noqa: BLE001 - no decision: the caller asks the cluster
+            continue
+        if isinstance(value, str) and value in ClusterMode._value2member_map_:
+            return ClusterMode(value)
+    return None
 
 
 def run_mode(context: Any, ask_kraft: Callable[[], bool], log: Any) -> ClusterMode:

@@ -129,6 +129,14 @@ SETTINGS: dict[str, Setting] = {
     "metadata_version": Setting(None, {"type": ["null", "string"], "maxLength": 32},
                                 "KRaft: the metadata.version to finalize ('4.1-IV1', '4.1' or the feature level "
                                 "'27'); empty = the latest level of target_version"),
+    # ZooKeeper-to-KRaft migration
+    "approve_kraft_brokers": Setting(False, {"type": "boolean"},
+                                     "Approve phase 3 in advance (every broker restarted as a KRaft broker); false = "
+                                     "the run waits for Approve / Reject (Required Actions) after the metadata is "
+                                     "migrated"),
+    "approve_finalize": Setting(False, {"type": "boolean"},
+                                "Approve phase 4 in advance: the controllers lose the migration flag, the POINT OF NO "
+                                "RETURN; false = the run waits for Approve / Reject before it"),
     # config change
     "changes": Setting({}, {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean",
                                                                                  "null"]}},

@@ -57,11 +57,19 @@ def zookeeper_answers(connect: str, timeout_s: float = ZOOKEEPER_CHECK_S) -> Che
 
 
 def quorum_leader_answers(admin: Any) -> Check:
-    """DescribeQuorum through ``admin`` (a ``hooks.kafka_admin.KafkaAdminHook``) names a leader."""
+    """DescribeQuorum through ``admin`` (a ``hooks.kafka_admin.KafkaAdminHook``) names a leader; when the brokers
+    cannot forward it (ZooKeeper-mode brokers during the migration), asked of the profile's controllers directly."""
     try:
         quorum = admin.describe_quorum()
     except Exception as exc:  # noqa: BLE001 - the answer is "no leader reachable"
-        return Check(False, f"no KRaft quorum leader answers: {type(exc).__name__}: {exc}")
+        addresses = admin.profile.controller_addresses() if getattr(admin, "profile", None) else []
+        if not addresses:
+            return Check(False, f"no KRaft quorum leader answers: {type(exc).__name__}: {exc}")
+        try:
+            quorum = admin.controller_quorum(addresses)
+        except Exception as direct:  # noqa: BLE001 - the answer is "no leader reachable"
+            return Check(False, f"no KRaft quorum leader answers (brokers: {type(exc).__name__}; controllers "
+                                f"{', '.join(addresses)}: {type(direct).__name__}: {direct})")
     if not quorum.has_leader:
         return Check(False, "the KRaft quorum has no leader (an election is going on)")
     return Check(True, f"KRaft quorum leader {quorum.leader_id} answers (epoch {quorum.leader_epoch})")

@@ -1,0 +1,291 @@
+"""The ZooKeeper-to-KRaft migration (``kafka_zk_to_kraft``) and its revert (``kafka_zk_to_kraft_revert``) run end to
+end (``dag.test()``) on real Kafka 3.9.1: a sandbox of this module (3 ZooKeeper-mode brokers, 3 hosts for KRaft
+controllers with the release installed and nothing configured), judged from outside: each node's own log (every
+start), ZooKeeper's znodes, the hosts' server.properties, a metadata watcher (offline partitions), ``acks=all``
+traffic whose acknowledged messages must all be read back, the workload's consumer groups, and at the end Kafka's
+own ``kafka-metadata-quorum describe --status``.
+
+The tests run in file order on one sandbox: refusals and the dry run touch nothing; a migration stopped after phase 2
+is reverted; one stopped in the middle of phase 3 (a broker's file cannot be parsed) is cleared, resumes without
+restarting a broker twice, and is reverted from phase 3; the last test migrates the whole way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+from airflow_env import Responder, clear_and_resume, failure_lines, run_dag
+from broker_support import module_sandbox
+from observers import MetadataWatcher, assert_no_acknowledged_message_lost
+
+from sandbox.traffic_watch import watched_traffic
+
+MIGRATE, REVERT = "kafka_zk_to_kraft", "kafka_zk_to_kraft_revert"
+SLOT_MIGRATION = 216  # third address octet of this module's sandbox (see tests/integration/broker_support.py)
+FAST = {"healthcheck_interval_s": 1, "healthcheck_timeout_s": 120, "lag_ok_consecutive": 2}
+CONTROLLERS = [100, 101, 102]
+
+
+@pytest.fixture(scope="module")
+def cluster(request, tmp_path_factory):
+    with module_sandbox(request, tmp_path_factory, SLOT_MIGRATION, brokers=3, racks=3, kafka_version="3.9.1",
+                        controller_hosts=3) as running:
+        yield running
+
+
+@pytest.fixture
+def variant(cluster, use_sandbox, monkeypatch):
+    """``variant(**extra)``: an Airflow connection ``kafka_variant``: this sandbox's profile with ``extra`` changed."""
+    from airflow_env import connection_env
+
+    def make(**extra) -> str:
+        env = connection_env(cluster.workdir)
+        conn = json.loads(env["AIRFLOW_CONN_KAFKA_SANDBOX"])
+        conn["extra"] = {**conn["extra"], **extra}
+        monkeypatch.setenv("AIRFLOW_CONN_KAFKA_VARIANT", json.dumps(conn))
+        return "kafka_variant"
+
+    use_sandbox(cluster.workdir)
+    return make
+
+
+@pytest.fixture
+def zk39(cluster, use_sandbox):
+    """This module's sandbox, healthy, the Airflow connections pointed at it."""
+    use_sandbox(cluster.workdir)
+    cluster.wait_healthy(timeout_s=120)
+    return cluster
+
+
+def output(capfd, caplog) -> str:
+    return capfd.readouterr().out + caplog.text
+
+
+def starts(sandbox) -> dict[int, int]:
+    """Node id -> how often Kafka logged that it started (brokers and controllers)."""
+    return sandbox.starts(sandbox.broker_ids + CONTROLLERS)
+
+
+def since(sandbox, before: dict[int, int]) -> dict[int, int]:
+    now = starts(sandbox)
+    return {n: now[n] - before[n] for n in before}
+
+
+def files(sandbox, ids: list[int]) -> dict[int, str | None]:
+    out = {}
+    for n in ids:
+        path = sandbox.host_dir(n).server_properties
+        out[n] = path.read_text() if path.exists() else None
+    return out
+
+
+def znodes(sandbox) -> dict[str, object]:
+    with sandbox.zk() as zk:
+        def read(path: str):
+            return json.loads(zk.get(path)[0]) if zk.exists(path) else None
+        return {"migration": read("/migration"), "controller": read("/controller"),
+                "registered": sorted(int(i) for i in zk.get_children("/brokers/ids"))}
+
+
+def metadata_quorum(sandbox) -> str:
+    """Kafka's own judge: ``kafka-metadata-quorum --bootstrap-server <brokers> describe --status``."""
+    tool = sandbox.host_dir(0).path / "kafka" / "bin" / "kafka-metadata-quorum.sh"
+    done = subprocess.run([str(tool), "--bootstrap-server", sandbox.bootstrap_servers, "describe", "--status"],
+                          capture_output=True, text=True, timeout=120, env={"KAFKA_HEAP_OPTS": "-Xmx128m",
+                                                                           "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def controller_started(sandbox) -> list[int]:
+    return [c for c in CONTROLLERS if sandbox.host_dir(c).server_properties.exists()]
+
+
+def test_bad_input_is_refused_before_anything_is_touched(cluster, variant, capfd, caplog):
+    before = starts(cluster)
+    hosts = {str(c): cluster.broker(c)["host"] for c in CONTROLLERS}
+    clash = variant(controller_hosts={**hosts, "1": hosts.pop("102")})
+    result = run_dag(MIGRATE, {"cluster": clash, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "failed" and result.state_of("check_migration") == "failed"
+    assert "controller node ids [1] are broker ids too" in text, failure_lines(text)
+
+    unreachable = cluster.broker(102)["host"].rsplit(".", 1)[0] + ".250"
+    missing = variant(controller_hosts={**{str(c): cluster.broker(c)["host"] for c in CONTROLLERS[:2]},
+                                        "102": unreachable})
+    result = run_dag(MIGRATE, {"cluster": missing, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "failed" and result.state_of("check_migration") == "failed"
+    assert f"controller 102 ({unreachable})" in text, failure_lines(text)
+
+    nowhere = variant(controller_properties={"listeners": "CONTROLLER://{host}:9093"})
+    result = run_dag(MIGRATE, {"cluster": nowhere, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "failed"
+    assert "controller_properties name no log.dirs" in text, failure_lines(text)
+    assert starts(cluster) == before and controller_started(cluster) == [], "nothing was touched"
+
+
+def test_brokers_not_on_the_bridge_release_are_refused(sandbox, use_sandbox, capfd, caplog):
+    """The session's sandbox runs Kafka 3.6.2 with IBP 3.6 and names no controllers: each is a refusal."""
+    use_sandbox(sandbox.workdir)
+    before = sandbox.starts()
+    result = run_dag(MIGRATE, {"cluster": "kafka_sandbox", **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "failed" and result.state_of("check_migration") == "failed"
+    assert "brokers must run Kafka 3.9.x to migrate (the bridge release): brokers 0 (3.6)" in text, \
+        failure_lines(text)
+    assert "inter.broker.protocol.version must be 3.9 on every broker before the migration" in text
+    assert "the connection lists no controller_hosts" in text
+    assert sandbox.starts() == before
+
+
+def test_dry_run_prints_every_edit_per_host_and_touches_nothing(zk39, capfd, caplog):
+    sandbox = zk39
+    before = starts(sandbox)
+    props = files(sandbox, sandbox.broker_ids)
+    result = run_dag(MIGRATE, {"cluster": "kafka_sandbox", "dry_run": True, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "success", failure_lines(text)
+    assert re.search(r"DRY RUN: phase 1, controller 100 \(\S+\): server.properties:\nprocess.roles=controller\n"
+                     r"node.id=100\n", text), text[-3000:]
+    assert "zookeeper.metadata.migration.enable=true" in text
+    assert re.search(r"DRY RUN: roll migrate, broker 1 \(\S+\): zookeeper.metadata.migration.enable unset -> true",
+                     text)
+    assert re.search(r"DRY RUN: roll kraft, broker 2 \(\S+\): .*process.roles unset -> broker", text)
+    assert re.search(r"broker.id 2 -> removed", text) and "zookeeper.connect 127.0.0.1" in text
+    assert "DRY RUN: phase 4, controller 102" in text
+    assert starts(sandbox) == before and controller_started(sandbox) == []
+    assert files(sandbox, sandbox.broker_ids) == props
+
+
+def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
+    sandbox = zk39
+    before = starts(sandbox)
+    original = files(sandbox, sandbox.broker_ids)
+    rejecter = Responder(MIGRATE, "approve_kraft_brokers", "Reject")
+    rejecter.start()
+    try:
+        result = run_dag(MIGRATE, {"cluster": "kafka_sandbox", **FAST})
+    finally:
+        rejecter.stop.set()
+    text = output(capfd, caplog)
+    assert rejecter.answered.is_set()
+    assert result.state == "success", failure_lines(text)
+    assert result.state_of("kraft_brokers.plan") == "skipped"
+    assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 1, 101: 1, 102: 1}
+    zk = znodes(sandbox)
+    assert zk["migration"]["kraft_metadata_offset"] >= 0 and zk["controller"]["brokerid"] in CONTROLLERS
+    assert zk["registered"] == [0, 1, 2], "phase 2: the brokers still register in ZooKeeper"
+
+    before = starts(sandbox)
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        reverted = run_dag(REVERT, {"cluster": "kafka_sandbox", **FAST})
+    text = output(capfd, caplog)
+    assert reverted.state == "success", failure_lines(text)
+    assert_no_acknowledged_message_lost(traffic)
+    assert watcher.ever_offline() == []
+    assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 0, 101: 0, 102: 0}, "one roll: the flag removed"
+    zk = znodes(sandbox)
+    assert zk["migration"] is None and zk["controller"]["brokerid"] in sandbox.broker_ids
+    assert controller_started(sandbox) == [], "the controllers' files moved aside"
+    for c in CONTROLLERS:
+        assert not (sandbox.host_dir(c).data / "__cluster_metadata-0").exists(), "metadata log removed"
+    for b in sandbox.broker_ids:
+        props = sandbox.host_dir(b).server_properties.read_text()
+        assert "zookeeper.metadata.migration.enable" not in props and "controller.quorum.voters" not in props
+        assert props.replace("listener.security.protocol.map=PLAINTEXT\\:PLAINTEXT,SSL\\:SSL,SASL_PLAINTEXT\\:"
+                             "SASL_PLAINTEXT,SASL_SSL\\:SASL_SSL\n", "") == original[b]
+
+
+def test_a_run_cleared_in_the_middle_of_phase_3_resumes_then_is_reverted_from_phase_3(zk39, capfd, caplog):
+    """Broker 1's server.properties gains a line its edit cannot parse once the metadata is migrated: phase 3
+    stops at broker 1 (left stopped); the line removed, clearing the failed tasks resumes there: every broker ends
+    restarted exactly twice. Then the revert from phase 3: two broker rolls, back to ZooKeeper mode."""
+    sandbox = zk39
+    before = starts(sandbox)
+    props1 = sandbox.host_dir(1).server_properties
+    broken = threading.Event()
+
+    def break_broker_1() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not broken.is_set():
+            if (znodes(sandbox)["migration"] or {}).get("kraft_metadata_offset", -1) >= 0:
+                props1.write_text(props1.read_text() + "kafka.ops.test.broken=\\uZZZZ\n")
+                broken.set()
+                return
+            time.sleep(0.2)
+
+    breaker = threading.Thread(target=break_broker_1, daemon=True)
+    breaker.start()
+    rejecter = Responder(MIGRATE, "approve_finalize", "Reject")
+    rejecter.start()
+    try:
+        failed = run_dag(MIGRATE, {"cluster": "kafka_sandbox", "approve_kraft_brokers": True, **FAST})
+        text = output(capfd, caplog)
+        assert broken.is_set()
+        assert failed.state == "failed", failed.states
+        assert failed.state_of("kraft_brokers.broker", 1) == "failed", failure_lines(text)
+        assert "broker 1: server.properties: " in text
+        assert since(sandbox, before) == {0: 2, 1: 1, 2: 1, 100: 1, 101: 1, 102: 1}
+        props1.write_text(props1.read_text().replace("kafka.ops.test.broken=\\uZZZZ\n", ""))
+        resumed = clear_and_resume(MIGRATE, failed.run_id, only_failed=True)
+    finally:
+        rejecter.stop.set()
+    assert resumed.state == "success", resumed.states
+    assert rejecter.answered.is_set()
+    assert resumed.state_of("finalize.plan") == "skipped"
+    assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 1, 101: 1, 102: 1}, \
+        "each broker restarted exactly twice: the resumed roll did not restart broker 0 again"
+    assert znodes(sandbox)["registered"] == []
+
+    before = starts(sandbox)
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        reverted = run_dag(REVERT, {"cluster": "kafka_sandbox", **FAST})
+    text = output(capfd, caplog)
+    assert reverted.state == "success", failure_lines(text)
+    assert_no_acknowledged_message_lost(traffic)
+    assert watcher.ever_offline() == []
+    assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 0, 101: 0, 102: 0}, "two broker rolls"
+    zk = znodes(sandbox)
+    assert zk["registered"] == [0, 1, 2] and zk["migration"] is None
+    for b in sandbox.broker_ids:
+        props = sandbox.host_dir(b).server_properties.read_text()
+        assert f"broker.id={b}" in props and "process.roles" not in props and "zookeeper.connect=" in props
+        assert "zookeeper.session.timeout.ms=6000" in props, "restored from the ZooKeeper-mode backup"
+        assert "zookeeper.metadata.migration.enable" not in props
+
+
+def test_the_whole_migration_restarts_each_broker_twice_and_finalizes(zk39, capfd, caplog):
+    sandbox = zk39
+    before = starts(sandbox)
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        result = run_dag(MIGRATE, {"cluster": "kafka_sandbox", "approve_kraft_brokers": True,
+                                   "approve_finalize": True, **FAST})
+    text = output(capfd, caplog)
+    assert result.state == "success", failure_lines(text)
+    assert_no_acknowledged_message_lost(traffic)
+    assert watcher.ever_offline() == []
+    assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 2, 101: 2, 102: 2}, \
+        "each broker twice (phases 2 and 3), each controller started once and restarted once (phase 4)"
+    assert "Completed migration of metadata from ZooKeeper to KRaft" in "".join(
+        sandbox.host_dir(c).server_log.read_text() for c in CONTROLLERS)
+    status = metadata_quorum(sandbox)
+    leader = int(re.search(r"LeaderId:\s+(\d+)", status).group(1))
+    assert leader in CONTROLLERS, status
+    assert all(f'"id": {c}' in status for c in CONTROLLERS), status
+    assert znodes(sandbox)["registered"] == [], "no broker registers in ZooKeeper"
+    for b in sandbox.broker_ids:
+        props = sandbox.host_dir(b).server_properties.read_text()
+        assert "process.roles=broker" in props and f"node.id={b}" in props and "zookeeper" not in props
+    for c in CONTROLLERS:
+        props = sandbox.host_dir(c).server_properties.read_text()
+        assert "zookeeper" not in props and "process.roles=controller" in props

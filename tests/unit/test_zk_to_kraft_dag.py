@@ -1,0 +1,73 @@
+"""The kafka_zk_to_kraft and kafka_zk_to_kraft_revert DAGs' shapes: their tasks in order, each roll's rule, facts
+and edit, the approvals and the params. Parsed from dags/, no servers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MIGRATE = ["check_params", "lock_cluster", "check_migration", "provision_controllers", "migrate_brokers.plan",
+           "migrate_brokers.broker", "wait_migrated", "approve_kraft_brokers", "kraft_brokers.plan",
+           "kraft_brokers.broker", "wait_kraft_brokers", "approve_finalize", "finalize.plan", "finalize.controller",
+           "wait_finalized", "final_health", "forget_rolls", "unlock_cluster", "run_outcome"]
+REVERT = ["check_params", "lock_cluster", "check_migration", "zookeeper_brokers.plan", "zookeeper_brokers.broker",
+          "deprovision_controllers", "drop_flag.plan", "drop_flag.broker", "wait_zookeeper", "final_health",
+          "forget_rolls", "unlock_cluster", "run_outcome"]
+
+
+@pytest.fixture(scope="module")
+def dags(tmp_path_factory):
+    from airflow.dag_processing.dagbag import DagBag
+
+    folder = tmp_path_factory.mktemp("dags")
+    for name in ("kafka_zk_to_kraft.py", "kafka_zk_to_kraft_revert.py"):
+        shutil.copy(REPO / "dags" / name, folder)
+    bag = DagBag(dag_folder=str(folder))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags
+
+
+@pytest.mark.parametrize(("dag_id", "chain"), [("kafka_zk_to_kraft", MIGRATE), ("kafka_zk_to_kraft_revert", REVERT)])
+def test_tasks_run_in_the_phases_order(dags, dag_id, chain):
+    t = dags[dag_id].task_dict
+    assert set(t) == set(chain)
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert after in t[before].downstream_task_ids, (dag_id, before, after)
+
+
+def test_each_roll_has_its_rule_facts_and_edit(dags):
+    from kafka_ops import migration
+    from runtime import migration_steps
+
+    t = dags["kafka_zk_to_kraft"].task_dict
+    expected = {"migrate_brokers.broker": migration.needs_flag, "kraft_brokers.broker": migration.needs_kraft,
+                "finalize.controller": migration.needs_finalize}
+    for task_id, rule in expected.items():
+        roll = t[task_id].partial_kwargs
+        assert roll["needs_action"] is rule
+        assert roll["before_start"] is not None
+    assert t["migrate_brokers.broker"].partial_kwargs["facts"] is migration_steps.broker_facts
+    assert t["finalize.controller"].partial_kwargs["facts"] is migration_steps.controller_facts
+    assert t["migrate_brokers.plan"].settings["brokers"] == [], "every broker planned; the rule decides"
+    assert t["forget_rolls"].roll_ids == ["migrate_brokers", "kraft_brokers", "finalize"]
+    r = dags["kafka_zk_to_kraft_revert"].task_dict
+    assert r["zookeeper_brokers.broker"].partial_kwargs["needs_action"] is migration.needs_zookeeper
+    assert r["drop_flag.broker"].partial_kwargs["needs_action"] is migration.needs_flag_removed
+    assert r["check_migration"].direction == "revert"
+
+
+def test_the_point_of_no_return_is_approved_and_says_so(dags):
+    t = dags["kafka_zk_to_kraft"].task_dict
+    assert t["approve_finalize"].approves == "finalize"
+    assert "POINT OF NO RETURN" in t["approve_finalize"].body
+    assert t["approve_kraft_brokers"].approves == "kraft_brokers"
+
+
+def test_params_approve_in_advance_and_have_no_broker_list(dags):
+    p = dags["kafka_zk_to_kraft"].params
+    assert p["approve_finalize"] is False and p["approve_kraft_brokers"] is False
+    assert "brokers" not in p and "keep_order" not in p and p["dry_run"] is False
+    assert "approve_finalize" not in dags["kafka_zk_to_kraft_revert"].params

@@ -29,6 +29,8 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from hooks.airflow_api import AirflowApiHook
 from kafka_ops.metadata_version import MetadataVersion, label, safe_downgrade
+from runtime import profiles
+from runtime.lock_holding import release_held
 from runtime.params import is_true
 
 
@@ -93,6 +95,23 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
         if is_true(params.get("dry_run", False)):
             return self._approved("DRY RUN: the run would wait here for approval of the protocol bump")
         return self._ask(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        """Airflow's handling of the answer (Reject skips everything after this task); on Reject, also release the
+        cluster lock if this run holds it: a run resumed by clearing only its failed tasks re-took the lock in a
+        roll task, and neither ``forget_rolls`` (skipped) nor ``unlock_cluster`` (its teardown succeeded before
+        and is not run again) would release it."""
+        result = super().execute_complete(context, event)
+        if self.REJECT in (event.get("chosen_options") or []):
+            cluster = (context.get("params") or {}).get("cluster")
+            if cluster:
+                try:
+                    profile = profiles.profile_or_fail(str(cluster))
+                except Exception as exc:  # noqa: BLE001 - the teardown, when it runs, releases it
+                    self.log.warning("lock not released after Reject: %s", exc)
+                else:
+                    release_held(profile, context, self.log, "rejected: the run ends here")
+        return result
 
     def _ask(self, context: Any) -> Any:
         """Ask (Airflow's HITL), unless an earlier try of this task got its answer already: then act on that."""

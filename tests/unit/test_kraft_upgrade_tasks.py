@@ -309,3 +309,22 @@ def test_a_retry_acts_on_the_answer_an_earlier_try_received_instead_of_asking_ag
     assert asked_for == [("d", "r", "approve_protocol_bump", -1, 1)]
     answers.clear()
     assert run(3) == "waits", "no earlier answer: asked again"
+
+
+def test_a_reject_releases_the_lock_this_run_holds(monkeypatch):
+    """A run resumed by clearing only its failed tasks re-took the lock in a roll task; a Reject then skips
+    forget_rolls and its unlock_cluster teardown succeeded before: the approval releases the lock itself."""
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from operators import upgrade_approval
+
+    released: list[tuple] = []
+    monkeypatch.setattr(ApprovalOperator, "execute_complete", lambda self, context, event: event)
+    monkeypatch.setattr(upgrade_approval.profiles, "profile_or_fail", lambda cluster: f"profile of {cluster}")
+    monkeypatch.setattr(upgrade_approval, "release_held",
+                        lambda profile, context, log, why: released.append((profile, why)))
+    op = ProtocolBumpApprovalOperator(task_id="approve_protocol_bump")
+    context = {"params": {"cluster": "kafka_prod"}}
+    op.execute_complete(context, {"chosen_options": ["Approve"]})
+    assert released == [], "an approval keeps the lock: the run goes on"
+    op.execute_complete(context, {"chosen_options": ["Reject"]})
+    assert released == [("profile of kafka_prod", "rejected: the run ends here")]

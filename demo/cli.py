@@ -38,7 +38,10 @@ from demo.errors import DemoError
 from demo.rest import AirflowApiError, AirflowClient
 
 REPO = Path(__file__).resolve().parent.parent
-DAGS = ("kafka_rolling_restart", "kafka_upgrade", "kafka_scale_out", "kafka_decommission", "kafka_config_change")
+DAGS = ("kafka_rolling_restart", "kafka_upgrade", "kafka_scale_out", "kafka_decommission", "kafka_config_change",
+        "kafka_zk_to_kraft", "kafka_zk_to_kraft_revert")
+#: The sandbox a ZooKeeper-to-KRaft migration (or its revert) needs: the bridge release and hosts for controllers.
+MIGRATION_SANDBOX = {"kafka_version": "3.9.1", "controller_hosts": 3}
 #: The demo's config change: a dynamic key cluster-wide (no restart) and a read-only key on broker 0's file (broker 0
 #: restarts, the others are left alone with their reason).
 CONFIG_CHANGE = {"changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400}, "scope": [0]}
@@ -240,6 +243,13 @@ def operation_conf(dag_id: str, sandbox: dict[str, Any]) -> dict[str, Any]:
         return {"brokers": [brokers - 1]}
     if dag_id == "kafka_config_change":
         return json.loads(json.dumps(CONFIG_CHANGE))
+    if dag_id in ("kafka_zk_to_kraft", "kafka_zk_to_kraft_revert"):
+        if sandbox.get("kafka_version") != MIGRATION_SANDBOX["kafka_version"] or not sandbox.get("controller_hosts"):
+            raise DemoError(f"{dag_id} needs a ZooKeeper-mode sandbox on Kafka 3.9.1 with hosts for the controllers "
+                            "(the demo starts one for it; a sandbox already running otherwise is stopped with "
+                            "`make down` first)")
+        # the demo approves both phases in advance (in the UI: Required Actions, Approve)
+        return {"approve_kraft_brokers": True, "approve_finalize": True} if dag_id == "kafka_zk_to_kraft" else {}
     return {}
 
 
@@ -248,8 +258,10 @@ def up(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     workdir = args.workdir.resolve()
     dag_id = args.dag
-    options = sandbox_env.sandbox_options(workdir, {"brokers": args.brokers, "spare_brokers": args.spare_brokers,
-                                                    "mode": args.mode})
+    asked = {"brokers": args.brokers, "spare_brokers": args.spare_brokers, "mode": args.mode}
+    if dag_id in ("kafka_zk_to_kraft", "kafka_zk_to_kraft_revert"):
+        asked.update(MIGRATION_SANDBOX)
+    options = sandbox_env.sandbox_options(workdir, asked)
     conf = {"cluster": args.cluster, **operation_conf(dag_id, options), **args.conf}
     say(f"sandbox in {workdir}: {options['brokers']} brokers, {options['spare_brokers']} spare hosts, "
         f"{options['mode']} mode")

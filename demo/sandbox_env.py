@@ -51,14 +51,18 @@ def sandbox_options(workdir: Path, asked: dict[str, object | None]) -> dict[str,
     """The sandbox the demo runs on: what ``asked`` sets (None = not set), the rest from the sandbox running in
     ``workdir`` (so a plain ``make demo`` reuses a sandbox started with spare brokers or in KRaft mode), else
     :data:`DEFAULT_OPTIONS`. Keys: ``brokers``, ``spare_brokers``, ``mode`` and, of a running sandbox, the
-    others of its options."""
+    others of its options (``controller_hosts``: a ZooKeeper-mode sandbox's hosts for a migration's controllers)."""
     running = running_options(workdir) or {}
+    if running.get("mode", "zookeeper") != "kraft" and "controllers" in running:  # ZooKeeper mode: unstarted hosts
+        running["controller_hosts"] = running.pop("controllers")
     chosen = {k: v for k, v in asked.items() if v is not None}
     if running and any(running.get(k) != v for k, v in chosen.items()):
         running = {}  # other options asked for: ``sandbox up`` names the running sandbox and refuses
     options = {**DEFAULT_OPTIONS, **running, **chosen}
     if options.get("mode") != "kraft":
         options.pop("controllers", None)
+        if not options.get("controller_hosts"):
+            options.pop("controller_hosts", None)
     return options
 
 
@@ -73,7 +77,8 @@ def up(repo: Path, workdir: Path, address_base: str | None, options: dict[str, o
         DemoError: the sandbox could not start or runs but is unhealthy.
     """
     flags = {"brokers": "--brokers", "spare_brokers": "--spare-brokers", "mode": "--mode", "racks": "--racks",
-             "kafka_version": "--kafka-version", "controllers": "--controllers", "address_base": "--address-base"}
+             "kafka_version": "--kafka-version", "controllers": "--controllers",
+             "controller_hosts": "--controller-hosts", "address_base": "--address-base"}
     if address_base:
         options = {**options, "address_base": address_base}
     args = ["up", "--workdir", str(workdir)]

@@ -90,6 +90,12 @@ def test_each_operation_gets_the_conf_it_needs_or_a_clear_refusal() -> None:
         cli.operation_conf("kafka_decommission", {"brokers": 3, "spare_brokers": 1})
     assert cli.operation_conf("kafka_config_change", {"brokers": 3}) == {
         "changes": {"log.cleaner.backoff.ms": 20000, "queued.max.requests": 400}, "scope": [0]}
+    migration_sandbox = {"brokers": 3, "kafka_version": "3.9.1", "controller_hosts": 3}
+    assert cli.operation_conf("kafka_zk_to_kraft", migration_sandbox) == {
+        "approve_kraft_brokers": True, "approve_finalize": True}
+    assert cli.operation_conf("kafka_zk_to_kraft_revert", migration_sandbox) == {}
+    with pytest.raises(DemoError, match="Kafka 3.9.1 with hosts for the controllers"):
+        cli.operation_conf("kafka_zk_to_kraft", {"brokers": 3, "kafka_version": "3.6.2"})
     assert set(cli.DAGS) == {p.stem for p in (Path(cli.REPO) / "dags").glob("kafka_*.py")}, "every operation"
 
 
@@ -98,6 +104,9 @@ def test_sandbox_options_default_without_a_running_sandbox(tmp_path: Path) -> No
         "brokers": 3, "spare_brokers": 1, "mode": "zookeeper"}
     assert sandbox_env.sandbox_options(tmp_path, {"brokers": 4, "spare_brokers": None, "mode": "kraft"}) == {
         "brokers": 4, "spare_brokers": 0, "mode": "kraft"}
+    assert sandbox_env.sandbox_options(tmp_path, {"brokers": None, "spare_brokers": None, "mode": None,
+                                                  "kafka_version": "3.9.1", "controller_hosts": 3}) == {
+        "brokers": 3, "spare_brokers": 0, "mode": "zookeeper", "kafka_version": "3.9.1", "controller_hosts": 3}
 
 
 def test_stop_ends_the_whole_marked_tree_and_nothing_else(tmp_path: Path) -> None:

@@ -372,8 +372,10 @@ def test_a_leader_restart_under_acks_all_traffic_loses_no_acknowledged_message(f
 
     sbx = fresh_sandbox(brokers=3)
     ensure_topic(sbx.bootstrap_servers, "data-path", partitions=3, replication_factor=3, min_insync_replicas=2)
-    wait_for(lambda: all(p.leader >= 0 for p in _partitions(sbx, "data-path")), 30, "data-path led")
-    leader = _partitions(sbx, "data-path")[0].leader
+    # a topic just created may be listed with no partitions yet: all() of nothing is not "led"
+    led = wait_for(lambda: (ps := _partitions(sbx, "data-path")) and all(p.leader >= 0 for p in ps) and ps, 30,
+                   "data-path led")
+    leader = led[0].leader
     with Traffic(sbx.bootstrap_servers, "data-path", rate_per_s=500) as traffic:
         wait_for(lambda: traffic.counts()[1] > 500, 30, "acknowledged traffic before the restart")
         rc, out, err = sbx.ssh(leader, "kafka-service restart")

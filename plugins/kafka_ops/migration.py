@@ -161,6 +161,29 @@ class MigrationView:
             return Phase.CONTROLLERS
         return Phase.ZOOKEEPER
 
+    def shows(self, until: str) -> bool:
+        """Whether the cluster shows the end of a step: ``migrated`` (every broker flagged, the metadata copied),
+        ``kraft_brokers`` (every broker a KRaft broker, none registered in ZooKeeper), ``finalized`` (phase 4 done;
+        the caller also asks the brokers for DescribeQuorum and metadata.version), ``zookeeper`` (a revert's end: no
+        controller answers, every broker in plain ZooKeeper mode, ``/migration`` gone, a broker holds
+        ``/controller``).
+
+        :raises ValueError: another ``until``.
+        """
+        brokers = set(self.brokers.values())
+        if until == "migrated":
+            return brokers <= {BrokerMode.MIGRATING, BrokerMode.KRAFT} and self.metadata_migrated()
+        if until == "kraft_brokers":
+            return brokers <= {BrokerMode.KRAFT} and not self.zk_registered
+        if until == "finalized":
+            return self.phase() is Phase.FINALIZED
+        if until == "zookeeper":
+            holder = int((self.controller_znode or {}).get("brokerid", -1))
+            silent = self.in_state(ControllerState.ABSENT) == sorted(self.controllers)
+            return (brokers <= {BrokerMode.ZOOKEEPER} and silent and self.migration_znode is None
+                    and holder in self.brokers)
+        raise ValueError(f"unknown step end {until!r}")
+
     def describe(self) -> str:
         """One line: the phase and who is where."""
         parts = [f"phase {int(self.phase())} done ({self.phase().describe})"]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
@@ -108,8 +109,8 @@ class MigrationCheckOperator(ClusterOperator):
         for node in steps.controllers(profile):
             try:
                 home, _ = node_paths(profile, int(node["id"]))
-                run_on_host(profile, node, f"test -x {home}/bin/kafka-storage.sh", "looking for Kafka",
-                            read_only=True)
+                tool = shlex.quote(f"{home}/bin/kafka-storage.sh")
+                run_on_host(profile, node, f"test -x {tool}", "looking for Kafka", read_only=True)
             except Exception as exc:  # noqa: BLE001 - each unreachable host is a refusal, named
                 out.append(f"controller {node['id']} ({node['host']}): {str(exc)[-200:]}")
         return out
@@ -251,22 +252,16 @@ class MigrationWaitOperator(ClusterOperator):
         return seen.message
 
     def _done(self, admin: KafkaAdminHook, view: migration.MigrationView) -> bool:
-        brokers = set(view.brokers.values())
-        if self.until == "migrated":
-            return brokers <= {BrokerMode.MIGRATING, BrokerMode.KRAFT} and view.metadata_migrated()
-        if self.until == "kraft_brokers":
-            return brokers <= {BrokerMode.KRAFT} and not view.zk_registered
-        if self.until == "finalized":
-            if view.phase() is not Phase.FINALIZED:
-                return False
-            try:
-                return admin.describe_quorum().has_leader and admin.metadata_version()[0] is not None
-            except Exception:  # noqa: BLE001 - not answering yet: keep waiting
-                return False
-        holder = int((view.controller_znode or {}).get("brokerid", -1))
-        return (brokers <= {BrokerMode.ZOOKEEPER} and not view.in_state(ControllerState.MIGRATING)
-                and not view.in_state(ControllerState.KRAFT) and view.migration_znode is None
-                and holder in view.brokers)
+        """The view shows the step's end (``MigrationView.shows``); once finalized, the brokers also answer
+        DescribeQuorum and report metadata.version."""
+        if not view.shows(self.until):
+            return False
+        if self.until != "finalized":
+            return True
+        try:
+            return admin.describe_quorum().has_leader and admin.metadata_version()[0] is not None
+        except Exception:  # noqa: BLE001 - not answering yet: keep waiting
+            return False
 
 
 class MigrationApprovalOperator(ProtocolBumpApprovalOperator):

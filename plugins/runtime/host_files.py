@@ -55,14 +55,16 @@ def run_on_host(profile: ClusterProfile, node: Mapping[str, Any], command: str, 
 
 def write_properties(profile: ClusterProfile, node: Mapping[str, Any], text: str) -> str:
     """Replace server.properties atomically, keeping a timestamped backup beside it, then read it back; returns
-    the backup's path (``<server.properties>.bak-<epoch>``).
+    the backup's path (``<server.properties>.bak-<epoch>``; ``""`` when there was no file to back up: a new
+    controller's first file).
 
     :raises AirflowFailException: the write failed, or the file read back is not ``text`` (the node is not
         started on it; the backup is beside it).
     """
     _, props = node_paths(profile, int(node["id"]))
     p = shlex.quote(props)
-    out = run_on_host(profile, node, f"b={p}.bak-$(date +%s) && cp -p {p} \"$b\" && printf %s "
+    keep = f"b={p}.bak-$(date +%s); if test -e {p}; then cp -p {p} \"$b\"; else b=; fi"
+    out = run_on_host(profile, node, f"{keep} && printf %s "
                       f"{shlex.quote(text)} > {p}.kafka-ops-new && mv {p}.kafka-ops-new {p} && echo \"$b\"",
                       "writing server.properties")
     backup = (out.strip().splitlines() or [""])[-1]

@@ -189,13 +189,7 @@ def provision_controller(profile: ClusterProfile, node: Mapping[str, Any], text:
         return "dry run"
     done = []
     if current != text:
-        p = shlex.quote(props)
-        keep = f"test ! -e {p} || cp -p {p} {p}.bak-$(date +%s); "
-        run_on_host(profile, node, f"{keep}printf %s {shlex.quote(text)} > {p}.kafka-ops-new && "
-                                   f"mv {p}.kafka-ops-new {p}", "writing server.properties")
-        back = run_on_host(profile, node, f"cat {p}", "reading server.properties back", read_only=True)
-        if back != text:
-            raise AirflowFailException(f"{who(node)}: server.properties read back differs from what was written")
+        write_properties(profile, node, text)
         done.append(f"wrote {props}")
     out = run_on_host(profile, node, format_cmd, "formatting the metadata storage", timeout_s=180)
     done.append(out.strip().splitlines()[-1] if out.strip() else "storage formatted")

@@ -214,3 +214,16 @@ def test_the_profile_lists_the_controllers_addresses_and_their_properties():
     assert profile.controller_properties["log.dirs"] == "/meta"
     with pytest.raises(ValueError, match="controller_properties"):
         ClusterProfile.from_connection_fields("c", "b:9092", {"controller_properties": {"log.dirs": 5}})
+
+
+def test_each_step_end_is_read_from_the_view():
+    assert view([M, M, M], [R, R, R], migrated=True).shows("migrated")
+    assert not view([M, M, Z], [R, R, R], migrated=True).shows("migrated"), "a broker without the flag"
+    assert not view([K, K, K], [R, R, R], migrated=True).shows("kraft_brokers"), "still registered in ZooKeeper"
+    assert view([K, K, K], [R, R, R], migrated=True, registered=()).shows("kraft_brokers")
+    assert view([K, K, K], [F, F, F], migrated=True, registered=()).shows("finalized")
+    assert view([Z, Z, Z], [A, A, A]).shows("zookeeper")
+    assert not view([Z, Z, Z], [A, R, A]).shows("zookeeper"), "a controller still answers"
+    assert not view([Z, Z, Z], [A, A, A], migrated=True).shows("zookeeper"), "/migration left behind"
+    with pytest.raises(ValueError):
+        view([Z], [A, A, A]).shows("done")

@@ -8,14 +8,89 @@ also consults the system ``~/.ssh/known_hosts`` first, so an entry there for a b
 agree. An unknown or mismatched key refuses the connection (the provider retries the connect a
 few times first, ~8 s). ``no_host_key_check`` is refused: an ops tool that restarts brokers must
 not be pointed at an impostor host.
+
+One SSH connection per host is kept open in the process and reused by the next command (:class:`ConnectionPool`):
+a roll sends a broker host several commands within seconds (status, stop, status, start), and each new connection
+costs a key exchange and a login (0.3-1 s on an idle machine, 2-3 s on a loaded one). A kept connection is used
+only while it is younger than :data:`IDLE_LIMIT_S` since its last command, its transport is active and it opens a
+channel within :data:`PROBE_TIMEOUT_S` (a connection sshd stopped answering is closed, never sent a command), and
+only for the same connection settings (a changed key, user or known host key opens a new one, checked as the first
+time).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import paramiko
-from airflow.providers.ssh.hooks.ssh import SSHHook
+if TYPE_CHECKING:  # imported where used: a task that runs no SSH command does not pay for paramiko (0.1-0.2 s)
+    import paramiko
+
+#: Seconds since its last command after which a kept connection is closed instead of reused.
+IDLE_LIMIT_S = 60.0
+#: Seconds a kept connection has to open a channel before its next command (else it is closed, a new one opened).
+PROBE_TIMEOUT_S = 5.0
+
+
+class ConnectionPool:
+    """Open SSH clients of this process, at most one idle per (settings, host) key: a command takes one (or opens a
+    new one), gives it back when it ended well; a client that failed is closed. Thread-safe; emptied in a forked
+    child (an inherited client belongs to the parent)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[str, tuple[paramiko.SSHClient, float]] = {}
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = {}  # the parent's clients: never closed from here (their transports are the parent's)
+
+    def take(self, key: str) -> paramiko.SSHClient | None:
+        """A kept client for ``key`` that still answers (None: open a new one)."""
+        with self._lock:
+            kept = self._idle.pop(key, None)
+        if kept is None:
+            return None
+        import paramiko
+
+        client, used = kept
+        transport = client.get_transport()
+        try:
+            if time.monotonic() - used > IDLE_LIMIT_S or transport is None or not transport.is_active():
+                raise paramiko.SSHException("idle too long or closed")
+            transport.open_session(timeout=PROBE_TIMEOUT_S).close()
+        except Exception:  # noqa: BLE001 - any doubt: a new connection
+            client.close()
+            return None
+        return client
+
+    def give_back(self, key: str, client: paramiko.SSHClient) -> None:
+        """Keep ``client`` for the next command on ``key``, closing the one kept before, if any, and every kept client
+        idle longer than :data:`IDLE_LIMIT_S` (a long process, like a test session, keeps no stale ones)."""
+        now = time.monotonic()
+        with self._lock:
+            stale = [k for k, (_, used) in self._idle.items() if k == key or now - used > IDLE_LIMIT_S]
+            closing = [self._idle.pop(k)[0] for k in stale]
+            self._idle[key] = (client, now)
+        for old in closing:
+            old.close()
+
+    def close_all(self) -> None:
+        """Close every kept client (a test's sandbox going away)."""
+        with self._lock:
+            kept, self._idle = list(self._idle.values()), {}
+        for client, _ in kept:
+            client.close()
+
+
+#: This process's kept SSH connections.
+POOL = ConnectionPool()
 
 
 class BrokerHostKeyError(RuntimeError):
@@ -36,21 +111,58 @@ class BrokerShell:
     :param ssh_conn_id: Airflow SSH connection (login, key_file, port, host key extras).
     :param host: the broker's host name or address (overrides the connection's host).
     :param conn_timeout_s: TCP/SSH connect timeout, seconds (default 10).
+    :param pool: where the connection is kept between commands (None: a new connection per command, closed after).
     """
 
-    def __init__(self, ssh_conn_id: str, host: str, conn_timeout_s: float = 10.0) -> None:
+    def __init__(self, ssh_conn_id: str, host: str, conn_timeout_s: float = 10.0,
+                 pool: ConnectionPool | None = POOL) -> None:
+        from airflow.providers.ssh.hooks.ssh import SSHHook
+
         self.ssh_conn_id = ssh_conn_id
         self.host = host
+        self.pool = pool
         self.hook = SSHHook(ssh_conn_id=ssh_conn_id, remote_host=host, conn_timeout=int(conn_timeout_s))
         if self.hook.no_host_key_check or self.hook.allow_host_key_change:
             raise BrokerHostKeyError(
                 f"SSH connection {ssh_conn_id!r} disables host key checking; kafka-ops refuses to use it"
             )
-        known_hosts = (self.hook.get_connection(ssh_conn_id).extra_dejson or {}).get("known_hosts")
+        conn = self.hook.get_connection(ssh_conn_id)
+        known_hosts = (conn.extra_dejson or {}).get("known_hosts")
         if known_hosts:
             self.hook.host_key = self._known_host_key(os.path.expanduser(known_hosts))
+        host_key = self.hook.host_key.get_base64() if self.hook.host_key is not None else ""
+        # every setting a connection was opened with: a kept one serves only the same (a hash: no secret kept)
+        self._key = hashlib.sha256("\0".join([ssh_conn_id, host, str(self.hook.port), conn.get_uri(),
+                                               host_key]).encode()).hexdigest()
+
+    @contextmanager
+    def _client(self) -> Iterator[paramiko.SSHClient]:
+        """An SSH client to the host for one command: kept from an earlier command (:class:`ConnectionPool`) or
+        new; given back after the command, closed when the command raised."""
+        if self.pool is None:
+            with self.hook.get_conn() as client:
+                yield client
+            return
+        client = self.pool.take(self._key)
+        if client is None:
+            client = self.hook.get_conn()
+            self.hook.client = None  # the pool owns it now
+        try:
+            yield client
+        except BaseException:
+            client.close()
+            raise
+        self.pool.give_back(self._key, client)
+
+    def connect(self) -> None:
+        """Open the connection now (host key checked) and keep it for the next command: a roll calls this while its
+        gate waits, so the stop does not wait for a key exchange. Raises as :meth:`run` does."""
+        with self._client():
+            pass
 
     def _known_host_key(self, path: str) -> paramiko.PKey:
+        import paramiko
+
         keys = paramiko.HostKeys()
         try:
             keys.load(path)
@@ -70,7 +182,7 @@ class BrokerShell:
         :raises paramiko.SSHException / OSError: connection, authentication or host key failures.
         :raises airflow.sdk.exceptions.AirflowException: the command timed out.
         """
-        with self.hook.get_conn() as client:
+        with self._client() as client:
             rc, out, err = self.hook.exec_ssh_client_command(
                 client, command, get_pty=False, environment=None, timeout=int(timeout_s)
             )
@@ -88,7 +200,7 @@ class BrokerShell:
         :raises socket.timeout: no data within ``timeout_s``.
         :raises paramiko.SSHException / OSError: connection, authentication or host key failures.
         """
-        with self.hook.get_conn() as client:
+        with self._client() as client:
             stdin, stdout, stderr = client.exec_command(command, timeout=timeout_s)
             stdin.close()
             stdout.channel.shutdown_write()

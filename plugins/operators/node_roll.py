@@ -43,7 +43,7 @@ from kafka_ops.roll_spec import (
     ruled_out,
 )
 from kafka_ops.start_needs import start_again
-from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.broker_commands import BrokerCommand, BrokerCommandFailed, connect_ahead
 from runtime.grid import show_step
 from runtime.host_files import run_on_host
 from runtime.lock_holding import ensure_held, release_held
@@ -251,6 +251,13 @@ class NodeRollOperator(ClusterOperator):
                 chosen.append(nid)
         return chosen
 
+    def _connect_ahead(self, nodes: Mapping[int, dict]) -> None:
+        """Open the SSH connections to ``nodes``' hosts in the background while the gate waits (kept for the stop:
+        ``hooks.broker_ssh.ConnectionPool``), so the stop does not wait for a key exchange. A failure here is only
+        logged: the stop's own command reports it."""
+        if not self.dry_run:
+            connect_ahead(self.profile.ssh_conn_id, [str(n["host"]) for n in nodes.values()], self.log)
+
     def _run_all(self, chosen: list[BrokerCommand], who: str | None) -> None:
         """Run one step's commands, side by side when there are several; the first failure is raised after every
         command has ended (a half-sent batch stop must not leave commands running unobserved)."""
@@ -364,6 +371,7 @@ class NodeRollOperator(ClusterOperator):
                 break
             try:
                 self._show("gate")
+                self._connect_ahead({n: nodes[n] for n in gated})
                 self._gate(record, position, nodes, gated, [n for n in nodes if n not in gated])
                 break
             except ChooseAgain as again:

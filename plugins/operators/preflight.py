@@ -74,9 +74,13 @@ class PreflightOperator(ClusterOperator):
             self.log.info("preflight: no host to check for this run (%s)", self.scope)
             return {"hosts": 0, "problems": {}}
         timeout_s = float(self.setting("command_timeout_s"))
+        # the connection settings are read here, in the task's own thread (its requests to Airflow stay in one
+        # thread); the hosts are asked side by side
+        shells = {need.node: self._shell(profile, need) for need, _ in needs}
         with ThreadPoolExecutor(max_workers=min(len(needs), 8)) as pool:
             found = dict(zip([n.node for n, _ in needs],
-                             pool.map(lambda item: self._probe(profile, item[0], item[1], timeout_s), needs),
+                             pool.map(lambda item: self._probe(shells[item[0].node], item[0], item[1], timeout_s),
+                                      needs),
                              strict=True))
         hosts = {n.node: n.host for n, _ in needs}
         for need, _ in needs:
@@ -102,10 +106,20 @@ class PreflightOperator(ClusterOperator):
             parts.append("server.properties writable")
         return ", ".join(parts)
 
-    def _probe(self, profile: ClusterProfile, need: HostNeeds, node_id: int, timeout_s: float) -> list[str]:
+    @staticmethod
+    def _shell(profile: ClusterProfile, need: HostNeeds) -> BrokerShell | Exception:
+        """The host's shell, or why there is none (a connection that disables host key checking, an unknown host
+        key): reported as the host's problem by :meth:`_probe`."""
+        try:
+            return BrokerShell(profile.ssh_conn_id, need.host)
+        except Exception as exc:  # noqa: BLE001 - every way of not reaching the host is the host's problem
+            return exc
+
+    def _probe(self, shell: BrokerShell | Exception, need: HostNeeds, node_id: int, timeout_s: float) -> list[str]:
         """The host's problems; an SSH failure (unreachable, unknown host key, refused login) is one."""
         try:
-            shell = BrokerShell(profile.ssh_conn_id, need.host)
+            if isinstance(shell, Exception):
+                raise shell
             rc, out, err = shell.read(remote_command(probe_script(need), node_id), timeout_s)
         except Exception as exc:  # noqa: BLE001 - every way of not reaching the host is the host's problem
             return [f"SSH: {describe(exc)}"]

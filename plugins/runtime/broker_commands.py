@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import shlex
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +118,31 @@ class BrokerCommand:
         """
         rc, out, _ = BrokerShell(ssh_conn_id, self.host).run(remote_command(self.text, self.broker_id), timeout_s)
         return rc, out
+
+
+def connect_ahead(ssh_conn_id: str, hosts: Iterable[str], log: logging.Logger) -> list[threading.Thread]:
+    """Open an SSH connection to each of ``hosts`` in the background (host keys checked), kept for the commands that
+    follow (``hooks.broker_ssh.ConnectionPool``): a roll calls this before its gate, so the stop does not wait for a
+    key exchange. The connection settings are read here, in the caller's thread (a task's requests to Airflow
+    stay in one thread); only the network part runs in the background. A failure is only logged at DEBUG: the
+    command that needs the host reports it. Returns the started threads (daemons)."""
+    def connect(shell: BrokerShell) -> None:
+        try:
+            shell.connect()
+        except Exception as exc:  # noqa: BLE001 - the command that needs it says what went wrong
+            log.debug("SSH to %s not opened ahead: %s", shell.host, exc)
+
+    shells = []
+    for host in sorted(set(hosts)):
+        try:
+            shells.append(BrokerShell(ssh_conn_id, host))
+        except Exception as exc:  # noqa: BLE001 - as above
+            log.debug("SSH to %s not opened ahead: %s", host, exc)
+    threads = [threading.Thread(target=connect, args=(shell,), name=f"ssh-ahead-{shell.host}", daemon=True)
+               for shell in shells]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def controller_command(profile: ClusterProfile, action: str, controller: dict) -> BrokerCommand:

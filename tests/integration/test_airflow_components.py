@@ -397,11 +397,33 @@ def test_broker_shell_rejects_an_impostor_host_key(
     assert key not in Path(shared.env["ssh"]["known_hosts"]).read_text()
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(f"[{host1}]:2222 {key_type} {key}\n")
+    # a connection to the real host, kept by this process for the next command (hooks.broker_ssh.POOL) ...
+    assert BrokerShell(SSH_CONN, host1).run("true", timeout_s=30)[0] == 0
     monkeypatch.setenv(SSH_ENV, ssh_env_with(shared, known_hosts=str(known_hosts)))
     marker = tmp_path / "ran"
+    # ... does not serve a command under other settings: the new connection checks the (impostor's) host key
     with pytest.raises(paramiko.BadHostKeyException):
         BrokerShell(SSH_CONN, host1).run(f"touch {marker}", timeout_s=30)
     assert not marker.exists()
+
+
+def test_commands_on_one_host_share_one_kept_ssh_connection(shared: RunningSandbox) -> None:
+    """A roll sends a host several commands within seconds: the second one reuses the first one's connection (no
+    new key exchange), a connection whose sshd went away is replaced, and a shell without the pool opens its own."""
+    from hooks import broker_ssh
+
+    host = shared.broker(2)["host"]
+    first = BrokerShell(SSH_CONN, host)
+    first.connect()
+    kept = broker_ssh.POOL._idle[first._key][0]
+    assert BrokerShell(SSH_CONN, host).run("kafka-service status", timeout_s=30)[:2] == (0, "active\n")
+    assert broker_ssh.POOL._idle[first._key][0] is kept, "the same client served the command and was kept again"
+    kept.get_transport().close()  # as when the host's sshd restarts
+    assert BrokerShell(SSH_CONN, host).run("true", timeout_s=30)[0] == 0
+    assert broker_ssh.POOL._idle[first._key][0] is not kept and kept.get_transport() is None, "replaced, closed"
+    alone = BrokerShell(SSH_CONN, host, pool=None)
+    assert alone.run("true", timeout_s=30)[0] == 0
+    assert alone.hook.client.get_transport() is None, "without the pool the connection is closed after its command"
 
 
 # --- cluster lock ---------------------------------------------------------------------------------------

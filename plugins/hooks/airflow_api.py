@@ -14,13 +14,13 @@ requests with urllib3 ``Retry`` for transient errors (connects, 429/5xx).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import requests
 from airflow.sdk import BaseHook
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+
+if TYPE_CHECKING:  # imported where a session is made: a task that never asks does not pay for it
+    import requests
 
 CONN_ID = "kafka_ops_airflow_api"
 NOTE_MAX_CHARS = 1000  # DAGRunPatchBody.note max_length
@@ -56,6 +56,10 @@ class AirflowApiHook(BaseHook):
 
         :raises AirflowApiError: no host in the connection, or the token was refused.
         """
+        import requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
         if self._session is not None:
             return self._session
         conn = self.get_connection(self.conn_id)

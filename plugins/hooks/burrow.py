@@ -10,15 +10,15 @@ is a NOTFOUND status (a failing verdict), never a pass.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import requests
 from airflow.sdk import BaseHook
 from kafka_ops.health import ConsumerGroupStatus, PartitionLag
 from kafka_ops.profile import ClusterProfile
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+
+if TYPE_CHECKING:  # imported where a session is made: a task that never asks does not pay for it
+    import requests
 
 
 class BurrowError(RuntimeError):
@@ -182,6 +182,10 @@ class BurrowHook(BaseHook):
 
     def get_conn(self) -> requests.Session:
         """A ``requests.Session`` with urllib3 ``Retry`` mounted for http and https."""
+        import requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
         if self._session is None:
             retry = Retry(
                 total=self.retries,

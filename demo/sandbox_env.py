@@ -85,6 +85,8 @@ def up(repo: Path, workdir: Path, address_base: str | None, options: dict[str, o
     for key, flag in flags.items():
         if options.get(key) is not None:
             args += [flag, str(options[key])]
+    for key, value in (options.get("broker_config") or {}).items():  # a running sandbox's: kept as it was started
+        args += ["--broker-config", f"{key}={value}"]
     _run_sandbox(repo, args, UP_TIMEOUT_S)
 
 

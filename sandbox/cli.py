@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 
@@ -21,6 +22,14 @@ DEFAULT_WORKDIR = ".sandbox"
 ADDRESS_BASE_ENV = (
     "SANDBOX_ADDRESS_BASE"  # default of --address-base (tests give destructive sandboxes their own)
 )
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a pair (argparse type); the key must look like a Kafka setting."""
+    key, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9._-]*", key.strip()):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a Kafka setting as KEY, got {text!r}")
+    return key.strip(), value.strip()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get(ADDRESS_BASE_ENV, settings.BROKER_HOST_BASE),
         help="address of broker 0; broker N gets the address + N "
         f"(default %(default)s; env {ADDRESS_BASE_ENV})",
+    )
+    up.add_argument(
+        "--broker-config",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for every broker's server.properties, after the sandbox's own (repeatable), e.g. "
+        "leader.imbalance.check.interval.seconds=5",
     )
     up.add_argument(
         "--timeout",
@@ -171,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode,
                 controllers=args.controllers,
                 controller_hosts=args.controller_hosts,
+                broker_config=dict(args.broker_config),
             )
         elif args.command == "down":
             cluster.down(workdir)

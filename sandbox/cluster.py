@@ -152,6 +152,7 @@ def up(
     mode: str = "zookeeper",
     controllers: int = 3,
     controller_hosts: int = 0,
+    broker_config: dict[str, str] | None = None,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -222,6 +223,7 @@ def up(
                 "address_base": address_base,
                 "mode": mode,
                 "controllers": controllers,
+                "broker_config": dict(broker_config or {}),
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -258,6 +260,7 @@ def up(
             hosts=[vars(s) for s in specs],
             mode=mode,
             controller_hosts=[{"id": c.id, "host": c.host} for c in controller_specs],
+            broker_config=dict(broker_config or {}),
         )
         state.save(workdir, info)
         try:
@@ -325,7 +328,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
             hosts.prepare_bare(workdir, spec, info.kafka_version)
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
-                      quorum_voters=info.quorum_voters if info.kraft else None)
+                      quorum_voters=info.quorum_voters if info.kraft else None, extra=info.broker_config)
     for spec in specs + controller_specs:
         sshd.start(workdir, spec.id, spec.host)
     sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])

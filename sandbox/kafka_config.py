@@ -38,8 +38,9 @@ def _capped(brokers: int) -> dict[str, str]:
 
 
 def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_connect: str, log_dir: Path,
-                     kafka_version: str, brokers: int) -> str:
-    """A ZooKeeper-mode broker's ``server.properties``; ``brokers`` = the cluster's size (caps internal RFs)."""
+                     kafka_version: str, brokers: int, extra: dict[str, str] | None = None) -> str:
+    """A ZooKeeper-mode broker's ``server.properties``; ``brokers`` = the cluster's size (caps internal RFs);
+    ``extra``: settings of the caller's (``up --broker-config``), last: they win."""
     major_minor = ".".join(kafka_version.split(".")[:2])
     props = {
         "broker.id": str(broker_id),
@@ -55,13 +56,14 @@ def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_c
     }
     if rack:
         props["broker.rack"] = rack
-    return _dumps(props)
+    return _dumps({**props, **(extra or {})})
 
 
 def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_voters: str, log_dir: Path,
-               brokers: int) -> str:
+               brokers: int, extra: dict[str, str] | None = None) -> str:
     """A KRaft node's ``server.properties``: ``role`` ``"broker"`` or ``"controller"``; ``quorum_voters`` is
-    ``controller.quorum.voters`` (``100@127.0.0.111:9093,...``).
+    ``controller.quorum.voters`` (``100@127.0.0.111:9093,...``); ``extra``: a broker's settings of the caller's
+    (``up --broker-config``), last: they win (a controller gets none of them).
 
     Raises:
         ValueError: another role.
@@ -90,6 +92,7 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_v
         })
         if rack:
             props["broker.rack"] = rack
+        props.update(extra or {})
     return _dumps(props)
 
 

@@ -36,6 +36,7 @@ class SandboxState:
     mode: str = "zookeeper"  # "zookeeper" (Kafka's ZooKeeper mode) or "kraft"
     controller_hosts: list[dict] = field(default_factory=list)  # KRaft: {"id", "host"} per controller
     cluster_id: str = ""  # KRaft: the id the storage was formatted with (kafka-storage random-uuid)
+    broker_config: dict[str, str] = field(default_factory=dict)  # `up --broker-config`: every broker's file
 
     @property
     def kraft(self) -> bool:
@@ -82,6 +83,7 @@ class SandboxState:
             "address_base": self.address_base,
             "mode": self.mode,
             "controllers": len(self.controller_hosts),
+            "broker_config": dict(self.broker_config),
         }
 
 

@@ -112,6 +112,31 @@ def test_zookeeper_mode_broker_properties_pin_the_ibp_and_cap_internal_rfs(tmp_p
     assert "process.roles" not in props
 
 
+def test_broker_config_of_the_caller_comes_last_and_wins(tmp_path) -> None:
+    """``sandbox up --broker-config KEY=VALUE``: every broker's file gets it after the sandbox's own settings (a
+    controller's does not)."""
+    from sandbox.cli import build_parser
+
+    extra = dict(build_parser().parse_args(["up", "--broker-config", "leader.imbalance.check.interval.seconds=5",
+                                            "--broker-config", "min.insync.replicas = 1"]).broker_config)
+    assert extra == {"leader.imbalance.check.interval.seconds": "5", "min.insync.replicas": "1"}
+    zk = javaproperties.loads(kafka_config.zookeeper_broker(
+        broker_id=0, rack=None, host="h", zookeeper_connect="z:2181", log_dir=tmp_path, kafka_version="3.6.2",
+        brokers=3, extra=extra))
+    assert zk["leader.imbalance.check.interval.seconds"] == "5" and zk["min.insync.replicas"] == "1"
+    voters = kafka_config.quorum_voters({100: "127.0.0.111"})
+    broker = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack=None, host="h",
+                                                          quorum_voters=voters, log_dir=tmp_path, brokers=3,
+                                                          extra=extra))
+    assert broker["min.insync.replicas"] == "1"
+    controller = javaproperties.loads(kafka_config.kraft_node(node_id=100, role="controller", rack=None, host="h",
+                                                              quorum_voters=voters, log_dir=tmp_path, brokers=3,
+                                                              extra=extra))
+    assert "leader.imbalance.check.interval.seconds" not in controller
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["up", "--broker-config", "no-equals-sign"])
+
+
 def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
     voters = kafka_config.quorum_voters({101: "127.0.0.112", 100: "127.0.0.111"})
     assert voters == "100@127.0.0.111:9093,101@127.0.0.112:9093"

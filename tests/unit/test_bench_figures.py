@@ -1,0 +1,56 @@
+"""The benchmarks' arithmetic (``bench/restart_overhead.py``'s ``summarize``), without a cluster: where a roll's wall
+time goes between Airflow's start, our fixed part, the per-broker tasks and the waits no orchestrator can avoid."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from restart_overhead import summarize, table  # noqa: E402
+
+T0 = 1_000_000.0  # the trigger, epoch seconds
+
+
+def ti(task_id: str, start: float, end: float, map_index: int = -1, state: str = "success") -> dict:
+    return {"task_id": task_id, "map_index": map_index, "state": state, "start": T0 + start, "end": T0 + end}
+
+
+def marks(stop_sent: float, gone: float, start_sent: float, registered: float, caught_up: float,
+          leadership: float) -> dict:
+    return {k: T0 + v for k, v in locals().items()}
+
+
+def test_the_wall_time_splits_into_airflows_start_our_fixed_part_and_the_brokers() -> None:
+    tis = [ti("check_params", 2.0, 2.5), ti("lock_cluster", 3.0, 3.5), ti("restart.plan", 4.0, 4.5),
+           ti("restart.broker", 5.0, 15.0, 0), ti("restart.broker", 15.5, 25.0, 1), ti("final_health", 25.5, 26.0),
+           ti("controllers.controller", 0, 0, -1, "skipped")]
+    rows = [{"map_index": 0, "rendered_map_index": "broker 0 (1/2)", "marks": marks(6, 8, 9, 12, 13, 14)},
+            {"map_index": 1, "rendered_map_index": "broker 1 (2/2)", "marks": marks(16, 18, 19, 22, 23, 24)}]
+    out = summarize("success", T0, T0 + 27.0, tis, rows)
+    assert out["wall_s"] == 27.0
+    assert out["airflow_start_s"] == 2.0, "the trigger to the first task's start"
+    assert out["first_stop_s"] == 4.0, "the first task's start to the first stop sent"
+    assert out["fixed_s"] == 4.0 + 3.0, "plus the last leadership back to the end"
+    assert [(b["stop"], b["start"], b["catch_up"]) for b in out["brokers"]] == [(2, 3, 1), (2, 3, 1)]
+    assert out["failed"] == [] and out["controllers"] == 0
+    line = table([{"size": 2, "mode": "zookeeper", "runner": "dag.test", **out}]).splitlines()[2].split()
+    # wall 27, unavoidable 12, airflow 2, 1st stop 4, fixed 7: (27 - 2 - 7 - 12) / 2 brokers = 3 s each
+    assert line[5:] == ["27.0", "4.0", "6.0", "2.0", "12.0", "2.2", "2.0", "4.0", "7.0", "3.0"]
+
+
+def test_a_kraft_controllers_roll_is_neither_fixed_nor_a_brokers() -> None:
+    tis = [ti("check_params", 1.0, 1.5), ti("controllers.controller", 2.0, 12.0, 0),
+           ti("controllers.controller", 12.0, 22.0, 1), ti("restart.broker", 23.0, 33.0, 0)]
+    rows = [{"map_index": 0, "marks": marks(24, 26, 27, 30, 31, 32)}]
+    out = summarize("success", T0, T0 + 34.0, tis, rows)
+    assert out["controllers_s"] == 20.0 and out["controllers"] == 2
+    assert out["first_stop_s"] == pytest.approx(24.0 - 1.0 - 20.0)
+
+
+def test_a_run_that_stopped_nothing_has_no_fixed_part() -> None:
+    out = summarize("failed", T0, T0 + 5.0, [ti("check_params", 1.0, 2.0, state="failed")], [])
+    assert out["first_stop_s"] is None and out["fixed_s"] is None
+    assert out["failed"] == ["check_params[-1]"]

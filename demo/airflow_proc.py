@@ -70,7 +70,8 @@ class StandaloneRecord:
 # them. Task processes wait longer for a busy api-server (with the default 5 s a task failed at start while
 # the api-server stalled for 79 s), and fewer of them run at once. The scheduler looks for the next task every
 # 0.2 s when it found nothing to do (Airflow's default 1 s): a roll is a chain of short tasks, each waiting for the
-# one before; the gap between two of them fell from 0.3-1.5 s to 0.1-0.5 s (a 3-broker roll has 12 tasks).
+# one before; the gap between two of them fell from 0.3-1.5 s to 0.1-0.5 s (a 3-broker roll has 12 tasks). The
+# price: an idle scheduler uses 5.5 CPU seconds a minute instead of 1.6 (measured, 2 cores).
 TUNING = {
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
     "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",

@@ -277,6 +277,56 @@ class RunningSandbox:
             client.close()
         self._ssh_clients.clear()
 
+    # --- leadership ---------------------------------------------------------------------------
+    def make_leader_imbalance(self, broker: int, leave_alone: tuple[int, ...] = (), count: int = 12,
+                              timeout_s: float = 60.0) -> list[tuple[str, int]]:
+        """Make ``broker`` the preferred leader (first replica) of up to ``count`` partitions it is in sync for but
+        does not lead: the same replicas in a new order, no data moves (AlterPartitionReassignments, KIP-455;
+        kafka-python). Another broker keeps leading them, so Kafka counts them against ``broker``'s
+        ``leader.imbalance.per.broker.percentage`` until a preferred leader election, or its own rebalance after
+        ``leader.imbalance.check.interval.seconds`` (300 s by default). Partitions whose first replica is in
+        ``leave_alone`` are not touched; user topics first. Returns the partitions ``(topic, partition)`` once every
+        reorder is done and the metadata shows them led by another broker.
+
+        Raises:
+            ValueError: fewer than 3 partitions qualify (a leader imbalance needs a few).
+            sandbox.procs.Timeout: the reorders did not complete within ``timeout_s`` seconds.
+        """
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+
+        from sandbox.status import admin_client
+
+        def layout() -> dict[tuple[str, int], Any]:
+            md = admin_client(self.bootstrap_servers).list_topics(timeout=10)
+            return {(name, p): meta for name, topic in md.topics.items() if topic.error is None
+                    for p, meta in topic.partitions.items()}
+
+        before = layout()
+        candidates = [tp for tp, m in before.items() if m.leader not in (broker, -1) and broker in m.isrs
+                      and m.replicas[0] not in (broker, *leave_alone)]
+        chosen = sorted(candidates, key=lambda tp: (tp[0].startswith("__"), tp))[:count]
+        if len(chosen) < 3:
+            raise ValueError(f"only {len(chosen)} partitions can be reordered to make broker {broker} their "
+                             "preferred leader: a leader imbalance needs at least 3")
+        order = {TopicPartition(t, p): [broker, *[r for r in before[(t, p)].replicas if r != broker]]
+                 for t, p in chosen}
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="sandbox-imbalance")
+        try:
+            errors = {tp: e for tp, e in admin.alter_partition_reassignments(order).items() if e is not None}
+            if errors:
+                raise RuntimeError(f"reorders refused: {errors}")
+            wait_for(lambda: not admin.list_partition_reassignments(), timeout_s, what="the reorders to complete")
+        finally:
+            admin.close()
+
+        def reordered() -> bool:
+            now = layout()
+            return all(now[tp].replicas[0] == broker and now[tp].leader != broker for tp in chosen)
+
+        wait_for(reordered, timeout_s, what=f"the metadata to show broker {broker} preferred but not leading")
+        return chosen
+
     # --- processes ----------------------------------------------------------------------------
     def processes(self) -> dict[int, str]:
         """Every process (but this one) that references this workdir anywhere: command line, environment,

@@ -748,31 +748,21 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
 
 
 def _make_leader_imbalance(sandbox, broker: int, target: int) -> list[tuple[str, int]]:
-    """Put ``broker`` first in the replica lists of partitions it does not lead (same replicas, new order: no data
-    moves), so it becomes their preferred leader while another leads them: a leader imbalance on ``broker`` as
-    Kafka judges it, which Kafka's own rebalance fixes only after leader.imbalance.check.interval.seconds (300 s).
-    Partitions on ``target`` are left alone (its gate judges min ISR too). Returns the partitions."""
+    """``sandbox.make_leader_imbalance``: ``broker`` first in the replica lists of partitions it does not lead, so
+    Kafka counts a leader imbalance on it until an election (or its own rebalance after 300 s); partitions whose
+    preferred leader is ``target`` are left alone (its gate judges min ISR too). Returns the partitions once the
+    roll's own rule (``kafka_ops.health.leader_imbalance``) sees the imbalance."""
     from hooks.kafka_admin import KafkaAdminHook
     from kafka_ops import health
 
+    chosen = sandbox.make_leader_imbalance(broker, leave_alone=(target,))
     with KafkaAdminHook("kafka_sandbox") as hook:
-        state = hook.cluster_state(configs=True)
-        candidates = [p for p in state.partitions if p.leader != broker and broker in p.isr
-                      and p.replicas[0] not in (broker, target)]
-        chosen = sorted(candidates, key=lambda p: (p.topic.startswith("__"), p.topic, p.partition))[:12]
-        assert len(chosen) >= 3, "the sandbox has partitions to reorder"
-        answers = hook.alter_partition_reassignments(
-            [{"topic": p.topic, "partition": p.partition, "replicas": [broker, *[r for r in p.replicas if r != broker]]}
-             for p in chosen])
-        assert not any(answers.values()), answers
-        wait_for(lambda: not hook.list_partition_reassignments(), 60, what="the reorder to complete")
-
         def imbalanced():
             verdict = health.leader_imbalance(hook.cluster_state(configs=True))
             return not verdict.ok and f"broker {broker}: leader imbalance" in verdict.message()  # a Verdict is falsy
 
         wait_for(imbalanced, 60, what=f"a leader imbalance on broker {broker}")
-    return [(p.topic, p.partition) for p in chosen]
+    return chosen
 
 
 def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(fresh_sandbox, use_sandbox, capfd,

@@ -54,3 +54,18 @@ def test_a_run_that_stopped_nothing_has_no_fixed_part() -> None:
     out = summarize("failed", T0, T0 + 5.0, [ti("check_params", 1.0, 2.0, state="failed")], [])
     assert out["first_stop_s"] is None and out["fixed_s"] is None
     assert out["failed"] == ["check_params[-1]"]
+
+
+def test_the_imbalance_bench_reads_the_gate_from_the_broker_tasks_marks() -> None:
+    from imbalance_gate import broker_task_seconds, gate_seconds
+
+    tis = [ti("check_params", 1.0, 1.5), ti("restart.broker", 5.0, 20.0, 0)]
+    passed = summarize("success", T0, T0 + 25.0, tis,
+                       [{"map_index": 0, "rendered_map_index": "broker 2 (1/1)",
+                         "marks": {"began": T0 + 5.2, **marks(8.4, 10, 11, 14, 15, 16)}}])
+    assert gate_seconds(passed) == pytest.approx(3.2), "the task's start to its stop sent"
+    assert broker_task_seconds(passed) == 15.0
+    failed = summarize("failed", T0, T0 + 30.0, [ti("restart.broker", 5.0, 26.0, 0, "failed")],
+                       [{"map_index": 0, "rendered_map_index": "broker 2 (1/1)", "marks": {}}])
+    assert gate_seconds(failed) is None, "no stop sent: the gate never passed"
+    assert broker_task_seconds(failed) == 21.0

@@ -7,8 +7,8 @@ On one fresh sandbox (3 brokers, ZooKeeper mode; ``--mode kraft`` for KRaft), ea
 before the clock), ``--repeat`` times each:
 
 - ``healthy``: nothing wrong; the gate's time is the broker task's first mark (its start) to its stop sent;
-- ``imbalance``: first ``RunningSandbox.make_leader_imbalance`` on another broker (1 and 0 in turns; it becomes the preferred leader
-  of partitions another broker leads: Kafka's own rebalance would fix that after
+- ``imbalance``: first ``RunningSandbox.make_leader_imbalance`` on another broker (1 and 0 in turns; it becomes
+  the preferred leader of partitions another broker leads: Kafka's own rebalance would fix that after
   ``leader.imbalance.check.interval.seconds``, 300 s by default), then the same roll: the gate elects the preferred
   leaders of the partitions that need it and looks again (a run whose gate elected none measured nothing: exit 1);
 - once, ``wait-only``: an imbalance, then the roll with ``fix_leader_imbalance: false`` and

@@ -121,7 +121,8 @@ def timeline(tis: list[dict[str, Any]], began: float) -> list[dict[str, Any]]:
 def summarize(state: str, began: float, ended: float, tis: list[dict[str, Any]],
               rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The result of one run, whoever ran it: ``tis`` as for :func:`timeline` plus ``state``; ``rows`` the broker
-    task's marks as for :func:`broker_waits`; ``began`` / ``ended``: trigger and end, epoch seconds.
+    task's marks as for :func:`broker_waits`; ``began`` / ``ended``: trigger and end, epoch seconds (returned too:
+    a caller judging the run from outside needs the measured run's, not the warm-up's).
 
     ``airflow_start_s``: the trigger to the first task's start (Airflow's: dag.test() serializes the DAG and syncs
     the bundle; a scheduler picks the run up); ``first_stop_s``: the first task's start to the first stop sent
@@ -137,6 +138,8 @@ def summarize(state: str, began: float, ended: float, tis: list[dict[str, Any]],
     first_stop = min(stops) - first_task - ctrl_s if stops else None
     return {
         "state": state,
+        "began": began,
+        "ended": ended,
         "wall_s": ended - began,
         "controllers_s": ctrl_s,
         "controllers": len(ctrl),
@@ -240,13 +243,11 @@ class SchedulerRunner:
     name = "scheduler"
 
     def __init__(self, root: Path, workdir: Path, dag_id: str, log_path: Path, port: int = 8095) -> None:
-        import argparse as argparse_
-
         from demo import cli as demo_cli
         from demo import sandbox_env
 
         self.home, self.dag_id = root / "airflow", dag_id
-        args = argparse_.Namespace(airflow_home=self.home, port=port, start_timeout=600.0)
+        args = argparse.Namespace(airflow_home=self.home, port=port, start_timeout=600.0)
         with open(log_path, "a") as log, contextlib.redirect_stdout(log):
             settings = demo_cli.ensure_airflow(args)
             self.client, _ = demo_cli.login(settings, 600)

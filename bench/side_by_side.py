@@ -42,7 +42,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from restart_overhead import RUNNERS, _sandbox, traffic_result, up_sandbox  # noqa: E402
 
-from sandbox import node_log  # noqa: E402
+from sandbox.cli import key_value  # noqa: E402
+from sandbox.status import admin_client  # noqa: E402
+from sandbox.testing import RunningSandbox  # noqa: E402
 from sandbox.traffic_watch import watched_traffic  # noqa: E402
 
 SETTLE_LIMIT_S = 300.0
@@ -52,9 +54,7 @@ IMBALANCE_PERCENT = 10.0  # Kafka's leader.imbalance.per.broker.percentage defau
 def cluster_look(bootstrap: str) -> dict[str, Any]:
     """One Metadata read: ``{"urp": n, "offline": n, "not_preferred": n, "imbalanced": [broker ids]}`` (a broker is
     imbalanced when more than 10% of the partitions whose preferred replica it is are led by another broker)."""
-    from confluent_kafka.admin import AdminClient
-
-    md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=10)
+    md = admin_client(bootstrap).list_topics(timeout=10)
     urp = offline = not_preferred = 0
     preferred: dict[int, int] = {}
     elsewhere: dict[int, int] = {}
@@ -90,8 +90,9 @@ def settle(bootstrap: str, limit_s: float = SETTLE_LIMIT_S) -> float | None:
 def judged(workdir: Path, brokers: list[int], began: float, ended: float, bootstrap: str) -> dict[str, Any]:
     """What the node logs and the cluster say of a roll that ran from ``began`` to ``ended`` (epoch seconds)."""
     shutdowns, restarts = [], {}
+    sandbox = RunningSandbox.load(workdir)
     for b in brokers:
-        runs = node_log.runs(workdir / "hosts" / str(b) / "logs" / "server.log")
+        runs = sandbox.node_runs(b)
         shutdowns += [r.shutdown for r in runs if r.shutdown and r.shutdown >= began]
         restarts[b] = sum(1 for r in runs if r.began >= began)
     at_end = cluster_look(bootstrap)
@@ -103,13 +104,13 @@ def judged(workdir: Path, brokers: list[int], began: float, ended: float, bootst
 
 def ours(runner: Any, conf: dict[str, Any], workdir: Path, brokers: list[int], bootstrap: str,
          rate: float) -> dict[str, Any]:
+    """Our roll by ``runner``, judged from the trigger of the measured run to its end (a runner's warm-up dry run,
+    before it, is not part of it)."""
     with watched_traffic(workdir, bootstrap, brokers, rate_per_s=rate) as watched:
-        began = time.time()
         result = runner.run(conf)
-        ended = began + result["wall_s"]
     return {"who": f"kafka-ops ({runner.name})", "ok": result["state"] == "success" and not result["failed"],
             "airflow_s": result.get("airflow_start_s"),
-            **judged(workdir, brokers, began, ended, bootstrap), **traffic_result(watched)}
+            **judged(workdir, brokers, result["began"], result["ended"], bootstrap), **traffic_result(watched)}
 
 
 def theirs(command: str, workdir: Path, brokers: list[int], bootstrap: str, rate: float, log: Path,
@@ -165,13 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runner", choices=sorted(RUNNERS), default="scheduler",
                    help="how our DAG runs (restart_overhead.py's runners; default %(default)s)")
     p.add_argument("--conf", type=json.loads, default={}, help="extra run conf of ours (JSON)")
-    p.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--broker-config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="a setting for every broker's file (sandbox up --broker-config; repeatable)")
     p.add_argument("--rate", type=float, default=200.0, help="client traffic, messages per second (default "
                    "%(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the sandboxes' workdirs (logs)")
     args = p.parse_args(argv)
-    config = dict(kv.split("=", 1) for kv in args.broker_config)
+    config = dict(args.broker_config)
     conf = {"cluster": "kafka_sandbox", **args.conf}
     base = Path(tempfile.mkdtemp(prefix="kops-side-by-side-"))
     print(f"side by side: ours ({args.runner}, conf {json.dumps(conf)}) and {args.compare!r}, sizes {args.sizes}, "

@@ -24,7 +24,7 @@ ADDRESS_BASE_ENV = (
 )
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` as a pair (argparse type); the key must look like a Kafka setting."""
     key, sep, value = text.partition("=")
     if not sep or not re.fullmatch(r"[a-z][a-z0-9._-]*", key.strip()):
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--broker-config",
-        type=_key_value,
+        type=key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",

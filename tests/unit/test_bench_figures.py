@@ -31,6 +31,7 @@ def test_the_wall_time_splits_into_airflows_start_our_fixed_part_and_the_brokers
             {"map_index": 1, "rendered_map_index": "broker 1 (2/2)", "marks": marks(16, 18, 19, 22, 23, 24)}]
     out = summarize("success", T0, T0 + 27.0, tis, rows)
     assert out["wall_s"] == 27.0
+    assert (out["began"], out["ended"]) == (T0, T0 + 27.0), "the measured run's own trigger and end, for judges"
     assert out["airflow_start_s"] == 2.0, "the trigger to the first task's start"
     assert out["first_stop_s"] == 4.0, "the first task's start to the first stop sent"
     assert out["fixed_s"] == 4.0 + 3.0, "plus the last leadership back to the end"

@@ -81,13 +81,6 @@ class ConnectionPool:
         for old in closing:
             old.close()
 
-    def close_all(self) -> None:
-        """Close every kept client (a test's sandbox going away)."""
-        with self._lock:
-            kept, self._idle = list(self._idle.values()), {}
-        for client, _ in kept:
-            client.close()
-
 
 #: This process's kept SSH connections.
 POOL = ConnectionPool()

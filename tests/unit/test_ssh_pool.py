@@ -99,14 +99,6 @@ def test_a_forked_child_keeps_nothing_of_its_parent() -> None:
     assert pool.take("k") is client, "the parent still has it"
 
 
-def test_close_all_closes_every_kept_client() -> None:
-    pool, a, b = ConnectionPool(), Client(), Client()
-    pool.give_back("a", a)
-    pool.give_back("b", b)
-    pool.close_all()
-    assert a.closed and b.closed and pool.take("a") is None
-
-
 def test_giving_back_closes_every_client_idle_too_long(clock: list[float]) -> None:
     pool, old, fresh = ConnectionPool(), Client(), Client()
     pool.give_back("old-host", old)

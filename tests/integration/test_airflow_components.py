@@ -426,6 +426,39 @@ def test_commands_on_one_host_share_one_kept_ssh_connection(shared: RunningSandb
     assert alone.hook.client.get_transport() is None, "without the pool the connection is closed after its command"
 
 
+def test_connections_opened_ahead_are_kept_and_a_host_that_fails_is_only_logged(
+    shared: RunningSandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog
+) -> None:
+    """While a gate waits the roll opens its next hosts' connections (``runtime.broker_commands.connect_ahead``):
+    one per host, kept for the stop's command; a host without a known key, or one whose sshd does not answer, is only
+    logged: the command that needs it reports it."""
+    from hooks import broker_ssh
+    from runtime.broker_commands import connect_ahead
+
+    host = shared.broker(1)["host"]
+    silent, unknown = "127.0.0.250", "127.0.0.251"  # no sshd listens there
+    known_hosts = tmp_path / "known_hosts"
+    listed = Path(shared.env["ssh"]["known_hosts"]).read_text()
+    line = next(entry for entry in listed.splitlines() if entry.startswith(f"[{host}]:"))
+    known_hosts.write_text(listed + line.replace(f"[{host}]", f"[{silent}]", 1) + "\n")
+    monkeypatch.setenv(SSH_ENV, ssh_env_with(shared, known_hosts=str(known_hosts)))
+    key = BrokerShell(SSH_CONN, host)._key
+    broker_ssh.POOL._idle.pop(key, None)  # nothing kept from an earlier test
+    log = logging.getLogger("test.connect_ahead")
+    with caplog.at_level(logging.DEBUG, logger=log.name):
+        threads = connect_ahead(SSH_CONN, [host, silent, host, unknown], log)
+        for thread in threads:
+            thread.join(120)
+    assert [t.name for t in threads] == [f"ssh-ahead-{host}", f"ssh-ahead-{silent}"], "one per host with a key"
+    assert not any(t.is_alive() for t in threads)
+    kept = broker_ssh.POOL._idle[key][0]
+    assert kept.get_transport().is_active(), "kept for the next command"
+    assert BrokerShell(SSH_CONN, host).run("true", timeout_s=30)[0] == 0
+    assert broker_ssh.POOL._idle[key][0] is kept, "the command used the connection opened ahead"
+    assert f"SSH to {unknown} not opened ahead" in caplog.text and "no host key" in caplog.text
+    assert f"SSH to {silent} not opened ahead" in caplog.text
+
+
 # --- cluster lock ---------------------------------------------------------------------------------------
 
 

@@ -297,8 +297,10 @@ class RunningSandbox:
 
         from sandbox.status import admin_client
 
+        metadata = admin_client(self.bootstrap_servers)
+
         def layout() -> dict[tuple[str, int], Any]:
-            md = admin_client(self.bootstrap_servers).list_topics(timeout=10)
+            md = metadata.list_topics(timeout=10)
             return {(name, p): meta for name, topic in md.topics.items() if topic.error is None
                     for p, meta in topic.partitions.items()}
 

@@ -17,7 +17,6 @@ import json
 import re
 import subprocess
 import threading
-import time
 
 import pytest
 from airflow_env import Responder, clear_and_resume, failure_lines, run_dag
@@ -253,25 +252,40 @@ def test_the_whole_migration_cleared_in_the_middle_of_phase_3_resumes_and_finali
     sandbox = zk39
     before = starts(sandbox)
     props1 = sandbox.host_dir(1).server_properties
-    broken = threading.Event()
+    broken, run_ended, errors = threading.Event(), threading.Event(), []
+
+    def migrated(zk) -> bool:
+        return zk.exists("/migration") is not None and \
+            json.loads(zk.get("/migration")[0]).get("kraft_metadata_offset", -1) >= 0
 
     def break_broker_1() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if (znodes(sandbox)["migration"] or {}).get("kraft_metadata_offset", -1) >= 0:
-                props1.write_text(props1.read_text() + "kafka.ops.test.broken=\\uZZZZ\n")
-                broken.set()
-                return
-            time.sleep(0.2)
+        """Watches /migration on one ZooKeeper session until the run ends (no deadline of its own: on a loaded
+        machine phase 2 alone can outlast any guess); a slow or lost session is recorded and opened again."""
+        while not run_ended.is_set():
+            try:
+                with sandbox.zk(timeout_s=30) as zk:
+                    while not run_ended.is_set():
+                        if migrated(zk):
+                            props1.write_text(props1.read_text() + "kafka.ops.test.broken=\\uZZZZ\n")
+                            broken.set()
+                            return
+                        run_ended.wait(0.2)
+            except Exception as error:  # noqa: BLE001 - recorded, shown if the line was never written
+                errors.append(repr(error))
+                run_ended.wait(1)
 
     breaker = threading.Thread(target=break_broker_1, daemon=True)
     conf = {"cluster": "kafka_sandbox", "approve_kraft_brokers": True, "approve_finalize": True, **FAST}
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         breaker.start()
-        failed = run_dag(MIGRATE, conf)
+        try:
+            failed = run_dag(MIGRATE, conf)
+        finally:
+            run_ended.set()
         text = output(capfd, caplog)
-        assert broken.is_set()
+        assert broken.is_set(), (f"the migration never showed as done in /migration while the run went on "
+                                 f"({failed.states}); ZooKeeper errors: {errors[-3:]}")
         assert failed.state == "failed", failed.states
         assert failed.state_of("kraft_brokers.broker", 1) == "failed", failure_lines(text)
         assert "broker 1: server.properties: " in text

@@ -45,7 +45,15 @@ def started(sandbox) -> dict[int, list[str]]:
     return out
 
 
-def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbox, use_sandbox, capfd, caplog):
+def test_upgrade_refused_by_the_preflight_then_resumed_rolls_binaries_then_ibp_each_broker_once_per_phase(
+        fresh_sandbox, use_sandbox, capfd, caplog):
+    """Refusals touch nothing: a downgrade (check_upgrade), a target unpacked on every broker host but one (the
+    preflight, after the lock and before the first stop, names that host and only it), a phase that needs every
+    broker on the target; a dry run changes no file. Once the target is unpacked there too, clearing the refused
+    run's failed tasks runs the upgrade under ``acks=all`` traffic: each broker started once per phase, the IBP
+    bump approved in Airflow's required actions, an operator's comment kept, nothing offline, nothing lost."""
+    from airflow_env import clear_and_resume
+
     sandbox = fresh_sandbox(brokers=3, racks=3)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
@@ -59,7 +67,24 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     assert "downgrades are not supported" in capfd.readouterr().out + caplog.text
     assert started(sandbox) == before, "a refused upgrade restarts nothing"
 
-    unpack(sandbox, "3.7.1")
+    from sandbox.hosts import unpack_kafka
+
+    lacking = sandbox.broker_ids[-1]
+    for b in sandbox.broker_ids[:-1]:
+        unpack_kafka(sandbox.host_dir(b), "3.7.1")
+    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
+    assert failed.state == "failed"
+    assert failed.state_of("preflight") == "failed" and failed.state_of("check_upgrade") == "success"
+    logged = capfd.readouterr().out + caplog.text
+    host = sandbox.broker(lacking)["host"]
+    assert f"preflight: 1 of 3 hosts are not ready (nothing was touched): broker {lacking} ({host}): " \
+           f"no unpacked Kafka 3.7.1 in" in logged
+    assert all(f"broker {b} ({sandbox.broker(b)['host']}): no unpacked" not in logged
+               for b in sandbox.broker_ids[:-1])
+    assert started(sandbox) == before, "the preflight stopped no broker"
+    assert set(snapshot(admin(sandbox.bootstrap_servers)).brokers) == set(sandbox.broker_ids)
+
+    unpack_kafka(sandbox.host_dir(lacking), "3.7.1")
     skipping = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", "phases": ["ibp"],
                                          **FAST})
     assert skipping.state == "failed" and skipping.state_of("check_upgrade") == "failed"
@@ -78,7 +103,7 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     try:
         with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
                 MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
-            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
+            result = clear_and_resume("kafka_upgrade", failed.run_id, only_failed=True)
     finally:
         approver.stop.set()
     print(traffic.summary())
@@ -100,47 +125,6 @@ def test_upgrade_rolls_binaries_then_ibp_each_broker_once_per_phase(fresh_sandbo
     assert "KIP-724" in out, "the LMF phase says why it does nothing"
     assert "inter.broker.protocol.version pinned at 3.6" in out
     assert watcher.ever_offline() == []
-    end = snapshot(admin(sandbox.bootstrap_servers))
-    assert end.offline == [] and end.under_replicated == []
-
-
-def test_a_host_without_the_target_is_refused_by_the_preflight_and_a_cleared_run_resumes(fresh_sandbox, use_sandbox,
-                                                                                          capfd, caplog):
-    """Target 3.8.1 unpacked on every broker host but one: the preflight, after the lock and before the first stop,
-    refuses the run naming that host (and only it); no broker is stopped. Once it is unpacked there too, clearing
-    the failed tasks runs the upgrade, each broker started once per phase."""
-    from airflow_env import clear_and_resume
-
-    from sandbox.hosts import unpack_kafka
-
-    sandbox = fresh_sandbox(brokers=3, racks=3)
-    use_sandbox(sandbox.workdir)
-    sandbox.wait_healthy(timeout_s=120)
-    before = starts_so_far(sandbox)
-    lacking = sandbox.broker_ids[-1]
-    for b in sandbox.broker_ids[:-1]:
-        unpack_kafka(sandbox.host_dir(b), "3.8.1")
-    failed = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.8.1",
-                                       "approve_protocol_bump": True, **FAST})
-    assert failed.state == "failed"
-    assert failed.state_of("preflight") == "failed" and failed.state_of("check_upgrade") == "success"
-    logged = capfd.readouterr().out + caplog.text
-    host = sandbox.broker(lacking)["host"]
-    assert f"preflight: 1 of 3 hosts are not ready (nothing was touched): broker {lacking} ({host}): " \
-           f"no unpacked Kafka 3.8.1 in" in logged
-    assert all(f"broker {b} ({sandbox.broker(b)['host']}): no unpacked" not in logged
-               for b in sandbox.broker_ids[:-1])
-    now = started(sandbox)
-    assert all(now[b] == before[b] for b in now), "no broker was stopped or started"
-    assert set(snapshot(admin(sandbox.bootstrap_servers)).brokers) == set(sandbox.broker_ids)
-
-    unpack_kafka(sandbox.host_dir(lacking), "3.8.1")
-    resumed = clear_and_resume("kafka_upgrade", failed.run_id, only_failed=True)
-    assert resumed.state == "success", resumed.states
-    after = started(sandbox)
-    for b in sandbox.broker_ids:
-        new = after[b][len(before[b]):]
-        assert new == ["Kafka 3.8.1, IBP 3.6", "Kafka 3.8.1, IBP 3.8"], f"broker {b} starts: {new}"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.offline == [] and end.under_replicated == []
 

@@ -33,7 +33,8 @@ LABEL = "{{ task.batch['grid_label'] }}"
 TOOLTIP = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back"
 
 
-def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success") -> TaskGroup:
+def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success",
+                broker_trigger_rule: str = "all_success") -> TaskGroup:
     """Build the roll's task group inside the current DAG context.
 
     :param spec: what the roll does (``kafka_ops.roll_spec.RollSpec``: its id, needs-action rule and facts,
@@ -45,6 +46,9 @@ def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success")
     :param plan_trigger_rule: the plan task's trigger rule: ``none_failed`` when it follows a roll that may be
         empty (a zero-length mapped task is *skipped*, which ``all_success`` would pass on), as after the
         controller roll in the rolling restart.
+    :param broker_trigger_rule: the broker task's trigger rule: ``none_failed`` when the plan runs ahead (beside
+        the preflight) and the broker task also follows a roll that may be empty (the rolling restart's controller
+        roll); a failed or upstream-failed upstream still stops it.
     """
     spec = RollSpec(spec) if isinstance(spec, str) else spec
     cfg = {**ROLL_SETTINGS, **spec.settings}
@@ -57,6 +61,6 @@ def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success")
             map_index_template=LABEL,
             # one broker at a time: a running (or deferred) instance blocks the next, and the scheduler starts
             # them in map-index order; no retries, since an instance waiting to retry would not block
-            max_active_tis_per_dagrun=1, retries=0,
+            max_active_tis_per_dagrun=1, retries=0, trigger_rule=broker_trigger_rule,
         ).expand(batch=plan.output)
     return group

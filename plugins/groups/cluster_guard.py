@@ -1,8 +1,9 @@
 """``cluster_guard(body, ...)``: what every operation DAG wraps its body in.
 
 ``check_params`` (conf keys, params, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
--> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown: runs after failures too) -> ``run_outcome``
-(teardown: the run's note, and the run's final state: ``operators.run_outcome``).
+(its parts in order; a part that is a list runs its tasks side by side) -> ``final_health`` -> ``forget_rolls``
+-> ``unlock_cluster`` (teardown: runs after failures too) -> ``run_outcome`` (teardown: the run's note, and the
+run's final state: ``operators.run_outcome``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ GUARD_SETTINGS: dict[str, Any] = {
 }
 
 
+def task_in(group: Any, task_id: str) -> Any:
+    """The task ``task_id`` of task group ``group`` (``task_in(roll, "plan")`` is ``<roll_id>.plan``), to wire a
+    group's tasks into different parts of a body. Raises KeyError naming the group's tasks if it has none such."""
+    child = group.child_id(task_id)
+    if child not in group.children:
+        raise KeyError(f"task group {group.group_id!r} has no task {task_id!r} (it has {sorted(group.children)})")
+    return group.children[child]
+
+
 def roll_ids_in(parts: Sequence[Any]) -> list[str]:
     """The roll ids of the rolls among ``parts`` (tasks and task groups, in order), read from their plan tasks
     (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a ``roll_id``): what
@@ -34,7 +44,10 @@ def roll_ids_in(parts: Sequence[Any]) -> list[str]:
     found: list[str] = []
 
     def visit(node: Any) -> None:
-        if isinstance(node, TaskGroup):
+        if isinstance(node, (list, tuple)):
+            for child in node:
+                visit(child)
+        elif isinstance(node, TaskGroup):
             for child in node.children.values():
                 visit(child)
         elif isinstance(node, (RollPlanOperator, ControllerPlanOperator)):
@@ -49,9 +62,11 @@ def roll_ids_in(parts: Sequence[Any]) -> list[str]:
 
 def cluster_guard(body: Any, *, operation: str,
                   settings: Mapping[str, Any] | None = None, final_trigger_rule: str = "all_success") -> Any:
-    """Wire ``body`` (a task or task group, or a list of them in order) between the lock and the final
-    health check; returns the last teardown (``run_outcome``). The rolls inside ``body`` (:func:`roll_ids_in`) are
-    the ones whose records ``forget_rolls`` deletes when the run succeeds: no list kept by hand.
+    """Wire ``body`` (a task or task group, or a list of parts in order) between the lock and the final
+    health check. A part that is itself a list of tasks runs them side by side: each waits for the part before,
+    the next part waits for all of them (the rolling restart checks the hosts while its rolls plan). Returns the
+    last teardown (``run_outcome``). The rolls inside ``body`` (:func:`roll_ids_in`) are the ones whose records
+    ``forget_rolls`` deletes when the run succeeds: no list kept by hand.
 
     :param operation: the lock's label ("rolling restart").
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
@@ -61,9 +76,14 @@ def cluster_guard(body: Any, *, operation: str,
         zero-length mapped task is skipped: a rolling restart with ``roles=controllers``) passes
         ``none_failed``, so the final check still runs, and still does not run after a failure. The parts of
         ``body`` are chained as given: a part that may follow an empty roll sets its own trigger rule.
+    :raises TypeError: a side-by-side part that holds a list (one level only: Airflow cannot chain a list to a
+        list).
     """
     cfg = {**GUARD_SETTINGS, **(settings or {})}
     parts = list(body) if isinstance(body, (list, tuple)) else [body]
+    for part in parts:
+        if isinstance(part, (list, tuple)) and any(isinstance(p, (list, tuple)) for p in part):
+            raise TypeError("a side-by-side part holds tasks or task groups, not lists")
     roll_ids = roll_ids_in(parts)
     check = CheckParamsOperator(task_id="check_params", settings=cfg)
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
@@ -75,7 +95,11 @@ def cluster_guard(body: Any, *, operation: str,
                                  unlock_task_id=unlock.task_id)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
-        before >> after
+        if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)):
+            for task in after:
+                list(before) >> task
+        else:
+            before >> after
     parts[-1] >> final >> forget >> unlock.as_teardown(setups=lock)
     # the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal before the lock as well
     outcome.as_teardown(on_failure_fail_dagrun=True)

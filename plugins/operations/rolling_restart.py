@@ -2,22 +2,24 @@
 consumers get unhealthy. The DAG is built by
 :func:`rolling_restart_dag`; dags/kafka_rolling_restart.py builds the default one.
 
-Shape: ``check_params`` -> ``lock_cluster`` -> roll ``controllers`` (KRaft only; ``controllers.plan``: the
-mode and the ``roles`` param decide, then the quorum's voters are validated and frozen, followers first, the
-quorum leader last; ``controllers.controller``: one mapped task per controller, labelled "controller <id>
+Shape: ``check_params`` -> ``lock_cluster`` -> side by side, none of them touching a node: ``preflight`` (every
+host the run touches reachable, its commands there), ``controllers.plan`` (KRaft only: the mode and the ``roles``
+param decide, then the quorum's voters are validated and frozen, followers first, the quorum leader last) and
+``restart.plan`` (validate against the live cluster and freeze the order, the ZooKeeper-mode controller last) ->
+roll ``controllers`` (``controllers.controller``: one mapped task per controller, labelled "controller <id>
 (<position>/<total>)" (" · active" for the quorum leader), strictly one after another: gate (a caught-up
 majority of the voters without it) -> stop -> gone -> start -> back (a voter again, caught up) -> soak) ->
-roll ``restart`` (``restart.plan``: validate against the live cluster and freeze the order, the ZooKeeper-mode
-controller last; ``restart.broker``: one mapped task per broker, labelled "broker <id> (<position>/<total>)",
+roll ``restart`` (``restart.broker``: one mapped task per broker, labelled "broker <id> (<position>/<total>)",
 strictly one after another: gate -> pre-stop -> stop -> gone -> pre-start -> start -> registered -> caught up
 -> preferred leaders back -> soak) -> ``final_health`` -> ``forget_rolls`` -> ``unlock_cluster`` (teardown,
 also after failures).
 
 ``roles``: ``all`` (default; KRaft: controllers, then brokers), ``brokers``, ``controllers``. A roll with nothing
 to do (the controllers on a ZooKeeper-mode cluster or with ``roles=brokers``; the brokers with
-``roles=controllers``) plans an empty list and its mapped task is *skipped*: ``restart.plan`` and
+``roles=controllers``) plans an empty list and its mapped task is *skipped*: ``restart.broker`` and
 ``final_health`` run with ``none_failed``, so a skipped roll does not skip what follows while a failed one still
-stops it.
+stops it. Both plans run before any node is touched, so a broker roll that would be refused (a broker down, an
+unknown id) is refused before a controller restarts.
 
 Resume: clear the failed tasks. Each roll's record says what this run did to each node; a node it finished
 is never restarted again, a node it left stopped is started, a node it did not stop but finds down stops the
@@ -31,7 +33,7 @@ from typing import Any
 
 from airflow.sdk import DAG, TriggerRule
 from groups.broker_roll import broker_roll
-from groups.cluster_guard import cluster_guard
+from groups.cluster_guard import cluster_guard, task_in
 from groups.controller_roll import controller_roll
 from kafka_ops.roll_spec import RollSpec
 from operators.preflight import PreflightOperator
@@ -58,11 +60,18 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
         schedule=schedule,
         defaults=defaults,
     ) as dag:
+        preflight = PreflightOperator(task_id="preflight", scope="roll", settings=PREFLIGHT_SETTINGS)
+        controllers = controller_roll(RollSpec("controllers"))
+        # the broker task also follows the controller roll, which is empty (skipped) in ZooKeeper mode and for
+        # roles=brokers: none_failed lets that skip through, a failure still stops it
+        brokers = broker_roll(RollSpec("restart", settings={"roles": FromParam("roles")}),
+                              broker_trigger_rule=TriggerRule.NONE_FAILED)
         cluster_guard(
-            [PreflightOperator(task_id="preflight", scope="roll", settings=PREFLIGHT_SETTINGS),
-             controller_roll(RollSpec("controllers")),
-             broker_roll(RollSpec("restart", settings={"roles": FromParam("roles")}),
-                         plan_trigger_rule=TriggerRule.NONE_FAILED)],
+            # the hosts are checked while both rolls plan (nothing of the three touches a node); the first node
+            # is stopped once all three passed
+            [[preflight, task_in(controllers, "plan"), task_in(brokers, "plan")],
+             task_in(controllers, "controller"),
+             task_in(brokers, "broker")],
             operation="rolling restart",
             final_trigger_rule=TriggerRule.NONE_FAILED,
         )

@@ -287,3 +287,35 @@ def test_cluster_guard_finds_the_rolls_it_wraps_and_refuses_a_roll_id_used_twice
             broker_roll("same")
         with pytest.raises(ValueError, match="roll id 'same' is used by two rolls"):
             cluster_guard([first, outer], operation="test")
+
+
+def test_a_side_by_side_part_waits_for_the_part_before_and_the_next_part_waits_for_all_of_it() -> None:
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+    from groups.broker_roll import broker_roll
+    from groups.cluster_guard import cluster_guard, task_in
+    from groups.controller_roll import controller_roll
+
+    with DAG(dag_id="side_by_side", schedule=None, params={}) as dag:
+        check = EmptyOperator(task_id="check")
+        ctl, brk = controller_roll("ctl"), broker_roll("brk", broker_trigger_rule="none_failed")
+        cluster_guard([[check, task_in(ctl, "plan"), task_in(brk, "plan")], task_in(ctl, "controller"),
+                       task_in(brk, "broker")], operation="test")
+    tasks = dag.task_dict
+    ahead = {"check", "ctl.plan", "brk.plan"}
+    assert set(tasks["lock_cluster"].downstream_task_ids) == {*ahead, "unlock_cluster"}
+    for task_id in ahead:
+        assert "ctl.controller" in tasks[task_id].downstream_task_ids
+        assert not set(tasks[task_id].downstream_task_ids) & ahead, f"{task_id} waits for none of the others"
+    assert set(tasks["ctl.controller"].downstream_task_ids) == {"brk.broker"}
+    assert set(tasks["brk.broker"].upstream_task_ids) == {"brk.plan", "ctl.controller"}
+    assert tasks["brk.broker"].partial_kwargs["trigger_rule"] == "none_failed"
+    assert set(tasks["brk.broker"].downstream_task_ids) == {"final_health"}
+    assert tasks["forget_rolls"].roll_ids == ["ctl", "brk"], "the plans are found inside a side-by-side part"
+
+    with DAG(dag_id="nested", schedule=None, params={}):
+        with pytest.raises(TypeError, match="not lists"):
+            cluster_guard([[EmptyOperator(task_id="a"), [EmptyOperator(task_id="b")]]], operation="test")
+    with DAG(dag_id="no_such_task", schedule=None, params={}):
+        with pytest.raises(KeyError, match=r"task group 'r' has no task 'steps' \(it has \['r.broker', 'r.plan'\]\)"):
+            task_in(broker_roll("r"), "steps")

@@ -93,6 +93,14 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft
     before = {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS}
     before |= {("broker", b): starts(kraft, b, "broker") for b in brokers}
     first_leader = leader_of(kraft)
+    # the brokers' plan runs beside the controllers' (and the preflight), before any node is touched: a broker
+    # roll that would be refused stops the run before a controller restarts
+    refused = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "brokers": [0, 77], **FAST})
+    assert refused.state == "failed" and refused.state_of("restart.plan") == "failed", refused.states
+    assert refused.state_of("controllers.plan") == "success"
+    assert "unknown broker ids [77]" in capfd.readouterr().out + caplog.text
+    assert {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS} | \
+        {("broker", b): starts(kraft, b, "broker") for b in brokers} == before, "nothing was restarted"
     began = time.monotonic()
     with watched_traffic(kraft.workdir, kraft.bootstrap_servers, brokers) as traffic, \
             MetadataWatcher(kraft.bootstrap_servers, interval_s=0.25) as watcher, \

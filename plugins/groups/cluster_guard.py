@@ -36,9 +36,10 @@ def task_in(group: Any, task_id: str) -> Any:
 
 
 def roll_ids_in(parts: Sequence[Any]) -> list[str]:
-    """The roll ids of the rolls among ``parts`` (tasks and task groups, in order), read from their plan tasks
-    (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a ``roll_id``): what
-    ``forget_rolls`` deletes and ``unlock_cluster`` summarises. Raises ValueError on a roll id used twice."""
+    """The roll ids of the rolls among ``parts`` (tasks, task groups and side-by-side lists of them, in order),
+    read from their plan tasks (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a
+    ``roll_id``): what ``forget_rolls`` deletes and ``unlock_cluster`` summarises. Raises ValueError on a roll id
+    used twice."""
     from airflow.sdk import TaskGroup
 
     found: list[str] = []
@@ -76,14 +77,10 @@ def cluster_guard(body: Any, *, operation: str,
         zero-length mapped task is skipped: a rolling restart with ``roles=controllers``) passes
         ``none_failed``, so the final check still runs, and still does not run after a failure. The parts of
         ``body`` are chained as given: a part that may follow an empty roll sets its own trigger rule.
-    :raises TypeError: a side-by-side part that holds a list (one level only: Airflow cannot chain a list to a
-        list).
+        Two side-by-side parts cannot follow one another (Airflow chains no list to a list).
     """
     cfg = {**GUARD_SETTINGS, **(settings or {})}
     parts = list(body) if isinstance(body, (list, tuple)) else [body]
-    for part in parts:
-        if isinstance(part, (list, tuple)) and any(isinstance(p, (list, tuple)) for p in part):
-            raise TypeError("a side-by-side part holds tasks or task groups, not lists")
     roll_ids = roll_ids_in(parts)
     check = CheckParamsOperator(task_id="check_params", settings=cfg)
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
@@ -95,11 +92,7 @@ def cluster_guard(body: Any, *, operation: str,
                                  unlock_task_id=unlock.task_id)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
-        if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)):
-            for task in after:
-                list(before) >> task
-        else:
-            before >> after
+        before >> after
     parts[-1] >> final >> forget >> unlock.as_teardown(setups=lock)
     # the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal before the lock as well
     outcome.as_teardown(on_failure_fail_dagrun=True)

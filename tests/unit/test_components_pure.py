@@ -313,9 +313,6 @@ def test_a_side_by_side_part_waits_for_the_part_before_and_the_next_part_waits_f
     assert set(tasks["brk.broker"].downstream_task_ids) == {"final_health"}
     assert tasks["forget_rolls"].roll_ids == ["ctl", "brk"], "the plans are found inside a side-by-side part"
 
-    with DAG(dag_id="nested", schedule=None, params={}):
-        with pytest.raises(TypeError, match="not lists"):
-            cluster_guard([[EmptyOperator(task_id="a"), [EmptyOperator(task_id="b")]]], operation="test")
     with DAG(dag_id="no_such_task", schedule=None, params={}):
         with pytest.raises(KeyError, match=r"task group 'r' has no task 'steps' \(it has \['r.broker', 'r.plan'\]\)"):
             task_in(broker_roll("r"), "steps")

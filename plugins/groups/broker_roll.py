@@ -33,7 +33,8 @@ LABEL = "{{ task.batch['grid_label'] }}"
 TOOLTIP = "one broker (or batch) at a time: gate, stop, start, caught up, leadership back"
 
 
-def broker_roll(spec: RollSpec | str, *, broker_trigger_rule: str = "all_success") -> TaskGroup:
+def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success",
+                broker_trigger_rule: str = "all_success") -> TaskGroup:
     """Build the roll's task group inside the current DAG context.
 
     :param spec: what the roll does (``kafka_ops.roll_spec.RollSpec``: its id, needs-action rule and facts,
@@ -42,6 +43,9 @@ def broker_roll(spec: RollSpec | str, *, broker_trigger_rule: str = "all_success
         from the DAG params by default. A ``roles`` setting (``FromParam("roles")``) makes the plan return no batch
         for ``roles=controllers``. In a mode the spec rules out the plan logs its ``skip_reason`` and is empty;
         what follows the group then needs ``none_failed``.
+    :param plan_trigger_rule: the plan task's trigger rule: ``none_failed`` when it follows a roll that may be
+        empty (a zero-length mapped task is *skipped*, which ``all_success`` would pass on), as the upgrade's
+        phases after a phase that had nothing to do.
     :param broker_trigger_rule: the broker task's trigger rule: ``none_failed`` when it follows a roll that may
         be empty (a zero-length mapped task is *skipped*, which ``all_success`` would pass on), as after the
         controller roll in the rolling restart, whose plans run ahead; a failed upstream still stops it.
@@ -49,7 +53,7 @@ def broker_roll(spec: RollSpec | str, *, broker_trigger_rule: str = "all_success
     spec = RollSpec(spec) if isinstance(spec, str) else spec
     cfg = {**ROLL_SETTINGS, **spec.settings}
     with TaskGroup(group_id=spec.roll_id, tooltip=spec.tooltip or TOOLTIP) as group:
-        plan = RollPlanOperator(task_id="plan", roll_id=spec.roll_id, settings=cfg,
+        plan = RollPlanOperator(task_id="plan", roll_id=spec.roll_id, settings=cfg, trigger_rule=plan_trigger_rule,
                                 modes=spec.modes, skip_reason=spec.skip_reason, labels_for=group.child_id("broker"))
         BrokerRollOperator.partial(
             task_id="broker", roll_id=spec.roll_id, settings=cfg, operation=spec.operation,

@@ -202,13 +202,16 @@ class ReassignmentWaveOperator(ClusterOperator):
     def _verify(self, context: Any, admin: KafkaAdminHook, moves: Reassignments, wave: Any, label: str, cfg: dict,
                 profile: Any, inline_s: float | None = None) -> bool:
         """Poll the wave in this task: True when complete; False when still copying after ``inline_s``
-        seconds (the caller defers); at ``verify_timeout_s`` (when shorter) the wave is timed out."""
+        seconds, or at once when ``inline_s`` is 0 (the caller defers; the trigger polls); at
+        ``verify_timeout_s`` (when shorter) the wave is timed out."""
         ours = {(m.topic, m.partition) for m in wave.moves}
         brokers = sorted({b for m in wave.moves for b in m.adding})
         began = time.monotonic()
         last: dict[str, Any] = {"ongoing": ours}
         timeout_s = float(self.setting("verify_timeout_s"))
         inline = inline_s is not None and inline_s < timeout_s
+        if inline and inline_s <= 0:
+            return False  # no polling in the task at all: the trigger makes every check
 
         def check() -> Check:
             ongoing = ongoing_partitions(moves.ongoing()) & ours

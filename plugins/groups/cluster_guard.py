@@ -1,9 +1,9 @@
 """``cluster_guard(body, ...)``: what every operation DAG wraps its body in.
 
 ``check_params`` (conf keys, params, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
-(its parts in order; a part that is a list runs its tasks side by side) -> ``final_health`` -> ``forget_rolls``
--> ``unlock_cluster`` (teardown: runs after failures too) -> ``run_outcome`` (teardown: the run's note, and the
-run's final state: ``operators.run_outcome``).
+(its parts in order; a part that is a list runs its tasks side by side) -> ``final_health`` (the cluster healthy,
+then the run's roll records deleted) -> ``unlock_cluster`` (teardown: runs after failures too) -> ``run_outcome``
+(teardown: the run's note, and the run's final state: ``operators.run_outcome``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import TriggerRule
-from operators.cluster_checks import CheckParamsOperator, ForgetRollsOperator, WaitForClusterOperator
+from operators.cluster_checks import CheckParamsOperator, FinalHealthOperator
 from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
 from operators.controller_roll import ControllerPlanOperator
 from operators.roll_plan import RollPlanOperator
@@ -38,7 +38,7 @@ def task_in(group: Any, task_id: str) -> Any:
 def roll_ids_in(parts: Sequence[Any]) -> list[str]:
     """The roll ids of the rolls among ``parts`` (tasks, task groups and side-by-side lists of them, in order),
     read from their plan tasks (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a
-    ``roll_id``): what ``forget_rolls`` deletes and ``unlock_cluster`` summarises. Raises ValueError on a roll id
+    ``roll_id``): what ``final_health`` deletes and ``unlock_cluster`` summarises. Raises ValueError on a roll id
     used twice."""
     from airflow.sdk import TaskGroup
 
@@ -67,14 +67,14 @@ def cluster_guard(body: Any, *, operation: str,
     health check. A part that is itself a list of tasks runs them side by side: each waits for the part before,
     the next part waits for all of them (the rolling restart checks the hosts while its rolls plan). Returns the
     last teardown (``run_outcome``). The rolls inside ``body`` (:func:`roll_ids_in`) are the ones whose records
-    ``forget_rolls`` deletes when the run succeeds: no list kept by hand.
+    ``final_health`` deletes when the run succeeds: no list kept by hand.
 
     :param operation: the lock's label ("rolling restart").
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
         None, ...}``).
-    :param final_trigger_rule: ``final_health``'s trigger rule. The default ``all_success`` skips it (and
-        ``forget_rolls``) when the body's last task was skipped; a body that may end in an empty roll (a
-        zero-length mapped task is skipped: a rolling restart with ``roles=controllers``) passes
+    :param final_trigger_rule: ``final_health``'s trigger rule. The default ``all_success`` skips it (and so
+        the deletion of the roll records) when the body's last task was skipped; a body that may end in an empty
+        roll (a zero-length mapped task is skipped: a rolling restart with ``roles=controllers``) passes
         ``none_failed``, so the final check still runs, and still does not run after a failure. The parts of
         ``body`` are chained as given: a part that may follow an empty roll sets its own trigger rule.
         Two side-by-side parts cannot follow one another (Airflow chains no list to a list).
@@ -84,18 +84,17 @@ def cluster_guard(body: Any, *, operation: str,
     roll_ids = roll_ids_in(parts)
     check = CheckParamsOperator(task_id="check_params", settings=cfg)
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
-    final = WaitForClusterOperator(task_id="final_health", kind="healthy", settings=cfg,
-                                   trigger_rule=final_trigger_rule)
-    forget = ForgetRollsOperator(task_id="forget_rolls", roll_ids=roll_ids, settings=cfg)
+    final = FinalHealthOperator(task_id="final_health", roll_ids=roll_ids, settings=cfg,
+                                trigger_rule=final_trigger_rule)
     unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg)
     outcome = RunOutcomeOperator(task_id="run_outcome", settings=cfg, operation=operation, roll_ids=roll_ids,
                                  unlock_task_id=unlock.task_id)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after
-    parts[-1] >> final >> forget >> unlock.as_teardown(setups=lock)
+    parts[-1] >> final >> unlock.as_teardown(setups=lock)
     # the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal before the lock as well
     outcome.as_teardown(on_failure_fail_dagrun=True)
     outcome.trigger_rule = TriggerRule.ALL_DONE
-    [forget, unlock] >> outcome
+    [final, unlock] >> outcome
     return outcome

@@ -14,7 +14,7 @@ human-in-the-loop Approve / Reject of the IBP bump, or on KRaft of the metadata.
 in advance; Reject skips everything after it) -> roll ``ibp`` (ZooKeeper mode: bumped to the target; KRaft:
 plans nothing) -> roll ``lmf`` (ZooKeeper mode below IBP 3.0 only, KIP-724; KRaft: plans nothing) ->
 ``metadata_version`` (KRaft: UpdateFeatures to the target level, KIP-584 / KIP-778, then every broker's
-DescribeFeatures polled until it reports it; ZooKeeper mode: nothing) -> ``final_health`` -> ``forget_rolls``
+DescribeFeatures polled until it reports it; ZooKeeper mode: nothing) -> ``final_health``
 -> ``unlock_cluster``.
 
 A roll with nothing to do in this mode plans an empty list and its mapped task is *skipped*; the task after

@@ -1,5 +1,5 @@
 """An operation's bookends: check the trigger's params before anything else, wait for the cluster to be
-healthy at the end, forget the run's roll records once it succeeded."""
+healthy at the end and then forget the run's roll records."""
 
 from __future__ import annotations
 
@@ -90,23 +90,28 @@ class WaitForClusterOperator(ClusterOperator):
             return self.wait(check, what).message
 
 
-class ForgetRollsOperator(ClusterOperator):
-    """The run succeeded: delete its roll records (nothing left to resume) and release the cluster lock if
-    this run holds it (a run resumed by clearing only failed tasks took it back in a broker task, and its
-    ``unlock_cluster`` teardown, which succeeded before, does not run again).
+class FinalHealthOperator(WaitForClusterOperator):
+    """An operation's last step: wait until the whole cluster is healthy (as :class:`WaitForClusterOperator`
+    with ``kind="healthy"``), then, the run having succeeded, delete its roll records (nothing left to resume) and
+    release the cluster lock if this run holds it (a run resumed by clearing only failed tasks took it back in a
+    broker task, and its ``unlock_cluster`` teardown, which succeeded before, does not run again). One task, not
+    two: a task start costs 0.4-3 s on a real Airflow, and a run that fails the wait keeps its records either way.
 
-    :param settings: ``cluster`` (value or ``FromParam``).
+    :param roll_ids: the run's rolls (``groups.cluster_guard.roll_ids_in``), whose records are deleted.
+    :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``.
+    :raises AirflowFailException: at the wait's timeout, naming what is still unhealthy (the records are kept,
+        so clearing the task resumes the run where it stopped).
+
+    Returns (XCom) ``{"health": the last check's message, "forgotten": [roll id, ...]}``.
     """
 
-    ui_color = "#eeeeee"
-
     def __init__(self, *, roll_ids: list[str], settings: dict, **kwargs: Any) -> None:
-        super().__init__(settings=settings, **kwargs)
+        super().__init__(kind="healthy", settings=settings, **kwargs)
         self.roll_ids = list(roll_ids)
 
-    def execute(self, context: Any) -> list[str]:
+    def execute(self, context: Any) -> dict[str, Any]:
+        health = super().execute(context)
         deleted = forget(context, self.roll_ids)
-        self.log.info("deleted roll records: %s", deleted or "none")
-        self.resolve(context)
+        self.log.info("the run succeeded: deleted roll records: %s", deleted or "none")
         release_held(self.profile, context, self.log, "the run succeeded")
-        return deleted
+        return {"health": health, "forgotten": deleted}

@@ -1,7 +1,7 @@
 """Delete roll records nothing can resume any more (the rules: ``kafka_ops.stale_rolls``).
 
 Reads the records' keys, the DAG ids and each record's run through Airflow's REST API (``hooks.airflow_api``: the
-Task SDK lists no Variables), deletes through the Task SDK (``Variable.delete``), as ``forget_rolls`` does.
+Task SDK lists no Variables), deletes through the Task SDK (``Variable.delete``), as ``final_health`` does.
 """
 
 from __future__ import annotations

@@ -164,6 +164,37 @@ def test_wait_for_cluster_needs_a_cluster_wide_probe(kind: str) -> None:
     assert WaitForClusterOperator(task_id="ok", kind="healthy", settings={}).kind == "healthy"
 
 
+def test_final_health_forgets_the_rolls_and_releases_the_lock_only_once_the_cluster_is_healthy(monkeypatch) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+    from operators import cluster_checks
+
+    events: list = []
+    verdicts = iter([AirflowFailException("gave up waiting until the cluster is healthy: 2 under-replicated"),
+                     "healthy: nothing offline, nothing under-replicated"])
+
+    def wait(self, context):
+        verdict = next(verdicts)
+        if isinstance(verdict, Exception):
+            raise verdict
+        events.append("healthy")
+        return verdict
+
+    monkeypatch.setattr(cluster_checks.WaitForClusterOperator, "execute", wait)
+    monkeypatch.setattr(cluster_checks, "forget", lambda context, ids: events.append(("forget", ids)) or list(ids))
+    monkeypatch.setattr(cluster_checks, "release_held",
+                        lambda profile, context, log, why: events.append(("release", profile, why)))
+    monkeypatch.setattr(cluster_checks.FinalHealthOperator, "profile", "profile of kafka_prod")
+    op = cluster_checks.FinalHealthOperator(task_id="final_health", roll_ids=["controllers", "restart"], settings={})
+    assert op.kind == "healthy"
+    with pytest.raises(AirflowFailException, match="2 under-replicated"):
+        op.execute({})
+    assert events == [], "a run whose cluster is not healthy keeps its roll records (clearing resumes it)"
+    assert op.execute({}) == {"health": "healthy: nothing offline, nothing under-replicated",
+                              "forgotten": ["controllers", "restart"]}
+    assert events == ["healthy", ("forget", ["controllers", "restart"]),
+                      ("release", "profile of kafka_prod", "the run succeeded")]
+
+
 def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None:
     from operators.broker_roll import BrokerRollOperator
 
@@ -181,7 +212,7 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
         outcome = cluster_guard(broker_roll("restart"), operation="rolling restart")
     ids = set(dag.task_dict)
     assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health",
-                   "forget_rolls", "unlock_cluster", "run_outcome"}
+                   "unlock_cluster", "run_outcome"}
     tasks = dag.task_dict
 
     def downstream(task_id: str) -> set[str]:
@@ -191,8 +222,7 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     assert downstream("lock_cluster") == {"restart.plan", "unlock_cluster"}
     assert downstream("restart.plan") == {"restart.broker"}
     assert downstream("restart.broker") == {"final_health"}
-    assert downstream("final_health") == {"forget_rolls"}
-    assert downstream("forget_rolls") == {"unlock_cluster", "run_outcome"}
+    assert downstream("final_health") == {"unlock_cluster", "run_outcome"}
     assert downstream("unlock_cluster") == {"run_outcome"}
     assert tasks["unlock_cluster"].is_teardown and tasks["lock_cluster"].is_setup
     # the run's one leaf: a teardown that fails the run when it fails, and runs after a refusal before the lock
@@ -201,7 +231,7 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     broker = tasks["restart.broker"]
     assert broker.partial_kwargs.get("max_active_tis_per_dagrun", getattr(broker, "max_active_tis_per_dagrun",
                                                                              None)) == 1
-    assert tasks["forget_rolls"].roll_ids == ["restart"]
+    assert tasks["final_health"].roll_ids == ["restart"]
 
 
 # --- runtime: roll store key, grid label -----------------------------------------------------------
@@ -276,7 +306,7 @@ def test_cluster_guard_finds_the_rolls_it_wraps_and_refuses_a_roll_id_used_twice
 
     with DAG(dag_id="rolls_found", schedule=None, params={}) as dag:
         cluster_guard([controller_roll("ctl"), broker_roll("first"), broker_roll("second")], operation="test")
-    assert dag.task_dict["forget_rolls"].roll_ids == ["ctl", "first", "second"]
+    assert dag.task_dict["final_health"].roll_ids == ["ctl", "first", "second"]
     assert dag.task_dict["run_outcome"].roll_ids == ["ctl", "first", "second"]
     # Airflow refuses two groups of one id; a roll id twice comes from a group of another name around a roll
     from airflow.sdk import TaskGroup
@@ -311,7 +341,7 @@ def test_a_side_by_side_part_waits_for_the_part_before_and_the_next_part_waits_f
     assert set(tasks["brk.broker"].upstream_task_ids) == {"brk.plan", "ctl.controller"}
     assert tasks["brk.broker"].partial_kwargs["trigger_rule"] == "none_failed"
     assert set(tasks["brk.broker"].downstream_task_ids) == {"final_health"}
-    assert tasks["forget_rolls"].roll_ids == ["ctl", "brk"], "the plans are found inside a side-by-side part"
+    assert tasks["final_health"].roll_ids == ["ctl", "brk"], "the plans are found inside a side-by-side part"
 
     with DAG(dag_id="no_such_task", schedule=None, params={}):
         with pytest.raises(KeyError, match=r"task group 'r' has no task 'steps' \(it has \['r.broker', 'r.plan'\]\)"):

@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CHAIN = ["check_params", "lock_cluster", "plan_config", "apply_config", "restart.plan", "restart.broker",
-         "final_health", "forget_rolls", "unlock_cluster", "run_outcome"]
+         "final_health", "unlock_cluster", "run_outcome"]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_the_config_change_plans_applies_then_rolls(dag):
     roll = t["restart.broker"].partial_kwargs
     assert roll["needs_action"] is needs_restart and roll["facts"] is facts and roll["before_start"] is None
     assert t["restart.plan"].settings["brokers"] == [], "every broker planned; the rule leaves the others alone"
-    assert t["forget_rolls"].roll_ids == ["restart"]
+    assert t["final_health"].roll_ids == ["restart"]
     assert t["lock_cluster"].operation == "config change"
 
 

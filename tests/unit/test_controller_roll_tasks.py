@@ -438,7 +438,7 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     t = dag.task_dict
     ahead = {"preflight", "controllers.plan", "restart.plan"}  # side by side: none touches a node
     chain = ["check_params", "lock_cluster", ahead, "controllers.controller", "restart.broker", "final_health",
-             "forget_rolls", "unlock_cluster", "run_outcome"]
+             "unlock_cluster", "run_outcome"]
     assert set(t) == {*ahead, *(c for c in chain if isinstance(c, str))}
     for before, after in zip(chain, chain[1:], strict=False):
         for b in (before if isinstance(before, set) else {before}):
@@ -451,14 +451,14 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     assert rules == {"check_params": "all_success", "lock_cluster": "all_success", "preflight": "all_success",
                      "controllers.plan": "all_success",
                      "controllers.controller": "all_success", "restart.plan": "all_success",
-                     "restart.broker": "none_failed", "final_health": "none_failed", "forget_rolls": "all_success",
+                     "restart.broker": "none_failed", "final_health": "none_failed",
                      "unlock_cluster": "all_done_setup_success", "run_outcome": "all_done"}
     assert t["unlock_cluster"].is_teardown and t["lock_cluster"].is_setup
     ctrl = t["controllers.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["retries"] == 0
     assert ctrl.partial_kwargs["map_index_template"] == "{{ task.item['grid_label'] }}"
     assert t["controllers.plan"].labels_for == "controllers.controller"
-    assert t["forget_rolls"].roll_ids == ["controllers", "restart"]
+    assert t["final_health"].roll_ids == ["controllers", "restart"]
     assert dag.params["roles"] == "all" and dag.params["controllers"] == []
     assert dag.params.get_param("roles").schema["enum"] == ["all", "brokers", "controllers"]
 

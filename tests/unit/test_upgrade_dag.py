@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHAIN = ["check_params", "lock_cluster", "check_upgrade", "preflight", "pin.plan", "pin.broker",
          "controller_binaries.plan", "controller_binaries.controller", "binaries.plan", "binaries.broker",
          "approve_protocol_bump", "ibp.plan", "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version",
-         "final_health", "forget_rolls", "unlock_cluster", "run_outcome"]
+         "final_health", "unlock_cluster", "run_outcome"]
 
 
 def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
@@ -39,7 +39,7 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert t["controller_binaries.plan"].settings["controllers"] == []
     ctrl = t["controller_binaries.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["before_start"] is not None
-    assert t["forget_rolls"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
+    assert t["final_health"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
     assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
     assert dag.params["metadata_version"] is None

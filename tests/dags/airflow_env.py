@@ -133,6 +133,17 @@ def xcom_value(dag_id: str, run_id: str, task_id: str, key: str = "return_value"
         return None if row is None else XComModel.deserialize_value(row)
 
 
+def roll_records(dag_id: str, run_id: str) -> list[str]:
+    """The keys of run ``run_id``'s roll records (``runtime.roll_store``) still in the metadata database."""
+    from airflow import settings
+    from airflow.models.variable import Variable
+    from runtime.roll_store import key
+    from sqlalchemy import select
+
+    with settings.Session() as session:
+        return sorted(session.scalars(select(Variable.key).where(Variable.key.startswith(key(dag_id, run_id, "")))))
+
+
 def _dag(dag_id: str) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from airflow_env import clear_and_resume, published_labels, run_dag
+from airflow_env import clear_and_resume, published_labels, roll_records, run_dag, xcom_value
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
+from runtime.roll_store import key as record_key
 from timed_faults import FaultAfterTrigger
 
 from sandbox.traffic_watch import watched_traffic
@@ -111,6 +112,10 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
     assert marks.read_text().split() == [str(b) for b in order], "the {broker_id} placeholder was filled"
     assert result.mapped_states() == ["success"] * len(before)
     assert result.state_of("unlock_cluster") == "success" and lock_holder(shared) is None
+    # final_health deleted the run's roll record once the cluster was healthy: nothing is left to resume
+    forgotten = xcom_value(DAG_ID, result.run_id, "final_health")["forgotten"]
+    assert record_key(DAG_ID, result.run_id, "restart") in forgotten, forgotten
+    assert roll_records(DAG_ID, result.run_id) == [], "the succeeded run left no roll record"
     spans = sorted((ti.start_date, ti.end_date) for ti in result.task_instances
                    if ti.task_id == "restart.broker" and ti.state == "success")
     for (_, previous_end), (next_start, _) in zip(spans, spans[1:], strict=False):

@@ -72,11 +72,19 @@ class StandaloneRecord:
 # 0.2 s when it found nothing to do (Airflow's default 1 s): a roll is a chain of short tasks, each waiting for the
 # one before; the gap between two of them fell from 0.3-1.5 s to 0.1-0.5 s (a 3-broker roll has 12 tasks). The
 # price: an idle scheduler uses 5.5 CPU seconds a minute instead of 1.6 (measured, 2 cores).
+# The dag-processor parses a DAG file again once it is older than ``min_file_process_interval`` (Airflow's default
+# 30 s) or as soon as the file changed (its ``file_parsing_sort_mode`` ``modified_time``): the default re-parsed
+# the eight unchanged DAG files every 30 s, each in a process of its own writing to the metadata database, and
+# such a spell (9-12 s) fell in the middle of a roll every 30 s. An idle standalone used 23.9 CPU seconds in 90 s
+# with it, 11.7 with 600 s; a touched DAG file was parsed again 1.0-1.5 s later with either; a roll of 3
+# brokers behind it took 55.7 s (the spell stalled the api-server 3.7 s before the first broker's task could
+# start) against 47.6 s. A change under plugins/ alone is seen at the next parse (up to 600 s): touch the DAG file.
 TUNING = {
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
     "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
     "AIRFLOW__CORE__PARALLELISM": "8",
     "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
 }
 
 def api_user_password(home: Path) -> str:

@@ -311,3 +311,14 @@ def test_example_cluster_profile_parses_like_the_plugins_read_it(
         assert extra["no_host_key_check"] is False and extra["allow_host_key_change"] is False
         for path in (extra["key_file"], extra["known_hosts"]):
             assert any(path.startswith(target + "/") for target in mounted), f"{path} is not in a mounted folder"
+
+
+def test_airflow_services_parse_unchanged_dag_files_as_rarely_as_the_demo(resolved: dict) -> None:
+    """Every Airflow service re-parses an unchanged DAG file every 600 s, as the demo's Airflow does
+    (``demo.airflow_proc.TUNING``, measured there); a changed file is parsed at once in both."""
+    from demo.airflow_proc import TUNING
+
+    key = "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"
+    assert TUNING[key] == "600"
+    for name in AIRFLOW_SERVICES:
+        assert str(resolved["services"][name]["environment"][key]) == TUNING[key], name

@@ -3,7 +3,7 @@
 A roll's broker task (``<roll>.broker``, mapped) labels itself in the Grid with its broker, position and
 current step while it runs ("broker 1 (1/3) · caught up?"); a broker's line is that label and the task's
 state, e.g. ``restart: broker 1 (1/3) · caught up?: running``. The other tasks (check_params, lock_cluster, preflight,
-the roll's plan, final_health, unlock_cluster, run_outcome) get one line each.
+the roll's plan, final_health, run_outcome) get one line each.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ STATE_WORDS = {
     "awaiting_input": "awaiting input",
 }
 UNMAPPED_ORDER = ["check_params", "lock_cluster", "check_upgrade", "preflight"]
-TAIL_ORDER = ["final_health", "unlock_cluster", "run_outcome"]
+TAIL_ORDER = ["final_health", "run_outcome"]
 
 
 def _word(state: str | None) -> str | None:

@@ -2,8 +2,8 @@
 
 ``check_params`` (conf keys, params, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
 (its parts in order; a part that is a list runs its tasks side by side) -> ``final_health`` (the cluster healthy,
-then the run's roll records deleted) -> ``unlock_cluster`` (teardown: runs after failures too) -> ``run_outcome``
-(teardown: the run's note, and the run's final state: ``operators.run_outcome``).
+then the run's roll records deleted and the lock released) -> ``run_outcome`` (the teardown, also after failures:
+the lock released if this run still holds it, the run's note, and the run's final state: ``operators.run_outcome``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import TriggerRule
 from operators.cluster_checks import CheckParamsOperator, FinalHealthOperator
-from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
+from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator
 from operators.controller_roll import ControllerPlanOperator
 from operators.roll_plan import RollPlanOperator
 from operators.run_outcome import RunOutcomeOperator
@@ -38,7 +38,7 @@ def task_in(group: Any, task_id: str) -> Any:
 def roll_ids_in(parts: Sequence[Any]) -> list[str]:
     """The roll ids of the rolls among ``parts`` (tasks, task groups and side-by-side lists of them, in order),
     read from their plan tasks (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a
-    ``roll_id``): what ``final_health`` deletes and ``unlock_cluster`` summarises. Raises ValueError on a roll id
+    ``roll_id``): what ``final_health`` deletes and ``run_outcome`` summarises. Raises ValueError on a roll id
     used twice."""
     from airflow.sdk import TaskGroup
 
@@ -86,15 +86,14 @@ def cluster_guard(body: Any, *, operation: str,
     lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
     final = FinalHealthOperator(task_id="final_health", roll_ids=roll_ids, settings=cfg,
                                 trigger_rule=final_trigger_rule)
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=cfg)
     outcome = RunOutcomeOperator(task_id="run_outcome", settings=cfg, operation=operation, roll_ids=roll_ids,
-                                 unlock_task_id=unlock.task_id)
+                                 final_task_id=final.task_id)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after
-    parts[-1] >> final >> unlock.as_teardown(setups=lock)
-    # the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal before the lock as well
-    outcome.as_teardown(on_failure_fail_dagrun=True)
+    parts[-1] >> final >> outcome
+    # lock_cluster's teardown and the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal
+    # before the lock as well, and after the lock task failed (it releases only this run's lock)
+    outcome.as_teardown(setups=lock, on_failure_fail_dagrun=True)
     outcome.trigger_rule = TriggerRule.ALL_DONE
-    [final, unlock] >> outcome
     return outcome

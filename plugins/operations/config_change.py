@@ -11,7 +11,7 @@ then every in-scope broker's server.properties edited, comments and order kept, 
 -> roll ``restart`` (each broker at its turn: its file compared with its running config; only brokers that differ
 restart, each with its reason, e.g. "queued.max.requests 400 in server.properties, the broker runs 500
 (DEFAULT_CONFIG, read-only): restart"; the others are left alone with theirs) -> ``final_health`` ->
-``unlock_cluster``.
+``run_outcome`` (teardown).
 
 A re-run after success has nothing to do: the dynamic values are already set at the scope's level, the files
 already hold the values and the brokers run them. The dry run logs the per-broker diff, what would be sent and

@@ -7,7 +7,7 @@ hold every partition: at least the largest replication factor, enough racks) -> 
 ``lead_away`` (their replicas put last, preferred leaders elected) -> ``reassign`` (``snapshot`` ->
 ``plan``: spark-submit ``--mode decommission`` -> ``check_plan`` -> ``wave`` per wave -> ``remove_throttles``
 -> ``preferred_leaders``) -> ``stop_brokers`` (with ``stop_brokers``: only brokers that hold and lead
-nothing) -> ``final_health`` -> ``unlock_cluster`` (teardown).
+nothing) -> ``final_health`` -> ``run_outcome`` (teardown: the lock released, the run's note).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ roll ``controllers`` (``controllers.controller``: one mapped task per controller
 majority of the voters without it) -> stop -> gone -> start -> back (a voter again, caught up) -> soak) ->
 roll ``restart`` (``restart.broker``: one mapped task per broker, labelled "broker <id> (<position>/<total>)",
 strictly one after another: gate -> pre-stop -> stop -> gone -> pre-start -> start -> registered -> caught up
--> preferred leaders back -> soak) -> ``final_health`` -> ``unlock_cluster`` (teardown,
+-> preferred leaders back -> soak) -> ``final_health`` -> ``run_outcome`` (teardown: the lock released,
 also after failures).
 
 ``roles``: ``all`` (default; KRaft: controllers, then brokers), ``brokers``, ``controllers``. A roll with nothing

@@ -6,7 +6,7 @@ reassignment) -> ``start_new_brokers`` (with ``start_new_brokers``: the profile'
 unregistered new broker's host from ``broker_hosts``, then wait until registered) -> ``health_gate`` ->
 ``reassign`` (``snapshot`` -> ``plan``: spark-submit ``spark/reassignment_plan.py --mode scale-out`` ->
 ``check_plan`` -> ``wave`` per wave, "wave i/n (x GB, y moves)", throttled, verified -> ``remove_throttles``
--> ``preferred_leaders``) -> ``final_health`` -> ``unlock_cluster`` (teardown).
+-> ``preferred_leaders``) -> ``final_health`` -> ``run_outcome`` (teardown: the lock released, the run's note).
 
 Dry run: snapshot and plan (files, chart and rollback file written, paths in the log), then every step
 only logs what it would do. Resume: clear the failed task; a wave never starts a move twice.

@@ -15,7 +15,7 @@ in advance; Reject skips everything after it) -> roll ``ibp`` (ZooKeeper mode: b
 plans nothing) -> roll ``lmf`` (ZooKeeper mode below IBP 3.0 only, KIP-724; KRaft: plans nothing) ->
 ``metadata_version`` (KRaft: UpdateFeatures to the target level, KIP-584 / KIP-778, then every broker's
 DescribeFeatures polled until it reports it; ZooKeeper mode: nothing) -> ``final_health``
--> ``unlock_cluster``.
+-> ``run_outcome`` (teardown).
 
 A roll with nothing to do in this mode plans an empty list and its mapped task is *skipped*; the task after
 each such roll runs with ``none_failed`` (a skip lets it through, a failure still stops it). A node that needs

@@ -13,7 +13,7 @@ quorum settings) -> ``wait_migrated`` (``/migration``, ``/controller`` held by t
 ``broker.id``, no ``zookeeper.*``) -> ``wait_kraft_brokers`` (no broker registered in ZooKeeper) ->
 ``approve_finalize`` (the point of no return) -> controller roll ``finalize`` (phase 4: the flag and
 ``zookeeper.connect`` removed, one controller at a time, the quorum leader last) -> ``wait_finalized``
-(DescribeQuorum through the brokers, metadata.version) -> ``final_health`` -> ``unlock_cluster``.
+(DescribeQuorum through the brokers, metadata.version) -> ``final_health`` -> ``run_outcome`` (teardown).
 
 Each roll restarts only the nodes whose running state is not yet the phase's (their running config, or a
 controller's ApiVersions), so a run started on a half-migrated cluster continues from there and a cleared task

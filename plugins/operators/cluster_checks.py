@@ -93,16 +93,18 @@ class WaitForClusterOperator(ClusterOperator):
 class FinalHealthOperator(WaitForClusterOperator):
     """An operation's last step: wait until the whole cluster is healthy (as :class:`WaitForClusterOperator`
     with ``kind="healthy"``), then, the run having succeeded, delete its roll records (nothing left to resume) and
-    release the cluster lock if this run holds it (a run resumed by clearing only failed tasks took it back in a
-    broker task, and its ``unlock_cluster`` teardown, which succeeded before, does not run again). One task, not
-    two: a task start costs 0.4-3 s on a real Airflow, and a run that fails the wait keeps its records either way.
+    release the cluster lock if this run holds it (so the lock is free as soon as the cluster is; and a run resumed
+    by clearing only failed tasks took it back in a broker task while its ``run_outcome`` teardown, which succeeded
+    before, does not run again). One task, not two: a task start costs 0.4-3 s on a real Airflow, and a run that
+    fails the wait keeps its records either way.
 
     :param roll_ids: the run's rolls (``groups.cluster_guard.roll_ids_in``), whose records are deleted.
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s``, ``healthcheck_timeout_s``.
     :raises AirflowFailException: at the wait's timeout, naming what is still unhealthy (the records are kept,
         so clearing the task resumes the run where it stopped).
 
-    Returns (XCom) ``{"health": the last check's message, "forgotten": [roll id, ...]}``.
+    Returns (XCom) ``{"health": the last check's message, "forgotten": [roll id, ...], "lock_released": True when
+    this task released the lock}`` (``run_outcome`` reports who released it).
     """
 
     def __init__(self, *, roll_ids: list[str], settings: dict, **kwargs: Any) -> None:
@@ -113,5 +115,5 @@ class FinalHealthOperator(WaitForClusterOperator):
         health = super().execute(context)
         deleted = forget(context, self.roll_ids)
         self.log.info("the run succeeded: deleted roll records: %s", deleted or "none")
-        release_held(self.profile, context, self.log, "the run succeeded")
-        return {"health": health, "forgotten": deleted}
+        released = release_held(self.profile, context, self.log, "the run succeeded")
+        return {"health": health, "forgotten": deleted, "lock_released": released}

@@ -1,7 +1,7 @@
 """The per-cluster operation lock as tasks: take it (setup), check it before every action, release it
-(teardown). The lock itself is a znode in the cluster's ZooKeeper (``hooks.cluster_lock``) or, for KRaft
-clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic in the cluster (``hooks.kafka_lock``):
-the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides.
+(:func:`release_lock`: the teardown ``run_outcome`` does it first). The lock itself is a znode in the cluster's
+ZooKeeper (``hooks.cluster_lock``) or, for KRaft clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic
+in the cluster (``hooks.kafka_lock``): the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides.
 
 Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
 waited out up to the deadline with the cause logged; another holder is never waited out by a step that
@@ -87,49 +87,37 @@ class LockClusterOperator(BaseOperator):
         return holder
 
 
-class UnlockClusterOperator(BaseOperator):
-    """Release the lock if this run holds it (the teardown: runs after failures too). Retries transient
-    errors of the lock store for ``timeout_s``; if it still cannot, fails saying how to break the lock by hand.
-    Returns True when it released the lock, False when this run did not hold it (``run_outcome`` reports it).
+def release_lock(profile: Any, holder: str, log: Any, timeout_s: float = 300) -> bool:
+    """Release the cluster's lock if ``holder`` holds it: what ``run_outcome``, the teardown of every operation's
+    ``lock_cluster``, does first (after failures too). Retries transient errors of the lock store (ZooKeeper, or
+    the cluster for a lock topic) every 5 s for ``timeout_s`` seconds.
+
+    :param profile: the cluster's ``kafka_ops.profile.ClusterProfile``.
+    :param holder: this run, ``"<dag_id>/<run_id>"`` (``runtime.lock_holding.holder_of``).
+    :returns: True when it released the lock, False when ``holder`` did not hold it (released earlier, another
+        holder, or never taken: another run's lock is never touched).
+    :raises AirflowFailException: the lock store stayed unreachable; the message says how to break the lock by hand.
     """
+    released: list[bool] = []
+    hint: list[str] = []
 
-    ui_color = "#fff4d6"
+    def check() -> Check:
+        with lock_store(profile) as store:
+            hint[:] = [store.break_hint]
+            released.append(store.release(holder))
+        return Check(True, "released" if released[-1] else "was not held by this run")
 
-    def __init__(self, *, settings: dict, timeout_s: float = 300, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
-        self.timeout_s = timeout_s
-
-    def execute(self, context: Any) -> bool:
-        cfg = resolve_settings(self.settings, context["params"])
-        try:
-            profile = get_cluster_profile(cfg["cluster"])
-        except Exception as exc:  # nothing could have been locked on a cluster we cannot even read
-            self.log.warning("cluster %r: %s: no lock to release", cfg["cluster"], exc)
-            return False
-        holder = holder_of(context)
-        released: list[bool] = []
-        hint: list[str] = []
-
-        def check() -> Check:
-            with lock_store(profile) as store:
-                hint[:] = [store.break_hint]
-                released.append(store.release(holder))
-            return Check(True, "released" if released[-1] else "was not held by this run")
-
-        try:
-            wait_until(check, what=f"the lock of cluster {profile.cluster} is released", interval_s=5,
-                       timeout_s=self.timeout_s, log=self.log)
-        except (WaitAborted, WaitTimeout) as exc:
-            raise AirflowFailException(
-                f"{exc}. The lock may still be held by {holder}: clear this task to try again, or break it by "
-                f"hand after checking no run works on the cluster: "
-                + (hint[0] if hint else f"zkCli.sh -server '{profile.zookeeper}' delete {cluster_lock.LOCK_PATH}"
-                   if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
-            ) from exc
-        self.log.info("cluster lock %s", "released" if released[-1] else
-                      "not held by this run (released earlier, or never taken)")
-        return released[-1]
+    try:
+        wait_until(check, what=f"the lock of cluster {profile.cluster} is released", interval_s=5,
+                   timeout_s=timeout_s, log=log)
+    except (WaitAborted, WaitTimeout) as exc:
+        raise AirflowFailException(
+            f"{exc}. The lock may still be held by {holder}: clear this task to try again, or break it by "
+            f"hand after checking no run works on the cluster: "
+            + (hint[0] if hint else f"zkCli.sh -server '{profile.zookeeper}' delete {cluster_lock.LOCK_PATH}"
+               if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
+        ) from exc
+    return released[-1]
 
 
 #: The settings every operation's lock tasks read (the DAG's params of the same names).

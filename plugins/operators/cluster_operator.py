@@ -107,7 +107,7 @@ class ClusterOperator(BaseOperator):
     def releasing_lock_on_failure(self, context: Any, why: str) -> Iterator[None]:
         """Run the body; when it fails, release the cluster lock if this run holds it (``why`` is logged), then
         re-raise. A task that acts on the cluster re-takes the lock when it finds it free (``ensure_held``: a run
-        resumed by clearing only its failed tasks), and such a run's ``unlock_cluster`` teardown, which succeeded
+        resumed by clearing only its failed tasks), and such a run's ``run_outcome`` teardown, which succeeded
         before, does not run again: the failing task is the last one that can release it. A dry run holds no lock.
         """
         try:

@@ -1,4 +1,5 @@
-"""``run_outcome``: the run's last task, a teardown that makes the run's final state what happened.
+"""``run_outcome``: the run's last task, the teardown of ``lock_cluster``: it releases the cluster lock if this run
+holds it, and makes the run's final state what happened.
 
 Airflow leaves teardowns to run when a run is marked failed (it fails the running tasks, skips the pending ones
 and sets no run state while a teardown is pending) and, by default, ignores a teardown's state and judges the
@@ -8,8 +9,12 @@ task of the run failed (``kafka_ops.run_outcome``: refused, failed, or stopped f
 ``all_done``: it also runs after a refusal before the lock (a teardown's default, ``all_done_setup_success``,
 would be skipped there and the skip would count as success).
 
-It writes the run's note (rewritten, not appended: a resumed run's note says how the resume ended) and logs
-the full report.
+It releases the lock first (``operators.cluster_lock.release_lock``: after failures too; on success
+``final_health`` has released it already, and the note says which task did), then writes the run's note
+(rewritten, not appended: a resumed run's note says how the resume ended) and logs the full report. One task,
+not two: a task start costs 0.4-3 s on a real Airflow (an ``unlock_cluster`` task of its own ran between
+``final_health`` and this one until 2026-11-27). A lock it cannot release (the lock store unreachable for
+``lock_timeout_s``) fails the run, the note saying how to break the lock by hand.
 """
 
 from __future__ import annotations
@@ -18,41 +23,71 @@ import logging
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
-from kafka_ops.run_outcome import advice, first_failure, headline, other_failures, outcome_of
+from kafka_ops.run_outcome import TaskFailure, advice, first_failure, headline, other_failures, outcome_of
 from runtime import run_report
+from runtime.lock_holding import holder_of
 from runtime.run_note import note_outcome
 
+from operators.cluster_lock import release_lock
 from operators.cluster_operator import ClusterOperator
 
 
 class RunOutcomeOperator(ClusterOperator):
-    """Report the run and fail it when any other task failed (use as the teardown after ``unlock_cluster``).
+    """Release the cluster lock if this run holds it, report the run, and fail it when any other task failed
+    (the teardown of ``lock_cluster``, after ``final_health``: ``groups.cluster_guard``).
 
     :param settings: ``cluster`` and ``dry_run`` (values or ``FromParam``).
     :param operation: what the run does ("rolling restart"), for the note's first line.
     :param roll_ids: the run's rolls, each reported with what it did.
-    :param unlock_task_id: the task that released the lock (its XCom: True = released, False = not held).
-    :raises AirflowFailException: the run was refused, failed or stopped (its first failure named).
+    :param final_task_id: the task that may have released the lock before (its XCom's ``lock_released``).
+    :param lock_timeout_s: how long transient errors of the lock store are retried, seconds.
+    :raises AirflowFailException: the run was refused, failed or stopped (its first failure named), or the lock
+        could not be released.
     """
 
     ui_color = "#fff4d6"
 
     def __init__(self, *, settings: dict, operation: str, roll_ids: list[str] | None = None,
-                 unlock_task_id: str = "unlock_cluster", **kwargs: Any) -> None:
+                 final_task_id: str = "final_health", lock_timeout_s: float = 300, **kwargs: Any) -> None:
         super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.roll_ids = list(roll_ids or [])
-        self.unlock_task_id = unlock_task_id
+        self.final_task_id = final_task_id
+        self.lock_timeout_s = lock_timeout_s
+
+    def release(self, context: Any) -> tuple[str, str | None]:
+        """Release the lock if this run holds it (after :meth:`resolve`): (the note's line about the lock, the error
+        when it could not: the lock store unreachable for ``lock_timeout_s``). A cluster whose profile is unreadable
+        has no lock of this run to release."""
+        try:
+            profile = self.profile
+        except Exception as exc:  # noqa: BLE001 - nothing could have been locked on a cluster we cannot even read
+            self.log.warning("no lock to release: %s", exc)
+            return "cluster lock: none (the cluster's profile is unreadable)", None
+        try:
+            released = release_lock(profile, holder_of(context), self.log, self.lock_timeout_s)
+        except AirflowFailException as exc:
+            return "cluster lock NOT released", str(exc)
+        if released:
+            return "cluster lock released", None
+        final = context["ti"].xcom_pull(task_ids=self.final_task_id, map_indexes=-1)
+        if isinstance(final, dict) and final.get("lock_released"):
+            return f"cluster lock released by {self.final_task_id} once the cluster was healthy", None
+        return ("cluster lock not held by this run at its end (never taken, or released by the task that failed)",
+                None)
 
     def execute(self, context: Any) -> str:
         cfg = self.resolve(context)
         ti = context["ti"]
         dry = self.dry_run
+        lock_line, lock_error = self.release(context)
         try:
             failures = run_report.failed_tasks(context, exclude={self.task_id})
             unreadable = None
         except Exception as exc:  # noqa: BLE001 - without the states the run cannot be judged: say so, fail
             failures, unreadable = [], f"task states unreadable: {exc}"[:300]
+        if lock_error:
+            failures = [*failures, TaskFailure(self.task_id, error=lock_error)]
         rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))
         first = first_failure(failures)
         outcome = outcome_of(failures, unfinished) if unreadable is None else "failed"
@@ -71,9 +106,7 @@ class RunOutcomeOperator(ClusterOperator):
             line, down = run_report.cluster_line(profile)
             items.append(line)
         items += rolls
-        released = ti.xcom_pull(task_ids=self.unlock_task_id, map_indexes=-1)
-        items.append("cluster lock " + ("released" if released else "not held by this run at its end (released "
-                                         "earlier, or never taken)" if released is False else "state unknown"))
+        items.append(lock_line)
         next_step = advice(outcome, ti.dag_id, ti.run_id, down)
         if next_step:
             items.append(next_step)

@@ -2,7 +2,7 @@
 (``"<dag_id>/<run_id>"``), the lock store the profile names (a znode in the cluster's ZooKeeper,
 ``hooks.cluster_lock``, or a lock topic in the cluster, ``hooks.kafka_lock``: the profile's
 :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides), make sure this run holds it before acting, and
-release it. The lock and unlock tasks are ``operators.cluster_lock``.
+release it. The lock task and the release are ``operators.cluster_lock``.
 
 Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
 waited out up to the deadline with the cause logged; another holder is never waited out by a step that
@@ -89,13 +89,16 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
         raise AirflowFailException(str(exc)) from exc
 
 
-def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> None:
-    """Release the lock if this run holds it (best effort, logged). A run resumed by clearing only its failed
-    tasks re-takes the lock in its broker tasks (:func:`ensure_held`) while its ``unlock_cluster`` teardown,
-    which succeeded before, is not run again: so the task that ends such a run releases it itself."""
+def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> bool:
+    """Release the lock if this run holds it (best effort, logged); True when this call released it. A run resumed
+    by clearing only its failed tasks re-takes the lock in its broker tasks (:func:`ensure_held`) while its
+    ``run_outcome`` teardown, which succeeded before, is not run again: so the task that ends such a run releases
+    it itself."""
     try:
         with lock_store(profile) as store:
             if store.release(holder_of(context)):
                 log.warning("cluster %s: lock released (%s)", profile.cluster, why)
+                return True
     except Exception as exc:  # the teardown, when it runs, tries again
         log.warning("cluster %s: could not release the lock (%s): %s", profile.cluster, why, exc)
+    return False

@@ -221,7 +221,7 @@ def test_a_migration_stopped_after_phase_3_is_reverted_with_two_broker_rolls(zk3
     text = output(capfd, caplog)
     assert rejecter.answered.is_set()
     assert result.state == "success", failure_lines(text)
-    assert result.state_of("finalize.plan") == "skipped" and result.state_of("unlock_cluster") == "success"
+    assert result.state_of("finalize.plan") == "skipped" and result.state_of("run_outcome") == "success"
     assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 1, 101: 1, 102: 1}
     assert znodes(sandbox)["registered"] == [], "phase 3: no broker registers in ZooKeeper"
 
@@ -293,7 +293,7 @@ def test_the_whole_migration_cleared_in_the_middle_of_phase_3_resumes_and_finali
         props1.write_text(props1.read_text().replace("kafka.ops.test.broken=\\uZZZZ\n", ""))
         resumed = clear_and_resume(MIGRATE, failed.run_id, only_failed=True)
     assert resumed.state == "success", resumed.states
-    assert resumed.state_of("unlock_cluster") == "success"
+    assert resumed.state_of("run_outcome") == "success"
     assert_no_acknowledged_message_lost(traffic)
     assert watcher.ever_offline() == []
     assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 2, 101: 2, 102: 2}, \

@@ -43,8 +43,9 @@ from kafka_ops.health import Verdict
 from kafka_ops.profile import ClusterProfile
 from observers import ClusterView, admin, registration, snapshot, wait_for
 from operators.cluster_checks import WaitForClusterOperator
-from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator, UnlockClusterOperator
+from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator
 from operators.preflight import PreflightOperator
+from operators.run_outcome import RunOutcomeOperator
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.lock_holding import ensure_held
@@ -79,9 +80,23 @@ def op_context(run_id: str, dag_id: str = "kafka_rolling_restart", **params) -> 
     xcom: dict[tuple[str, str], object] = {}
     ti = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id="t", map_index=-1, xcom=xcom,
                          xcom_push=lambda key, value: xcom.__setitem__(("t", key), value),
-                         xcom_pull=lambda task_ids, key="return_value": xcom.get((task_ids, key)))
+                         xcom_pull=lambda task_ids, key="return_value", **_: xcom.get((task_ids, key)))
     return {"params": {"cluster": CONN, "lock_wait": "wait", "dry_run": False, **params},
             "dag": SimpleNamespace(dag_id=dag_id), "run_id": run_id, "ti": ti, "dag_run": None}
+
+
+RELEASED = ("cluster lock released", None)
+NO_PROFILE = ("cluster lock: none (the cluster's profile is unreadable)", None)
+NOT_HELD = ("cluster lock not held by this run at its end (never taken, or released by the task that failed)", None)
+
+
+def unlock(context: dict, timeout_s: float = 30) -> tuple[str, str | None]:
+    """What the ``run_outcome`` teardown does first: release the lock if this run holds it (its note's line about
+    the lock, the error if it could not)."""
+    outcome = RunOutcomeOperator(task_id="run_outcome", settings={**LOCK_SETTINGS, "dry_run": FromParam("dry_run")},
+                                 operation="rolling restart", lock_timeout_s=timeout_s)
+    outcome.resolve(context)
+    return outcome.release(context)
 
 
 def look(kind: str, broker: int | None = None, conn_id: str = CONN) -> Verdict:
@@ -552,7 +567,6 @@ def test_lock_operators_keep_the_lock_in_the_cluster_without_zookeeper(free_lock
     run_a, run_b = op_context("manual__a"), op_context("manual__b")
     take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
                                interval_s=0.2)
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS, timeout_s=30)
     assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
     assert run_a["ti"].xcom == {("t", "cluster_mode"): "zookeeper"}, "the run's mode, decided under the lock"
     with pytest.raises(AirflowFailException, match=r"cluster kafka_sandbox is busy: kafka_rolling_restart/manual__a "
@@ -561,11 +575,11 @@ def test_lock_operators_keep_the_lock_in_the_cluster_without_zookeeper(free_lock
     profile = get_cluster_profile(CONN)
     with pytest.raises(AirflowFailException, match="held by kafka_rolling_restart/manual__a"):
         ensure_held(profile, run_b, "decommission", LOG, timeout_s=5)
-    assert unlock.execute(run_b) is False, "another run's teardown never releases it"
-    assert unlock.execute(run_a) is True
+    assert unlock(run_b) == NOT_HELD, "another run's teardown never releases it"
+    assert unlock(run_a) == RELEASED
     ensure_held(profile, run_b, "decommission", LOG, timeout_s=5)  # free: re-taken by the acting run
     assert KafkaLockStore(profile).current_holder().holder == "kafka_rolling_restart/manual__b"
-    assert unlock.execute(run_b) is True
+    assert unlock(run_b) == RELEASED
     with free_lock_topic.zk() as zk:
         assert not zk.exists(cluster_lock.LOCK_PATH), "nothing was written to ZooKeeper"
 
@@ -574,7 +588,6 @@ def test_lock_and_unlock_operators(free_lock: RunningSandbox) -> None:
     run_a, run_b = op_context("manual__a"), op_context("manual__b")
     take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
                                interval_s=0.2)
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS, timeout_s=30)
 
     assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
     with free_lock.zk() as zk:
@@ -597,13 +610,13 @@ def test_lock_and_unlock_operators(free_lock: RunningSandbox) -> None:
         impatient.execute(run_b)
 
     # another run's unlock never releases it
-    assert unlock.execute(run_b) is False
+    assert unlock(run_b) == NOT_HELD
     with free_lock.zk() as zk:
         assert json.loads(zk.get(cluster_lock.LOCK_PATH)[0])["holder"] == "kafka_rolling_restart/manual__a"
     # a waiting run gets it once the holder releases it
     patient = LockClusterOperator(task_id="lock_p", settings=LOCK_SETTINGS, operation="decommission",
                                   lock_timeout_s=30, interval_s=0.3)
-    releaser = threading.Timer(1.0, lambda: unlock.execute(run_a))
+    releaser = threading.Timer(1.0, lambda: unlock(run_a))
     releaser.start()
     try:
         began = time.monotonic()
@@ -614,10 +627,10 @@ def test_lock_and_unlock_operators(free_lock: RunningSandbox) -> None:
     with free_lock.zk() as zk:
         stored = json.loads(zk.get(cluster_lock.LOCK_PATH)[0])
     assert (stored["holder"], stored["operation"]) == ("kafka_decommission/manual__b", "decommission")
-    assert unlock.execute(op_context("manual__b", dag_id="kafka_decommission")) is True
+    assert unlock(op_context("manual__b", dag_id="kafka_decommission")) == RELEASED
     with free_lock.zk() as zk:
         assert not zk.exists(cluster_lock.LOCK_PATH)
-    assert unlock.execute(run_a) is False, "releasing a free lock is a no-op"
+    assert unlock(run_a) == NOT_HELD, "releasing a free lock is a no-op"
 
 
 def test_ensure_held_retakes_a_free_lock_and_fails_when_another_run_holds_it(
@@ -653,16 +666,15 @@ def test_lock_operators_on_a_misconfigured_lock_store_or_connection(
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_NOZK", kafka_env_with(free_lock, zookeeper=None, lock_store="zookeeper"))
     take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
                                lock_timeout_s=60, interval_s=1)
-    unlock = UnlockClusterOperator(task_id="unlock_cluster", settings=LOCK_SETTINGS)
     began = time.monotonic()
     with pytest.raises(AirflowFailException, match=r"cluster 'kafka_nozk': connection 'kafka_nozk': lock_store "
                                                    r"'zookeeper' needs 'zookeeper'"):
         take.execute(op_context("manual__a", cluster="kafka_nozk"))
     assert time.monotonic() - began < 15, "a misconfiguration is not waited out"
-    assert unlock.execute(op_context("manual__a", cluster="kafka_nozk")) is False
+    assert unlock(op_context("manual__a", cluster="kafka_nozk")) == NO_PROFILE
     with pytest.raises(AirflowFailException, match="cluster 'no_such_cluster'"):
         take.execute(op_context("manual__a", cluster="no_such_cluster"))
-    assert unlock.execute(op_context("manual__a", cluster="no_such_cluster")) is False
+    assert unlock(op_context("manual__a", cluster="no_such_cluster")) == NO_PROFILE
     with free_lock.zk() as zk:
         assert not zk.exists(cluster_lock.LOCK_PATH)
 

@@ -182,7 +182,7 @@ def test_final_health_forgets_the_rolls_and_releases_the_lock_only_once_the_clus
     monkeypatch.setattr(cluster_checks.WaitForClusterOperator, "execute", wait)
     monkeypatch.setattr(cluster_checks, "forget", lambda context, ids: events.append(("forget", ids)) or list(ids))
     monkeypatch.setattr(cluster_checks, "release_held",
-                        lambda profile, context, log, why: events.append(("release", profile, why)))
+                        lambda profile, context, log, why: events.append(("release", profile, why)) or True)
     monkeypatch.setattr(cluster_checks.FinalHealthOperator, "profile", "profile of kafka_prod")
     op = cluster_checks.FinalHealthOperator(task_id="final_health", roll_ids=["controllers", "restart"], settings={})
     assert op.kind == "healthy"
@@ -190,7 +190,7 @@ def test_final_health_forgets_the_rolls_and_releases_the_lock_only_once_the_clus
         op.execute({})
     assert events == [], "a run whose cluster is not healthy keeps its roll records (clearing resumes it)"
     assert op.execute({}) == {"health": "healthy: nothing offline, nothing under-replicated",
-                              "forgotten": ["controllers", "restart"]}
+                              "forgotten": ["controllers", "restart"], "lock_released": True}
     assert events == ["healthy", ("forget", ["controllers", "restart"]),
                       ("release", "profile of kafka_prod", "the run succeeded")]
 
@@ -203,6 +203,57 @@ def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None
     assert op.max_active_tis_per_dagrun == 1 and op.retries == 0
 
 
+def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(monkeypatch) -> None:
+    """The teardown releases the lock if this run still holds it; the note's lock line names who released it
+    (itself, or ``final_health`` once the cluster was healthy); a lock it cannot release fails the run (the
+    note, with the hand-break hint, is written first)."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from operators import run_outcome
+
+    answers: list = []
+
+    def release_lock(profile, holder, log, timeout_s):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        assert (profile, holder, timeout_s) == ("profile of kafka_prod", "kafka_rolling_restart/manual__1", 300)
+        return answer
+
+    final_xcom: dict = {}
+    notes: list = []
+    monkeypatch.setattr(run_outcome, "release_lock", release_lock)
+    monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
+    monkeypatch.setattr(run_outcome.run_report, "failed_tasks", lambda context, exclude: [])
+    monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
+    monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
+    monkeypatch.setattr(run_outcome, "note_outcome", lambda context, first, items, log: notes.append((first, items)))
+    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1",
+                         xcom_pull=lambda task_ids, map_indexes: final_xcom.get(task_ids))
+    context = {"params": {"cluster": "kafka_prod", "dry_run": False}, "ti": ti,
+               "dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__1"}
+    op = run_outcome.RunOutcomeOperator(task_id="run_outcome", settings={"cluster": "kafka_prod", "dry_run": False},
+                                        operation="rolling restart")
+    answers[:] = [True]
+    assert op.execute(context) == "succeeded"
+    assert notes[-1] == ("**Succeeded**: rolling restart on kafka_prod", ["cluster kafka_prod: fine",
+                                                                            "cluster lock released"])
+    answers[:] = [False]
+    final_xcom["final_health"] = {"health": "ok", "forgotten": ["restart"], "lock_released": True}
+    assert op.execute(context) == "succeeded"
+    assert notes[-1][1][-1] == "cluster lock released by final_health once the cluster was healthy"
+    answers[:] = [False]
+    final_xcom.clear()
+    op.execute(context)
+    assert notes[-1][1][-1] == ("cluster lock not held by this run at its end (never taken, or released by the task "
+                                "that failed)")
+    answers[:] = [AirflowFailException("gave up after 300 s ... break it by hand: zkCli.sh delete /kafka-ops/lock")]
+    with pytest.raises(AirflowFailException, match="the run failed at run_outcome: gave up after 300 s"):
+        op.execute(context)
+    first, items = notes[-1]
+    assert first.startswith("**Failed**: rolling restart on kafka_prod: run_outcome: gave up after 300 s")
+    assert "cluster lock NOT released" in items and "zkCli.sh delete" in first
+
+
 def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     from airflow.sdk import DAG
     from groups.broker_roll import broker_roll
@@ -211,21 +262,20 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     with DAG(dag_id="roll_shape", schedule=None, params={}) as dag:
         outcome = cluster_guard(broker_roll("restart"), operation="rolling restart")
     ids = set(dag.task_dict)
-    assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health",
-                   "unlock_cluster", "run_outcome"}
+    assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health", "run_outcome"}
     tasks = dag.task_dict
 
     def downstream(task_id: str) -> set[str]:
         return set(tasks[task_id].downstream_task_ids)
 
     assert downstream("check_params") == {"lock_cluster"}
-    assert downstream("lock_cluster") == {"restart.plan", "unlock_cluster"}
+    assert downstream("lock_cluster") == {"restart.plan", "run_outcome"}
     assert downstream("restart.plan") == {"restart.broker"}
     assert downstream("restart.broker") == {"final_health"}
-    assert downstream("final_health") == {"unlock_cluster", "run_outcome"}
-    assert downstream("unlock_cluster") == {"run_outcome"}
-    assert tasks["unlock_cluster"].is_teardown and tasks["lock_cluster"].is_setup
-    # the run's one leaf: a teardown that fails the run when it fails, and runs after a refusal before the lock
+    assert downstream("final_health") == {"run_outcome"}
+    assert tasks["lock_cluster"].is_setup and outcome.upstream_task_ids == {"final_health", "lock_cluster"}
+    # the run's one leaf and the lock's teardown (it releases the lock, after failures too): it fails the run when
+    # it fails, and runs after a refusal before the lock
     assert outcome.task_id == "run_outcome" and outcome.is_teardown and outcome.on_failure_fail_dagrun
     assert outcome.trigger_rule == "all_done" and outcome.roll_ids == ["restart"]
     broker = tasks["restart.broker"]
@@ -333,7 +383,7 @@ def test_a_side_by_side_part_waits_for_the_part_before_and_the_next_part_waits_f
                        task_in(brk, "broker")], operation="test")
     tasks = dag.task_dict
     ahead = {"check", "ctl.plan", "brk.plan"}
-    assert set(tasks["lock_cluster"].downstream_task_ids) == {*ahead, "unlock_cluster"}
+    assert set(tasks["lock_cluster"].downstream_task_ids) == {*ahead, "run_outcome"}
     for task_id in ahead:
         assert "ctl.controller" in tasks[task_id].downstream_task_ids
         assert not set(tasks[task_id].downstream_task_ids) & ahead, f"{task_id} waits for none of the others"

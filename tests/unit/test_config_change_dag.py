@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CHAIN = ["check_params", "lock_cluster", "plan_config", "apply_config", "restart.plan", "restart.broker",
-         "final_health", "unlock_cluster", "run_outcome"]
+         "final_health", "run_outcome"]
 
 
 @pytest.fixture(scope="module")

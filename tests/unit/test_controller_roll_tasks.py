@@ -438,22 +438,22 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     t = dag.task_dict
     ahead = {"preflight", "controllers.plan", "restart.plan"}  # side by side: none touches a node
     chain = ["check_params", "lock_cluster", ahead, "controllers.controller", "restart.broker", "final_health",
-             "unlock_cluster", "run_outcome"]
+             "run_outcome"]
     assert set(t) == {*ahead, *(c for c in chain if isinstance(c, str))}
     for before, after in zip(chain, chain[1:], strict=False):
         for b in (before if isinstance(before, set) else {before}):
             for a in (after if isinstance(after, set) else {after}):
                 assert a in t[b].downstream_task_ids, (b, a)
     assert not {a for a in ahead for b in ahead if b in t[a].downstream_task_ids}, "the three wait for none other"
-    assert t["lock_cluster"].downstream_task_ids == {*ahead, "unlock_cluster"}
+    assert t["lock_cluster"].downstream_task_ids == {*ahead, "run_outcome"}
     assert "restart.broker" in t["controllers.controller"].downstream_task_ids
     rules = {task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule)) for task_id, task in t.items()}
     assert rules == {"check_params": "all_success", "lock_cluster": "all_success", "preflight": "all_success",
                      "controllers.plan": "all_success",
                      "controllers.controller": "all_success", "restart.plan": "all_success",
                      "restart.broker": "none_failed", "final_health": "none_failed",
-                     "unlock_cluster": "all_done_setup_success", "run_outcome": "all_done"}
-    assert t["unlock_cluster"].is_teardown and t["lock_cluster"].is_setup
+                     "run_outcome": "all_done"}
+    assert t["run_outcome"].is_teardown and t["lock_cluster"].is_setup
     ctrl = t["controllers.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["retries"] == 0
     assert ctrl.partial_kwargs["map_index_template"] == "{{ task.item['grid_label'] }}"

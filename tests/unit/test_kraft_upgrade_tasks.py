@@ -313,7 +313,7 @@ def test_a_retry_acts_on_the_answer_an_earlier_try_received_instead_of_asking_ag
 
 def test_a_reject_releases_the_lock_this_run_holds(monkeypatch):
     """A run resumed by clearing only its failed tasks re-took the lock in a roll task; a Reject then skips
-    final_health and its unlock_cluster teardown succeeded before: the approval releases the lock itself."""
+    final_health and its run_outcome teardown succeeded before: the approval releases the lock itself."""
     from airflow.providers.standard.operators.hitl import ApprovalOperator
     from operators import upgrade_approval
 

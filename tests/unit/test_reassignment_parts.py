@@ -112,7 +112,7 @@ def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str])
     # a failed wave must fail what follows although remove_throttles runs whatever happened
     assert dag.task_dict["reassign.remove_throttles"].trigger_rule == "all_done"
     assert "reassign.wave" in dag.task_dict["reassign.preferred_leaders"].upstream_task_ids
-    assert dag.task_dict["unlock_cluster"].is_teardown
+    assert dag.task_dict["run_outcome"].is_teardown and dag.task_dict["lock_cluster"].is_setup
 
 
 # --- runtime.reassignments: the admin API or ZooKeeper's /admin/reassign_partitions ----------------

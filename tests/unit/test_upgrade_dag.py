@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHAIN = ["check_params", "lock_cluster", "check_upgrade", "preflight", "pin.plan", "pin.broker",
          "controller_binaries.plan", "controller_binaries.controller", "binaries.plan", "binaries.broker",
          "approve_protocol_bump", "ibp.plan", "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version",
-         "final_health", "unlock_cluster", "run_outcome"]
+         "final_health", "run_outcome"]
 
 
 def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
@@ -29,7 +29,7 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     after_a_maybe_empty_roll = {"controller_binaries.plan", "binaries.plan", "approve_protocol_bump", "lmf.plan",
                                 "metadata_version", "final_health"}
     assert {k for k, v in rules.items() if v == "none_failed"} == after_a_maybe_empty_roll, rules
-    assert rules["unlock_cluster"] == "all_done_setup_success" and rules["run_outcome"] == "all_done"
+    assert rules["run_outcome"] == "all_done" and t["run_outcome"].is_teardown
     assert t["approve_protocol_bump"].ignore_downstream_trigger_rules, "Reject skips every task after it"
     assert t["pin.plan"].modes == {"zookeeper"} and t["ibp.plan"].modes == {"zookeeper"}
     assert t["lmf.plan"].modes == {"zookeeper"} and t["binaries.plan"].modes == {"zookeeper", "migrating", "kraft"}

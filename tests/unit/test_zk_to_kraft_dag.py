@@ -12,10 +12,10 @@ REPO = Path(__file__).resolve().parents[2]
 MIGRATE = ["check_params", "lock_cluster", "check_migration", "provision_controllers", "migrate_brokers.plan",
            "migrate_brokers.broker", "wait_migrated", "approve_kraft_brokers", "kraft_brokers.plan",
            "kraft_brokers.broker", "wait_kraft_brokers", "approve_finalize", "finalize.plan", "finalize.controller",
-           "wait_finalized", "final_health", "unlock_cluster", "run_outcome"]
+           "wait_finalized", "final_health", "run_outcome"]
 REVERT = ["check_params", "lock_cluster", "check_migration", "zookeeper_brokers.plan", "zookeeper_brokers.broker",
           "deprovision_controllers", "drop_flag.plan", "drop_flag.broker", "wait_zookeeper", "final_health",
-          "unlock_cluster", "run_outcome"]
+          "run_outcome"]
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,7 @@ def cluster_guard(body: Any, *, operation: str,
     final = FinalHealthOperator(task_id="final_health", roll_ids=roll_ids, settings=cfg,
                                 trigger_rule=final_trigger_rule)
     outcome = RunOutcomeOperator(task_id="run_outcome", settings=cfg, operation=operation, roll_ids=roll_ids,
-                                 final_task_id=final.task_id)
+                                 final_task_id=final.task_id, lock_task_id=lock.task_id)
     check >> lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after

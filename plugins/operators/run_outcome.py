@@ -40,6 +40,8 @@ class RunOutcomeOperator(ClusterOperator):
     :param operation: what the run does ("rolling restart"), for the note's first line.
     :param roll_ids: the run's rolls, each reported with what it did.
     :param final_task_id: the task that may have released the lock before (its XCom's ``lock_released``).
+    :param lock_task_id: the task that takes the lock: a run in which it never ran (refused before it) holds no
+        lock, and the lock store is not asked.
     :param lock_timeout_s: how long transient errors of the lock store are retried, seconds.
     :raises AirflowFailException: the run was refused, failed or stopped (its first failure named), or the lock
         could not be released.
@@ -48,17 +50,26 @@ class RunOutcomeOperator(ClusterOperator):
     ui_color = "#fff4d6"
 
     def __init__(self, *, settings: dict, operation: str, roll_ids: list[str] | None = None,
-                 final_task_id: str = "final_health", lock_timeout_s: float = 300, **kwargs: Any) -> None:
+                 final_task_id: str = "final_health", lock_task_id: str = "lock_cluster",
+                 lock_timeout_s: float = 300, **kwargs: Any) -> None:
         super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.roll_ids = list(roll_ids or [])
         self.final_task_id = final_task_id
+        self.lock_task_id = lock_task_id
         self.lock_timeout_s = lock_timeout_s
 
     def release(self, context: Any) -> tuple[str, str | None]:
         """Release the lock if this run holds it (after :meth:`resolve`): (the note's line about the lock, the error
-        when it could not: the lock store unreachable for ``lock_timeout_s``). A cluster whose profile is unreadable
-        has no lock of this run to release."""
+        when it could not: the lock store unreachable for ``lock_timeout_s``). A run whose lock task never ran
+        (refused before it), or a cluster whose profile is unreadable, has no lock of this run to release: the lock
+        store is not asked."""
+        try:
+            took = run_report.task_state(context, self.lock_task_id)
+        except Exception:  # noqa: BLE001 - unknown: release if held (releasing only ever frees this run's lock)
+            took = "unknown"
+        if took in (None, "upstream_failed", "skipped", "removed"):
+            return f"cluster lock: never taken ({self.lock_task_id} did not run)", None
         try:
             profile = self.profile
         except Exception as exc:  # noqa: BLE001 - nothing could have been locked on a cluster we cannot even read

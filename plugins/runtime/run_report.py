@@ -40,6 +40,19 @@ def failed_tasks(context: Any, exclude: set[str] | frozenset[str] = frozenset())
     return out
 
 
+def task_state(context: Any, task_id: str) -> str | None:
+    """The state of this run's unmapped task ``task_id`` (``"success"``, ``"upstream_failed"``, ...; None when it
+    has none yet).
+
+    :raises Exception: the task states cannot be read (Airflow's execution API did not answer).
+    """
+    ti = context["ti"]
+    for crumb in ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=ti.run_id):
+        if str(crumb["task_id"]) == task_id and int(crumb.get("map_index", -1)) == -1:
+            return crumb.get("state")
+    return None
+
+
 def _pull(ti: Any, task_id: str, map_index: int, key: str) -> Any:
     try:
         return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=map_index)

@@ -257,6 +257,9 @@ def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, e
     assert "trigger a new run" in out
     assert registrations(shared) == before
     assert lock_holder(shared) is None, "the lock is not left behind"
+    # refused before the lock: the teardown does not ask the lock store; refused after it: the teardown released it
+    assert ("cluster lock: never taken (lock_cluster did not run)" if failed_task == "check_params" else
+            "cluster lock released") in out, out[-3000:]
 
 
 def test_param_schema_rejects_malformed_values(shared):

@@ -206,7 +206,8 @@ def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None
 def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(monkeypatch) -> None:
     """The teardown releases the lock if this run still holds it; the note's lock line names who released it
     (itself, or ``final_health`` once the cluster was healthy); a lock it cannot release fails the run (the
-    note, with the hand-break hint, is written first)."""
+    note, with the hand-break hint, is written first); a run whose lock task never ran does not ask the lock
+    store."""
     from airflow.sdk.exceptions import AirflowFailException
     from operators import run_outcome
 
@@ -223,6 +224,8 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     notes: list = []
     monkeypatch.setattr(run_outcome, "release_lock", release_lock)
     monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
+    lock_state = {"lock_cluster": "success"}
+    monkeypatch.setattr(run_outcome.run_report, "task_state", lambda context, task_id: lock_state.get(task_id))
     monkeypatch.setattr(run_outcome.run_report, "failed_tasks", lambda context, exclude: [])
     monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
@@ -252,6 +255,10 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     first, items = notes[-1]
     assert first.startswith("**Failed**: rolling restart on kafka_prod: run_outcome: gave up after 300 s")
     assert "cluster lock NOT released" in items and "zkCli.sh delete" in first
+    # refused before the lock: the lock store is not asked (release_lock would fail: no answer queued)
+    lock_state["lock_cluster"] = "upstream_failed"
+    assert op.execute(context) == "succeeded"
+    assert notes[-1][1][-1] == "cluster lock: never taken (lock_cluster did not run)"
 
 
 def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:

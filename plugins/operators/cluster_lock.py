@@ -1,7 +1,7 @@
-"""The per-cluster operation lock as tasks: take it (setup), check it before every action, release it
-(:func:`release_lock`: the teardown ``run_outcome`` does it first). The lock itself is a znode in the cluster's
-ZooKeeper (``hooks.cluster_lock``) or, for KRaft clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic
-in the cluster (``hooks.kafka_lock``): the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides.
+"""The per-cluster operation lock as a task: take it (the setup; every action checks it, and the teardown
+``run_outcome`` releases it: ``runtime.lock_holding``). The lock itself is a znode in the cluster's ZooKeeper
+(``hooks.cluster_lock``) or, for KRaft clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic in the
+cluster (``hooks.kafka_lock``): the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides.
 
 Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
 waited out up to the deadline with the cause logged; another holder is never waited out by a step that
@@ -14,11 +14,9 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
-from hooks import cluster_lock
 from hooks.cluster_profile import get_cluster_profile
-from hooks.kafka_lock import KafkaLockStore
 from runtime.cluster_mode import MODE_KEY, describe_mode
-from runtime.lock_holding import LockHeldByOther, holder_of, lock_store, take
+from runtime.lock_holding import LockHeldByOther, holder_of, take
 from runtime.params import FromParam, resolve_settings
 from runtime.run_note import note_run
 from runtime.settings_table import value_or_default
@@ -85,39 +83,6 @@ class LockClusterOperator(BaseOperator):
             context["ti"].xcom_push(key=MODE_KEY, value=decided.value)
             self.log.info("cluster mode for this run: %s", decided.describe)
         return holder
-
-
-def release_lock(profile: Any, holder: str, log: Any, timeout_s: float = 300) -> bool:
-    """Release the cluster's lock if ``holder`` holds it: what ``run_outcome``, the teardown of every operation's
-    ``lock_cluster``, does first (after failures too). Retries transient errors of the lock store (ZooKeeper, or
-    the cluster for a lock topic) every 5 s for ``timeout_s`` seconds.
-
-    :param profile: the cluster's ``kafka_ops.profile.ClusterProfile``.
-    :param holder: this run, ``"<dag_id>/<run_id>"`` (``runtime.lock_holding.holder_of``).
-    :returns: True when it released the lock, False when ``holder`` did not hold it (released earlier, another
-        holder, or never taken: another run's lock is never touched).
-    :raises AirflowFailException: the lock store stayed unreachable; the message says how to break the lock by hand.
-    """
-    released: list[bool] = []
-    hint: list[str] = []
-
-    def check() -> Check:
-        with lock_store(profile) as store:
-            hint[:] = [store.break_hint]
-            released.append(store.release(holder))
-        return Check(True, "released" if released[-1] else "was not held by this run")
-
-    try:
-        wait_until(check, what=f"the lock of cluster {profile.cluster} is released", interval_s=5,
-                   timeout_s=timeout_s, log=log)
-    except (WaitAborted, WaitTimeout) as exc:
-        raise AirflowFailException(
-            f"{exc}. The lock may still be held by {holder}: clear this task to try again, or break it by "
-            f"hand after checking no run works on the cluster: "
-            + (hint[0] if hint else f"zkCli.sh -server '{profile.zookeeper}' delete {cluster_lock.LOCK_PATH}"
-               if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
-        ) from exc
-    return released[-1]
 
 
 #: The settings every operation's lock tasks read (the DAG's params of the same names).

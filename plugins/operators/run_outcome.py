@@ -9,7 +9,7 @@ task of the run failed (``kafka_ops.run_outcome``: refused, failed, or stopped f
 ``all_done``: it also runs after a refusal before the lock (a teardown's default, ``all_done_setup_success``,
 would be skipped there and the skip would count as success).
 
-It releases the lock first (``operators.cluster_lock.release_lock``: after failures too; on success
+It releases the lock first (``runtime.lock_holding.release_lock``: after failures too; on success
 ``final_health`` has released it already, and the note says which task did), then writes the run's note
 (rewritten, not appended: a resumed run's note says how the resume ended) and logs the full report. One task,
 not two: a task start costs 0.4-3 s on a real Airflow (an ``unlock_cluster`` task of its own ran between
@@ -25,10 +25,9 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.run_outcome import TaskFailure, advice, first_failure, headline, other_failures, outcome_of
 from runtime import run_report
-from runtime.lock_holding import holder_of
+from runtime.lock_holding import holder_of, release_lock
 from runtime.run_note import note_outcome
 
-from operators.cluster_lock import release_lock
 from operators.cluster_operator import ClusterOperator
 
 

@@ -2,7 +2,8 @@
 (``"<dag_id>/<run_id>"``), the lock store the profile names (a znode in the cluster's ZooKeeper,
 ``hooks.cluster_lock``, or a lock topic in the cluster, ``hooks.kafka_lock``: the profile's
 :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides), make sure this run holds it before acting, and
-release it. The lock task and the release are ``operators.cluster_lock``.
+release it (:func:`release_lock`, what the ``run_outcome`` teardown does first). The lock task is
+``operators.cluster_lock``.
 
 Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
 waited out up to the deadline with the cause logged; another holder is never waited out by a step that
@@ -102,3 +103,36 @@ def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> b
     except Exception as exc:  # the teardown, when it runs, tries again
         log.warning("cluster %s: could not release the lock (%s): %s", profile.cluster, why, exc)
     return False
+
+
+def release_lock(profile: Any, holder: str, log: Any, timeout_s: float = 300) -> bool:
+    """Release the cluster's lock if ``holder`` holds it: what ``run_outcome``, the teardown of every operation's
+    ``lock_cluster``, does first (after failures too). Retries transient errors of the lock store (ZooKeeper, or
+    the cluster for a lock topic) every 5 s for ``timeout_s`` seconds.
+
+    :param profile: the cluster's ``kafka_ops.profile.ClusterProfile``.
+    :param holder: this run, ``"<dag_id>/<run_id>"`` (``runtime.lock_holding.holder_of``).
+    :returns: True when it released the lock, False when ``holder`` did not hold it (released earlier, another
+        holder, or never taken: another run's lock is never touched).
+    :raises AirflowFailException: the lock store stayed unreachable; the message says how to break the lock by hand.
+    """
+    released: list[bool] = []
+    hint: list[str] = []
+
+    def check() -> Check:
+        with lock_store(profile) as store:
+            hint[:] = [store.break_hint]
+            released.append(store.release(holder))
+        return Check(True, "released" if released[-1] else "was not held by this run")
+
+    try:
+        wait_until(check, what=f"the lock of cluster {profile.cluster} is released", interval_s=5,
+                   timeout_s=timeout_s, log=log)
+    except (WaitAborted, WaitTimeout) as exc:
+        raise AirflowFailException(
+            f"{exc}. The lock may still be held by {holder}: clear this task to try again, or break it by "
+            f"hand after checking no run works on the cluster: "
+            + (hint[0] if hint else f"zkCli.sh -server '{profile.zookeeper}' delete {cluster_lock.LOCK_PATH}"
+               if profile.lock_in == "zookeeper" else KafkaLockStore(profile).break_hint)
+        ) from exc
+    return released[-1]

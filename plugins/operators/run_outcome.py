@@ -58,16 +58,12 @@ class RunOutcomeOperator(ClusterOperator):
         self.lock_task_id = lock_task_id
         self.lock_timeout_s = lock_timeout_s
 
-    def release(self, context: Any) -> tuple[str, str | None]:
+    def release(self, context: Any, lock_task_ran: bool) -> tuple[str, str | None]:
         """Release the lock if this run holds it (after :meth:`resolve`): (the note's line about the lock, the error
         when it could not: the lock store unreachable for ``lock_timeout_s``). A run whose lock task never ran
-        (refused before it), or a cluster whose profile is unreadable, has no lock of this run to release: the lock
-        store is not asked."""
-        try:
-            took = run_report.task_state(context, self.lock_task_id)
-        except Exception:  # noqa: BLE001 - unknown: release if held (releasing only ever frees this run's lock)
-            took = "unknown"
-        if took in (None, "upstream_failed", "skipped", "removed"):
+        (``lock_task_ran`` False: refused before it), or a cluster whose profile is unreadable, has no lock of this
+        run to release: the lock store is not asked."""
+        if not lock_task_ran:
             return f"cluster lock: never taken ({self.lock_task_id} did not run)", None
         try:
             profile = self.profile
@@ -90,12 +86,14 @@ class RunOutcomeOperator(ClusterOperator):
         cfg = self.resolve(context)
         ti = context["ti"]
         dry = self.dry_run
-        lock_line, lock_error = self.release(context)
         try:
-            failures = run_report.failed_tasks(context, exclude={self.task_id})
+            crumbs = run_report.task_states(context)
+            failures = run_report.failed_tasks(context, crumbs, exclude={self.task_id})
             unreadable = None
         except Exception as exc:  # noqa: BLE001 - without the states the run cannot be judged: say so, fail
-            failures, unreadable = [], f"task states unreadable: {exc}"[:300]
+            crumbs, failures, unreadable = None, [], f"task states unreadable: {exc}"[:300]
+        # states unread: the lock task may have run, so release if held (a release only ever frees this run's lock)
+        lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id))
         if lock_error:
             failures = [*failures, TaskFailure(self.task_id, error=lock_error)]
         rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))

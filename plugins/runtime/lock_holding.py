@@ -105,12 +105,12 @@ def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> b
     return False
 
 
-def release_lock(profile: Any, holder: str, log: Any, timeout_s: float = 300) -> bool:
+def release_lock(profile: ClusterProfile, holder: str, log: Any, timeout_s: float = 300) -> bool:
     """Release the cluster's lock if ``holder`` holds it: what ``run_outcome``, the teardown of every operation's
     ``lock_cluster``, does first (after failures too). Retries transient errors of the lock store (ZooKeeper, or
     the cluster for a lock topic) every 5 s for ``timeout_s`` seconds.
 
-    :param profile: the cluster's ``kafka_ops.profile.ClusterProfile``.
+    :param profile: the cluster's profile (its ``lock_in`` names the lock store).
     :param holder: this run, ``"<dag_id>/<run_id>"`` (``runtime.lock_holding.holder_of``).
     :returns: True when it released the lock, False when ``holder`` did not hold it (released earlier, another
         holder, or never taken: another run's lock is never touched).

@@ -17,16 +17,34 @@ from runtime.pending_labels import GRID_LABELS_KEY, label_for
 FAILED_STATES = {"failed", "upstream_failed"}
 
 
-def failed_tasks(context: Any, exclude: set[str] | frozenset[str] = frozenset()) -> list[TaskFailure]:
-    """The run's task instances in state ``failed`` (not upstream-failed: those only followed a failure), but
-    ``exclude``; each with the reason it recorded (``runtime.failure_record``) and, for a mapped instance, its
-    Grid label as its plan task published it.
+#: States of a task instance that never ran in the run (upstream failed or skipped, or not reached yet: None).
+NEVER_RAN = frozenset({None, "upstream_failed", "skipped", "removed"})
+
+
+def task_states(context: Any) -> list[dict[str, Any]]:
+    """The run's task instances as Airflow's execution API lists them (breadcrumbs: ``task_id``, ``map_index``,
+    ``state``, ...): one call, read once by the report.
 
     :raises Exception: the task states cannot be read (Airflow's execution API did not answer).
     """
     ti = context["ti"]
+    return list(ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=ti.run_id))
+
+
+def ran(crumbs: list[dict[str, Any]], task_id: str) -> bool:
+    """Whether the unmapped task ``task_id`` ran in the run whose :func:`task_states` are ``crumbs`` (it has a state
+    other than :data:`NEVER_RAN`)."""
+    states = [c.get("state") for c in crumbs if str(c["task_id"]) == task_id and int(c.get("map_index", -1)) == -1]
+    return bool(states) and states[0] not in NEVER_RAN
+
+
+def failed_tasks(context: Any, crumbs: list[dict[str, Any]],
+                 exclude: set[str] | frozenset[str] = frozenset()) -> list[TaskFailure]:
+    """The task instances among ``crumbs`` (:func:`task_states`) in state ``failed`` (not upstream-failed: those
+    only followed a failure), but ``exclude``; each with the reason it recorded (``runtime.failure_record``) and,
+    for a mapped instance, its Grid label as its plan task published it."""
+    ti = context["ti"]
     dag = context.get("dag")
-    crumbs = ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=ti.run_id)
     out = []
     for crumb in crumbs:
         task_id, map_index = str(crumb["task_id"]), int(crumb.get("map_index", -1))
@@ -38,19 +56,6 @@ def failed_tasks(context: Any, exclude: set[str] | frozenset[str] = frozenset())
                                error=str(record.get("error") or ""), refused=bool(record.get("refused")),
                                at=float(record["at"]) if isinstance(record.get("at"), (int, float)) else None))
     return out
-
-
-def task_state(context: Any, task_id: str) -> str | None:
-    """The state of this run's unmapped task ``task_id`` (``"success"``, ``"upstream_failed"``, ...; None when it
-    has none yet).
-
-    :raises Exception: the task states cannot be read (Airflow's execution API did not answer).
-    """
-    ti = context["ti"]
-    for crumb in ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=ti.run_id):
-        if str(crumb["task_id"]) == task_id and int(crumb.get("map_index", -1)) == -1:
-            return crumb.get("state")
-    return None
 
 
 def _pull(ti: Any, task_id: str, map_index: int, key: str) -> Any:

@@ -96,7 +96,7 @@ def unlock(context: dict, timeout_s: float = 30) -> tuple[str, str | None]:
     outcome = RunOutcomeOperator(task_id="run_outcome", settings={**LOCK_SETTINGS, "dry_run": FromParam("dry_run")},
                                  operation="rolling restart", lock_timeout_s=timeout_s)
     outcome.resolve(context)
-    return outcome.release(context)
+    return outcome.release(context, lock_task_ran=True)
 
 
 def look(kind: str, broker: int | None = None, conn_id: str = CONN) -> Verdict:

@@ -206,10 +206,11 @@ def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None
 def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(monkeypatch) -> None:
     """The teardown releases the lock if this run still holds it; the note's lock line names who released it
     (itself, or ``final_health`` once the cluster was healthy); a lock it cannot release fails the run (the
-    note, with the hand-break hint, is written first); a run whose lock task never ran does not ask the lock
-    store."""
+    note, with the hand-break hint, is written first); a run refused before its lock task ran does not ask the lock
+    store; a run whose task states cannot be read releases a lock it may hold. The task states are read once."""
     from airflow.sdk.exceptions import AirflowFailException
     from operators import run_outcome
+    from runtime.failure_record import FAILURE_KEY
 
     answers: list = []
 
@@ -220,18 +221,24 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
         assert (profile, holder, timeout_s) == ("profile of kafka_prod", "kafka_rolling_restart/manual__1", 300)
         return answer
 
-    final_xcom: dict = {}
+    xcoms: dict = {}
     notes: list = []
+    reads: list = []
+    crumbs: list | None = [{"task_id": "lock_cluster", "map_index": -1, "state": "success"}]
+
+    def breadcrumbs(dag_id, run_id):
+        reads.append(run_id)
+        if crumbs is None:
+            raise ConnectionError("the execution API did not answer")
+        return crumbs
+
     monkeypatch.setattr(run_outcome, "release_lock", release_lock)
     monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
-    lock_state = {"lock_cluster": "success"}
-    monkeypatch.setattr(run_outcome.run_report, "task_state", lambda context, task_id: lock_state.get(task_id))
-    monkeypatch.setattr(run_outcome.run_report, "failed_tasks", lambda context, exclude: [])
     monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
     monkeypatch.setattr(run_outcome, "note_outcome", lambda context, first, items, log: notes.append((first, items)))
-    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1",
-                         xcom_pull=lambda task_ids, map_indexes: final_xcom.get(task_ids))
+    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1", get_task_breadcrumbs=breadcrumbs,
+                         xcom_pull=lambda task_ids, key="return_value", map_indexes=-1: xcoms.get((task_ids, key)))
     context = {"params": {"cluster": "kafka_prod", "dry_run": False}, "ti": ti,
                "dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__1"}
     op = run_outcome.RunOutcomeOperator(task_id="run_outcome", settings={"cluster": "kafka_prod", "dry_run": False},
@@ -240,12 +247,13 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     assert op.execute(context) == "succeeded"
     assert notes[-1] == ("**Succeeded**: rolling restart on kafka_prod", ["cluster kafka_prod: fine",
                                                                             "cluster lock released"])
+    assert reads == ["manual__1"], "the task states are read once"
     answers[:] = [False]
-    final_xcom["final_health"] = {"health": "ok", "forgotten": ["restart"], "lock_released": True}
+    xcoms[("final_health", "return_value")] = {"health": "ok", "forgotten": ["restart"], "lock_released": True}
     assert op.execute(context) == "succeeded"
     assert notes[-1][1][-1] == "cluster lock released by final_health once the cluster was healthy"
     answers[:] = [False]
-    final_xcom.clear()
+    xcoms.clear()
     op.execute(context)
     assert notes[-1][1][-1] == ("cluster lock not held by this run at its end (never taken, or released by the task "
                                 "that failed)")
@@ -256,9 +264,20 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     assert first.startswith("**Failed**: rolling restart on kafka_prod: run_outcome: gave up after 300 s")
     assert "cluster lock NOT released" in items and "zkCli.sh delete" in first
     # refused before the lock: the lock store is not asked (release_lock would fail: no answer queued)
-    lock_state["lock_cluster"] = "upstream_failed"
-    assert op.execute(context) == "succeeded"
-    assert notes[-1][1][-1] == "cluster lock: never taken (lock_cluster did not run)"
+    crumbs[:] = [{"task_id": "check_params", "map_index": -1, "state": "failed"},
+                 {"task_id": "lock_cluster", "map_index": -1, "state": "upstream_failed"}]
+    xcoms[("check_params", FAILURE_KEY)] = {"error": "unknown param 'broker'", "refused": True, "at": 1.0}
+    with pytest.raises(AirflowFailException, match="the run refused at check_params: unknown param 'broker'"):
+        op.execute(context)
+    assert notes[-1][0] == "**Refused**: rolling restart on kafka_prod: check_params: unknown param 'broker'"
+    assert "cluster lock: never taken (lock_cluster did not run)" in notes[-1][1]
+    # the states unreadable: the lock task may have run, so a lock this run holds is released
+    crumbs = None
+    answers[:] = [True]
+    with pytest.raises(AirflowFailException, match="the run failed"):
+        op.execute(context)
+    assert "cluster lock released" in notes[-1][1] and answers == []
+    assert notes[-1][1][0].startswith("task states unreadable: the execution API did not answer")
 
 
 def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:

@@ -36,6 +36,10 @@ from runtime.waiting import Check
 
 from operators.node_roll import NodeRollOperator
 
+#: Seconds a gate waiting only for the lag streak looks after the next poll is due (the watch's clock and the wait's
+#: sleep are not the same clock: a look a hair early would find the poll not due and wait a whole interval more).
+DUE_MARGIN_S = 0.05
+
 
 class BrokerRollOperator(NodeRollOperator):
     """Roll one batch of brokers (mapped over the roll's plan; see the module docstring and
@@ -121,7 +125,12 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _wait_back(self, record: RollRecord, nodes: Mapping[int, dict]) -> None:
         ids = list(nodes)
-        self._nodes, self._looked = dict(nodes), {}
+        # the first status look comes healthcheck_interval_s after the wait began, not after the start was sent: a
+        # start command that returns once the broker runs (kafka-service, a systemd unit of Type=notify) took
+        # longer than that, and an at-once look only cost an SSH command (0.8 s on KRaft 4.0) before the broker,
+        # registering, showed up in the metadata
+        began = time.monotonic()
+        self._nodes, self._looked = dict(nodes), dict.fromkeys(nodes, began)
         for kind, label, mark, check in (("registered", "registered?", "registered", self._registered),
                                          ("caught_up", "caught up?", "caught_up", None),
                                          ("leadership", "leadership?", "leadership", self._leadership)):
@@ -223,14 +232,16 @@ class BrokerRollOperator(NodeRollOperator):
             if lag is None:
                 return Check(True, cluster.message())
             if not lag.ask(streak_needed):
-                return Check(False, lag.describe(streak_needed))
+                # the next look that can pass is the lag watch's next counted poll: look then (the cluster with it)
+                return Check(False, lag.describe(streak_needed), retry_in_s=lag.due_in() + DUE_MARGIN_S)
             return Check(True, f"{cluster.message()}; {lag.describe(streak_needed)}")
 
         verb = "may be stopped" if len(ids) == 1 else "may be stopped together"
         if self.dry_run:
             self._dry_gate(who, verb, cluster_check, lag, streak_needed, would_elect)
             return
-        # quick first polls: the lag watch itself keeps Burrow's polls interval_s apart
+        # quick first polls while the cluster is not ready; once only the lag streak is short, one look when its next
+        # poll is due (the lag watch keeps Burrow's counted polls interval_s apart)
         self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
 
     def _elect_for_imbalance(self, who: str, state: ClusterState) -> bool:
@@ -276,7 +287,8 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _registered(self, bid: int) -> Check:
         """Broker ``bid`` registered again; while it is not, its host's status command (at most once per
-        ``healthcheck_interval_s``) tells whether it still starts or exited (a start command that returns at once,
+        ``healthcheck_interval_s``, the first one that long after the back-wait began) tells whether it still
+        starts or exited (a start command that returns at once,
         like ``systemctl start``, says nothing about the broker coming up): see
         :meth:`~operators.node_roll.NodeRollOperator._exited`."""
         verdict = self.prober.look("registered", bid)

@@ -55,6 +55,13 @@ class LagWatch:
         """True when a poll now would be ``interval_s`` after the last one (or there was none)."""
         return self.last_at is None or self.clock() - self.last_at >= self.interval_s
 
+    def due_in(self) -> float:
+        """Seconds until a poll would be :meth:`due` (0.0 when it is now); before then :meth:`ask` asks Burrow
+        nothing, so its answer cannot change."""
+        if self.last_at is None:
+            return 0.0
+        return max(0.0, self.interval_s - (self.clock() - self.last_at))
+
     def poll(self, count: bool = True) -> Verdict:
         """Ask Burrow now; OK extends the streak, anything else ends it. ``count=False``: an early look (less than
         ``interval_s`` after the last counted poll) whose OK does not extend the streak but whose judged window

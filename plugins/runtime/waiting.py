@@ -24,10 +24,15 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Check:
-    """One look: ``ok`` and the verdict text (names partitions, brokers, groups)."""
+    """One look: ``ok`` and the verdict text (names partitions, brokers, groups).
+
+    ``retry_in_s``: for a failing look that knows when its answer can change next (a lag gate's next counted
+    Burrow poll, ``runtime.lag_watch.LagWatch.due_in``), the seconds until then: the wait sleeps that long
+    (at most its ``interval_s``) instead of its own pause. None: the wait's own pause."""
 
     ok: bool
     message: str
+    retry_in_s: float | None = None
 
 
 class WaitTimeout(Exception):
@@ -71,6 +76,7 @@ def wait_until(
     polls = 0
     while True:
         polls += 1
+        pause_hint: float | None = None
         try:
             result = check()
         except Exception as exc:  # typed below: transient -> keep polling, else stop at once
@@ -87,7 +93,11 @@ def wait_until(
                 log.info("%s: %s", not_yet, last)
             else:
                 log.info("%s: not yet: %s", what, last)
-        pause = interval_s if ramp_from_s is None else min(interval_s, ramp_from_s * 2 ** (polls - 1))
+            pause_hint = result.retry_in_s
+        if pause_hint is not None:  # the check knows when its answer can change: no look before, none later
+            pause = min(interval_s, max(0.0, pause_hint))
+        else:
+            pause = interval_s if ramp_from_s is None else min(interval_s, ramp_from_s * 2 ** (polls - 1))
         if clock() + pause > deadline:
             raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}")
         sleep(pause)

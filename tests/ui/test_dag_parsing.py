@@ -32,3 +32,21 @@ def test_a_changed_dag_file_is_parsed_again_within_seconds(airflow_ui: RunningAi
     wait_until(f"{path.name} to be parsed again after it changed", 60,
                lambda: _parsed_at(airflow_ui, TOUCHED) > before, poll_s=0.5)
     print(f"{path.name} parsed again {time.monotonic() - touched:.1f} s after it changed")
+
+
+def test_the_demo_airflow_processes_cache_compiled_modules(airflow_ui: RunningAirflow) -> None:
+    """No process of the demo's Airflow runs with PYTHONDONTWRITEBYTECODE (``demo.airflow_proc.NOT_INHERITED``):
+    each task process would compile the plugins again while parsing its DAG file."""
+    from demo import airflow_proc
+
+    pids = airflow_proc.marked_processes(airflow_ui.home)
+    assert pids, "no process of the demo's Airflow found"
+    environs = {}
+    for pid in pids:
+        try:
+            environs[pid] = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+    assert environs
+    carrying = [pid for pid, env in environs.items() if any(v.startswith(b"PYTHONDONTWRITEBYTECODE=") for v in env)]
+    assert not carrying, f"processes of the demo's Airflow with PYTHONDONTWRITEBYTECODE: {carrying}"

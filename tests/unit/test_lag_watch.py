@@ -156,3 +156,24 @@ def test_an_early_look_counts_burrows_window_but_not_as_a_poll_of_the_streak() -
     bad = LagWatch(FakeBurrow([warn]), ["billing"], interval_s=5, clock=clock, carried=LagStreak(2, NOW_MS - 300))
     bad.poll(count=False)
     assert bad.streak == 0 and not bad.satisfied(1), "a not-OK early look ends the streak"
+
+
+def test_due_in_says_when_the_next_counted_poll_comes_and_nothing_is_asked_before() -> None:
+    """A gate short of its streak looks again when :meth:`LagWatch.due_in` says (``runtime.waiting.Check.retry_in_s``):
+    until then ``ask`` asks Burrow nothing, so its answer cannot change; a carried streak counts from its last poll."""
+    from kafka_ops.roll import LagStreak
+
+    plain = ConsumerGroupStatus("billing", "OK")
+    clock = Clock()
+    burrow = FakeBurrow([plain])
+    carried = LagStreak(2, int(clock.now * 1000) - 1_500)
+    watch = LagWatch(burrow, ["billing"], interval_s=5, clock=clock, carried=carried)
+    assert watch.streak == 2 and watch.due_in() == pytest.approx(3.5)
+    assert not watch.ask(3) and burrow.polls == 1, "one early look (its window could cover the rest): it does not"
+    assert watch.due_in() == pytest.approx(3.5), "an early look does not count: still from the carried poll"
+    clock.now += 2
+    assert not watch.ask(3) and burrow.polls == 1, "not due: Burrow is not asked again"
+    clock.now += 1.5
+    assert watch.due_in() == 0.0 and watch.ask(3) and burrow.polls == 2
+    assert watch.due_in() == pytest.approx(5.0), "the next counted poll is a whole interval after this one"
+    assert LagWatch(burrow, ["billing"], interval_s=5, clock=clock).due_in() == 0.0, "no poll yet: due now"

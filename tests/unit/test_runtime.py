@@ -455,3 +455,13 @@ def test_read_gives_the_command_exit_code_and_fails_after_the_attempts() -> None
     with pytest.raises(IncompleteOutput, match="broker-1: .* incomplete 2 times"):
         shell.read("cat f", timeout_s=5, attempts=2)
     assert len(sent) == 2
+
+
+def test_a_check_that_knows_when_its_answer_can_change_is_looked_at_then() -> None:
+    """A failing look with ``retry_in_s`` (a lag gate's next counted poll) sets the pause, at most the interval; the
+    ramp goes on for looks without it."""
+    t = FakeTime()
+    check = script(Check(False, "lag: 2/3 OK polls", retry_in_s=3.2), Check(False, "lag: 2/3", retry_in_s=9.0),
+                   Check(False, "URP 1"), Check(False, "lag", retry_in_s=-1.0), Check(True, "OK"))
+    result = wait(check, t, ramp_from_s=0.1)
+    assert result.ok and t.sleeps == [3.2, 5, pytest.approx(0.4), 0.0] and len(check.calls) == 5

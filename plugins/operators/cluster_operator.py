@@ -45,6 +45,7 @@ class ClusterOperator(BaseOperator):
         """
         self.cfg = resolve_settings(self.settings, context["params"])
         self._profile: ClusterProfile | None = None
+        self._run_mode: ClusterMode | None = None
         self.dry_run = is_true(self.setting("dry_run"))
         self.interval_s = float(self.setting("healthcheck_interval_s"))
         self.timeout_s = float(self.setting("healthcheck_timeout_s"))
@@ -100,8 +101,13 @@ class ClusterOperator(BaseOperator):
 
     def mode(self, context: Any, admin: Any) -> ClusterMode:
         """The run's cluster mode: decided under the lock, else asked now through ``admin`` (a ``KafkaAdminHook``:
-        DescribeQuorum answered = KRaft), transient errors waited out (``runtime.cluster_mode.run_mode``)."""
-        return run_mode(context, lambda: self.ask(admin.is_kraft, "the cluster's mode (DescribeQuorum)"), self.log)
+        DescribeQuorum answered = KRaft), transient errors waited out (``runtime.cluster_mode.run_mode``). Read once
+        per execution (:meth:`resolve` forgets it): the deciders are other tasks of the run, and a broker task asked
+        it up to nine times (an XCom read and a log line each)."""
+        if getattr(self, "_run_mode", None) is None:
+            self._run_mode = run_mode(context, lambda: self.ask(admin.is_kraft, "the cluster's mode (DescribeQuorum)"),
+                                      self.log)
+        return self._run_mode
 
     @contextmanager
     def releasing_lock_on_failure(self, context: Any, why: str) -> Iterator[None]:

@@ -3,8 +3,9 @@
 For each size this starts one sandbox (``--broker-config`` settings in every broker's file, e.g. a short
 ``leader.imbalance.check.interval.seconds`` for a tool that waits for Kafka's own leader rebalance), then ``--repeat``
 times: our roll, then the other tool's command, each after the cluster settled (no URP, every partition led by its
-preferred replica) and each with client traffic (an idempotent ``acks=all`` producer and a consumer-group reader per
-client library, ``sandbox.traffic_watch``). Both are judged the same way, from outside:
+preferred replica) and its consumers rested (Burrow rates the watched groups OK over 10 s of commits since the
+previous turn: a roll starts on a cluster at rest), each with client traffic (an idempotent ``acks=all`` producer
+and a consumer-group reader per client library, ``sandbox.traffic_watch``). Both are judged alike, from outside:
 
 - ``wall_s``: the trigger (ours) or the command's start to the run's end or the command's exit;
 - ``1st_stop_s``: that start to the first broker shutdown Kafka logged (the node logs);
@@ -40,6 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "plugins"))  # the Burrow hook and the lag gate's window rule (consumers_at_rest)
 from restart_overhead import RUNNERS, _sandbox, traffic_result, up_sandbox  # noqa: E402
 
 from sandbox.cli import key_value  # noqa: E402
@@ -48,6 +50,9 @@ from sandbox.testing import RunningSandbox  # noqa: E402
 from sandbox.traffic_watch import watched_traffic  # noqa: E402
 
 SETTLE_LIMIT_S = 300.0
+#: Seconds of commits Burrow must judge OK for every watched group, counted from the previous turn's end, before a
+#: turn starts: the consumers at rest again (our lag gate's default hysteresis, 3 polls 5 s apart, spans 10 s).
+REST_SPAN_S = 10.0
 IMBALANCE_PERCENT = 10.0  # Kafka's leader.imbalance.per.broker.percentage default
 
 
@@ -84,6 +89,27 @@ def settle(bootstrap: str, limit_s: float = SETTLE_LIMIT_S) -> float | None:
         if look and not look["urp"] and not look["offline"] and not look["imbalanced"]:
             return time.monotonic() - began
         time.sleep(0.2)
+    return None
+
+
+def consumers_at_rest(env: dict[str, Any], since: float, limit_s: float = SETTLE_LIMIT_S) -> float | None:
+    """Seconds until Burrow rates every watched group of the sandbox (``env.json``'s ``consumer_groups``) OK over a
+    full window spanning :data:`REST_SPAN_S` of commits after ``since`` (epoch seconds; None: not within
+    ``limit_s``). A roll is started on a cluster at rest: right after the previous turn the consumers' windows
+    still hold its disruption (a lag gate rightly waits it out; a tool without one does not), and whichever tool
+    went second would pay for the first."""
+    from hooks.burrow import BurrowHook
+    from kafka_ops.health import judged_window_s
+
+    burrow = BurrowHook(cluster=env["burrow_cluster"], base_url=env["burrow_url"])
+    began = time.monotonic()
+    while time.monotonic() - began < limit_s:
+        try:
+            if judged_window_s(burrow.group_statuses(env["consumer_groups"]), int(since * 1000)) >= REST_SPAN_S:
+                return time.monotonic() - began
+        except Exception:  # noqa: BLE001 - Burrow busy: look again
+            pass
+        time.sleep(1.0)
     return None
 
 
@@ -188,14 +214,20 @@ def main(argv: list[str] | None = None) -> int:
             env = json.loads((workdir / "env.json").read_text())
             bootstrap, brokers = env["bootstrap_servers"], list(range(size))
             runner = RUNNERS[args.runner](root, workdir, "kafka_rolling_restart", root / "run.log")
+            last_end = time.time()
             for n in range(args.repeat):
                 for turn in ("ours", "theirs"):
                     if settle(bootstrap) is None:
                         raise RuntimeError(f"{size} brokers: the cluster did not settle before a run")
+                    rested = consumers_at_rest(env, last_end)
+                    if rested is None:
+                        raise RuntimeError(f"{size} brokers: the consumers were not at rest before a run")
+                    print(f"  consumers at rest {rested:.1f} s after the cluster settled", flush=True)
                     row = ours(runner, conf, workdir, brokers, bootstrap, args.rate) if turn == "ours" else \
                         theirs(args.compare, workdir, brokers, bootstrap, args.rate, root / f"compare-{n}.log",
                                env["zookeeper_connect"])
                     rows.append({"size": size, **row})
+                    last_end = time.time()
                     print(table(rows[-1:]).splitlines()[2], flush=True)
         except (RuntimeError, subprocess.SubprocessError) as exc:
             print(f"side by side: {size} brokers: {exc} (logs in {root})", file=sys.stderr)

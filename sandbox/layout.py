@@ -177,3 +177,8 @@ class HostDir:
     @property
     def sshd_log(self) -> Path:
         return self.sshd / "sshd.log"
+
+    @property
+    def home(self) -> Path:
+        """The SSH user's home on this host (``HOME`` of its SSH sessions; empty: no shell startup files)."""
+        return self.path / "home"

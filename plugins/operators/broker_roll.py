@@ -288,14 +288,13 @@ class BrokerRollOperator(NodeRollOperator):
     def _registered(self, bid: int) -> Check:
         """Broker ``bid`` registered again; while it is not, its host's status command (at most once per
         ``healthcheck_interval_s``, the first one that long after the back-wait began) tells whether it still
-        starts or exited (a start command that returns at once,
-        like ``systemctl start``, says nothing about the broker coming up): see
-        :meth:`~operators.node_roll.NodeRollOperator._exited`."""
+        starts or exited (a start command that returns at once, like ``systemctl start``, says nothing about the
+        broker coming up): see :meth:`~operators.node_roll.NodeRollOperator._exited`."""
         verdict = self.prober.look("registered", bid)
         if verdict.ok:
             return Check(True, verdict.message())
         now = time.monotonic()
-        if now - self._looked.get(bid, self._first_start) < self.interval_s:
+        if now - self._looked[bid] < self.interval_s:
             return Check(False, verdict.message())
         self._looked[bid] = now
         node = self._nodes[bid]

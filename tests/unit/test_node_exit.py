@@ -71,3 +71,41 @@ def test_an_exit_during_an_outage_after_the_steps_timeout_stops_the_roll() -> No
     with pytest.raises(NodeExited, match="does not answer"):
         op._exited(0, {"id": 0, "host": "h0"}, "inactive (exit 3)")
     assert sent == []
+
+
+def test_a_broker_s_status_is_asked_only_an_interval_after_its_back_wait_began(monkeypatch) -> None:
+    """``BrokerRollOperator._wait_back``: a broker not registered yet right after a start command that waited for it
+    (longer than ``healthcheck_interval_s`` since the start was sent) costs no SSH status command; one an interval
+    into the wait does."""
+    from kafka_ops.health import Verdict
+    from operators import broker_roll
+    from operators.broker_roll import BrokerRollOperator
+
+    statuses: list[str] = []
+
+    class Status:
+        def status(self, conn_id, timeout_s):
+            statuses.append(conn_id)
+            return 0, "active\n"
+
+    monkeypatch.setattr(broker_roll.BrokerCommand, "status_of", staticmethod(lambda profile, node: Status()))
+    op = BrokerRollOperator(task_id="broker", roll_id="restart", settings={"cluster": "c"},
+                            batch={"batch": 1, "batches": 1, "label": "broker 7", "brokers": []})
+    op.interval_s, op.ssh_timeout_s, op.marks, op.lag = 5.0, 10.0, {}, None
+    op._profile = type("P", (), {"ssh_conn_id": "ssh"})()
+    op._first_start = time.monotonic() - 8.0  # the start was sent 8 s ago and returned just now
+    op.prober = type("Prober", (), {"look": lambda self, kind, bid: Verdict(False, ["not in the metadata"], kind)})()
+    looks: list[Check] = []
+
+    def wait_each(kind, ids, check=None):
+        if kind == "registered":
+            looks.extend(check(b) for b in ids)
+            raise StopIteration  # one look is all this test needs
+
+    monkeypatch.setattr(op, "_wait_each", wait_each)
+    monkeypatch.setattr(op, "_show", lambda label: None)
+    with pytest.raises(StopIteration):
+        op._wait_back(None, {7: {"id": 7, "host": "h7"}})
+    assert [c.ok for c in looks] == [False] and statuses == [], "no status command at the wait's first look"
+    op._looked[7] -= 5.0  # an interval into the wait
+    assert not op._registered(7).ok and statuses == ["ssh"], "the status command once an interval passed"

@@ -70,3 +70,20 @@ def test_without_a_decision_the_cluster_is_asked(ti, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="test"):
         assert run_mode(context, lambda: False, LOG) is ClusterMode.ZOOKEEPER
     assert "ZooKeeper mode (asked now: no mode decided under the lock)" in caplog.text
+
+
+def test_an_operator_reads_the_run_s_mode_once_per_execution() -> None:
+    """``ClusterOperator.mode``: one XCom read per execution however often a task asks (a broker task asked nine
+    times); ``resolve``, at the start of the next execution (a retry), forgets it."""
+    from operators.cluster_operator import ClusterOperator
+
+    pulls = []
+    decided = {"value": "kraft"}
+    ti = SimpleNamespace(xcom_pull=lambda task_ids, key: pulls.append(task_ids) or decided["value"])
+    context = {"ti": ti, "params": {"cluster": "c"}}
+    op = ClusterOperator(task_id="t", settings={"cluster": "c"})
+    op.resolve(context)
+    assert [op.mode(context, None) for _ in range(9)] == [ClusterMode.KRAFT] * 9 and len(pulls) == 1
+    decided["value"] = "zookeeper"
+    op.resolve(context)
+    assert op.mode(context, None) is ClusterMode.ZOOKEEPER and len(pulls) == 2

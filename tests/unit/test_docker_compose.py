@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -322,3 +323,37 @@ def test_airflow_services_parse_unchanged_dag_files_as_rarely_as_the_demo(resolv
     assert TUNING[key] == "600"
     for name in AIRFLOW_SERVICES:
         assert str(resolved["services"][name]["environment"][key]) == TUNING[key], name
+
+
+def test_task_processes_keep_their_bytecode_on_a_writable_volume(resolved: dict, tmp_path: Path) -> None:
+    """dags/ and plugins/ are mounted read-only, so each task process (one per task) would compile them again:
+    every Airflow service writes Python's bytecode under ``PYTHONPYCACHEPREFIX``, a named volume they share that
+    the image creates owned by ``airflow`` (a new volume starts as a copy of the image's folder), and no
+    ``PYTHONDONTWRITEBYTECODE`` switches it off. Then the two variables, as resolved, are given to a Python that
+    imports a copy of the plugins: the compiled files land under the prefix, none beside the sources."""
+    prefixes = set()
+    for name in (*AIRFLOW_SERVICES, "airflow-init"):
+        service = resolved["services"][name]
+        env = _environment(service)
+        assert env.get("PYTHONDONTWRITEBYTECODE", "") == "", f"{name}: bytecode writing is switched off"
+        prefix = env.get("PYTHONPYCACHEPREFIX")
+        assert prefix, f"{name}: no PYTHONPYCACHEPREFIX: each task compiles the read-only plugins again"
+        mounts = {m["target"]: m for m in _mounts(service)}
+        assert prefix in mounts, f"{name}: {prefix} is not a mounted volume (a container's own files are lost)"
+        assert not mounts[prefix]["bind"] and not mounts[prefix]["read_only"], f"{name}: {mounts[prefix]}"
+        prefixes.add(mounts[prefix]["source"])
+    assert len(prefixes) == 1, f"the services do not share one bytecode volume: {prefixes}"
+    dockerfile = (DOCKER_DIR / "Dockerfile").read_text()
+    created = re.search(r"install -d -o airflow -g 0 -m 2775 ([^\n&]*)", dockerfile)
+    assert created and prefix in created.group(1).split(), "the image does not create the cache folder for airflow"
+
+    plugins = tmp_path / "plugins"
+    shutil.copytree(ROOT / "plugins", plugins, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "pycache"
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": "",
+           "PYTHONPATH": str(plugins)}
+    subprocess.run([sys.executable, "-c", "import kafka_ops.health, kafka_ops.roll"], env=env, check=True,
+                   timeout=60)
+    assert not list(plugins.rglob("*.pyc")), "bytecode written beside the read-only sources"
+    compiled = {p.name.split(".")[0] for p in cache.rglob("*.pyc")}
+    assert {"health", "roll"} <= compiled, sorted(compiled)

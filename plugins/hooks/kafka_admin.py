@@ -7,7 +7,8 @@ short-lived client. Client settings (SSL/SASL) come from the cluster profile, se
 ``kafka_ops.profile``.
 
 Cost of :meth:`KafkaAdminHook.cluster_state` per call (``hook.requests`` counts the admin calls):
-``configs=False``: Metadata + DescribeCluster; ``configs=True`` without a config cache: also one
+``configs=False``: Metadata + DescribeCluster (Metadata alone with ``describe_cluster=False``); ``configs=True``
+without a config cache: also one
 DescribeConfigs for the broker defaults and one per 200 topics; with ``cache_configs=True``: the
 DescribeConfigs only on the first call, and afterwards one per 200 topics that are new since the last
 call (none while the topic set is unchanged).
@@ -172,7 +173,8 @@ class KafkaAdminHook(ClusterProfileHook):
 
     # -- metadata ------------------------------------------------------------------------------
 
-    def cluster_state(self, topics: Iterable[str] | None = None, *, configs: bool = True) -> ClusterState:
+    def cluster_state(self, topics: Iterable[str] | None = None, *, configs: bool = True,
+                      describe_cluster: bool = True) -> ClusterState:
         """Snapshot the cluster: brokers (with racks), partitions, controller, min-ISR settings.
 
         Sources: Metadata (list_topics) for brokers and partitions; DescribeCluster for the
@@ -185,6 +187,13 @@ class KafkaAdminHook(ClusterProfileHook):
         :param configs: False = Metadata and DescribeCluster only (two requests): the min-ISR and
             leader-imbalance settings keep Kafka's defaults. For waits that need only brokers, leaders
             and ISRs (gone, registered, caught up), which then cost no DescribeConfigs per poll.
+        :param describe_cluster: False = no DescribeCluster (``configs`` must be False): the brokers' racks are
+            unknown (None) and the controller id is Metadata's. librdkafka sends DescribeCluster to the
+            controller and waits for one while none is known: right after the controller stopped (a ZooKeeper-mode
+            controller's turn in a roll) a look took 15 s (``request_timeout_s``), where Metadata answers at once.
+            For looks that need only brokers, leaders and ISRs.
+        :raises ValueError: ``describe_cluster=False`` with ``configs=True`` (the broker defaults are read from
+            the controller DescribeCluster names).
         :raises confluent_kafka.KafkaException: metadata or config requests failed / timed out.
 
         With ``cache_configs`` (see the class), ``configs=True`` reads the broker defaults on the first
@@ -193,25 +202,28 @@ class KafkaAdminHook(ClusterProfileHook):
         leaves the cache. The cache lives as long as the hook (a prober's: one task). Trade-off: a
         ``min.insync.replicas`` (or leader-imbalance) change made while the hook lives is seen only by the
         next hook (the next task), and so is a topic deleted and created again under the same name; a new
-        topic is seen at once. Metadata and DescribeCluster are
+        topic is seen at once. Metadata and DescribeCluster (unless ``describe_cluster=False``) are
         asked on every call, cached or not.
         """
+        if configs and not describe_cluster:
+            raise ValueError("configs=True needs DescribeCluster (the broker defaults are the controller's)")
         with self._client() as admin:
             self.requests["Metadata"] += 1
             md = admin.list_topics(timeout=self.request_timeout_s)
             controller_id = md.controller_id if md.controller_id is not None else -1
             racks: dict[int, str | None] = {}
-            try:
-                self.requests["DescribeCluster"] += 1
-                desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
-                    timeout=self.request_timeout_s + 5
-                )
-            except KafkaException as exc:
-                self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
-            else:
-                if desc.controller is not None:
-                    controller_id = desc.controller.id
-                racks = {n.id: n.rack for n in desc.nodes or []}
+            if describe_cluster:
+                try:
+                    self.requests["DescribeCluster"] += 1
+                    desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
+                        timeout=self.request_timeout_s + 5
+                    )
+                except KafkaException as exc:
+                    self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
+                else:
+                    if desc.controller is not None:
+                        controller_id = desc.controller.id
+                    racks = {n.id: n.rack for n in desc.nodes or []}
 
         brokers = tuple(
             Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None) for b in md.brokers.values()

@@ -12,7 +12,9 @@ Kinds (``broker`` = the broker the step is about):
 - ``gate``: the cluster may lose the broker now: healthy, and stopping it drops no partition below
   ``min.insync.replicas`` (``kafka_ops.health.restart_gate``; the Burrow part is
   separate because only it needs several OK polls in a row).
-Cost per poll: every kind sends one Metadata and one DescribeCluster request. Only ``gate``,
+Cost per poll: ``gone``, ``registered`` and ``caught_up`` send one Metadata request, the others also one
+DescribeCluster (the controller, whose broker defaults count; librdkafka waits for a controller to send it to,
+which right after the controller stopped took 15 s while Metadata answered at once). Only ``gate``,
 ``leadership`` and ``healthy`` read configs (DescribeConfigs), and a prober reads them once: its hook
 caches them (``KafkaAdminHook(cache_configs=True)``), so the first config-reading poll of a prober also
 sends one DescribeConfigs for the broker defaults and one per 200 topics, later polls only one per 200
@@ -117,8 +119,11 @@ class ClusterProber:
 
     def state(self, configs: bool = True) -> ClusterState:
         """A fresh snapshot of brokers and partitions, configs from the prober's cache (see
-        ``KafkaAdminHook.cluster_state``)."""
-        return self.admin.cluster_state(configs=configs)
+        ``KafkaAdminHook.cluster_state``). ``configs=False``: the Metadata alone (brokers, leaders, ISRs; no
+        racks, Metadata's controller id): no DescribeCluster, which waits for a controller while the controller
+        moves (``describe_cluster=False``), so the waits after a stop (gone, registered, caught up) do not stall
+        when the broker stopped was the controller."""
+        return self.admin.cluster_state(configs=configs, describe_cluster=configs)
 
     def look(self, kind: str, broker: int | None = None) -> Verdict:
         """Judge the cluster by probe ``kind``.

@@ -1,5 +1,6 @@
 """What a ClusterProber's polls cost on the shared sandbox: configs are read on the first config-reading look
-only (``KafkaAdminHook(cache_configs=True)``), later looks send Metadata and DescribeCluster alone.
+only (``KafkaAdminHook(cache_configs=True)``), later looks send Metadata and DescribeCluster alone; the looks of the
+waits after a stop (gone, registered, caught up) the Metadata alone.
 
 Creates nothing and changes nothing on the sandbox (read-only looks).
 """
@@ -54,6 +55,16 @@ def test_second_gate_look_sends_no_describe_configs(sandbox: RunningSandbox, mon
         sent = {k: v - first.get(k, 0) for k, v in prober.admin.requests.items()}
         assert sent == {"Metadata": 3, "DescribeCluster": 3, "DescribeConfigs": 0}
 
+        # the waits after a stop read the Metadata alone (no DescribeCluster, which waits for a controller while
+        # the controller moves); on real Kafka they still see every broker and partition
+        before = dict(prober.admin.requests)
+        for kind in ("registered", "caught_up"):
+            assert prober.look(kind, 1).ok, kind
+        assert not prober.look("gone", 1).ok, "broker 1 is up"
+        sent = {k: v - before.get(k, 0) for k, v in prober.admin.requests.items() if v - before.get(k, 0)}
+        assert sent == {"Metadata": 3}
+        bare = prober.state(configs=False)
+
         cached = prober.state()
     with KafkaAdminHook(profile=profile, request_timeout_s=10) as plain:
         fresh = plain.cluster_state()
@@ -61,3 +72,6 @@ def test_second_gate_look_sends_no_describe_configs(sandbox: RunningSandbox, mon
     assert cached.default_min_insync == fresh.default_min_insync
     assert cached.leader_imbalance_percentage == fresh.leader_imbalance_percentage
     assert {p.topic for p in cached.partitions} == {p.topic for p in fresh.partitions}
+    assert bare.broker_ids == fresh.broker_ids and bare.controller_id == fresh.controller_id, \
+        "ZooKeeper mode: Metadata names the controller DescribeCluster names"
+    assert {(p.topic, p.partition) for p in bare.partitions} == {(p.topic, p.partition) for p in fresh.partitions}

@@ -299,7 +299,30 @@ def test_prober_reads_topic_configs_once_per_prober(fake: type[FakeAdmin]) -> No
         for kind, broker in (("gate", 1), ("healthy", None), ("leadership", 2), ("gone", 1), ("caught_up", 0)):
             prober.look(kind, broker)
         assert len(admin.topic_calls) == 2 and admin.broker_calls == ["1"], "no config read after the first"
-        assert prober.admin.requests == {"Metadata": 6, "DescribeCluster": 6, "DescribeConfigs": 3}
+        assert prober.admin.requests == {"Metadata": 6, "DescribeCluster": 4, "DescribeConfigs": 3}, \
+            "gone and caught_up send the Metadata alone"
+
+
+def test_looks_after_a_stop_do_not_wait_for_a_controller(fake: type[FakeAdmin],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka sends DescribeCluster to the controller and waits while none is known: right after the
+    ZooKeeper-mode controller stopped, a ``gone`` look waited 15 s for it on the sandbox. The looks of the waits
+    after a stop (gone, registered, caught up) need only brokers, leaders and ISRs: they read the Metadata alone,
+    and a hook asked for that refuses to combine it with configs (their broker defaults are the controller's)."""
+    def waits_for_a_controller(self: FakeAdmin, request_timeout: float) -> Future:
+        raise AssertionError("DescribeCluster sent: it waits for a controller while the controller moves")
+
+    with ClusterProber(ClusterProfile(cluster="c", bootstrap_servers="127.0.0.1:1"), request_timeout_s=1) as prober:
+        prober.admin.get_conn().topics = names(3)
+        monkeypatch.setattr(FakeAdmin, "describe_cluster", waits_for_a_controller)
+        assert not prober.look("gone", 1).ok, "broker 1 is in the metadata"
+        assert prober.look("registered", 1).ok and prober.look("caught_up", 1).ok
+        state = prober.state(configs=False)
+        assert prober.admin.requests == {"Metadata": 4}
+        assert state.controller_id == 1, "Metadata's controller id"
+        assert [b.rack for b in state.brokers] == [None, None, None], "racks unknown without DescribeCluster"
+        with pytest.raises(ValueError, match="configs=True needs DescribeCluster"):
+            prober.admin.cluster_state(configs=True, describe_cluster=False)
 
 
 def test_request_counts_at_2000_topics_of_5_partitions(fake: type[FakeAdmin]) -> None:

@@ -387,7 +387,7 @@ def broker_plan(monkeypatch: pytest.MonkeyPatch):
         def __exit__(self, *exc: object) -> None:
             pass
 
-        def cluster_state(self, configs: bool = True) -> ClusterState:
+        def cluster_state(self, configs: bool = True, **_: Any) -> ClusterState:
             return STATE
 
         def is_kraft(self) -> bool:

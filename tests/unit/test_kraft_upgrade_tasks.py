@@ -83,7 +83,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
         def is_kraft(self) -> bool:
             return fake.kraft
 
-        def cluster_state(self, configs: bool = True) -> ClusterState:
+        def cluster_state(self, configs: bool = True, **_: Any) -> ClusterState:
             return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in (0, 1, 2)), (), controller_id=0)
 
         def broker_features(self, brokers: Any) -> dict[int, dict]:

@@ -2,9 +2,10 @@
 
 For each size this starts one sandbox (``--broker-config`` settings in every broker's file, e.g. a short
 ``leader.imbalance.check.interval.seconds`` for a tool that waits for Kafka's own leader rebalance), then ``--repeat``
-times: our roll, then the other tool's command, each after the cluster settled (no URP, every partition led by its
-preferred replica) and its consumers rested (Burrow rates the watched groups OK over 10 s of commits since the
-previous turn: a roll starts on a cluster at rest), each with client traffic (an idempotent ``acks=all`` producer
+times: our roll and the other tool's command, taking turns going first, each after the cluster settled (no URP,
+every partition led by its preferred replica), its consumers rested (Burrow rates the watched groups OK over 10 s of
+commits since the previous turn: a roll starts on a cluster at rest) and the machine too (its CPU busy at most 35%
+over 3 s, waited for up to 60 s, the fraction printed), each with client traffic (an idempotent ``acks=all`` producer
 and a consumer-group reader per client library, ``sandbox.traffic_watch``). Both are judged alike, from outside:
 
 - ``wall_s``: the trigger (ours) or the command's start to the run's end or the command's exit;
@@ -54,6 +55,11 @@ SETTLE_LIMIT_S = 300.0
 #: turn starts: the consumers at rest again (our lag gate's default hysteresis, 3 polls 5 s apart, spans 10 s).
 REST_SPAN_S = 10.0
 IMBALANCE_PERCENT = 10.0  # Kafka's leader.imbalance.per.broker.percentage default
+#: A turn starts once the CPU was busy at most this fraction over :data:`CPU_SPAN_S` (or after :data:`CPU_REST_LIMIT_S`,
+#: the fraction printed either way).
+REST_CPU_BUSY = 0.35
+CPU_SPAN_S = 3.0
+CPU_REST_LIMIT_S = 60.0
 
 
 def cluster_look(bootstrap: str) -> dict[str, Any]:
@@ -111,6 +117,32 @@ def consumers_at_rest(env: dict[str, Any], since: float, limit_s: float = SETTLE
             pass
         time.sleep(1.0)
     return None
+
+
+def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
+    """The machine's CPU busy fraction (0..1, every core) over the next ``span_s`` seconds, from ``/proc/stat``
+    (user + nice + system + irq + softirq + steal against the total)."""
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields), idle
+
+    total0, idle0 = sample()
+    time.sleep(span_s)
+    total1, idle1 = sample()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def machine_at_rest(limit_s: float = CPU_REST_LIMIT_S) -> tuple[float, float]:
+    """Wait until the machine's CPU is busy at most :data:`REST_CPU_BUSY` over :data:`CPU_SPAN_S` (the sandbox, its
+    workload and an idle Airflow keep it partly busy), at most ``limit_s``: (seconds waited, the last busy
+    fraction). On 2 cores a turn that starts while Airflow still settles after its start or the previous turn's
+    JVMs still compile pays for it (a first turn took twice as long), and whichever tool went first would."""
+    began = time.monotonic()
+    busy = cpu_busy()
+    while busy > REST_CPU_BUSY and time.monotonic() - began < limit_s:
+        busy = cpu_busy()
+    return time.monotonic() - began, busy
 
 
 def judged(workdir: Path, brokers: list[int], began: float, ended: float, bootstrap: str) -> dict[str, Any]:
@@ -216,13 +248,16 @@ def main(argv: list[str] | None = None) -> int:
             runner = RUNNERS[args.runner](root, workdir, "kafka_rolling_restart", root / "run.log")
             last_end = time.time()
             for n in range(args.repeat):
-                for turn in ("ours", "theirs"):
+                # the tools take turns going first (a warm-up left in the machine is not one tool's alone)
+                for turn in ("ours", "theirs") if n % 2 == 0 else ("theirs", "ours"):
                     if settle(bootstrap) is None:
                         raise RuntimeError(f"{size} brokers: the cluster did not settle before a run")
                     rested = consumers_at_rest(env, last_end)
                     if rested is None:
                         raise RuntimeError(f"{size} brokers: the consumers were not at rest before a run")
-                    print(f"  consumers at rest {rested:.1f} s after the cluster settled", flush=True)
+                    waited, busy = machine_at_rest()
+                    print(f"  consumers at rest {rested:.1f} s after the cluster settled; the CPU {busy:.0%} busy "
+                          f"(waited {waited:.1f} s for at most {REST_CPU_BUSY:.0%})", flush=True)
                     row = ours(runner, conf, workdir, brokers, bootstrap, args.rate) if turn == "ours" else \
                         theirs(args.compare, workdir, brokers, bootstrap, args.rate, root / f"compare-{n}.log",
                                env["zookeeper_connect"])

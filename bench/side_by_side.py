@@ -16,7 +16,9 @@ and a consumer-group reader per client library, ``sandbox.traffic_watch``). Both
 - ``settled_s``: the end to the cluster settled (no URP, every broker leading at least 90% of its preferred
   partitions: Kafka's ``leader.imbalance.per.broker.percentage`` 10), polled every 0.2 s for up to 300 s;
   ``done_s`` = ``wall_s`` + ``settled_s``: when the roll's work was really over;
-- lost: acknowledged messages not read back (both libraries).
+- lost: acknowledged messages not read back (both libraries);
+- ``cpu_busy``: the machine's CPU busy during the turn (every core); ``clients_cpu_s``: the CPU seconds the client
+  traffic took (this process's threads): on a 2-core sandbox the clients, the cluster and the tool share the cores.
 
 The other tool is any command line (``--compare``), run by the shell, with ``{workdir}``, ``{bootstrap}`` and
 ``{zookeeper}`` replaced by the sandbox's; its output goes to ``<logs>/<size>/compare-<n>.log``. This repository
@@ -122,15 +124,16 @@ def consumers_at_rest(env: dict[str, Any], since: float, limit_s: float = SETTLE
 def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
     """The machine's CPU busy fraction (0..1, every core) over the next ``span_s`` seconds, from ``/proc/stat``
     (user + nice + system + irq + softirq + steal against the total)."""
-    def sample() -> tuple[int, int]:
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        idle = fields[3] + fields[4]  # idle + iowait
-        return sum(fields), idle
-
-    total0, idle0 = sample()
+    total0, idle0 = _proc_stat()
     time.sleep(span_s)
-    total1, idle1 = sample()
+    total1, idle1 = _proc_stat()
     return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def _proc_stat() -> tuple[int, int]:
+    """(all CPU ticks, idle + iowait ticks) since boot, every core (``/proc/stat``'s first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]
 
 
 def machine_at_rest(limit_s: float = CPU_REST_LIMIT_S) -> tuple[float, float]:
@@ -160,26 +163,45 @@ def judged(workdir: Path, brokers: list[int], began: float, ended: float, bootst
             "at_end": at_end, "settled_s": settled, "done_s": wall + settled if settled is not None else None}
 
 
+class CpuDuring:
+    """What a turn cost the machine's CPU: ``busy`` (0..1 of every core, ``/proc/stat``) and ``clients_s``, the CPU
+    seconds of this process (the client traffic's producers and readers run in its threads; the other tool and
+    Airflow run in processes of their own)."""
+
+    def __enter__(self) -> CpuDuring:
+        self._stat, self._own = _proc_stat(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        (total0, idle0), (total1, idle1) = self._stat, _proc_stat()
+        self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+        self.clients_s = time.process_time() - self._own
+
+    def result(self) -> dict[str, float]:
+        return {"cpu_busy": self.busy, "clients_cpu_s": self.clients_s}
+
+
 def ours(runner: Any, conf: dict[str, Any], workdir: Path, brokers: list[int], bootstrap: str,
          rate: float) -> dict[str, Any]:
     """Our roll by ``runner``, judged from the trigger of the measured run to its end (a runner's warm-up dry run,
     before it, is not part of it)."""
-    with watched_traffic(workdir, bootstrap, brokers, rate_per_s=rate) as watched:
+    with CpuDuring() as cpu, watched_traffic(workdir, bootstrap, brokers, rate_per_s=rate) as watched:
         result = runner.run(conf)
     return {"who": f"kafka-ops ({runner.name})", "ok": result["state"] == "success" and not result["failed"],
-            "airflow_s": result.get("airflow_start_s"),
+            "airflow_s": result.get("airflow_start_s"), **cpu.result(),
             **judged(workdir, brokers, result["began"], result["ended"], bootstrap), **traffic_result(watched)}
 
 
 def theirs(command: str, workdir: Path, brokers: list[int], bootstrap: str, rate: float, log: Path,
            zookeeper: str) -> dict[str, Any]:
     text = command.format(workdir=workdir, bootstrap=bootstrap, zookeeper=zookeeper)
-    with watched_traffic(workdir, bootstrap, brokers, rate_per_s=rate) as watched, open(log, "w") as out:
+    with CpuDuring() as cpu, watched_traffic(workdir, bootstrap, brokers, rate_per_s=rate) as watched, \
+            open(log, "w") as out:
         began = time.time()
         rc = subprocess.run(text, shell=True, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             timeout=3600, check=False).returncode
         ended = time.time()
-    return {"who": "compared", "ok": rc == 0, "airflow_s": None,
+    return {"who": "compared", "ok": rc == 0, "airflow_s": None, **cpu.result(),
             **judged(workdir, brokers, began, ended, bootstrap), **traffic_result(watched)}
 
 
@@ -190,7 +212,8 @@ def _fmt(x: float | None) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     """One line per run, then the medians per size and tool."""
     head = (f"{'size':>4} {'tool':<24} {'ok':>3} {'wall_s':>7} {'1st_stop_s':>10} {'urp_end':>7} "
-            f"{'not_pref_end':>12} {'settled_s':>9} {'done_s':>7} {'restarts':>9} {'lost':>5} {'acked':>7}")
+            f"{'not_pref_end':>12} {'settled_s':>9} {'done_s':>7} {'restarts':>9} {'lost':>5} {'acked':>7} "
+            f"{'cpu_busy':>8} {'clients_cpu_s':>13}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lost = r["traffic"]["lost_count"] + r["traffic_kafka_python"]["lost_count"]
@@ -198,7 +221,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         restarts = "each 1" if set(r["restarts"].values()) == {1} else json.dumps(r["restarts"])
         lines.append(f"{r['size']:>4} {r['who']:<24} {'yes' if r['ok'] else 'NO':>3} {r['wall_s']:>7.1f} "
                      f"{_fmt(r['first_stop_s']):>10} {r['at_end']['urp']:>7} {r['at_end']['not_preferred']:>12} "
-                     f"{_fmt(r['settled_s']):>9} {_fmt(r['done_s']):>7} {restarts:>9} {lost:>5} {acked:>7}")
+                     f"{_fmt(r['settled_s']):>9} {_fmt(r['done_s']):>7} {restarts:>9} {lost:>5} {acked:>7} "
+                     f"{r['cpu_busy']:>8.0%} {r['clients_cpu_s']:>13.1f}")
     lines.append("")
     for size in sorted({r["size"] for r in rows}):
         for who in sorted({r["who"] for r in rows if r["size"] == size}):

@@ -88,3 +88,24 @@ def test_the_side_by_side_bench_starts_a_turn_once_the_cpu_rests_or_says_it_did_
     assert last == 0.9, "never at rest: goes on after the limit with what it saw"
     monkeypatch.undo()
     assert 0.0 <= side_by_side.cpu_busy(0.05) <= 1.0
+
+
+def test_the_side_by_side_bench_says_what_a_turn_cost_the_cpu() -> None:
+    """``CpuDuring`` (around a turn): the machine's busy fraction and this process's CPU seconds (the client
+    traffic's threads), printed in each row of the table."""
+    import time
+
+    import side_by_side
+
+    with side_by_side.CpuDuring() as cpu:
+        until = time.process_time() + 0.05
+        while time.process_time() < until:
+            pass
+    cost = cpu.result()
+    assert cost["clients_cpu_s"] >= 0.05 and 0.0 < cost["cpu_busy"] <= 1.0
+    traffic = {"lost_count": 0, "acknowledged": 10}
+    row = {"size": 3, "who": "compared", "ok": True, "wall_s": 20.0, "first_stop_s": 1.0,
+           "at_end": {"urp": 0, "not_preferred": 0}, "settled_s": 0.1, "done_s": 20.1, "restarts": {0: 1},
+           "traffic": traffic, "traffic_kafka_python": traffic, "cpu_busy": 0.83, "clients_cpu_s": 12.34}
+    line = side_by_side.table([row]).splitlines()[2].split()
+    assert line[-2:] == ["83%", "12.3"]

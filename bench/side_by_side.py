@@ -139,8 +139,10 @@ def _proc_stat() -> tuple[int, int]:
 def machine_at_rest(limit_s: float = CPU_REST_LIMIT_S) -> tuple[float, float]:
     """Wait until the machine's CPU is busy at most :data:`REST_CPU_BUSY` over :data:`CPU_SPAN_S` (the sandbox, its
     workload and an idle Airflow keep it partly busy), at most ``limit_s``: (seconds waited, the last busy
-    fraction). On 2 cores a turn that starts while Airflow still settles after its start or the previous turn's
-    JVMs still compile pays for it (a first turn took twice as long), and whichever tool went first would."""
+    fraction). On 2 cores a turn that starts while something else still works (Airflow after its start, the previous
+    turn's restarted JVMs) pays for it. It does not make turns alike: the first turn at a size was often the slowest
+    whichever tool took it (ours 78.1 / 67.4 / 50.2 s against 34.9-38.7 s later; kafka_roller 30.8 s against 18.7 s),
+    with the client traffic taking up to a core in it (``clients_cpu_s``)."""
     began = time.monotonic()
     busy = cpu_busy()
     while busy > REST_CPU_BUSY and time.monotonic() - began < limit_s:

@@ -75,7 +75,7 @@ def test_the_imbalance_bench_reads_the_gate_from_the_broker_tasks_marks() -> Non
 def test_the_side_by_side_bench_starts_a_turn_once_the_cpu_rests_or_says_it_did_not(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A turn of ``bench/side_by_side.py`` waits until the CPU was busy at most ``REST_CPU_BUSY`` over a span (a
-    first turn right after Airflow's start took twice as long); after the limit it goes on and reports the last
+    turn on a busy machine pays for whatever else runs); after the limit it goes on and reports the last
     fraction. ``cpu_busy`` reads /proc/stat: a fraction between 0 and 1."""
     import side_by_side
 

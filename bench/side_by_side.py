@@ -121,13 +121,30 @@ def consumers_at_rest(env: dict[str, Any], since: float, limit_s: float = SETTLE
     return None
 
 
+class CpuDuring:
+    """What a turn cost the machine's CPU: ``busy`` (0..1 of every core, ``/proc/stat``) and ``clients_s``, the CPU
+    seconds of this process (the client traffic's producers and readers run in its threads; the other tool and
+    Airflow run in processes of their own)."""
+
+    def __enter__(self) -> CpuDuring:
+        self._stat, self._own = _proc_stat(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        (total0, idle0), (total1, idle1) = self._stat, _proc_stat()
+        self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+        self.clients_s = time.process_time() - self._own
+
+    def result(self) -> dict[str, float]:
+        return {"cpu_busy": self.busy, "clients_cpu_s": self.clients_s}
+
+
 def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
     """The machine's CPU busy fraction (0..1, every core) over the next ``span_s`` seconds, from ``/proc/stat``
     (user + nice + system + irq + softirq + steal against the total)."""
-    total0, idle0 = _proc_stat()
-    time.sleep(span_s)
-    total1, idle1 = _proc_stat()
-    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+    with CpuDuring() as cpu:
+        time.sleep(span_s)
+    return cpu.busy
 
 
 def _proc_stat() -> tuple[int, int]:
@@ -163,24 +180,6 @@ def judged(workdir: Path, brokers: list[int], began: float, ended: float, bootst
     wall = ended - began
     return {"wall_s": wall, "first_stop_s": min(shutdowns) - began if shutdowns else None, "restarts": restarts,
             "at_end": at_end, "settled_s": settled, "done_s": wall + settled if settled is not None else None}
-
-
-class CpuDuring:
-    """What a turn cost the machine's CPU: ``busy`` (0..1 of every core, ``/proc/stat``) and ``clients_s``, the CPU
-    seconds of this process (the client traffic's producers and readers run in its threads; the other tool and
-    Airflow run in processes of their own)."""
-
-    def __enter__(self) -> CpuDuring:
-        self._stat, self._own = _proc_stat(), time.process_time()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        (total0, idle0), (total1, idle1) = self._stat, _proc_stat()
-        self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
-        self.clients_s = time.process_time() - self._own
-
-    def result(self) -> dict[str, float]:
-        return {"cpu_busy": self.busy, "clients_cpu_s": self.clients_s}
 
 
 def ours(runner: Any, conf: dict[str, Any], workdir: Path, brokers: list[int], bootstrap: str,

@@ -350,7 +350,10 @@ def test_task_processes_keep_their_bytecode_on_a_writable_volume(resolved: dict,
     plugins = tmp_path / "plugins"
     shutil.copytree(ROOT / "plugins", plugins, ignore=shutil.ignore_patterns("__pycache__"))
     cache = tmp_path / "pycache"
-    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": "",
+    # the services' own values, the prefix moved from the volume to a folder of the test's
+    service_env = _environment(resolved["services"]["airflow-scheduler"])
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": service_env.get("PYTHONDONTWRITEBYTECODE", ""),
+           "PYTHONPYCACHEPREFIX": str(cache / service_env["PYTHONPYCACHEPREFIX"].lstrip("/")),
            "PYTHONPATH": str(plugins)}
     subprocess.run([sys.executable, "-c", "import kafka_ops.health, kafka_ops.roll"], env=env, check=True,
                    timeout=60)

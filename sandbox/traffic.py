@@ -222,17 +222,20 @@ class Traffic:
                 self.reads[(msg.partition(), msg.offset())] = seq
 
     # --- control --------------------------------------------------------------------------------
-    def start(self) -> Traffic:
+    def start(self, timeout_s: float = 30.0) -> Traffic:
         """Assign every partition of the topic to the consumer (from the beginning), or subscribe to the
         topic in ``group``, and start both threads.
 
+        The consumer's own Metadata must list the topic first. Brokers learn a new topic from the controller
+        one by one (UpdateMetadata; in a ZooKeeper-to-KRaft migration from the KRaft controller), so the broker
+        this client asks may answer ``UNKNOWN_TOPIC_OR_PART`` or ``LEADER_NOT_AVAILABLE`` for a moment after
+        another broker listed it: those are asked again every 0.2 s for up to ``timeout_s`` seconds.
+
         Raises:
-            KafkaException: the topic's metadata cannot be read.
+            KafkaException: the topic's metadata cannot be read (another error, or still one of those two
+                after ``timeout_s``).
         """
-        metadata = self.consumer.list_topics(self.topic, timeout=10)
-        topic = metadata.topics[self.topic]
-        if topic.error is not None:
-            raise KafkaException(topic.error)
+        topic = self._topic_metadata(timeout_s)
         if self.group:
             self.consumer.subscribe([self.topic])
         else:
@@ -245,6 +248,19 @@ class Traffic:
         for thread in self._threads:
             thread.start()
         return self
+
+    _PASSING_TOPIC_ERRORS = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE)
+
+    def _topic_metadata(self, timeout_s: float):
+        """The topic's metadata from the consumer's client once it lists the topic (see :meth:`start`)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            topic = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic]
+            if topic.error is None:
+                return topic
+            if topic.error.code() not in self._PASSING_TOPIC_ERRORS or time.monotonic() > deadline:
+                raise KafkaException(topic.error)
+            time.sleep(0.2)
 
     def stop_reading(self) -> None:
         """The consumer stops reading (its partitions paused) but stays in its group and, every

@@ -239,3 +239,42 @@ def test_traffic_compare_judges_acknowledged_messages_by_what_was_read() -> None
     # 5 after 6 in partition 2 is out of order; 1's second copy (after 3) is a duplicate, not an order violation
     assert result.out_of_order == [[2, 1, 5, 6]] and not result.ok
     assert compare({3: (1, None)}, {(0, 7): 3}, {}, 0, 1.0).misplaced == [3], "read in another partition"
+
+
+def test_traffic_waits_until_its_own_client_lists_a_new_topic(monkeypatch) -> None:
+    """A broker learns a new topic from the controller after another broker listed it (in a migration, from the
+    KRaft controller): the traffic's consumer asks again on UNKNOWN_TOPIC_OR_PART / LEADER_NOT_AVAILABLE until
+    its own Metadata lists the topic, and fails at once on any other error or once its deadline passed."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from sandbox import traffic
+
+    monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
+
+    def answering(*errors):
+        answers = iter(errors)
+        asked = []
+
+        def list_topics(topic, timeout):
+            asked.append(topic)
+            error = next(answers)
+            return SimpleNamespace(topics={topic: SimpleNamespace(error=error and KafkaError(error), partitions={})})
+        t = object.__new__(traffic.Traffic)
+        t.topic = "orders"
+        t.consumer = SimpleNamespace(list_topics=list_topics)
+        return t, asked
+
+    t, asked = answering(KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE, None)
+    assert t._topic_metadata(timeout_s=30).error is None and asked == ["orders"] * 3
+
+    t, asked = answering(KafkaError.TOPIC_AUTHORIZATION_FAILED, None)
+    with pytest.raises(KafkaException) as refused:
+        t._topic_metadata(timeout_s=30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and len(asked) == 1
+
+    t, asked = answering(KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_OR_PART)
+    with pytest.raises(KafkaException) as late:
+        t._topic_metadata(timeout_s=-1)
+    assert late.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART and len(asked) == 1

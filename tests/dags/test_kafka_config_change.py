@@ -122,7 +122,7 @@ def test_a_static_change_on_two_brokers_restarts_exactly_those(sandbox, capfd, c
     text = output(capfd, caplog)
     assert result.state == "success", failure_lines(text)
     assert_no_acknowledged_message_lost(traffic)
-    assert watcher.ever_offline() == []
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert restarts(sandbox, before) == {0: 0, 1: 1, 2: 1}, "exactly brokers 1 and 2 restarted, once each"
     for b in (1, 2):
         assert configs(sandbox, b, "queued.max.requests", "log.cleaner.backoff.ms") == {

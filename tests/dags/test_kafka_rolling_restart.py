@@ -103,7 +103,7 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
     assert sorted(after) == sorted(before), "every broker is registered again"
     assert all(after[b] > before[b] for b in before), f"every broker restarted: {before} -> {after}"
     assert last_shutdowns(shared)[-1] == first_controller, "the controller is restarted last"
-    assert watcher.ever_offline() == [], "no partition was ever offline during the roll"
+    assert watcher.ever_offline() == [], "no partition offline during the roll\n" + watcher.explain_offline(shared)
     end = snapshot(admin(shared.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
     order = brokers_in_order(result)
@@ -188,7 +188,7 @@ def test_two_rolls_in_one_run_each_restart_their_brokers(shared, monkeypatch, tm
     assert "broker 0: left alone: broker 0 is already where the test wants it" in out
     # the first gate read Burrow's window of commits on real Burrow (what lets it pass without spaced polls)
     assert re.search(r"broker \d+ may be stopped: yes \(.*Burrow judged \d+\.\d s of commits OK", out), out[-3000:]
-    assert watcher.ever_offline() == []
+    assert watcher.ever_offline() == [], watcher.explain_offline(shared)
     assert all(registrations(shared)[b] > before[b] for b in before)
 
 
@@ -754,7 +754,7 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     assert len(batches) < len(racks) and max(len(b) for b in batches) >= 2, f"brokers went down together: {labels}"
     assert labels == [f"{'broker' if len(b) == 1 else 'brokers'} {', '.join(map(str, b))} ({i + 1}/{len(batches)})"
                       for i, b in enumerate(batches)]
-    assert watcher.ever_offline() == [], "no partition was ever offline"
+    assert watcher.ever_offline() == [], "no partition was ever offline\n" + watcher.explain_offline(sandbox)
     assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []

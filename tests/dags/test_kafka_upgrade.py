@@ -124,7 +124,7 @@ def test_upgrade_refused_by_the_preflight_then_resumed_rolls_binaries_then_ibp_e
         assert list(host.path.glob("server.properties.bak-*")), "a backup is kept beside server.properties"
     assert "KIP-724" in out, "the LMF phase says why it does nothing"
     assert "inter.broker.protocol.version pinned at 3.6" in out
-    assert watcher.ever_offline() == []
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.offline == [] and end.under_replicated == []
 
@@ -225,7 +225,7 @@ def test_a_broker_that_fails_on_the_new_release_stops_the_run_with_the_way_back_
         resumed = clear_and_resume("kafka_upgrade", reverting.run_id, only_failed=True)
         assert resumed.state == "success", resumed.states
     assert_no_acknowledged_message_lost(traffic)
-    assert watcher.ever_offline() == [], "no partition offline"
+    assert watcher.ever_offline() == [], "no partition offline\n" + watcher.explain_offline(sandbox)
     after = started(sandbox)
     for b in sandbox.broker_ids:
         assert sandbox.host_dir(b).kafka_link.resolve().name == "kafka_2.13-3.7.1"

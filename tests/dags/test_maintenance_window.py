@@ -67,7 +67,7 @@ def test_a_window_closing_mid_run_waits_before_the_next_broker_not_mid_broker(sh
     assert opening_b > opening_a and opening_b >= end_a - timedelta(seconds=1), \
         "broker B waited for a later window than broker A's"
     assert "waits: outside the maintenance window" in text
-    assert watcher.ever_offline() == []
+    assert watcher.ever_offline() == [], watcher.explain_offline(shared)
     end = snapshot(admin(shared.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
     assert lock_holder(shared) is None

@@ -8,6 +8,7 @@ was ever offline). Waits use deadlines, never fixed sleeps.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -53,6 +54,8 @@ class ClusterView:
     brokers: frozenset[int]
     controller: int
     partitions: tuple[PartitionView, ...]
+    answered_by: int = -1  # the broker whose metadata cache answered (librdkafka's orig_broker_id)
+    wall: float = 0.0  # epoch seconds of the answer, to line it up with the brokers' own logs
 
     @property
     def offline(self) -> list[PartitionView]:
@@ -84,7 +87,8 @@ def snapshot(client: AdminClient) -> ClusterView:
         for t in md.topics.values()
         for p in t.partitions.values()
     )
-    return ClusterView(time.monotonic(), frozenset(md.brokers), md.controller_id, partitions)
+    return ClusterView(time.monotonic(), frozenset(md.brokers), md.controller_id, partitions,
+                       answered_by=md.orig_broker_id, wall=time.time())
 
 
 def zk_client(connect: str) -> KazooClient:
@@ -135,6 +139,37 @@ class MetadataWatcher:
     def ever_offline(self) -> list[tuple[float, list[PartitionView]]]:
         return [(v.at, v.offline) for v in self.views if v.offline]
 
+    def explain_offline(self, sandbox=None, limit: int = 3, before_s: float = 3.0, after_s: float = 1.0) -> str:
+        """The first ``limit`` snapshots with an offline partition, readable: when (local time), which broker
+        answered, which partitions (replicas, ISR); with a ``sandbox``, each node's own log lines about
+        shutdowns, elections and metadata from ``before_s`` before to ``after_s`` after each snapshot (what a
+        failed assertion needs to tell Kafka's transient from the operation's fault)."""
+        from sandbox import node_log
+
+        out = []
+        for v in [v for v in self.views if v.offline][:limit]:
+            stamp = time.strftime("%H:%M:%S", time.localtime(v.wall)) + f".{int(v.wall % 1 * 1000):03d}"
+            parts = "; ".join(f"{p.topic}-{p.partition} replicas {list(p.replicas)} isr {list(p.isr)}"
+                              for p in v.offline[:8])
+            out.append(f"{stamp}: broker {v.answered_by} answered, live brokers {sorted(v.brokers)}, controller "
+                       f"{v.controller}, {len(v.offline)} offline: {parts}")
+            for b in sandbox.broker_ids if sandbox is not None else []:
+                try:
+                    lines = sandbox.host_dir(b).server_log.read_text(errors="replace").splitlines()
+                except FileNotFoundError:
+                    continue
+                near = []
+                for line in lines:
+                    if line.startswith("[") and _NOTABLE.search(line):
+                        try:
+                            at = node_log.parse_time(line[1:line.index("]")])
+                        except ValueError:
+                            continue
+                        if v.wall - before_s <= at <= v.wall + after_s:
+                            near.append("    " + line[:220])
+                out.extend([f"  broker {b}:"] + near[-12:] if near else [])
+        return "\n".join(out)
+
     def ever_under_min_isr(self, min_isr: int) -> list[tuple[float, list[PartitionView]]]:
         """Snapshots with a partition whose ISR fell below ``min_isr`` although its replication factor is
         above it (acks=all producers would get NotEnoughReplicas); RF <= min ISR partitions are excepted."""
@@ -144,6 +179,11 @@ class MetadataWatcher:
             if under:
                 found.append((v.at, under))
         return found
+
+
+_NOTABLE = re.compile(r"shutting down|[Cc]ontrolled shutdown|unclean|[Ss]tarted \(kafka|Shutting down broker|"
+                      r"[Bb]roker failure|[Nn]ewly added brokers|elect|[Cc]ontroller.*(?:resign|failover|moved)|"
+                      r"UpdateMetadata|session expired|Expiring session")
 
 
 def assert_no_acknowledged_message_lost(traffic) -> None:

@@ -181,9 +181,10 @@ class MetadataWatcher:
         return found
 
 
-_NOTABLE = re.compile(r"shutting down|[Cc]ontrolled shutdown|unclean|[Ss]tarted \(kafka|Shutting down broker|"
-                      r"[Bb]roker failure|[Nn]ewly added brokers|elect|[Cc]ontroller.*(?:resign|failover|moved)|"
-                      r"UpdateMetadata|session expired|Expiring session")
+_NOTABLE = re.compile(  # a node's log lines worth showing beside an offline snapshot
+    r"\[(?:KafkaServer|BrokerServer|ControllerServer) id=\d+\] shutting down|[Cc]ontrolled shutdown|unclean|"
+    r"[Ss]tarted \(kafka|Shutting down broker|[Bb]roker failure|[Nn]ewly added brokers|elect|"
+    r"[Cc]ontroller.*(?:resign|failover|moved)|UpdateMetadata|session expired|Expiring session")
 
 
 def assert_no_acknowledged_message_lost(traffic) -> None:

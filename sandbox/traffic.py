@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sandbox import procs
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "traffic"
@@ -232,8 +234,8 @@ class Traffic:
         another broker listed it: those are asked again every 0.2 s for up to ``timeout_s`` seconds.
 
         Raises:
-            KafkaException: the topic's metadata cannot be read (another error, or still one of those two
-                after ``timeout_s``).
+            procs.Abort: the topic's metadata has another error (waiting cannot help).
+            procs.Timeout: still one of those two after ``timeout_s``.
         """
         topic = self._topic_metadata(timeout_s)
         if self.group:
@@ -253,14 +255,13 @@ class Traffic:
 
     def _topic_metadata(self, timeout_s: float):
         """The topic's metadata from the consumer's client once it lists the topic (see :meth:`start`)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def listed():
             topic = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic]
-            if topic.error is None:
-                return topic
-            if topic.error.code() not in self._PASSING_TOPIC_ERRORS or time.monotonic() > deadline:
-                raise KafkaException(topic.error)
-            time.sleep(0.2)
+            if topic.error is not None and topic.error.code() not in self._PASSING_TOPIC_ERRORS:
+                raise procs.Abort(f"topic {self.topic}: {topic.error.str()}")
+            return topic if topic.error is None else None
+
+        return procs.wait_for(listed, timeout_s, f"topic {self.topic} in the consumer's metadata", poll_s=0.2)
 
     def stop_reading(self) -> None:
         """The consumer stops reading (its partitions paused) but stays in its group and, every

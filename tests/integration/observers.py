@@ -13,10 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
+
+from sandbox import node_log
 
 T = TypeVar("T")
 
@@ -139,13 +142,15 @@ class MetadataWatcher:
     def ever_offline(self) -> list[tuple[float, list[PartitionView]]]:
         return [(v.at, v.offline) for v in self.views if v.offline]
 
-    def explain_offline(self, sandbox=None, limit: int = 3, before_s: float = 3.0, after_s: float = 1.0) -> str:
+    def explain_offline(self, sandbox=None, nodes: list[int] | None = None, limit: int = 3, before_s: float = 3.0,
+                        after_s: float = 1.0) -> str:
         """The first ``limit`` snapshots with an offline partition, readable: when (local time), which broker
-        answered, which partitions (replicas, ISR); with a ``sandbox``, each node's own log lines about
-        shutdowns, elections and metadata from ``before_s`` before to ``after_s`` after each snapshot (what a
-        failed assertion needs to tell Kafka's transient from the operation's fault)."""
-        from sandbox import node_log
-
+        answered, which partitions (replicas, ISR); with a ``sandbox``, the own log lines about shutdowns, elections
+        and metadata of each of its ``nodes`` (default: its brokers and KRaft controllers) from ``before_s`` before
+        to ``after_s`` after each snapshot (what a failed assertion needs to tell Kafka's transient from the
+        operation's fault)."""
+        if sandbox is not None and nodes is None:
+            nodes = sandbox.broker_ids + sandbox.controller_ids
         out = []
         for v in [v for v in self.views if v.offline][:limit]:
             stamp = time.strftime("%H:%M:%S", time.localtime(v.wall)) + f".{int(v.wall % 1 * 1000):03d}"
@@ -153,21 +158,11 @@ class MetadataWatcher:
                               for p in v.offline[:8])
             out.append(f"{stamp}: broker {v.answered_by} answered, live brokers {sorted(v.brokers)}, controller "
                        f"{v.controller}, {len(v.offline)} offline: {parts}")
-            for b in sandbox.broker_ids if sandbox is not None else []:
-                try:
-                    lines = sandbox.host_dir(b).server_log.read_text(errors="replace").splitlines()
-                except FileNotFoundError:
-                    continue
-                near = []
-                for line in lines:
-                    if line.startswith("[") and _NOTABLE.search(line):
-                        try:
-                            at = node_log.parse_time(line[1:line.index("]")])
-                        except ValueError:
-                            continue
-                        if v.wall - before_s <= at <= v.wall + after_s:
-                            near.append("    " + line[:220])
-                out.extend([f"  broker {b}:"] + near[-12:] if near else [])
+            for node in nodes or []:
+                near = _notable_lines(sandbox.host_dir(node).server_log, v.wall - before_s, v.wall + after_s)
+                if near:
+                    out.append(f"  node {node}:")
+                    out.extend("    " + line[:220] for line in near[-12:])
         return "\n".join(out)
 
     def ever_under_min_isr(self, min_isr: int) -> list[tuple[float, list[PartitionView]]]:
@@ -179,6 +174,25 @@ class MetadataWatcher:
             if under:
                 found.append((v.at, under))
         return found
+
+
+def _notable_lines(log: Path, since: float, until: float) -> list[str]:
+    """The lines of a node's log (``[time] LEVEL ...``, :mod:`sandbox.node_log`) between ``since`` and ``until``
+    (epoch seconds) that :data:`_NOTABLE` matches; ``[]`` for a log that does not exist."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        if line.startswith("[") and "]" in line and _NOTABLE.search(line):
+            try:
+                at = node_log.parse_time(line[1:line.index("]")])
+            except ValueError:
+                continue
+            if since <= at <= until:
+                found.append(line)
+    return found
 
 
 _NOTABLE = re.compile(  # a node's log lines worth showing beside an offline snapshot

@@ -23,7 +23,7 @@ def test_an_offline_snapshot_is_reported_with_who_answered_and_the_nodes_log_lin
         "[2026-11-28 06:32:56,100] WARN [KafkaServer id=3] Proceeding to do an unclean shutdown as all the "
         "controlled shutdown attempts failed (kafka.server.KafkaServer)\n"
         "[2026-11-28 06:32:59,000] INFO [KafkaServer id=3] started (kafka.server.KafkaServer)\n")  # too late
-    sandbox = SimpleNamespace(broker_ids=[3, 4], host_dir=lambda b: SimpleNamespace(
+    sandbox = SimpleNamespace(broker_ids=[3, 4], controller_ids=[100], host_dir=lambda b: SimpleNamespace(
         server_log=log if b == 3 else tmp_path / "missing.log"))
 
     report = watcher.explain_offline(sandbox)
@@ -31,8 +31,9 @@ def test_an_offline_snapshot_is_reported_with_who_answered_and_the_nodes_log_lin
     first, *rest = report.splitlines()
     assert first.startswith("06:32:56.250: broker 1 answered, live brokers [0, 1, 2], controller 0, 1 offline: "
                             "payments-2 replicas [3, 1, 2] isr [3, 1, 2]"), first
-    assert rest[0] == "  broker 3:"
+    assert rest[0] == "  node 3:"
     assert [line.split("] ", 1)[1][:40] for line in rest[1:]] == [
         "INFO [KafkaServer id=3] Starting control", "WARN [KafkaServer id=3] Proceeding to do"]
-    assert "broker 4" not in report
+    assert "node 4" not in report and "node 100" not in report
+    assert watcher.explain_offline(sandbox, nodes=[4]).splitlines() == [first], "only the nodes asked for"
     assert MetadataWatcher("unused:9092").explain_offline(sandbox) == ""

@@ -208,34 +208,40 @@ def test_a_roll_shows_its_lock_linked_to_the_run_and_its_progress_moving(
     page.go_forward()
     page.wait_for_url(re.compile(re.escape(run_path) + "/?$"))
 
-    # the run's "Cluster" tab refreshes by itself: the broker being rolled and the count done move without a reload
+    # the run's "Cluster" tab refreshes by itself: what it shows of the roll moves without a reload. How far the roll
+    # got before the tab opened depends on the machine's load (CI's tab once opened with broker 0 already done), so
+    # any move counts: another broker or step (stopping -> starting), or the roll's end (the lock freed).
     page.get_by_role("link", name="Cluster", exact=True).click()
     page.wait_for_url(re.compile(r"/plugin/kafka-cluster-of-run$"))  # the UI's link has the run id unquoted
     frame = page.frame_locator(RUN_FRAME)
     frame.get_by_role("heading", name=f"Kafka cluster {KRAFT_CLUSTER}").wait_for()
     seen: list[tuple[str, str]] = []  # (done / total, now), in the order shown
 
+    def lock_free() -> bool:
+        return bool(frame.get_by_text("none running (the lock is free)").count())
+
     def moved() -> bool:
         progress = operation_progress(frame)
         if progress and progress[1] and progress not in seen:
             seen.append(progress)
             print(f"cluster tab: {progress[0]}, now {progress[1]}")
-            if progress[0] not in [s[0] for s in seen[:-1]]:
-                shot(page, tmp_path, f"cluster-tab-{progress[0].split()[0]}-done")
-        brokers = {done: now.split(" (")[0] for done, now in seen}
-        first, second = brokers.get("0 / 2 brokers"), brokers.get("1 / 2 brokers")
-        return bool(first and second and first != second)
+            shot(page, tmp_path, f"cluster-tab-{len(seen)}")
+        return len(seen) >= 2 or (len(seen) == 1 and lock_free())
 
-    wait_until("the Cluster tab to show a broker rolled at 0/2, then another at 1/2", ROLL_TIMEOUT_S, moved,
-               poll_s=0.5)
+    wait_until("the Cluster tab to show the roll's progress and then a move (another broker or step, or its end)",
+               ROLL_TIMEOUT_S, moved, poll_s=0.5)
+    assert all(re.fullmatch(r"[01] / 2 brokers", done) for done, _ in seen), seen
     assert all(re.fullmatch(r"broker [01] \(.+\)", now) for _, now in seen), seen
-    assert frame.get_by_role("link", name=holder).first.get_attribute("href") == run_path
+    done_counts = [int(done.split()[0]) for done, _ in seen]
+    assert done_counts == sorted(done_counts), f"the count done never goes back: {seen}"
+    if not lock_free():
+        assert frame.get_by_role("link", name=holder).first.get_attribute("href") == run_path
 
     run = wait_until(f"run {run_id} to end", ROLL_TIMEOUT_S,
                      lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r, poll_s=2)
     assert run["state"] == "success", run
     wait_until("the Cluster tab to show the lock free and the run among the last operations", 3 * REFRESH_S + 10,
-               lambda: frame.get_by_text("none running (the lock is free)").count() and any(
+               lambda: lock_free() and any(
                    r["state"] == "success" and r["run"] == holder.replace("/", " / ")
                    for r in rows(frame.locator("table:has(th:text-is('outcome'))"))), poll_s=0.5)
     shot(page, tmp_path, "cluster-tab-after-roll")

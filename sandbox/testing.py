@@ -119,7 +119,8 @@ class RunningSandbox:
 
     @property
     def controller_ids(self) -> list[int]:
-        """KRaft: the controllers' node ids (``[]`` in ZooKeeper mode)."""
+        """The KRaft controllers' node ids: a KRaft cluster's, or the controller hosts a ZooKeeper-mode sandbox keeps
+        for a migration (``--controller-hosts``; not started until the migration provisions them); else ``[]``."""
         return [c["id"] for c in self.env.get("controllers", [])]
 
     # --- metadata ---------------------------------------------------------------------------------

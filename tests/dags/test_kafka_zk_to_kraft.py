@@ -191,7 +191,7 @@ def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     text = output(capfd, caplog)
     assert reverted.state == "success", failure_lines(text)
     assert_no_acknowledged_message_lost(traffic)
-    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox, nodes=sandbox.broker_ids + CONTROLLERS)
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 0, 101: 0, 102: 0}, "one roll: the flag removed"
     zk = znodes(sandbox)
     assert zk["migration"] is None and zk["controller"]["brokerid"] in sandbox.broker_ids
@@ -232,7 +232,7 @@ def test_a_migration_stopped_after_phase_3_is_reverted_with_two_broker_rolls(zk3
     text = output(capfd, caplog)
     assert reverted.state == "success", failure_lines(text)
     assert_no_acknowledged_message_lost(traffic)
-    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox, nodes=sandbox.broker_ids + CONTROLLERS)
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 0, 101: 0, 102: 0}, "two broker rolls"
     zk = znodes(sandbox)
     assert zk["registered"] == [0, 1, 2] and zk["migration"] is None
@@ -295,7 +295,7 @@ def test_the_whole_migration_cleared_in_the_middle_of_phase_3_resumes_and_finali
     assert resumed.state == "success", resumed.states
     assert resumed.state_of("run_outcome") == "success"
     assert_no_acknowledged_message_lost(traffic)
-    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox, nodes=sandbox.broker_ids + CONTROLLERS)
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert since(sandbox, before) == {0: 2, 1: 2, 2: 2, 100: 2, 101: 2, 102: 2}, \
         "each broker twice (phases 2 and 3; the resumed roll did not restart broker 0 again), each controller " \
         "started once and restarted once (phase 4)"

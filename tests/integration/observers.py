@@ -142,15 +142,13 @@ class MetadataWatcher:
     def ever_offline(self) -> list[tuple[float, list[PartitionView]]]:
         return [(v.at, v.offline) for v in self.views if v.offline]
 
-    def explain_offline(self, sandbox=None, nodes: list[int] | None = None, limit: int = 3, before_s: float = 3.0,
-                        after_s: float = 1.0) -> str:
+    def explain_offline(self, sandbox=None, limit: int = 3, before_s: float = 3.0, after_s: float = 1.0) -> str:
         """The first ``limit`` snapshots with an offline partition, readable: when (local time), which broker
         answered, which partitions (replicas, ISR); with a ``sandbox``, the own log lines about shutdowns, elections
-        and metadata of each of its ``nodes`` (default: its brokers and KRaft controllers) from ``before_s`` before
-        to ``after_s`` after each snapshot (what a failed assertion needs to tell Kafka's transient from the
-        operation's fault)."""
-        if sandbox is not None and nodes is None:
-            nodes = sandbox.broker_ids + sandbox.controller_ids
+        and metadata of each of its brokers and KRaft controllers (a migration's controller hosts included) from
+        ``before_s`` before to ``after_s`` after each snapshot (what a failed assertion needs to tell Kafka's
+        transient from the operation's fault)."""
+        nodes = sandbox.broker_ids + sandbox.controller_ids if sandbox is not None else []
         out = []
         for v in [v for v in self.views if v.offline][:limit]:
             stamp = time.strftime("%H:%M:%S", time.localtime(v.wall)) + f".{int(v.wall % 1 * 1000):03d}"
@@ -158,7 +156,7 @@ class MetadataWatcher:
                               for p in v.offline[:8])
             out.append(f"{stamp}: broker {v.answered_by} answered, live brokers {sorted(v.brokers)}, controller "
                        f"{v.controller}, {len(v.offline)} offline: {parts}")
-            for node in nodes or []:
+            for node in nodes:
                 near = _notable_lines(sandbox.host_dir(node).server_log, v.wall - before_s, v.wall + after_s)
                 if near:
                     out.append(f"  node {node}:")

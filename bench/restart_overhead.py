@@ -328,13 +328,17 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
     """Sandbox of ``size`` brokers up -> one DAG run (``runner``: :data:`RUNNERS`) -> sandbox down. Returns the
     run's :func:`summarize` result plus ``size`` (and, with ``traffic``, what an idempotent ``acks=all`` producer and
     a reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the runner's
-    output is in ``<base>/<size>/run.log``. ``rate_per_s``: the confluent-kafka producer's messages per second (the
-    kafka-python one sends a fifth of it).
+    output is in ``<base>/<size>/run.log`` (``<base>/<size>-2/`` for the same size's second run, and so on).
+    ``rate_per_s``: the confluent-kafka producer's messages per second (the kafka-python one sends a fifth of it).
 
     Raises:
         RuntimeError: the run failed or timed out (the log path is named).
     """
     root = base / str(size)
+    n = 1
+    while root.exists():  # the same size measured again (--sizes 3 3)
+        n += 1
+        root = base / f"{size}-{n}"
     workdir = root / "sandbox"
     root.mkdir(parents=True)
     ok, chosen = False, None
@@ -450,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
                                    controllers=args.controllers, rate_per_s=args.rate, dag_id=args.dag,
                                    runner=args.runner))
         except (RuntimeError, subprocess.SubprocessError) as exc:
-            print(f"restart overhead: {size} brokers: {exc} (logs kept in {base / str(size)})", file=sys.stderr)
+            print(f"restart overhead: {size} brokers: {exc} (logs kept in {base})", file=sys.stderr)
             return 1
         print(f"{size} brokers: {results[-1]['state']} ({time.monotonic() - t0:.0f} s including sandbox up/down)",
               flush=True)

@@ -9,9 +9,9 @@ task of the run failed (``kafka_ops.run_outcome``: refused, failed, or stopped f
 ``all_done``: it also runs after a refusal before the lock (a teardown's default, ``all_done_setup_success``,
 would be skipped there and the skip would count as success).
 
-It releases the lock first (``runtime.lock_holding.release_lock``: after failures too; on success
-``final_health`` has released it already, and the note says which task did), then writes the run's note
-(rewritten, not appended: a resumed run's note says how the resume ended) and logs the full report. One task,
+It releases the lock first (``runtime.lock_holding.release_lock``: after failures too; on success ``final_health``
+has released it already, the lock store is not asked again, and the note says which task did), then writes the run's
+note (rewritten, not appended: a resumed run's note says how the resume ended) and logs the full report. One task,
 not two: a task start costs 0.4-3 s on a real Airflow (an ``unlock_cluster`` task of its own ran between
 ``final_health`` and this one until 2026-11-27). A lock it cannot release (the lock store unreachable for
 ``lock_timeout_s``) fails the run, the note saying how to break the lock by hand.
@@ -58,13 +58,19 @@ class RunOutcomeOperator(ClusterOperator):
         self.lock_task_id = lock_task_id
         self.lock_timeout_s = lock_timeout_s
 
-    def release(self, context: Any, lock_task_ran: bool) -> tuple[str, str | None]:
+    def release(self, context: Any, lock_task_ran: bool, final_succeeded: bool = False) -> tuple[str, str | None]:
         """Release the lock if this run holds it (after :meth:`resolve`): (the note's line about the lock, the error
         when it could not: the lock store unreachable for ``lock_timeout_s``). A run whose lock task never ran
         (``lock_task_ran`` False: refused before it), or a cluster whose profile is unreadable, has no lock of this
-        run to release: the lock store is not asked."""
+        run to release: the lock store is not asked. Nor is it when the final task succeeded in its latest try
+        (``final_succeeded``) and says it released the lock: nothing of the run takes the lock after it (a
+        ZooKeeper session, or a lock topic's read and write, saved at the end of every successful run). A final
+        task that did not run again after a clear keeps its old XCom, hence the state as well."""
         if not lock_task_ran:
             return f"cluster lock: never taken ({self.lock_task_id} did not run)", None
+        released_by_final = f"cluster lock released by {self.final_task_id} once the cluster was healthy"
+        if final_succeeded and self._final_released(context):
+            return released_by_final, None
         try:
             profile = self.profile
         except Exception as exc:  # noqa: BLE001 - nothing could have been locked on a cluster we cannot even read
@@ -76,11 +82,14 @@ class RunOutcomeOperator(ClusterOperator):
             return "cluster lock NOT released", str(exc)
         if released:
             return "cluster lock released", None
-        final = context["ti"].xcom_pull(task_ids=self.final_task_id, map_indexes=-1)
-        if isinstance(final, dict) and final.get("lock_released"):
-            return f"cluster lock released by {self.final_task_id} once the cluster was healthy", None
+        if self._final_released(context):
+            return released_by_final, None
         return ("cluster lock not held by this run at its end (never taken, or released by the task that failed)",
                 None)
+
+    def _final_released(self, context: Any) -> bool:
+        final = context["ti"].xcom_pull(task_ids=self.final_task_id, map_indexes=-1)
+        return isinstance(final, dict) and bool(final.get("lock_released"))
 
     def execute(self, context: Any) -> str:
         cfg = self.resolve(context)
@@ -93,7 +102,8 @@ class RunOutcomeOperator(ClusterOperator):
         except Exception as exc:  # noqa: BLE001 - without the states the run cannot be judged: say so, fail
             crumbs, failures, unreadable = None, [], f"task states unreadable: {exc}"[:300]
         # states unread: the lock task may have run, so release if held (a release only ever frees this run's lock)
-        lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id))
+        lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id),
+                                             crumbs is not None and run_report.succeeded(crumbs, self.final_task_id))
         if lock_error:
             failures = [*failures, TaskFailure(self.task_id, error=lock_error)]
         rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))

@@ -38,6 +38,13 @@ def ran(crumbs: list[dict[str, Any]], task_id: str) -> bool:
     return bool(states) and states[0] not in NEVER_RAN
 
 
+def succeeded(crumbs: list[dict[str, Any]], task_id: str) -> bool:
+    """Whether the unmapped task ``task_id`` is in state ``success`` in the run whose :func:`task_states` are
+    ``crumbs`` (its latest try: a cleared task that has not run again is not)."""
+    return any(str(c["task_id"]) == task_id and int(c.get("map_index", -1)) == -1 and c.get("state") == "success"
+               for c in crumbs)
+
+
 def failed_tasks(context: Any, crumbs: list[dict[str, Any]],
                  exclude: set[str] | frozenset[str] = frozenset()) -> list[TaskFailure]:
     """The task instances among ``crumbs`` (:func:`task_states`) in state ``failed`` (not upstream-failed: those

@@ -205,9 +205,10 @@ def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None
 
 def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(monkeypatch) -> None:
     """The teardown releases the lock if this run still holds it; the note's lock line names who released it
-    (itself, or ``final_health`` once the cluster was healthy); a lock it cannot release fails the run (the
-    note, with the hand-break hint, is written first); a run refused before its lock task ran does not ask the lock
-    store; a run whose task states cannot be read releases a lock it may hold. The task states are read once."""
+    (itself, or ``final_health`` once the cluster was healthy); a lock it cannot release fails the run (the note,
+    with the hand-break hint, is written first); a run refused before its lock task ran does not ask the lock store,
+    nor does a run whose final task succeeded and released it; a run whose task states cannot be read releases a
+    lock it may hold. The task states are read once."""
     from airflow.sdk.exceptions import AirflowFailException
     from operators import run_outcome
     from runtime.failure_record import FAILURE_KEY
@@ -252,6 +253,18 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     xcoms[("final_health", "return_value")] = {"health": "ok", "forgotten": ["restart"], "lock_released": True}
     assert op.execute(context) == "succeeded"
     assert notes[-1][1][-1] == "cluster lock released by final_health once the cluster was healthy"
+    # final_health succeeded in its latest try and released the lock: the lock store is not asked again
+    crumbs.append({"task_id": "final_health", "map_index": -1, "state": "success"})
+    answers[:] = []
+    assert op.execute(context) == "succeeded"
+    assert notes[-1][1][-1] == "cluster lock released by final_health once the cluster was healthy"
+    # cleared and not run again (its old XCom still there), the lock maybe taken again by the cleared lock task:
+    # asked, and released
+    crumbs[-1] = {"task_id": "final_health", "map_index": -1, "state": "upstream_failed"}
+    answers[:] = [True]
+    op.execute(context)
+    assert notes[-1][1][-1] == "cluster lock released" and answers == []
+    crumbs.pop()
     answers[:] = [False]
     xcoms.clear()
     op.execute(context)

@@ -63,7 +63,8 @@ SENT = {"stop": "stopping", "start": "starting"}
 STOP_STEPS = (("pre_stop", "pre_stop"), ("stop", "stop_command"))
 PRE_START_STEP = (("pre_start", "pre_start"),)
 START_STEP = (("start", "start_command"),)
-#: First pause of the waits after an action, seconds (doubling up to healthcheck_interval_s): 0.1, 0.2, 0.4, 0.8 s ...
+#: Shortest pause of the waits after an action, seconds (then a quarter of the time waited, up to
+#: healthcheck_interval_s: ``runtime.waiting.RAMP_LATE_FRACTION``): 0.1 s four times, then 0.125, 0.16, 0.2 s ...
 #: A started broker is usually back in every ISR and leading its preferred partitions again within a few hundred
 #: milliseconds (one metadata read each look); with 0.5 s first, each of those two waits took 0.5 s on real Kafka
 #: 3.6 / 4.0 (both checked "not yet" once, then passed at the next look).
@@ -218,10 +219,10 @@ class NodeRollOperator(ClusterOperator):
         return states.get(ti.run_id, {}).get(f"{ti.task_id}_{position - 1}") in FAILED_STATES
 
     def _wait(self, check: Callable[[], Check], what: str, not_yet: str | None = None, ramp: bool = True) -> Check:
-        """Wait for ``check``; ``ramp`` polls quickly first (0.1, 0.2, 0.4 s ... up to the interval:
-        :data:`RAMP_FROM_S`): a node is usually gone, back and caught up within seconds of the action. A timeout or
-        a fatal error fails the task with the reason; a :class:`ChooseAgain` raised by ``check`` comes through as
-        itself."""
+        """Wait for ``check``; ``ramp`` polls quickly first (every 0.1 s, then a quarter of the time waited, up to the
+        interval: :data:`RAMP_FROM_S`): a node is usually gone, back and caught up within seconds of the action. A
+        timeout or a fatal error fails the task with the reason; a :class:`ChooseAgain` raised by ``check`` comes
+        through as itself."""
         try:
             return wait_until(check, what=what, interval_s=self.interval_s, timeout_s=self.timeout_s, log=self.log,
                               not_yet=not_yet, ramp_from_s=RAMP_FROM_S if ramp else None, sleep=self._sleep)

@@ -39,6 +39,12 @@ class WaitTimeout(Exception):
     """The condition was not reached by the deadline; the message names what was still wrong."""
 
 
+#: A ramping wait (``wait_until``'s ``ramp_from_s``) sleeps at most this fraction of the time it has waited so far
+#: (at least ``ramp_from_s``, at most the interval): each look is a cheap read (a Metadata request), and a broker's
+#: return is seen at most this fraction late.
+RAMP_LATE_FRACTION = 0.25
+
+
 class WaitAborted(Exception):
     """A fatal error while checking (see :mod:`runtime.failures`); the message names the cause."""
 
@@ -64,14 +70,18 @@ def wait_until(
     :param not_yet: the sentence for a failing check, logged at INFO before its verdict ("broker 2 may not be
         stopped yet"); None logs "<what>: not yet: <verdict>".
     :param ramp_from_s: for a condition that usually holds within seconds (a broker back after its start),
-        sleep this long after the first failing check, doubling up to ``interval_s``; None = ``interval_s``
-        from the start (a condition whose checks must be spaced, such as consecutive Burrow polls).
+        sleep this long after a failing check, or :data:`RAMP_LATE_FRACTION` of the time waited so far when that is
+        longer, up to ``interval_s``: a condition that comes true while the wait ramps is seen at most a quarter of
+        the time waited later (doubling pauses saw it up to as late again: a broker back in its ISRs 1.6 s after
+        its start was seen after 3.1 s); None = ``interval_s`` from the start (a condition whose checks must be
+        spaced, such as consecutive Burrow polls).
     :param ok_line: the INFO line for the passing check, %-style with ``what`` and the verdict.
     :raises WaitTimeout: not reached by the deadline; names ``what``, the timeout and the last verdict
         (or the last transient error).
     :raises WaitAborted: ``check`` raised a fatal error.
     """
-    deadline = clock() + timeout_s
+    began = clock()
+    deadline = began + timeout_s
     last = "no check yet"
     polls = 0
     while True:
@@ -97,7 +107,8 @@ def wait_until(
         if pause_hint is not None:  # the check knows when its answer can change: no look before, none later
             pause = min(interval_s, max(0.0, pause_hint))
         else:
-            pause = interval_s if ramp_from_s is None else min(interval_s, ramp_from_s * 2 ** (polls - 1))
+            pause = interval_s if ramp_from_s is None else min(
+                interval_s, max(ramp_from_s, (clock() - began) * RAMP_LATE_FRACTION))
         if clock() + pause > deadline:
             raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}")
         sleep(pause)

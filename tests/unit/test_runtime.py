@@ -388,10 +388,28 @@ def test_broker_command_failed_is_not_transient() -> None:
 
 
 def test_ramp_polls_quickly_first_then_at_the_interval() -> None:
+    """The pause is ``ramp_from_s`` while a quarter of the time waited is less, then that quarter (growing by a
+    quarter each look), then the interval."""
     t = FakeTime()
-    check = script(*[Check(False, "not yet")] * 5, Check(True, "back"))
+    check = script(*[Check(False, "not yet")] * 20, Check(True, "back"))
     result = wait(check, t, ramp_from_s=0.5)
-    assert result.ok and t.sleeps == [0.5, 1, 2, 4, 5] and len(check.calls) == 6
+    assert result.ok and len(check.calls) == 21
+    assert t.sleeps[:5] == [0.5] * 5  # 0 to 2.5 s waited
+    assert t.sleeps[5:8] == [pytest.approx(0.625), pytest.approx(0.78125), pytest.approx(0.9765625)]
+    assert max(t.sleeps) == 5 and t.sleeps[-3:] == [5, 5, 5]
+    assert t.sleeps == sorted(t.sleeps)
+
+
+@pytest.mark.parametrize("true_after_s", [0.05, 0.3, 1.6, 3.0, 7.5, 19.0, 40.0])
+def test_a_ramping_wait_sees_a_condition_at_most_a_quarter_late(true_after_s: float) -> None:
+    """Doubling pauses (0.1, 0.2, 0.4 ...) saw a broker back 1.6 s after its start only after 3.1 s: at most a
+    quarter of the time waited late now (or the first pause, or the interval once it is reached)."""
+    t = FakeTime()
+    start = t.now
+    result = wait(lambda: Check(t.now - start >= true_after_s, "ISR"), t, ramp_from_s=0.1, timeout_s=120)
+    seen = t.now - start
+    assert result.ok
+    assert true_after_s <= seen <= true_after_s + min(5, max(0.1, 0.25 * true_after_s)) + 1e-9, (seen, t.sleeps)
 
 
 def test_controller_commands_come_from_the_profile_and_say_controller(caplog: pytest.LogCaptureFixture) -> None:
@@ -464,4 +482,5 @@ def test_a_check_that_knows_when_its_answer_can_change_is_looked_at_then() -> No
     check = script(Check(False, "lag: 2/3 OK polls", retry_in_s=3.2), Check(False, "lag: 2/3", retry_in_s=9.0),
                    Check(False, "URP 1"), Check(False, "lag", retry_in_s=-1.0), Check(True, "OK"))
     result = wait(check, t, ramp_from_s=0.1)
-    assert result.ok and t.sleeps == [3.2, 5, pytest.approx(0.4), 0.0] and len(check.calls) == 5
+    # the third pause is the ramp's: a quarter of the 8.2 s waited
+    assert result.ok and t.sleeps == [3.2, 5, pytest.approx(2.05), 0.0] and len(check.calls) == 5

@@ -78,7 +78,8 @@ class StandaloneRecord:
 # such a spell (9-12 s) fell in the middle of a roll every 30 s. An idle standalone used 23.9 CPU seconds in 90 s
 # with it, 11.7 with 600 s; a touched DAG file was parsed again 1.0-1.5 s later with either; a roll of 3
 # brokers behind it took 55.7 s (the spell stalled the api-server 3.7 s before the first broker's task could
-# start) against 47.6 s. A change under plugins/ alone is seen at the next parse (up to 600 s): touch the DAG file.
+# start) against 47.6 s. A change under plugins/ alone is seen at the next parse (up to 600 s): touch the DAG file;
+# the tasks see it once the scheduler restarts (it imports the operations once for them: runtime.task_preimport).
 TUNING = {
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
     "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",

@@ -17,9 +17,9 @@ so forking after them is safe (``hooks.broker_ssh``'s connection pool empties it
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import pkgutil
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
@@ -32,8 +32,6 @@ USED_BY_TASKS = ("paramiko", "airflow.providers.ssh.hooks.ssh", "kafka.admin", "
 #: The package whose modules build the operation DAGs (every ``operations.<name>``: their operators, hooks and
 #: clients come with them).
 OPERATIONS_PACKAGE = "operations"
-
-log = logging.getLogger(__name__)
 
 
 def wanted(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
@@ -56,9 +54,11 @@ def module_names() -> list[str]:
 
 
 def preimport(names: Sequence[str] | None = None) -> dict[str, str]:
-    """Import ``names`` (default :func:`module_names`), logging the time taken (one INFO line). A module that fails
-    to import is left out and logged at WARNING (a task that needs it then fails with the error itself); the
-    scheduler starts either way. Returns ``{module: error}`` for those that failed (empty when all imported)."""
+    """Import ``names`` (default :func:`module_names`) and say so in one line on stderr, with the time taken (Airflow
+    imports ``airflow_local_settings`` before it configures logging, so a log record would be lost; the scheduler's
+    stderr is its log). A module that fails to import is left out and named on a line of its own (a task that needs
+    it then fails with the error itself); the scheduler starts either way. Returns ``{module: error}`` for those
+    that failed (empty when all imported)."""
     began = time.monotonic()
     failed: dict[str, str] = {}
     try:
@@ -71,7 +71,8 @@ def preimport(names: Sequence[str] | None = None) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - as above
             failed[name] = f"{type(exc).__name__}: {exc}"
     for name, error in failed.items():
-        log.warning("kafka-ops: %s not imported ahead of the tasks (each task imports it itself): %s", name, error)
-    log.info("kafka-ops: %d modules imported for the task processes in %.2f s (pid %d)", len(chosen) - len(failed),
-             time.monotonic() - began, os.getpid())
+        print(f"kafka-ops: {name} not imported ahead of the tasks (each task imports it itself): {error}",
+              file=sys.stderr, flush=True)
+    print(f"kafka-ops: {len(chosen) - len(failed)} modules imported for the task processes in "
+          f"{time.monotonic() - began:.2f} s (pid {os.getpid()})", file=sys.stderr, flush=True)
     return failed

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from ui_standalone import DAG_ID, RunningAirflow, wait_until
+
+from demo import airflow_proc
 
 pytestmark = [pytest.mark.ui, pytest.mark.sandbox]
 
@@ -33,6 +36,34 @@ def _not_started(tis: list[dict]) -> dict[int, str]:
     return {t["map_index"]: t["rendered_map_index"] for t in tis
             if t["task_id"] == "restart.broker" and t["map_index"] >= 0 and t["state"] in (None, "scheduled")
             and not t["start_date"]}
+
+
+def _worker_maps() -> dict[int, str]:
+    """``{pid: /proc/<pid>/maps}`` of every LocalExecutor worker and task process on the machine (their titles:
+    "airflow worker -- LocalExecutor: <idle>", "airflow worker -- <task instance>")."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            title = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if title.startswith(b"airflow worker -- "):
+                found[int(entry.name)] = (entry / "maps").read_text()
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+def test_the_scheduler_imports_the_operations_for_its_task_processes(airflow_ui: RunningAirflow) -> None:
+    """``runtime.task_preimport`` in a real ``airflow scheduler``: it says so on its stderr (standalone's log), and
+    the LocalExecutor workers it forked hold confluent-kafka's native library, which Airflow itself never loads: a
+    task process forked from them starts with the operations and their clients imported."""
+    said = [line for line in (airflow_ui.home / airflow_proc.LOG_NAME).read_text(errors="replace").splitlines()
+            if "kafka-ops: " in line and "imported" in line]
+    assert any(" modules imported for the task processes in " in line for line in said), said
+    assert not any("not imported ahead of the tasks" in line for line in said), said
+    ours = set(airflow_proc.marked_processes(airflow_ui.home))
+    workers = {pid: maps for pid, maps in _worker_maps().items() if pid in ours}
+    assert workers, "no LocalExecutor worker of this Airflow found"
+    assert all("confluent_kafka" in maps for maps in workers.values()), sorted(workers)
 
 
 def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: RunningAirflow, sandbox, page,

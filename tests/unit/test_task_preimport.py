@@ -5,7 +5,6 @@ modules a task needs before it forks anything."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -54,16 +53,16 @@ def test_the_modules_are_every_operation_and_the_task_time_libraries():
     assert names[len(operations):] == list(task_preimport.USED_BY_TASKS)
 
 
-def test_a_module_that_fails_is_reported_and_the_rest_imported(caplog):
+def test_a_module_that_fails_is_reported_and_the_rest_imported(capsys):
     sys.modules.pop("json.tool", None)
-    with caplog.at_level(logging.INFO, logger=task_preimport.__name__):
-        failed = preimport(["json.tool", "kafka_ops_no_such_module"])
+    failed = preimport(["json.tool", "kafka_ops_no_such_module"])
     assert list(failed) == ["kafka_ops_no_such_module"]
     assert "ModuleNotFoundError" in failed["kafka_ops_no_such_module"]
     assert "json.tool" in sys.modules
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "kafka_ops_no_such_module" in warnings[0]
-    assert any("1 modules imported" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("kafka-ops: kafka_ops_no_such_module not imported ahead of the tasks")
+    assert lines[1].startswith("kafka-ops: 1 modules imported for the task processes in ")
 
 
 def test_a_broken_operations_package_does_not_stop_the_scheduler(monkeypatch):
@@ -83,20 +82,23 @@ print(json.dumps({name: name in sys.modules for name in wanted}))
 """
 
 
-def _scheduler_start(tmp_path: Path, **extra: str) -> dict[str, bool]:
+def _scheduler_start(tmp_path: Path, **extra: str) -> tuple[dict[str, bool], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__") and k != ENV_SWITCH}
     env.update({"AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", **extra})
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
 def test_airflow_scheduler_start_holds_what_the_tasks_import(tmp_path):
-    held = _scheduler_start(tmp_path)
+    held, err = _scheduler_start(tmp_path)
     assert held == dict.fromkeys(held, True)
+    said = [line for line in err.splitlines() if line.startswith("kafka-ops: ")]
+    assert len(said) == 1 and " modules imported for the task processes in " in said[0], err[-2000:]
 
 
 def test_airflow_scheduler_start_with_the_switch_off_imports_none_of_it(tmp_path):
-    held = _scheduler_start(tmp_path, **{ENV_SWITCH: "0"})
+    held, err = _scheduler_start(tmp_path, **{ENV_SWITCH: "0"})
     assert not any(held[name] for name in ("operations.rolling_restart", "paramiko", "kafka.admin"))
+    assert "kafka-ops: " not in err

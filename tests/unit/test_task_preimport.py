@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,14 @@ def test_the_modules_are_every_operation_and_the_task_time_libraries():
     assert operations == sorted(operations)
     assert {"operations.rolling_restart", "operations.upgrade", "operations.zk_to_kraft"} <= set(operations)
     assert names[len(operations):] == list(task_preimport.USED_BY_TASKS)
+
+
+def test_each_library_named_is_one_the_plugins_import_where_they_use_it():
+    """:data:`USED_BY_TASKS` holds no dead name: each is imported by some module under plugins/ (inside a function,
+    where a task first uses it)."""
+    sources = "\n".join(p.read_text() for p in (REPO / "plugins").rglob("*.py"))
+    for name in task_preimport.USED_BY_TASKS:
+        assert re.search(rf"^\s+(import {re.escape(name)}$|from {re.escape(name)} import )", sources, re.M), name
 
 
 def test_a_module_that_fails_is_reported_and_the_rest_imported(capsys):

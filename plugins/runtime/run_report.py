@@ -31,18 +31,23 @@ def task_states(context: Any) -> list[dict[str, Any]]:
     return list(ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=ti.run_id))
 
 
+def _state(crumbs: list[dict[str, Any]], task_id: str) -> tuple[bool, str | None]:
+    """(whether ``crumbs`` list the unmapped task ``task_id``, its state: that of its latest try)."""
+    states = [c.get("state") for c in crumbs if str(c["task_id"]) == task_id and int(c.get("map_index", -1)) == -1]
+    return bool(states), states[0] if states else None
+
+
 def ran(crumbs: list[dict[str, Any]], task_id: str) -> bool:
     """Whether the unmapped task ``task_id`` ran in the run whose :func:`task_states` are ``crumbs`` (it has a state
     other than :data:`NEVER_RAN`)."""
-    states = [c.get("state") for c in crumbs if str(c["task_id"]) == task_id and int(c.get("map_index", -1)) == -1]
-    return bool(states) and states[0] not in NEVER_RAN
+    listed, state = _state(crumbs, task_id)
+    return listed and state not in NEVER_RAN
 
 
 def succeeded(crumbs: list[dict[str, Any]], task_id: str) -> bool:
     """Whether the unmapped task ``task_id`` is in state ``success`` in the run whose :func:`task_states` are
     ``crumbs`` (its latest try: a cleared task that has not run again is not)."""
-    return any(str(c["task_id"]) == task_id and int(c.get("map_index", -1)) == -1 and c.get("state") == "success"
-               for c in crumbs)
+    return _state(crumbs, task_id)[1] == "success"
 
 
 def failed_tasks(context: Any, crumbs: list[dict[str, Any]],

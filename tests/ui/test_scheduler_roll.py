@@ -38,15 +38,14 @@ def _not_started(tis: list[dict]) -> dict[int, str]:
             and not t["start_date"]}
 
 
-def _worker_maps() -> dict[int, str]:
-    """``{pid: /proc/<pid>/maps}`` of every LocalExecutor worker and task process on the machine (their titles:
-    "airflow worker -- LocalExecutor: <idle>", "airflow worker -- <task instance>")."""
+def _worker_maps(home: Path) -> dict[int, str]:
+    """``{pid: /proc/<pid>/maps}`` of the LocalExecutor workers and task processes of the Airflow in ``home``
+    (their titles: "airflow worker -- LocalExecutor: <idle>", "airflow worker -- <task instance>")."""
     found = {}
-    for entry in Path("/proc").iterdir():
+    for pid in airflow_proc.marked_processes(home):
         try:
-            title = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
-            if title.startswith(b"airflow worker -- "):
-                found[int(entry.name)] = (entry / "maps").read_text()
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"airflow worker -- "):
+                found[pid] = Path(f"/proc/{pid}/maps").read_text()
         except OSError:
             continue  # gone meanwhile
     return found
@@ -60,8 +59,7 @@ def test_the_scheduler_imports_the_operations_for_its_task_processes(airflow_ui:
             if "kafka-ops: " in line and "imported" in line]
     assert any(" modules imported for the task processes in " in line for line in said), said
     assert not any("not imported ahead of the tasks" in line for line in said), said
-    ours = set(airflow_proc.marked_processes(airflow_ui.home))
-    workers = {pid: maps for pid, maps in _worker_maps().items() if pid in ours}
+    workers = _worker_maps(airflow_ui.home)
     assert workers, "no LocalExecutor worker of this Airflow found"
     assert all("confluent_kafka" in maps for maps in workers.values()), sorted(workers)
 

@@ -25,6 +25,11 @@ The table:
 - client traffic during the run (unless ``--no-traffic``), confluent-kafka and kafka-python each: an idempotent
   ``acks=all`` producer and a consumer-group reader on a topic of their own (``sandbox.traffic_watch``):
   acknowledged, lost, duplicated, and producer errors by code per restarted broker;
+- Kafka's own, per broker task (one broker, or a batch), from the sandbox nodes' logs between the task's ``began`` and
+  ``done`` marks (``sandbox.restart_timeline``): shutdown (``shutting down`` -> ``shut down completed``), start (the
+  JVM's launch -> ``started``), catch-up (-> the last ISR join a leader logged), leadership (-> the last time one of
+  the batch's brokers became a partition's leader), their sum beside the task's time, the rest being ours (the
+  gate, the SSH commands, the waits' polls; "exit to next launch" is ours too: the gone wait and the start command);
 - ratio = wall / sum of unavoidable; overhead per broker = (wall - airflow - fixed - ctrl_s - unavoidable) /
   brokers: the per-broker tasks' own cost (Airflow's task start, the gate, the SSH commands, the waits' polls).
 - ``--mode kraft``: a KRaft sandbox (``--controllers``, default 3; Kafka 4.0.0); the roll restarts the
@@ -56,6 +61,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from sandbox import restart_timeline  # noqa: E402
 from sandbox.traffic_watch import watched_traffic  # noqa: E402
 
 DAG_ID = "kafka_rolling_restart"
@@ -97,12 +103,13 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 
 def broker_waits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per broker (by map index): its label and the unavoidable waits in seconds (None when a step was
-    skipped, e.g. a resumed broker). ``rows`` are dicts with map_index, rendered_map_index and ``marks``
-    (the broker task's XCom marks, epoch seconds)."""
+    skipped, e.g. a resumed broker). ``rows`` are dicts with map_index, rendered_map_index, ``marks`` (the broker
+    task's XCom marks, epoch seconds) and ``ids`` (its XCom's broker ids)."""
     out = []
     for r in sorted(rows, key=lambda r: r["map_index"]):
         marks = r.get("marks") or {}
-        row: dict[str, Any] = {"broker": r.get("rendered_map_index") or f"map {r['map_index']}", "marks": marks}
+        row: dict[str, Any] = {"broker": r.get("rendered_map_index") or f"map {r['map_index']}", "marks": marks,
+                               "ids": list(r.get("ids") or [])}
         for name, (first, last) in UNAVOIDABLE.items():
             row[name] = marks[last] - marks[first] if first in marks and last in marks else None
         out.append(row)
@@ -116,6 +123,20 @@ def timeline(tis: list[dict[str, Any]], began: float) -> list[dict[str, Any]]:
     ran = sorted((t for t in tis if t["start"] and t["end"]), key=lambda t: t["start"])
     return [{"task": t["task_id"] + (f"[{t['map_index']}]" if t["map_index"] >= 0 else ""),
              "start_s": t["start"] - began, "duration_s": t["end"] - t["start"]} for t in ran]
+
+
+def kafka_own(hosts: Path, size: int, brokers: list[dict[str, Any]]) -> None:
+    """Add each batch's Kafka-own seconds (``sandbox.restart_timeline.batch_summary``: shutdown, down, start,
+    catch-up, leadership, their sum ``kafka_s``) to its row of :func:`broker_waits` as ``"kafka"``, read from the
+    sandbox's node logs under ``hosts`` between the batch task's ``began`` and ``done`` marks (every broker's log:
+    the partitions' leaders log the ISR joins); ``"task_s"``: that task's time from ``began`` to ``done``."""
+    for b in brokers:
+        marks, ids = b["marks"], b.get("ids") or []
+        if not ids or "began" not in marks or "done" not in marks:
+            continue
+        found = restart_timeline.restarts(hosts, range(size), since=marks["began"], until=marks["done"])
+        b["kafka"] = restart_timeline.batch_summary(found, ids)
+        b["task_s"] = marks["done"] - marks["began"]
 
 
 def summarize(state: str, began: float, ended: float, tis: list[dict[str, Any]],
@@ -179,8 +200,9 @@ def child(result_path: Path, conf: dict[str, Any], dag_id: str = DAG_ID, warm: b
                 query = XComModel.get_many(run_id=t.run_id, dag_ids=t.dag_id, task_ids=t.task_id,
                                            map_indexes=t.map_index, key="return_value")
                 value = session.scalars(query).first()
+                xcom = (XComModel.deserialize_value(value) or {}) if value else {}
                 rows.append({"map_index": t.map_index, "rendered_map_index": t.rendered_map_index,
-                             "marks": (XComModel.deserialize_value(value) or {}).get("marks") if value else {}})
+                             "marks": xcom.get("marks") or {}, "ids": xcom.get("brokers") or []})
     plain = [{"task_id": t.task_id, "map_index": t.map_index, "state": str(t.state),
               "start": t.start_date.timestamp() if t.start_date else None,
               "end": t.end_date.timestamp() if t.end_date else None} for t in tis]
@@ -285,8 +307,9 @@ class SchedulerRunner:
                     "GET", f"/dags/{self.dag_id}/dagRuns/{run_id}/taskInstances/restart.broker/xcomEntries/"
                     "return_value", params={"map_index": t["map_index"], "deserialize": "true"}, ok_404=True) or {}
                 value = entry.get("value")
+                value = value if isinstance(value, dict) else {}
                 rows.append({"map_index": t["map_index"], "rendered_map_index": t.get("rendered_map_index"),
-                             "marks": (value.get("marks") or {}) if isinstance(value, dict) else {}})
+                             "marks": value.get("marks") or {}, "ids": value.get("brokers") or []})
         plain = [{"task_id": t["task_id"], "map_index": t["map_index"], "state": t.get("state"),
                   "start": _epoch(t.get("start_date")), "end": _epoch(t.get("end_date"))} for t in tis]
         return summarize(run["state"], began, ended, plain, rows)
@@ -350,6 +373,7 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
                 else nullcontext() as watched:
             result = chosen.run(conf)
         ok = True
+        kafka_own(workdir / "hosts", size, result["brokers"])
         out = {"size": size, "mode": mode, "runner": chosen.name, **result}
         if watched is not None:
             out.update(traffic_result(watched))
@@ -399,6 +423,21 @@ def table(results: list[dict[str, Any]]) -> str:
         for b in r["brokers"]:
             detail.append(f"  {r['size']} brokers, {b['broker']}: stop {_fmt(b['stop'])} s, "
                           f"start {_fmt(b['start'])} s, catch-up {_fmt(b['catch_up'])} s")
+            k = b.get("kafka")
+            if k:
+                beyond = b["task_s"] - k["kafka_s"] if k.get("kafka_s") is not None else None
+                detail.append(f"    Kafka's own (its logs): shutdown {_fmt(k['shutdown_s'])} s, start "
+                              f"{_fmt(k['start_s'])} s (JVM launch to started), catch-up {_fmt(k['catch_up_s'])} s, "
+                              f"leadership {_fmt(k['leadership_s'])} s = {_fmt(k['kafka_s'])} s of the task's "
+                              f"{_fmt(b['task_s'])} s; ours {_fmt(beyond)} s (exit to next launch "
+                              f"{_fmt(k['down_s'])} s)")
+        own = [b for b in r["brokers"] if (b.get("kafka") or {}).get("kafka_s") is not None]
+        if own:
+            kafka_total = sum(b["kafka"]["kafka_s"] for b in own)
+            task_total = sum(b["task_s"] for b in own)
+            detail.append(f"  {r['size']} brokers, {len(own)} broker tasks: Kafka's own {kafka_total:.1f} s of their "
+                          f"{task_total:.1f} s; ours {task_total - kafka_total:.1f} s, "
+                          f"{(task_total - kafka_total) / len(own):.1f} s a task")
         steps = r.get("timeline") or []
         if steps:
             detail.append(f"  {r['size']} brokers, task timeline (start s from the call, duration s): "

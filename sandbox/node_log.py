@@ -11,10 +11,19 @@ so each start's lines form a :class:`Run`. Kafka's lines read here (3.x and 4.x)
   (KRaft, brokers and controllers: the broker is unfenced by then);
 - shutdown begun: ``[KafkaServer id=0] shutting down``, ``[BrokerServer id=0] shutting down``,
   ``[ControllerServer id=100] shutting down`` (SIGTERM runs the same path: controlled shutdown first);
+- shutdown done: ``[KafkaServer id=0] shut down completed`` (same three servers);
 - the release: ``Kafka version: 3.6.2 (org.apache.kafka.common.utils.AppInfoParser)``, the first of the run;
 - the configuration dump at start: ``inter.broker.protocol.version = 3.6-IV2``;
 - a failed start: ``Exiting Kafka due to fatal exception`` / ``Fatal error during KafkaServer startup``,
   followed by the exception (its first line is the reason).
+
+Lines about partitions, read by :func:`isr_updates_of_text` and :func:`leader_starts_of_text` (the same in 3.x
+and 4.x, both modes):
+
+- a leader's ISR change it asked for (AlterPartition, KIP-497: a follower caught up, or fell behind):
+  ``[Partition orders-4 broker=2] ISR updated to 2,1,0  and version updated to 2 (kafka.cluster.Partition)``;
+- the node became a partition's leader (state.change.logger):
+  ``[Broker id=0] Leader orders-1 with topic id Some(…) starts at leader epoch 3 from offset …``.
 
 Timestamps are the local time Kafka's log pattern prints (``%d``), as epoch seconds.
 """
@@ -32,6 +41,10 @@ _STARTED = re.compile(r"^\[([^\]]+)\] INFO (?:\[KafkaServer id=\d+\] started|\[K
                       r"Kafka Server started)", re.M)
 _SHUTDOWN = re.compile(r"^\[([^\]]+)\] INFO \[(?:KafkaServer|BrokerServer|ControllerServer) id=\d+\] shutting down",
                        re.M)
+_STOPPED = re.compile(r"^\[([^\]]+)\] INFO \[(?:KafkaServer|BrokerServer|ControllerServer) id=\d+\] shut down "
+                      r"completed", re.M)
+_ISR_UPDATED = re.compile(r"^\[([^\]]+)\] INFO \[Partition (\S+) broker=(\d+)\] ISR updated to ([\d,]*)", re.M)
+_LEADER_STARTS = re.compile(r"^\[([^\]]+)\] INFO \[Broker id=(\d+)\] Leader (\S+) with topic id ", re.M)
 _VERSION = re.compile(r"INFO Kafka version: (\S+) \(org\.apache\.kafka\.common\.utils\.AppInfoParser\)")
 _IBP = re.compile(r"^\s+inter\.broker\.protocol\.version = (\S+)", re.M)
 _FATAL = re.compile(r"^\[([^\]]+)\] (?:ERROR|FATAL) (?:Exiting Kafka due to fatal exception|Fatal error during "
@@ -53,6 +66,7 @@ class Run:
     pid: int
     started: float | None = None  # Kafka said "started" (registered / unfenced)
     shutdown: float | None = None  # Kafka began its (controlled) shutdown
+    stopped: float | None = None  # Kafka's shutdown completed (the JVM exits right after)
     version: str | None = None  # "3.6.2"
     ibp: str | None = None  # inter.broker.protocol.version as Kafka parsed it ("3.6-IV2"), ZooKeeper mode
     failure: str | None = None  # the fatal exception of a failed start ("IllegalArgumentException: ...")
@@ -69,6 +83,8 @@ def _parse_run(head: re.Match, body: str) -> Run:
         run.started = parse_time(m.group(1))
     if m := _SHUTDOWN.search(body):
         run.shutdown = parse_time(m.group(1))
+    if run.shutdown is not None and (m := _STOPPED.search(body)):
+        run.stopped = parse_time(m.group(1))
     if m := _VERSION.search(body):
         run.version = m.group(1)
     if m := _IBP.search(body):
@@ -116,3 +132,27 @@ def restart_windows(log: Path, since: float) -> list[tuple[float, float]]:
         following = history[i + 1] if i + 1 < len(history) else None
         windows.append((run.shutdown, following.started if following and following.started else float("inf")))
     return windows
+
+
+@dataclass(frozen=True)
+class IsrUpdate:
+    """A leader's ISR change (``[Partition P broker=L] ISR updated to …``): epoch seconds, ``topic-partition``,
+    the leader's id, the new ISR (broker ids, in Kafka's order)."""
+
+    at: float
+    partition: str
+    leader: int
+    isr: tuple[int, ...]
+
+
+def isr_updates_of_text(text: str) -> list[IsrUpdate]:
+    """Every ISR change a node's log ``text`` records as the partition's leader, in log order."""
+    return [IsrUpdate(parse_time(m.group(1)), m.group(2), int(m.group(3)),
+                      tuple(int(b) for b in m.group(4).split(",") if b))
+            for m in _ISR_UPDATED.finditer(text)]
+
+
+def leader_starts_of_text(text: str) -> list[tuple[float, int, str]]:
+    """``(epoch seconds, node id, topic-partition)`` each time the node of log ``text`` became a partition's leader,
+    in log order."""
+    return [(parse_time(m.group(1)), int(m.group(2)), m.group(3)) for m in _LEADER_STARTS.finditer(text)]

@@ -245,6 +245,16 @@ def imbalance_elections(state: ClusterState, max_percentage: float | None = None
     return sorted(out)
 
 
+def leadership_elections(state: ClusterState, brokers: Iterable[int]) -> list[tuple[str, int]]:
+    """The partitions whose preferred leader (first replica) is one of ``brokers`` and is not leading, where that
+    broker is registered and in the ISR: what one preferred leader election (KIP-460, ``kafka-leader-election.sh
+    --election-type PREFERRED``) gives back to brokers just restarted together. ``(topic, partition)`` pairs,
+    sorted."""
+    wanted = {b for b in brokers if state.has_broker(b)}
+    return sorted((p.topic, p.partition) for p in state.partitions
+                  if p.preferred_leader in wanted and p.leader != p.preferred_leader and p.preferred_leader in p.isr)
+
+
 def restart_blockers(state: ClusterState, broker_id: int) -> list[tuple[Partition, str]]:
     """Partitions on ``broker_id`` that stopping it would push below ``min.insync.replicas``.
 

@@ -307,17 +307,21 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _leadership(self, bid: int) -> Check:
         """Leadership back: elect the preferred leader (KIP-460, ``kafka-leader-election.sh --election-type
-        PREFERRED``) of this broker's partitions it does not lead, until within
+        PREFERRED``) of the partitions this broker, and every other broker of its batch, should lead but do not
+        (one election for the batch: the others pass at their first look), until within
         ``leader.imbalance.per.broker.percentage``."""
         state = self.prober.state(configs=True)
         verdict = health.broker_leadership(state, bid)
         if verdict.ok:
             return Check(True, verdict.message())
-        todo = [(p.topic, p.partition) for p in state.partitions_preferring(bid) if not p.is_led_by_preferred]
+        todo = health.leadership_elections(state, self._nodes)
+        if not todo:  # its preferred partitions wait for it in their ISRs: look again
+            return Check(False, verdict.message())
         errors = {k: v for k, v in self.prober.admin.elect_preferred_leaders(todo).items() if v}
+        who = batch_label(sorted(self._nodes))
         if errors:
-            self.log.info("broker %s: preferred election not possible yet for %d partitions (e.g. %s)", bid,
-                          len(errors), next(iter(errors.items())))
+            self.log.info("%s: preferred election not possible yet for %d of %d partitions (e.g. %s)", who,
+                          len(errors), len(todo), next(iter(errors.items())))
         else:
-            self.log.info("broker %s: elected preferred leaders of %d partitions", bid, len(todo))
+            self.log.info("%s: elected preferred leaders of %d partitions", who, len(todo))
         return Check(False, verdict.message())

@@ -731,10 +731,15 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
     assert rc == 0, err
 
 
-def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_sandbox, use_sandbox):
+def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_sandbox, use_sandbox, capfd, caplog):
     """max_parallel + batch_by=rack on 6 brokers in 3 racks (RF 3, min.insync.replicas 2): brokers of one
     rack go down together, never one batch across racks, the controller alone and last; an independent
-    watcher sees no offline partition and none under min ISR; each broker is started exactly once."""
+    watcher sees no offline partition and none under min ISR; each broker is started exactly once; a batch's
+    brokers get their preferred leaderships back in one election, and no broker ends over the leader imbalance
+    threshold."""
+    from hooks.kafka_admin import KafkaAdminHook
+    from kafka_ops import health
+
     from sandbox import settings
 
     sandbox = fresh_sandbox(brokers=6, racks=3)
@@ -763,6 +768,16 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
+    out = output(capfd, caplog)
+    together = [b for b in batches if len(b) > 1]
+    for batch in together:
+        label = ", ".join(map(str, batch))
+        elections = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", out)
+        assert elections and int(elections[0]) > 0, f"an election for brokers {label} together: {elections}"
+        alone = [b for b in batch if f"broker {b}: elected preferred leaders" in out]
+        assert alone == [], f"brokers of batch {label} elected on their own: {alone}"
+    with KafkaAdminHook("kafka_sandbox") as hook:
+        assert health.leader_imbalance(hook.cluster_state(configs=True)).ok, "every broker leads its partitions"
 
 
 def _make_leader_imbalance(sandbox, broker: int, target: int) -> list[tuple[str, int]]:

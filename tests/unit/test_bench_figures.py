@@ -109,3 +109,40 @@ def test_the_side_by_side_bench_says_what_a_turn_cost_the_cpu() -> None:
            "traffic": traffic, "traffic_kafka_python": traffic, "cpu_busy": 0.83, "clients_cpu_s": 12.34}
     line = side_by_side.table([row]).splitlines()[2].split()
     assert line[-2:] == ["83%", "12.3"]
+
+
+def test_the_overhead_bench_sets_kafkas_own_time_beside_each_broker_task(tmp_path: Path) -> None:
+    """Each broker task's row gets Kafka's own seconds from the node logs between its began and done marks; the table
+    prints them and what is left for the task (ours)."""
+    from restart_overhead import kafka_own
+
+    def stamp(t: float) -> str:
+        from datetime import datetime
+        return datetime.fromtimestamp(T0 + t).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+
+    logs = {
+        0: (f"[{stamp(0)}] kafka-service: start /h/0/kafka (pid 1)\n"
+            f"[{stamp(6)}] INFO [KafkaServer id=0] shutting down (kafka.server.KafkaServer)\n"
+            f"[{stamp(7)}] INFO [KafkaServer id=0] shut down completed (kafka.server.KafkaServer)\n"
+            f"[{stamp(8.5)}] kafka-service: start /h/0/kafka (pid 2)\n"
+            f"[{stamp(11)}] INFO [KafkaServer id=0] started (kafka.server.KafkaServer)\n"
+            f"[{stamp(13)}] INFO [Broker id=0] Leader orders-0 with topic id Some(x) starts at leader epoch 2\n"),
+        1: (f"[{stamp(0)}] kafka-service: start /h/1/kafka (pid 3)\n"
+            f"[{stamp(12)}] INFO [Partition orders-1 broker=1] ISR updated to 1,0  and version updated to 3 (x)\n"),
+    }
+    for b, text in logs.items():
+        (tmp_path / str(b) / "logs").mkdir(parents=True)
+        (tmp_path / str(b) / "logs" / "server.log").write_text(text)
+    rows = [{"map_index": 0, "rendered_map_index": "broker 0 (1/1)", "ids": [0],
+             "marks": {**marks(6, 7.2, 8, 11.5, 12.2, 13.3), "began": T0 + 5, "done": T0 + 14}}]
+    out = summarize("success", T0, T0 + 15, [ti("restart.broker", 5, 14, 0)], rows)
+    kafka_own(tmp_path, 2, out["brokers"])
+    (row,) = out["brokers"]
+    assert row["task_s"] == 9.0
+    assert row["kafka"]["shutdown_s"] == pytest.approx(1.0) and row["kafka"]["start_s"] == pytest.approx(2.5)
+    assert row["kafka"]["catch_up_s"] == pytest.approx(1.0) and row["kafka"]["leadership_s"] == pytest.approx(1.0)
+    assert row["kafka"]["kafka_s"] == pytest.approx(5.5)
+    text = table([{"size": 2, "mode": "zookeeper", "runner": "scheduler", **out}])
+    assert "Kafka's own (its logs): shutdown 1.0 s, start 2.5 s (JVM launch to started), catch-up 1.0 s, " \
+           "leadership 1.0 s = 5.5 s of the task's 9.0 s; ours 3.5 s (exit to next launch 1.5 s)" in text
+    assert "1 broker tasks: Kafka's own 5.5 s of their 9.0 s; ours 3.5 s, 3.5 s a task" in text

@@ -369,3 +369,20 @@ def test_imbalance_elections_name_only_what_one_election_fixes():
     assert imbalance_elections(healthy_state()) == []
     gone = ClusterState(brokers=BROKERS[1:], partitions=(p("orders", 0, 2, [1, 2, 3], isr=[2, 3]),))
     assert imbalance_elections(gone) == [], "a preferred leader that is not registered cannot be elected"
+
+
+def test_leadership_elections_give_a_batch_back_what_it_should_lead_in_one_election():
+    from kafka_ops.health import leadership_elections
+
+    state = state_of(
+        p("orders", 0, 2, [1, 2, 3]),  # broker 1 preferred, in the ISR, not leading: elect
+        p("orders", 1, 2, [3, 1, 2]),  # broker 3 preferred, not leading: elect (the same batch)
+        p("orders", 2, 3, [1, 3, 2], isr=[3, 2]),  # broker 1 not in the ISR yet: an election cannot
+        p("orders", 3, 1, [1, 2, 3]),  # led by its preferred leader
+        p("orders", 4, 3, [2, 1, 3]),  # broker 2 is not in the batch
+    )
+    assert leadership_elections(state, [1, 3]) == [("orders", 0), ("orders", 1)]
+    assert leadership_elections(state, {1: {}}) == [("orders", 0)], "a batch's nodes mapping reads as its ids"
+    assert leadership_elections(state, [2]) == [("orders", 4)]
+    gone = ClusterState(brokers=BROKERS[1:], partitions=(p("orders", 0, 2, [1, 2, 3]),))
+    assert leadership_elections(gone, [1]) == [], "a preferred leader that is not registered cannot be elected"

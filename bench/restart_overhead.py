@@ -62,6 +62,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from sandbox import restart_timeline  # noqa: E402
+from sandbox.layout import Workdir  # noqa: E402
 from sandbox.traffic_watch import watched_traffic  # noqa: E402
 
 DAG_ID = "kafka_rolling_restart"
@@ -125,16 +126,18 @@ def timeline(tis: list[dict[str, Any]], began: float) -> list[dict[str, Any]]:
              "start_s": t["start"] - began, "duration_s": t["end"] - t["start"]} for t in ran]
 
 
-def kafka_own(hosts: Path, size: int, brokers: list[dict[str, Any]]) -> None:
+def kafka_own(workdir: Path, size: int, brokers: list[dict[str, Any]]) -> None:
     """Add each batch's Kafka-own seconds (``sandbox.restart_timeline.batch_summary``: shutdown, down, start,
     catch-up, leadership, their sum ``kafka_s``) to its row of :func:`broker_waits` as ``"kafka"``, read from the
-    sandbox's node logs under ``hosts`` between the batch task's ``began`` and ``done`` marks (every broker's log:
-    the partitions' leaders log the ISR joins); ``"task_s"``: that task's time from ``began`` to ``done``."""
+    node logs of the sandbox in ``workdir`` (read once) between the batch task's ``began`` and ``done`` marks
+    (every broker's log: the partitions' leaders log the ISR joins); ``"task_s"``: the task's ``began`` to
+    ``done``."""
+    logs = restart_timeline.read_logs(Workdir.at(workdir), range(size))
     for b in brokers:
         marks, ids = b["marks"], b.get("ids") or []
         if not ids or "began" not in marks or "done" not in marks:
             continue
-        found = restart_timeline.restarts(hosts, range(size), since=marks["began"], until=marks["done"])
+        found = restart_timeline.restarts_of(logs, since=marks["began"], until=marks["done"])
         b["kafka"] = restart_timeline.batch_summary(found, ids)
         b["task_s"] = marks["done"] - marks["began"]
 
@@ -373,7 +376,7 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
                 else nullcontext() as watched:
             result = chosen.run(conf)
         ok = True
-        kafka_own(workdir / "hosts", size, result["brokers"])
+        kafka_own(workdir, size, result["brokers"])
         out = {"size": size, "mode": mode, "runner": chosen.name, **result}
         if watched is not None:
             out.update(traffic_result(watched))

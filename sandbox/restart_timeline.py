@@ -14,16 +14,16 @@ overhead beside it:
   leader election) in the same window.
 
 Times are epoch seconds (Kafka's log timestamps, local time); durations seconds; None where a line is missing
-(a broker not restarted again, a log rotated away, no partition to catch up on).
+(a broker not restarted again, a log rotated away); :func:`batch_summary` turns restarts into phase seconds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from sandbox import node_log
+from sandbox.layout import Workdir
 
 
 @dataclass(frozen=True)
@@ -37,33 +37,6 @@ class KafkaRestart:
     started: float | None
     caught_up: float | None
     leading: float | None
-
-    @staticmethod
-    def _span(first: float | None, last: float | None) -> float | None:
-        return last - first if first is not None and last is not None else None
-
-    @property
-    def shutdown_s(self) -> float | None:
-        """Kafka's controlled shutdown and close, seconds."""
-        return self._span(self.shutdown_begun, self.shut_down)
-
-    @property
-    def down_s(self) -> float | None:
-        """From the JVM's exit to the next JVM's launch, seconds: the orchestration's (its gone wait, its start
-        command), not Kafka's."""
-        return self._span(self.shut_down, self.launched)
-
-    @property
-    def start_s(self) -> float | None:
-        """JVM launch to Kafka's ``started``, seconds."""
-        return self._span(self.launched, self.started)
-
-    @property
-    def catch_up_s(self) -> float | None:
-        """``started`` to back in every ISR, seconds (0 when no ISR change followed the start)."""
-        if self.started is None:
-            return None
-        return max(0.0, self.caught_up - self.started) if self.caught_up is not None else 0.0
 
 
 def restarts_of(logs: Mapping[int, str], since: float, until: float = float("inf")) -> list[KafkaRestart]:
@@ -100,16 +73,16 @@ def _last(times: Iterable[float]) -> float | None:
     return max(times, default=None)
 
 
-def restarts(hosts: Path, brokers: Iterable[int], since: float, until: float = float("inf")) -> list[KafkaRestart]:
-    """:func:`restarts_of` for the sandbox whose host directories are under ``hosts`` (``hosts/<id>/logs/
-    server.log``); a broker without a log has no restart."""
+def read_logs(workdir: Workdir, brokers: Iterable[int]) -> dict[int, str]:
+    """Broker id -> the text of its node log in the sandbox ``workdir`` (read once: a caller asks
+    :func:`restarts_of` for each batch of a roll); a broker without a log is left out."""
     logs = {}
     for broker in brokers:
         try:
-            logs[broker] = (hosts / str(broker) / "logs" / "server.log").read_text(errors="replace")
+            logs[broker] = workdir.host(broker).server_log.read_text(errors="replace")
         except FileNotFoundError:
             continue
-    return restarts_of(logs, since, until)
+    return logs
 
 
 def batch_summary(found: list[KafkaRestart], brokers: Iterable[int]) -> dict[str, float | None]:

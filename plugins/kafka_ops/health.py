@@ -236,13 +236,8 @@ def imbalance_elections(state: ClusterState, max_percentage: float | None = None
     :param max_percentage: as in :func:`leader_imbalance` (None = ``leader.imbalance.per.broker.percentage``).
     """
     threshold = state.leader_imbalance_percentage if max_percentage is None else max_percentage
-    out = []
-    for broker_id, (not_led, total) in leader_imbalance_ratios(state).items():
-        if 100.0 * not_led / total <= threshold or not state.has_broker(broker_id):
-            continue
-        out += [(p.topic, p.partition) for p in state.partitions_preferring(broker_id)
-                if p.leader != broker_id and broker_id in p.isr]
-    return sorted(out)
+    over = [b for b, (not_led, total) in leader_imbalance_ratios(state).items() if 100.0 * not_led / total > threshold]
+    return leadership_elections(state, over)
 
 
 def leadership_elections(state: ClusterState, brokers: Iterable[int]) -> list[tuple[str, int]]:

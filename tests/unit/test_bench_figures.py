@@ -131,8 +131,8 @@ def test_the_overhead_bench_sets_kafkas_own_time_beside_each_broker_task(tmp_pat
             f"[{stamp(12)}] INFO [Partition orders-1 broker=1] ISR updated to 1,0  and version updated to 3 (x)\n"),
     }
     for b, text in logs.items():
-        (tmp_path / str(b) / "logs").mkdir(parents=True)
-        (tmp_path / str(b) / "logs" / "server.log").write_text(text)
+        (tmp_path / "hosts" / str(b) / "logs").mkdir(parents=True)
+        (tmp_path / "hosts" / str(b) / "logs" / "server.log").write_text(text)
     rows = [{"map_index": 0, "rendered_map_index": "broker 0 (1/1)", "ids": [0],
              "marks": {**marks(6, 7.2, 8, 11.5, 12.2, 13.3), "began": T0 + 5, "done": T0 + 14}}]
     out = summarize("success", T0, T0 + 15, [ti("restart.broker", 5, 14, 0)], rows)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import node_log
-from sandbox.restart_timeline import batch_summary, restarts, restarts_of
+from sandbox.layout import Workdir
+from sandbox.restart_timeline import batch_summary, read_logs, restarts_of
 
 DAY = "2026-11-28"
 
@@ -75,12 +76,14 @@ def three_brokers() -> dict[int, str]:
 
 
 def test_a_restart_reads_kafkas_own_shutdown_start_catch_up_and_leadership() -> None:
-    first, second = restarts_of(three_brokers(), since=at("10:00:30,000"))
+    found = restarts_of(three_brokers(), since=at("10:00:30,000"))
+    first, second = found
     assert first.broker == 0
-    assert first.shutdown_s == pytest.approx(1.5) and first.down_s == pytest.approx(1.5)
-    assert first.start_s == pytest.approx(2.0)
     assert first.caught_up == at("10:01:07,500"), "the last leader's ISR join, not one after broker 1 stopped"
-    assert first.catch_up_s == pytest.approx(2.5)
+    alone = batch_summary(found, [0])
+    assert alone["shutdown_s"] == pytest.approx(1.5) and alone["down_s"] == pytest.approx(1.5)
+    assert alone["start_s"] == pytest.approx(2.0) and alone["catch_up_s"] == pytest.approx(2.5)
+    assert alone["leadership_s"] == pytest.approx(0.5) and alone["kafka_s"] == pytest.approx(1.5 + 2.0 + 2.5 + 0.5)
     assert first.leading == at("10:01:08,000"), "an election after the next shutdown began is not this restart's"
     assert second.broker == 1 and second.caught_up == at("10:01:26,000") and second.leading == at("10:01:27,000")
 
@@ -95,9 +98,11 @@ def test_until_bounds_the_restarts_and_their_windows() -> None:
 
 def test_a_broker_not_started_again_has_no_start_catch_up_or_leadership() -> None:
     logs = {0: marker("10:00:00,000", 0, 1) + line("10:01:00,000", "INFO [KafkaServer id=0] shutting down (x)")}
-    (r,) = restarts_of(logs, since=0)
+    found = restarts_of(logs, since=0)
+    (r,) = found
     assert (r.shut_down, r.launched, r.started, r.caught_up, r.leading) == (None, None, None, None, None)
-    assert r.shutdown_s is None and r.start_s is None and r.catch_up_s is None
+    assert batch_summary(found, [0]) == dict.fromkeys(
+        ("shutdown_s", "down_s", "start_s", "catch_up_s", "leadership_s", "kafka_s"))
 
 
 def test_a_batch_spans_each_phase_from_its_first_broker_to_its_last() -> None:
@@ -127,10 +132,12 @@ def test_a_batch_whose_leadership_came_with_its_catch_up_has_no_leadership_time(
     assert out["catch_up_s"] == pytest.approx(1.0) and out["leadership_s"] == 0.0
 
 
-def test_restarts_reads_the_sandbox_host_directories(tmp_path: Path) -> None:
+def test_the_logs_are_read_from_the_sandbox_host_directories(tmp_path: Path) -> None:
+    workdir = Workdir(tmp_path)
     for b, text in three_brokers().items():
-        (tmp_path / str(b) / "logs").mkdir(parents=True)
-        (tmp_path / str(b) / "logs" / "server.log").write_text(text)
-    found = restarts(tmp_path, [0, 1, 2, 7], since=0)  # broker 7 has no host: no restart
-    assert [r.broker for r in found] == [0, 1]
-    assert found[0].caught_up == at("10:01:07,500")
+        workdir.host(b).server_log.parent.mkdir(parents=True)
+        workdir.host(b).server_log.write_text(text)
+    logs = read_logs(workdir, [0, 1, 2, 7])  # broker 7 has no host: no log
+    assert sorted(logs) == [0, 1, 2] and logs == three_brokers()
+    found = restarts_of(logs, since=0)
+    assert [r.broker for r in found] == [0, 1] and found[0].caught_up == at("10:01:07,500")

@@ -225,16 +225,21 @@ class _Open:
 
 def _controller_last(state: ClusterState, order: list[int]) -> tuple[list[int], Batch | None]:
     """(order without the controller, the controller's own batch or None when it is not restarted)."""
+    ctrl, moved = _controller_apart(state, order)
+    if ctrl is None:
+        return order, None
+    return [b for b in order if b != ctrl], Batch((ctrl,), (f"broker {ctrl} alone: it is the controller", *moved))
+
+
+def _controller_apart(state: ClusterState, order: list[int]) -> tuple[int | None, list[str]]:
+    """(the controller when ``order`` restarts it, else None; the reason when ``order`` did not have it last)."""
     ctrl = state.controller_id
     if ctrl < 0 or ctrl not in order:
-        return order, None
-    reasons = [f"broker {ctrl} alone: it is the controller"]
-    if order[-1] != ctrl:
-        reasons.append(
-            f"broker {ctrl} goes last: it is the controller (it was at position "
-            f"{order.index(ctrl) + 1} of {len(order)} in the order)"
-        )
-    return [b for b in order if b != ctrl], Batch((ctrl,), tuple(reasons))
+        return None, []
+    if order[-1] == ctrl:
+        return ctrl, []
+    return ctrl, [f"broker {ctrl} goes last: it is the controller (it was at position "
+                  f"{order.index(ctrl) + 1} of {len(order)} in the order)"]
 
 
 def plan_batches(
@@ -265,13 +270,19 @@ def plan_batches(
       a broker that fails (a) or (b) on its own stays alone (reason ``"broker 4 alone: t-0 would keep no
       in-sync replica (isr [4])"``).
     * ``batch_by="rack"``: a batch holds brokers of one rack only.
-    * The controller (``state.controller_id``, when in ``order``) is alone and last; if ``order`` does not
-      have it last (``keep_order``), it is moved last and a reason says so.
+    * The controller (``state.controller_id``, when in ``order``; ZooKeeper mode) goes last, once: it joins the
+      latest opened batch it is compatible with (same rules), which then goes last with the controller as its
+      last broker; the roll stops it once its batch-mates are gone (``operators.broker_roll``), so their
+      controlled shutdowns go through it and the controller moves once, at the end (Kafka's rolling-restart
+      practice, without a batch of its own). With no compatible batch (``max_parallel`` 1, its rack's batches
+      full, the joint rule) it is alone and last. If ``order`` does not have it last (``keep_order``), it is moved
+      last and a reason says so.
     * At most ``max_parallel`` brokers per batch.
     * Greedy, order-preserving: walk ``order``; each broker joins the first open batch (in the order
       batches were opened) it is compatible with (same rack for ``rack``, fewer than ``max_parallel``
       members, joint rule holds), else opens a new batch. Batches are emitted in the order they were
-      opened; within a batch brokers keep ``order``'s relative order.
+      opened, the controller's batch last; within a batch brokers keep ``order``'s relative order, the
+      controller last.
 
     Cost: one pass over the partitions to index, per broker, the partitions it holds; a batch keeps the
     count of its brokers in each partition's ISR, so testing a broker against a batch visits only that
@@ -288,15 +299,16 @@ def plan_batches(
             raise ValueError(
                 f"batch_by='rack' needs broker.rack on every broker to restart; brokers without a rack: {rackless}"
             )
-    walk, ctrl_batch = _controller_last(state, walk)
+    ctrl, moved = _controller_apart(state, walk)
+    wanted = set(walk)
+    walk = [b for b in walk if b != ctrl]
 
     # Index: per partition its slack (how many of its ISR members a batch may take), per broker the
     # partitions it holds as (partition index, broker in ISR).
     # slack = |isr| - m when |replicas| > m (rule a, which implies b), else |isr| - 1 (rule b only).
     # A batch is safe iff, for every partition it holds, (its brokers in the ISR) <= slack; slack < 0
     # (already under min ISR, or no ISR) blocks any batch holding a replica.
-    wanted = set(walk)
-    held: dict[int, list[tuple[int, int]]] = {b: [] for b in walk}
+    held: dict[int, list[tuple[int, int]]] = {b: [] for b in wanted}
     slack: list[int] = []
     min_isr: dict[str, int] = {}
     partitions = state.partitions
@@ -314,17 +326,15 @@ def plan_batches(
         p = partitions[i]
         return _fragment(p, min_isr[p.topic], joint)
 
-    batches: list[_Open] = []
-    for b in walk:
+    def alone(b: int) -> str | None:
+        """Why ``b`` may not share a batch at all (it fails rule a or b by itself), else None."""
+        i = next((i for i, in_isr in held[b] if in_isr > slack[i]), None)
+        return None if i is None else f"broker {b} alone: {fragment(i, (b,))}"
+
+    def place(b: int, candidates: Iterable[_Open], rejected: list[str]) -> _Open | None:
+        """The first of ``candidates`` ``b`` may join (None when none), the joint rule's refusals added."""
         parts = held[b]
-        # Can b share a batch at all? (b alone against rules a and b.)
-        alone = next((i for i, in_isr in parts if in_isr > slack[i]), None)
-        if alone is not None:
-            batches.append(_Open([b], racks[b], [f"broker {b} alone: {fragment(alone, (b,))}"], joinable=False))
-            continue
-        rejected: list[str] = []
-        placed = None
-        for ob in batches:
+        for ob in candidates:
             if not ob.joinable or len(ob.members) >= max_parallel:
                 continue
             if batch_by == "rack" and ob.rack != racks[b]:
@@ -332,25 +342,49 @@ def plan_batches(
             get = ob.isr_in_batch.get
             conflict = next((i for i, in_isr in parts if get(i, 0) + in_isr > slack[i]), None)
             if conflict is None:
-                placed = ob
-                break
+                return ob
             rejected.append(f"broker {b} not with {_ids(ob.members)}: {fragment(conflict, set(ob.members) | {b})}")
+        return None
+
+    def join(ob: _Open, b: int, rejected: list[str]) -> None:
+        ob.members.append(b)
+        ob.reasons.extend(rejected)
+        counts = ob.isr_in_batch
+        for i, in_isr in held[b]:
+            if in_isr:
+                counts[i] = counts.get(i, 0) + 1
+
+    batches: list[_Open] = []
+    for b in walk:
+        why = alone(b)
+        if why is not None:
+            batches.append(_Open([b], racks[b], [why], joinable=False))
+            continue
+        rejected: list[str] = []
+        placed = place(b, batches, rejected)
         if placed is None:
             placed = _Open([], racks[b], [])
             if batch_by == "rack":
                 placed.reasons.append(f"brokers of rack {racks[b]} only (batch_by=rack)")
             batches.append(placed)
-        placed.members.append(b)
-        placed.reasons.extend(rejected)
-        counts = placed.isr_in_batch
-        for i, in_isr in parts:
-            if in_isr:
-                counts[i] = counts.get(i, 0) + 1
+        join(placed, b, rejected)
 
-    out = [Batch(tuple(ob.members), tuple(ob.reasons)) for ob in batches]
-    if ctrl_batch is not None:
-        out.append(ctrl_batch)
-    return out
+    if ctrl is not None:
+        why = alone(ctrl)
+        rejected = []
+        host = None if why is not None else place(ctrl, reversed(batches), rejected)
+        if host is None:
+            batches.append(_Open([ctrl], racks[ctrl], [f"broker {ctrl} alone: it is the controller"]
+                                 + ([why] if why is not None else []) + rejected + moved))
+        else:
+            mates = _ids(host.members)
+            join(host, ctrl, rejected)
+            host.reasons.append(f"broker {ctrl} last, with {mates}: it is the controller; it stops once they "
+                                "are gone (one controller move, at the end)")
+            host.reasons.extend(moved)
+            batches.remove(host)
+            batches.append(host)
+    return [Batch(tuple(ob.members), tuple(ob.reasons)) for ob in batches]
 
 
 def disjoint_batches(state: ClusterState, order: Sequence[int], max_parallel: int) -> list[Batch]:

@@ -114,6 +114,22 @@ class BrokerRollOperator(NodeRollOperator):
     def _command(self, step: str, choice: str | None, node: dict) -> BrokerCommand | None:
         return BrokerCommand.choose(self.profile, step, choice, node)
 
+    def _stop_groups(self, nodes: Mapping[int, dict]) -> list[list[int]]:
+        """ZooKeeper mode: when the batch holds the active controller (now, not as planned), its other brokers stop
+        first and the controller once they are gone: their controlled shutdowns go through the controller
+        (``controlled.shutdown.enable``), and the controller moves once, to a broker already rolled
+        (``kafka_ops.batches.plan_batches`` puts the planned controller last in the last batch). KRaft and a
+        migrating cluster: the quorum controllers are not brokers, one group."""
+        ids = list(nodes)
+        if len(ids) < 2 or self.mode(self._context, self.prober.admin) is not ClusterMode.ZOOKEEPER:
+            return [ids]
+        ctrl = self._ask(lambda: self.prober.state(configs=False).controller_id, "the cluster's controller")
+        if ctrl not in nodes:
+            return [ids]
+        self.log.info("%s%s: broker %s is the controller: it stops once the others are gone",
+                      "DRY RUN: " if self.dry_run else "", batch_label(ids), ctrl)
+        return [[b for b in ids if b != ctrl], [ctrl]]
+
     def _wait_gone(self, nodes: Mapping[int, dict]) -> None:
         """Each broker left the cluster's metadata; while the cluster migrates, its service status says stopped."""
         if not self._migrating():

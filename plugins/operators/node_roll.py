@@ -176,6 +176,11 @@ class NodeRollOperator(ClusterOperator):
         """The command of ``step`` on ``node`` for the run's ``choice`` (None: nothing to run)."""
         raise NotImplementedError
 
+    def _stop_groups(self, nodes: Mapping[int, dict]) -> list[list[int]]:
+        """The batch's nodes in the groups they stop in, one group after the other (each group's stop sent side by
+        side, then waited gone): by default one group, the whole batch."""
+        return [list(nodes)]
+
     def _wait_gone(self, nodes: Mapping[int, dict]) -> None:
         """Wait until every node of ``nodes`` has stopped."""
         raise NotImplementedError
@@ -384,12 +389,14 @@ class NodeRollOperator(ClusterOperator):
         else:
             raise AirflowFailException(f"roll {self.roll_id!r}: the {self.node} whose turn it was had to go later "
                                        f"{len(record.order) + 1} times in a row: not stopping any")
-        record = self._commands(context, cfg, store, record, nodes, STOP_STEPS, who)
-        # gone
-        if self.dry_run:
-            self._dry_gone(nodes)
-        else:
-            going = self._acting("wait_gone", record, nodes)
+        for group in self._stop_groups(nodes):
+            stopping = {n: nodes[n] for n in group}
+            record = self._commands(context, cfg, store, record, stopping, STOP_STEPS, who)
+            # gone
+            if self.dry_run:
+                self._dry_gone(stopping)
+                continue
+            going = self._acting("wait_gone", record, stopping)
             if going:
                 self._show("gone?")
                 self._wait_gone({n: nodes[n] for n in going})

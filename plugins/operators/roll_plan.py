@@ -7,7 +7,8 @@ commands the run names exist in the profile (or ad-hoc commands are allowed); fo
 the cluster, watches these brokers, and knows every group. The order puts the controller last unless
 ``keep_order``. With ``max_parallel`` > 1 the order is cut into batches of brokers that may be down
 together (``kafka_ops.batches.plan_batches``: min ISR kept, a leader candidate left, one rack per batch with
-``batch_by=rack``, the controller alone and last); the broker task is mapped over the batches.
+``batch_by=rack``, the controller last in the last batch, stopped once its batch-mates are gone); the broker
+task is mapped over the batches.
 
 The first computation is frozen in the roll's record (``runtime.roll_store``): clearing the plan task, or
 the whole run, resumes the same brokers in the same order, including one the failure left stopped.

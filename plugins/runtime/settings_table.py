@@ -73,7 +73,8 @@ SETTINGS: dict[str, Setting] = {
     # batches
     "max_parallel": Setting(1, {"type": "integer", "minimum": 1, "maximum": 1000},
                             "Brokers that may be down together (1 = one at a time). A batch keeps every partition at "
-                            "min.insync.replicas and a leader candidate; the controller always goes alone and last"),
+                            "min.insync.replicas and a leader candidate; the controller goes last, after its "
+                            "batch-mates"),
     "batch_by": Setting("none", {"type": "string", "enum": ["none", "rack"]},
                         "rack = a batch holds brokers of one rack only (needs broker.rack)"),
     # the run

@@ -50,6 +50,12 @@ def controller(sandbox) -> int:
         return int(json.loads(zk.get("/controller")[0])["brokerid"])
 
 
+def controller_epoch(sandbox) -> int:
+    """How many controller elections the cluster has had (ZooKeeper's ``/controller_epoch``)."""
+    with sandbox.zk() as zk:
+        return int(zk.get("/controller_epoch")[0])
+
+
 def lock_holder(sandbox) -> str | None:
     with sandbox.zk() as zk:
         if not zk.exists(LOCK):
@@ -733,21 +739,24 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
 
 def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_sandbox, use_sandbox, capfd, caplog):
     """max_parallel + batch_by=rack on 6 brokers in 3 racks (RF 3, min.insync.replicas 2): brokers of one
-    rack go down together, never one batch across racks, the controller alone and last; an independent
-    watcher sees no offline partition and none under min ISR; each broker is started exactly once; a batch's
-    brokers get their preferred leaderships back in one election, and no broker ends over the leader imbalance
-    threshold."""
+    rack go down together, never one batch across racks, one batch per rack; the controller goes last in its
+    rack's batch, stopped once its batch-mates have shut down, and moves once; an independent watcher sees no
+    offline partition and none under min ISR; each broker is started exactly once; a batch's brokers get their
+    preferred leaderships back in one election, and no broker ends over the leader imbalance threshold."""
     from hooks.kafka_admin import KafkaAdminHook
     from kafka_ops import health
 
-    from sandbox import settings
+    from sandbox import restart_timeline, settings
+    from sandbox.layout import Workdir
 
     sandbox = fresh_sandbox(brokers=6, racks=3)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     racks = {b: sandbox.broker(b)["rack"] for b in sandbox.broker_ids}
     first_controller = controller(sandbox)
+    epoch_before = controller_epoch(sandbox)
     started_before = starts(sandbox)
+    since = time.time()
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack", **FAST})
@@ -760,8 +769,16 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     batches = [[int(x) for x in re.match(r"brokers? ([\d, ]+) \(", label).group(1).split(", ")] for label in labels]
     assert sorted(b for batch in batches for b in batch) == sorted(racks), labels
     assert all(len({racks[b] for b in batch}) == 1 for batch in batches), f"a batch mixed racks: {labels}"
-    assert batches[-1] == [first_controller], f"the controller goes alone and last: {labels}"
-    assert len(batches) < len(racks) and max(len(b) for b in batches) >= 2, f"brokers went down together: {labels}"
+    assert len(batches) == len(set(racks.values())), f"one batch per rack: {labels}"
+    last = batches[-1]
+    assert last[-1] == first_controller and len(last) >= 2, f"the controller goes last in its rack's batch: {labels}"
+    assert controller_epoch(sandbox) == epoch_before + 1, "the controller moved once"
+    shutdowns = restart_timeline.restarts_of(restart_timeline.read_logs(Workdir.at(sandbox.workdir), last), since)
+    ended = {r.broker: r.shut_down for r in shutdowns}
+    began = {r.broker: r.shutdown_begun for r in shutdowns}
+    assert set(ended) == set(last), shutdowns
+    assert all(ended[b] is not None and ended[b] <= began[first_controller] for b in last[:-1]), \
+        f"the controller began its shutdown after its batch-mates had shut down: {shutdowns}"
     assert labels == [f"{'broker' if len(b) == 1 else 'brokers'} {', '.join(map(str, b))} ({i + 1}/{len(batches)})"
                       for i, b in enumerate(batches)]
     assert watcher.ever_offline() == [], "no partition was ever offline\n" + watcher.explain_offline(sandbox)
@@ -769,6 +786,8 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
     out = output(capfd, caplog)
+    assert (f"{', '.join(map(str, last))}: broker {first_controller} is the controller: it stops once the others "
+            "are gone") in out
     together = [b for b in batches if len(b) > 1]
     for batch in together:
         label = ", ".join(map(str, batch))

@@ -85,14 +85,18 @@ def rack_cluster():
 def test_rack_batches_on_a_rack_aware_cluster(rack_cluster):
     order = restart_order(rack_cluster.broker_ids, 7)
     batches = plan_batches(rack_cluster, order, max_parallel=30, batch_by="rack")
+    # three batches, one per rack: the controller's rack goes last, the controller last in it
     assert ids(batches) == [
         tuple(range(0, 30, 3)),
-        tuple(b for b in range(1, 30, 3) if b != 7),
         tuple(range(2, 30, 3)),
-        (7,),
+        (*(b for b in range(1, 30, 3) if b != 7), 7),
     ]
     assert batches[0].reasons == ("brokers of rack r0 only (batch_by=rack)",)
-    assert batches[-1].reasons == ("broker 7 alone: it is the controller",)
+    assert batches[-1].reasons == (
+        "brokers of rack r1 only (batch_by=rack)",
+        "broker 7 last, with [1, 4, 10, 13, 16, 19, 22, 25, 28]: it is the controller; it stops once they are gone "
+        "(one controller move, at the end)",
+    )
     assert batches[0].label == "brokers 0, 3, 6, 9, 12, 15, 18, 21, 24, 27"
     for batch in batches:
         assert can_stop_together(rack_cluster, batch.broker_ids) == []
@@ -101,6 +105,8 @@ def test_rack_batches_on_a_rack_aware_cluster(rack_cluster):
     unbatched = plan_batches(rack_cluster, order, max_parallel=30)
     assert ids(unbatched) == ids(batches)
     assert any("would keep isr [" in r and "below min.insync.replicas 2" in r for r in unbatched[1].reasons)
+    # the controller tried the later batches first: rack r2's refused it on the joint rule, rack r1's took it
+    assert any(r.startswith("broker 7 not with [2, 5, ") for r in unbatched[-1].reasons)
 
 
 def test_disjoint_batches_on_the_rack_aware_cluster(rack_cluster):
@@ -110,8 +116,8 @@ def test_disjoint_batches_on_the_rack_aware_cluster(rack_cluster):
     order = restart_order(rack_cluster.broker_ids, 7)
     ours = plan_batches(rack_cluster, order, max_parallel=30, batch_by="rack")
     disjoint = disjoint_batches(rack_cluster, order, max_parallel=30)
-    assert len(disjoint) >= len(ours)
-    assert ids(disjoint) == ids(ours)
+    assert len(disjoint) == len(ours) + 1  # the reference keeps the controller alone and last
+    assert sorted(ids(disjoint)[:3]) == sorted([*ids(ours)[:2], ids(ours)[2][:-1]])
     for batch in disjoint:
         for part in rack_cluster.partitions:
             assert len(set(part.replicas) & set(batch.broker_ids)) <= 1
@@ -225,17 +231,42 @@ def test_topic_override_of_min_isr_is_used():
 # -- controller, rack, size --------------------------------------------------------------------------
 
 
-def test_controller_alone_and_last_even_when_the_order_has_it_elsewhere():
+def test_controller_last_of_the_last_batch_even_when_the_order_has_it_elsewhere():
     state = synthetic(6, 3, 60, 3, 1, controller=0, seed=2)
-    batches = plan_batches(state, [0, 3, 1, 4], max_parallel=4)
-    assert batches[-1].broker_ids == (0,)
+    batches = plan_batches(state, [0, 3, 1, 4], max_parallel=4, batch_by="rack")
+    assert ids(batches) == [(1, 4), (3, 0)]
     assert batches[-1].reasons == (
-        "broker 0 alone: it is the controller",
+        "brokers of rack r0 only (batch_by=rack)",
+        "broker 0 last, with [3]: it is the controller; it stops once they are gone (one controller move, at the end)",
         "broker 0 goes last: it is the controller (it was at position 1 of 4 in the order)",
     )
-    assert all(0 not in b.broker_ids for b in batches[:-1])
-    # controller not restarted: no controller batch
+    # its rack's batch is full: alone and last, as in a serial roll
+    batches = plan_batches(state, [3, 1, 4, 0], max_parallel=1)
+    assert ids(batches) == [(3,), (1,), (4,), (0,)]
+    assert batches[-1].reasons == ("broker 0 alone: it is the controller",)
+    full = plan_batches(state, [3, 1, 4, 0], max_parallel=2, batch_by="rack")
+    assert ids(full)[-1] == (3, 0)
+    # controller not restarted: no controller reason
     assert not any("controller" in r for b in plan_batches(state, [3, 1], 2) for r in b.reasons)
+
+
+def test_controller_alone_when_the_joint_rule_refuses_every_batch():
+    """RF 2, min ISR 1, every partition on the controller and one other broker: stopping both takes it offline."""
+    state = state_of(3, p("t", 0, [2, 0]), p("t", 1, [2, 1]), controller=2, default_min_insync=1)
+    batches = plan_batches(state, [0, 1, 2], max_parallel=3)
+    assert ids(batches) == [(0, 1), (2,)]
+    assert batches[-1].reasons == (
+        "broker 2 alone: it is the controller",
+        "broker 2 not with [0, 1]: t-0 would keep no in-sync replica (isr [2, 0])",
+    )
+
+
+def test_controller_joins_the_latest_batch_that_fits_and_that_batch_goes_last():
+    """Rack r0's brokers 0, 3 open the first batch, rack r1's 1, 4 the second; the controller 6 (rack r0) joins
+    the first (the only one of its rack), which then goes last."""
+    state = synthetic(7, 3, 70, 3, 2, controller=6, seed=4)
+    batches = plan_batches(state, [0, 1, 3, 4, 6], max_parallel=3, batch_by="rack")
+    assert ids(batches) == [(1, 4), (0, 3, 6)]
 
 
 def test_rack_batches_never_mix_racks_and_respect_max_parallel(rack_cluster):
@@ -250,24 +281,34 @@ def test_rack_batches_never_mix_racks_and_respect_max_parallel(rack_cluster):
 # -- property check against a naive reference --------------------------------------------------------
 
 
-def reference_plan(state, order, max_parallel, batch_by, rule):
-    """The greedy walk spelled out with a from-scratch check per candidate (slow, obviously right)."""
+def reference_plan(state, order, max_parallel, batch_by, rule, controller_joins=True):
+    """The greedy walk spelled out with a from-scratch check per candidate (slow, obviously right); the controller
+    joins the latest batch that fits, moved last (``controller_joins``), else goes alone and last."""
     ctrl = state.controller_id
     walk = [b for b in order if b != ctrl]
     batches = []
+
+    def fits(batch, b):
+        if len(batch) >= max_parallel:
+            return False
+        if batch_by == "rack" and state.broker(batch[0]).rack != state.broker(b).rack:
+            return False
+        return rule(state, batch + [b])
+
     for b in walk:
         for batch in batches:
-            if len(batch) >= max_parallel:
-                continue
-            if batch_by == "rack" and state.broker(batch[0]).rack != state.broker(b).rack:
-                continue
-            if rule(state, batch + [b]):
+            if fits(batch, b):
                 batch.append(b)
                 break
         else:
             batches.append([b])
     if ctrl in order:
-        batches.append([ctrl])
+        host = next((batch for batch in reversed(batches) if fits(batch, ctrl)), None) if controller_joins else None
+        if host is None:
+            batches.append([ctrl])
+        else:
+            batches.remove(host)
+            batches.append(host + [ctrl])
     return [tuple(b) for b in batches]
 
 
@@ -326,17 +367,19 @@ def test_property_random_clusters(seed):
             assert len({state.broker(b).rack for b in batch.broker_ids}) == 1
         if len(batch.broker_ids) > 1:
             assert can_stop_together(state, batch.broker_ids) == []
-    if state.controller_id in order:
-        assert batches[-1].broker_ids == (state.controller_id,)
-        assert all(state.controller_id not in b.broker_ids for b in batches[:-1])
-    firsts = [position[b.broker_ids[0]] for b in batches if b.broker_ids != (state.controller_id,)]
-    assert firsts == sorted(firsts)  # batches in the order they were opened
+    ctrl = state.controller_id
+    if ctrl in order:
+        assert batches[-1].broker_ids[-1] == ctrl, "the controller stops last"
+        assert all(ctrl not in b.broker_ids for b in batches[:-1])
+    firsts = [position[b.broker_ids[0]] for b in batches[:-1] if ctrl in order] or \
+        [position[b.broker_ids[0]] for b in batches]
+    assert firsts == sorted(firsts)  # batches in the order they were opened (the controller's moved last)
     if max_parallel == 1:
         assert flat == order
 
     assert ids(batches) == reference_plan(state, order, max_parallel, batch_by, joint_ok)
     disjoint = disjoint_batches(state, order, max_parallel)
-    assert ids(disjoint) == reference_plan(state, order, max_parallel, "none", disjoint_ok)
+    assert ids(disjoint) == reference_plan(state, order, max_parallel, "none", disjoint_ok, controller_joins=False)
 
 
 # -- errors ------------------------------------------------------------------------------------------
@@ -399,7 +442,7 @@ def test_performance_smoke_100_brokers_100k_partitions():
     state = synthetic(100, 3, 100_000, 3, 2, controller=7, seed=11)
     order = restart_order(state.broker_ids, 7)
     rack = plan_batches(state, order, max_parallel=100, batch_by="rack")
-    assert [len(b.broker_ids) for b in rack] == [34, 32, 33, 1]
+    assert [len(b.broker_ids) for b in rack] == [34, 33, 33] and rack[-1].broker_ids[-1] == 7
     anyone = plan_batches(state, order, max_parallel=10)
     assert sum(len(b.broker_ids) for b in anyone) == 100
     assert len(plan_batches(state, order, max_parallel=1)) == 100

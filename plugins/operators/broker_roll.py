@@ -334,7 +334,7 @@ class BrokerRollOperator(NodeRollOperator):
         if not todo:  # its preferred partitions wait for it in their ISRs: look again
             return Check(False, verdict.message())
         errors = {k: v for k, v in self.prober.admin.elect_preferred_leaders(todo).items() if v}
-        who = batch_label(sorted(self._nodes))
+        who = batch_label(list(self._nodes))  # the batch in its order, as its Grid label
         if errors:
             self.log.info("%s: preferred election not possible yet for %d of %d partitions (e.g. %s)", who,
                           len(errors), len(todo), next(iter(errors.items())))

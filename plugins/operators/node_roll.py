@@ -335,8 +335,7 @@ class NodeRollOperator(ClusterOperator):
                 raise AirflowFailException(f"{exc}{reverted}{left}") from exc
             record = self._after_roll(store, record, acted)
         took = time.monotonic() - begun
-        for nid in acted:
-            record = store.mark(record, nid, "done", "dry run" if self.dry_run else "restarted", took)
+        record = store.mark_all(record, acted, "done", "dry run" if self.dry_run else "restarted", took)
         ids = self._planned(record, position)  # a controller roll may have put another node at this position
         self._report(record, ids)
         self.marks["done"] = time.time()
@@ -401,8 +400,7 @@ class NodeRollOperator(ClusterOperator):
                 self._show("gone?")
                 self._wait_gone({n: nodes[n] for n in going})
                 self.marks["gone"] = time.time()
-                for nid in going:
-                    record = store.mark(record, nid, "stopped")
+                record = store.mark_all(record, going, "stopped")
         # before start
         if self.before_start is not None and self.dry_run:
             self.log.info("DRY RUN: would run the roll's before-start step on %s", names(list(nodes), self.node))
@@ -422,8 +420,7 @@ class NodeRollOperator(ClusterOperator):
         self._wait_back(record, nodes)
         if soak > 0:
             # back in every ISR: a run stopped during the soak must not leave the node recorded as starting
-            for nid in nodes:
-                record = store.mark(record, nid, "done", "restarted, back in every ISR; soaking")
+            record = store.mark_all(record, nodes, "done", "restarted, back in every ISR; soaking")
             self._show(f"soak {soak:.0f} s")
             self.log.info("%s: soaking %.0f s", names(list(nodes), self.node), soak)
             self._sleep(soak)
@@ -500,8 +497,8 @@ class NodeRollOperator(ClusterOperator):
             self._show(step.replace("_", "-"))
             if step in SENT and not self.dry_run:
                 ensure_held(self.profile, context, self.operation, self.log)
-                for c in chosen:
-                    record = store.mark(record, c.broker_id, SENT[step], f"{step} sent by {who or 'this run'}")
+                record = store.mark_all(record, [c.broker_id for c in chosen], SENT[step],
+                                        f"{step} sent by {who or 'this run'}")
                 self.marks[f"{step}_sent"] = time.time()
             self._run_all(chosen, who)
         return record

@@ -89,6 +89,19 @@ class RollStore:
         self.save(updated)
         return updated
 
+    def mark_all(self, record: RollRecord, broker_ids: Iterable[int], phase: str, reason: str = "",
+                 took_s: float = 0.0) -> RollRecord:
+        """Record every broker of ``broker_ids`` at ``phase`` now in one save (a batch's brokers reach a phase
+        together: one Variable write, not one per broker), and return the new record; no ids, no write.
+
+        :raises ValueError: as :meth:`RollRecord.mark` (the record is not saved then)."""
+        at, updated = now_ms(), record
+        for broker_id in broker_ids:
+            updated = updated.mark(broker_id, phase, at, reason, took_s)
+        if updated is not record:
+            self.save(updated)
+        return updated
+
 
 def forget(context: Any, roll_ids: list[str]) -> list[str]:
     """Delete this run's records of ``roll_ids``; returns the keys deleted."""

@@ -524,6 +524,9 @@ class NodeRollOperator(ClusterOperator):
                             if self.node == "broker" else "")
                          + " (or trigger with revert_failed_broker to have the run do it)")
             parts.append(part)
+        untouched = [n for n in planned if record.phase(n) is None]
+        if untouched:  # a batch stopped in groups (the controller last): what it did not reach
+            parts.append(f"{names(untouched, self.node)} not stopped by this roll")
         return f" ({'; '.join(parts)}; clearing this task resumes it from there)"
 
     def _revert_if_asked(self, store: RollStore, record: RollRecord, position: int) -> str:

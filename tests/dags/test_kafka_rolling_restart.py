@@ -799,6 +799,52 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
         assert health.leader_imbalance(hook.cluster_state(configs=True)).ok, "every broker leads its partitions"
 
 
+@pytest.mark.extended
+def test_a_batch_failing_before_its_controller_stops_resumes_there(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
+                                                                  capfd, caplog):
+    """The controller's pre-stop fails once its batch-mates are gone (ZooKeeper mode, 6 brokers in 3 racks): the
+    task fails naming the mates down and the controller untouched (still the controller); clearing the failed task
+    stops the controller, starts the whole batch and finishes the roll: each broker started once over both attempts,
+    one controller election, nothing offline or under min ISR seen from outside."""
+    from sandbox import settings
+
+    sandbox = fresh_sandbox(brokers=6, racks=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    ctrl = controller(sandbox)
+    epoch_before = controller_epoch(sandbox)
+    started_before = starts(sandbox)
+    flag = tmp_path / "block-controller"
+    flag.touch()
+    with_profile(monkeypatch, commands={"block-controller": f'test "$KAFKA_BROKER_ID" != {ctrl} || test ! -e {flag}'})
+    conf = {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack", "pre_stop": "block-controller", **FAST}
+    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+        failed = run_dag(DAG_ID, conf)
+        assert failed.state == "failed", failed.states
+        states = failed.mapped_states()
+        assert states[:-1] == ["success"] * (len(states) - 1) and states[-1] == "failed", failed.states
+        last = [int(x) for x in re.match(r"brokers ([\d, ]+) \(", failed.mapped_labels()[-1]).group(1).split(", ")]
+        mates = last[:-1]
+        assert last[-1] == ctrl and mates, failed.mapped_labels()
+        live = registrations(sandbox)
+        assert all(b not in live for b in mates) and ctrl in live, f"mates down, the controller up: {sorted(live)}"
+        assert controller(sandbox) == ctrl and controller_epoch(sandbox) == epoch_before, "the controller stayed"
+        out = output(capfd, caplog)
+        for mate in mates:
+            assert f"broker {mate} is DOWN; this roll's record: stopped" in out, out[-3000:]
+        assert f"broker {ctrl} not stopped by this roll; clearing this task resumes it from there" in out, out[-3000:]
+
+        flag.unlink()
+        resumed = clear_and_resume(DAG_ID, failed.run_id, only_failed=True)
+    assert resumed.state == "success", resumed.states
+    now = starts(sandbox)
+    assert {b: now[b] - started_before[b] for b in now} == {b: 1 for b in now}, "each broker started once"
+    assert controller_epoch(sandbox) == epoch_before + 1, "the controller moved once"
+    assert watcher.ever_offline() == [], "no partition was ever offline\n" + watcher.explain_offline(sandbox)
+    assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
+    assert lock_holder(sandbox) is None
+
+
 def _make_leader_imbalance(sandbox, broker: int, target: int) -> list[tuple[str, int]]:
     """``sandbox.make_leader_imbalance``: ``broker`` first in the replica lists of partitions it does not lead, so
     Kafka counts a leader imbalance on it until an election (or its own rebalance after 300 s); partitions whose

@@ -17,8 +17,9 @@ Methods: ``serial`` = ``plan_batches(max_parallel=1)`` (today's roll, one broker
 proposal); ``ours rack`` / ``ours none`` = ``plan_batches`` with ``batch_by="rack"`` / ``"none"``
 (the joint min-ISR + leader-candidate rule). All but serial with ``--max-parallel`` (default 30).
 
-Columns: batches; sizes (run-length: ``1x30`` = thirty batches of one broker; the last ``1`` is the
-controller); roll = batches x ``--per-batch-s``, a model, not a measurement (it assumes a batch of 10
+Columns: batches; sizes (run-length: ``1x30`` = thirty batches of one broker; in ``disjoint`` the last ``1``
+is the controller, alone and last as Strimzi and orion roll it; ``ours`` puts it last in the last batch it
+fits, stopped after its batch-mates); roll = batches x ``--per-batch-s``, a model, not a measurement (it assumes a batch of 10
 brokers takes as long as a batch of one: stop, start and catch-up run in parallel; in practice catch-up
 grows with the replicas the batch must re-sync); speedup = serial roll / this roll; plan s = planning
 seconds (the cluster's construction excluded).

@@ -20,8 +20,8 @@ proposal); ``ours rack`` / ``ours none`` = ``plan_batches`` with ``batch_by="rac
 Columns: batches; sizes (run-length: ``1x30`` = thirty batches of one broker; in ``disjoint`` the last ``1``
 is the controller, alone and last as Strimzi and orion roll it; ``ours`` puts it last in the last batch it
 fits, stopped after its batch-mates); roll = batches x ``--per-batch-s``, a model, not a measurement (it
-assumes a batch of 10 brokers takes as long as a batch of one: stop, start and catch-up run in parallel; in practice catch-up
-grows with the replicas the batch must re-sync); speedup = serial roll / this roll; plan s = planning
+assumes a batch of 10 brokers takes as long as a batch of one: stop, start and catch-up run in parallel; in
+practice catch-up grows with the replicas the batch must re-sync); speedup = serial roll / this roll; plan s = planning
 seconds (the cluster's construction excluded).
 """
 

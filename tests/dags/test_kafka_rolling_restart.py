@@ -96,7 +96,7 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
     started_before = starts(shared)
     first_controller = controller(shared)
     with watched_traffic(shared.workdir, shared.bootstrap_servers, sorted(before)) as traffic, \
-            MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+            MetadataWatcher(shared.bootstrap_servers, interval_s=0.25, zookeeper=shared.zookeeper_connect) as watcher:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
     print(traffic.summary())
     assert_no_acknowledged_message_lost(traffic)
@@ -152,7 +152,7 @@ def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(sha
             seen.append(LOCK_TOPIC in client.list_topics(timeout=10).topics)
 
     started_before = starts(shared)
-    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25, zookeeper=shared.zookeeper_connect) as watcher:
         poller = threading.Thread(target=watch_lock_topic, daemon=True)
         poller.start()
         try:
@@ -176,11 +176,21 @@ def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(sha
 def test_two_rolls_in_one_run_each_restart_their_brokers(shared, monkeypatch, tmp_path, capfd, caplog):
     """Roll 1 restarts every broker; roll 2 (a needs-action rule leaving broker 0 alone, a before-start step)
     restarts the others once more, its before-start step running while each of them is down."""
+    from hooks.burrow import BurrowHook
+    from hooks.cluster_profile import get_cluster_profile
+    from kafka_ops.health import judged_window_s
+
     marks = tmp_path / "before-start"
     monkeypatch.setenv("KAFKA_OPS_TEST_BEFORE_START", str(marks))
+    # the shared sandbox's earlier rolls cut the groups' commits: wait (with a deadline) until Burrow rates every
+    # group OK over a window of commits again, so the first gate below can be judged by that window
+    profile = get_cluster_profile("kafka_sandbox")
+    with BurrowHook.from_profile(profile) as burrow:
+        wait_for(lambda: judged_window_s(burrow.group_statuses(profile.consumer_groups)) >= 3.0, 60,
+                 what="Burrow rating every group OK over 3 s of commits")
     before = registrations(shared)
     started_before = starts(shared)
-    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25, zookeeper=shared.zookeeper_connect) as watcher:
         result = run_dag("kafka_two_rolls_test", {"cluster": "kafka_sandbox", **FAST})
     assert result.state == "success", result.states
     assert result.mapped_states("first.broker") == ["success"] * len(before)
@@ -606,7 +616,8 @@ def test_zookeeper_frozen_40_s_right_after_a_stop_or_start_is_ridden_out(fresh_s
     rolled = choice.get("brokers") or sandbox.broker_ids
     began = time.monotonic()
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
-            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5,
+                            zookeeper=sandbox.zookeeper_connect) as watcher, \
             FaultAfterTrigger(trigger, lambda: _cli_ok(sandbox, "freeze", "zookeeper"),
                               lambda: _cli_ok(sandbox, "thaw", "zookeeper"), hold_s=40) as fault:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **choice, "healthcheck_interval_s": 1,
@@ -758,7 +769,7 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     started_before = starts(sandbox)
     since = time.time()
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
-            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25, zookeeper=sandbox.zookeeper_connect) as watcher:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack", **FAST})
     print(traffic.summary())
     assert_no_acknowledged_message_lost(traffic)
@@ -818,7 +829,7 @@ def test_a_batch_failing_before_its_controller_stops_resumes_there(fresh_sandbox
     flag.touch()
     with_profile(monkeypatch, commands={"block-controller": f'test "$KAFKA_BROKER_ID" != {ctrl} || test ! -e {flag}'})
     conf = {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack", "pre_stop": "block-controller", **FAST}
-    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+    with MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25, zookeeper=sandbox.zookeeper_connect) as watcher:
         failed = run_dag(DAG_ID, conf)
         assert failed.state == "failed", failed.states
         states = failed.mapped_states()

@@ -102,7 +102,8 @@ def test_upgrade_refused_by_the_preflight_then_resumed_rolls_binaries_then_ibp_e
     approver.start()
     try:
         with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
-                MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+                MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25,
+                                zookeeper=sandbox.zookeeper_connect) as watcher:
             result = clear_and_resume("kafka_upgrade", failed.run_id, only_failed=True)
     finally:
         approver.stop.set()
@@ -185,7 +186,7 @@ def test_a_broker_that_fails_on_the_new_release_stops_the_run_with_the_way_back_
     address = sandbox.broker(broken)["host"]
 
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
-            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5, zookeeper=sandbox.zookeeper_connect) as watcher:
         began = time.monotonic()
         failed = run_dag("kafka_upgrade", params)
         took = time.monotonic() - began

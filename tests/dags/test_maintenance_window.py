@@ -45,7 +45,7 @@ def test_a_window_closing_mid_run_waits_before_the_next_broker_not_mid_broker(sh
     first, second = [b for b in shared.broker_ids if b != controller(shared)][:2]
     before, started_before = registrations(shared), starts(shared)
     shut_before = {b: len(shutdown_times(shared, b)) for b in (first, second)}
-    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25) as watcher:
+    with MetadataWatcher(shared.bootstrap_servers, interval_s=0.25, zookeeper=shared.zookeeper_connect) as watcher:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [first, second], "keep_order": True,
                                   **FAST})
     text = output(capfd, caplog)

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -59,10 +59,13 @@ class ClusterView:
     partitions: tuple[PartitionView, ...]
     answered_by: int = -1  # the broker whose metadata cache answered (librdkafka's orig_broker_id)
     wall: float = 0.0  # epoch seconds of the answer, to line it up with the brokers' own logs
+    #: (topic, partition) the answering broker's cache showed leaderless while ZooKeeper (the ZooKeeper-mode source
+    #: of leadership) already named a live leader before the answer: a stale cache, not an offline partition
+    stale: frozenset[tuple[str, int]] = frozenset()
 
     @property
     def offline(self) -> list[PartitionView]:
-        return [p for p in self.partitions if p.leader == -1]
+        return [p for p in self.partitions if p.leader == -1 and (p.topic, p.partition) not in self.stale]
 
     @property
     def under_replicated(self) -> list[PartitionView]:
@@ -108,15 +111,38 @@ def registration(zk: KazooClient, broker_id: int) -> dict | None:
     return json.loads(data)
 
 
+def stale_leaderless(zk: KazooClient, view: ClusterView) -> frozenset[tuple[str, int]]:
+    """The partitions ``view`` shows without a leader whose ZooKeeper state (``/brokers/topics/<t>/partitions/<p>/
+    state``, written by the controller before it tells any broker) named a leader live in ``view`` and was last
+    written before the answer: the answering broker's metadata cache had not heard of the new leader yet (during a
+    controller failover the old controller's last UpdateMetadata may never reach it). A partition whose state
+    changed after the answer, or names no live leader, stays offline."""
+    stale = set()
+    for p in view.partitions:
+        if p.leader != -1:
+            continue
+        try:
+            data, stat = zk.get(f"/brokers/topics/{p.topic}/partitions/{p.partition}/state")
+        except Exception:  # noqa: BLE001 - no state to confirm with: the partition stays offline
+            continue
+        leader = json.loads(data).get("leader", -1)
+        if leader in view.brokers and stat.mtime / 1000 < view.wall:
+            stale.add((p.topic, p.partition))
+    return frozenset(stale)
+
+
 @dataclass
 class MetadataWatcher:
-    """Polls metadata in a background thread every ``interval_s`` and keeps every snapshot."""
+    """Polls metadata in a background thread every ``interval_s`` and keeps every snapshot. With ``zookeeper`` (a
+    ZooKeeper-mode cluster's connect string), a snapshot showing leaderless partitions is checked at once against
+    ZooKeeper's partition states (:func:`stale_leaderless`)."""
 
     bootstrap_servers: str
     interval_s: float = 0.25
     take: Callable[[AdminClient], ClusterView] = snapshot  # how one poll reads the metadata
     views: list[ClusterView] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    zookeeper: str | None = None
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -124,12 +150,21 @@ class MetadataWatcher:
 
     def _run(self) -> None:
         client = admin(self.bootstrap_servers)
-        while not self._stop.is_set():
-            try:
-                self.views.append(self.take(client))
-            except Exception as exc:  # a broker may be down: note it and keep polling
-                self.errors.append(str(exc))
-            self._stop.wait(self.interval_s)
+        zk = zk_client(self.zookeeper) if self.zookeeper else None
+        try:
+            while not self._stop.is_set():
+                try:
+                    view = self.take(client)
+                    if zk is not None and view.offline:
+                        view = replace(view, stale=stale_leaderless(zk, view))
+                    self.views.append(view)
+                except Exception as exc:  # a broker may be down: note it and keep polling
+                    self.errors.append(str(exc))
+                self._stop.wait(self.interval_s)
+        finally:
+            if zk is not None:
+                zk.stop()
+                zk.close()
 
     def __enter__(self) -> MetadataWatcher:
         self._thread.start()

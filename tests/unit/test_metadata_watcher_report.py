@@ -36,3 +36,31 @@ def test_an_offline_snapshot_is_reported_with_who_answered_and_the_nodes_log_lin
         "INFO [KafkaServer id=3] Starting control", "WARN [KafkaServer id=3] Proceeding to do"]
     assert "node 4" not in report and "node 100" not in report
     assert MetadataWatcher("unused:9092").explain_offline(sandbox) == ""
+
+
+def test_a_leaderless_partition_zookeeper_already_gave_a_live_leader_is_a_stale_cache_not_offline() -> None:
+    """ZooKeeper mode: the answering broker's cache lags the controller during a failover; ZooKeeper's partition
+    state, written before the answer and naming a live leader, says the partition was led."""
+    from observers import stale_leaderless
+
+    wall = 1_800_000_000.0
+    states = {  # path -> (leader, mtime ms)
+        "/brokers/topics/payments/partitions/1/state": (0, wall * 1000 - 600),  # moved to 0 before the answer
+        "/brokers/topics/payments/partitions/4/state": (2, wall * 1000 - 600),  # its leader is not live
+        "/brokers/topics/clicks/partitions/1/state": (1, wall * 1000 + 200),  # elected only after the answer
+    }
+
+    class ZooKeeper:
+        def get(self, path):
+            leader, mtime = states[path]
+            return (f'{{"leader": {leader}, "isr": [0, 1]}}'.encode(), SimpleNamespace(mtime=mtime))
+
+    parts = (PartitionView("payments", 1, -1, (2, 0, 1), (2, 0, 1)), PartitionView("payments", 4, -1, (2, 1), (2, 1)),
+             PartitionView("clicks", 1, -1, (2, 1), (2, 1)), PartitionView("orders", 0, 1, (1, 0), (1, 0)),
+             PartitionView("audit", 0, -1, (2,), (2,)))  # no state node: stays offline
+    view = ClusterView(1.0, frozenset({0, 1}), 0, parts, answered_by=1, wall=wall)
+    stale = stale_leaderless(ZooKeeper(), view)
+    assert stale == {("payments", 1)}
+    from dataclasses import replace
+    assert [f"{p.topic}-{p.partition}" for p in replace(view, stale=stale).offline] == \
+        ["payments-4", "clicks-1", "audit-0"]

@@ -371,8 +371,8 @@ def test_property_random_clusters(seed):
     if ctrl in order:
         assert batches[-1].broker_ids[-1] == ctrl, "the controller stops last"
         assert all(ctrl not in b.broker_ids for b in batches[:-1])
-    firsts = [position[b.broker_ids[0]] for b in batches[:-1] if ctrl in order] or \
-        [position[b.broker_ids[0]] for b in batches]
+    opened = batches[:-1] if ctrl in order else batches  # the controller's batch is moved last
+    firsts = [position[b.broker_ids[0]] for b in opened]
     assert firsts == sorted(firsts)  # batches in the order they were opened (the controller's moved last)
     if max_parallel == 1:
         assert flat == order

@@ -202,7 +202,10 @@ def test_a_roll_shows_its_lock_linked_to_the_run_and_its_progress_moving(
     link.click()
     # Airflow's UI goes to the run (the iframe's script moves the UI's router; the run is not opened in the frame)
     page.wait_for_url(re.compile(re.escape(run_path) + "/?$"))
-    expect(page.locator(FLEET_FRAME)).to_have_count(0)
+    # the router keeps the old page mounted until the run page's code and data have loaded: the URL moves at once,
+    # the frame goes once the run page renders (CI once took over 5 s for that, the screenshot then showing the run)
+    expect(page.locator(FLEET_FRAME)).to_have_count(0, timeout=30_000)
+    page.get_by_role("link", name="Cluster", exact=True).wait_for()
     page.go_back()  # the link made a history entry: Back is the fleet again, Forward the run
     page.frame_locator(FLEET_FRAME).locator("#main table").wait_for()
     page.go_forward()

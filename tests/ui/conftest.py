@@ -10,6 +10,7 @@ headless Debian Chromium driven by Playwright (never a downloaded browser).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if report.when == "call" and report.failed:
         item.stash[_FAILED] = True  # the page fixture then saves a screenshot and the browser's errors
     return report
+
+
+@pytest.fixture(autouse=True)
+def test_deadline(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tell :func:`ui_standalone.time_left_s` when this test's pytest-timeout strikes (its ``timeout`` marker or
+    the ini's ``timeout``)."""
+    marker = request.node.get_closest_marker("timeout")
+    timeout_s = float(marker.args[0] if marker and marker.args else request.config.getini("timeout") or 0)
+    ui_standalone.TEST_ENDS_AT = time.monotonic() + timeout_s if timeout_s > 0 else None
+    yield
+    ui_standalone.TEST_ENDS_AT = None
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 from playwright.sync_api import expect
-from ui_standalone import DAG_ID, REPO, RunningAirflow, UiTestError, wait_until
+from ui_standalone import DAG_ID, REPO, RunningAirflow, UiTestError, time_left_s, wait_until
 
 from demo.rest import AirflowApiError, AirflowClient
 
@@ -58,8 +58,14 @@ def submit(page: Any, dialog: Any, dag_id: str = DAG_ID) -> str:
     return unquote(page.url.split("/runs/", 1)[1].strip("/"))
 
 
-def wait_for_run(client: AirflowClient, run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
-    """Poll the REST API until the run ends (success or failed); returns it. API hiccups are retried."""
+def wait_for_run(client: AirflowClient, run_id: str, dag_id: str = DAG_ID,
+                 timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+    """Poll the REST API until the run ends (success or failed); returns it. API hiccups are retried.
+
+    A run still going after ``timeout_s`` seconds (or a minute before the test's pytest-timeout) is marked failed
+    over REST (its teardown then releases the cluster lock: later tests on the session's sandbox do not wait behind
+    it) and :class:`UiTestError` names its unfinished task instances with the last log lines of each (what the run
+    was waiting for)."""
     def ended() -> dict[str, Any] | None:
         try:
             run = client.get_run(dag_id, run_id)
@@ -68,7 +74,18 @@ def wait_for_run(client: AirflowClient, run_id: str, dag_id: str = DAG_ID) -> di
         return run if run["state"] in ("success", "failed") else None
 
     t0 = time.monotonic()
-    run = wait_until(f"run {run_id} to end", RUN_TIMEOUT_S, ended, poll_s=2.0)
+    try:
+        run = wait_until(f"run {run_id} to end", max(30.0, min(timeout_s, time_left_s())), ended, poll_s=2.0)
+    except UiTestError as exc:
+        try:
+            where = unsuccessful(client, run_id, dag_id)
+        except Exception as read_exc:  # noqa: BLE001 - the timeout is the failure to report
+            where = f"(could not read the run's task instances: {read_exc})"
+        try:
+            client.request("PATCH", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}", json={"state": "failed"})
+        except Exception as mark_exc:  # noqa: BLE001
+            where += f"\n(could not mark run {run_id} failed: {mark_exc})"
+        raise UiTestError(f"{exc}; marked failed; where it was:\n{where}") from exc
     print(f"run {run_id} {run['state']} after {time.monotonic() - t0:.0f} s of polling")
     return run
 
@@ -79,14 +96,15 @@ def states(client: AirflowClient, run_id: str, dag_id: str = DAG_ID) -> dict[tup
 
 def unsuccessful(client: AirflowClient, run_id: str, dag_id: str = DAG_ID, log_lines: int = 25) -> str:
     """What an operator opens after a failed run: every task instance not in success or skipped with its
-    state, and the last ``log_lines`` events of each failed one's latest try (the assertion message of a
-    run that should have succeeded; the CI summary keeps only the message)."""
+    state, and the last ``log_lines`` events of each failed or still unfinished one's latest try (the assertion
+    message of a run that should have succeeded; the CI summary keeps only the message)."""
     out = []
     for (task_id, index), ti in sorted(states(client, run_id, dag_id).items()):
         if ti["state"] in ("success", "skipped"):
             continue
         out.append(f"{task_id}[{index}]: {ti['state']}")
-        if ti["state"] in ("failed", "upstream_failed") and ti.get("try_number"):
+        if ti["state"] in ("failed", "upstream_failed", "running", "up_for_retry", "up_for_reschedule",
+                           "deferred", "awaiting_input") and ti.get("try_number"):
             events = client.task_log(dag_id, run_id, task_id, ti["try_number"], index)
             out += [f"    {e.get('level', '')} {e.get('event', '')}" for e in events[-log_lines:]]
     out += audit_events(client, run_id, dag_id)

@@ -62,6 +62,17 @@ def free_port() -> int:
             return port
 
 
+#: When the running test's pytest-timeout strikes (``time.monotonic()``), set by the UI tests' autouse fixture;
+#: None outside pytest or without a timeout.
+TEST_ENDS_AT: float | None = None
+
+
+def time_left_s(margin_s: float = 60.0) -> float:
+    """Seconds the running test has before its pytest-timeout, less ``margin_s`` (room to report and clean up);
+    ``inf`` when unknown. A wait bounded by it fails with its own message instead of pytest-timeout's stack dump."""
+    return float("inf") if TEST_ENDS_AT is None else TEST_ENDS_AT - margin_s - time.monotonic()
+
+
 def wait_until(what: str, timeout_s: float, check: Callable[[], Any], poll_s: float = 1.0,
                alive: Callable[[], str | None] | None = None) -> Any:
     """Call ``check()`` until it returns something truthy (returned). ``alive()`` returns a reason to give up

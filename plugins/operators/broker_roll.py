@@ -39,6 +39,11 @@ from operators.node_roll import NodeRollOperator
 #: Seconds a gate waiting only for the lag streak looks after the next poll is due (the watch's clock and the wait's
 #: sleep are not the same clock: a look a hair early would find the poll not due and wait a whole interval more).
 DUE_MARGIN_S = 0.05
+#: Seconds a partition whose preferred leader this task just elected is not asked for again: the brokers' metadata
+#: shows the new leader a moment after the ElectLeaders answer (KRaft brokers replay the controller's record; ZooKeeper
+#: mode waits for the controller's UpdateMetadata), and a look in between would elect the same partitions again
+#: (an ELECTION_NOT_NEEDED no-op, logged as a second election of the batch).
+ELECTED_GRACE_S = 5.0
 
 
 class BrokerRollOperator(NodeRollOperator):
@@ -147,6 +152,7 @@ class BrokerRollOperator(NodeRollOperator):
         # registering, showed up in the metadata
         began = time.monotonic()
         self._nodes, self._looked = dict(nodes), dict.fromkeys(nodes, began)
+        self._elected: dict[tuple[str, int], float] = {}  # partition -> when this task elected its preferred leader
         for kind, label, mark, check in (("registered", "registered?", "registered", self._registered),
                                          ("caught_up", "caught up?", "caught_up", None),
                                          ("leadership", "leadership?", "leadership", self._leadership)):
@@ -330,10 +336,13 @@ class BrokerRollOperator(NodeRollOperator):
         verdict = health.broker_leadership(state, bid)
         if verdict.ok:
             return Check(True, verdict.message())
-        todo = health.leadership_elections(state, self._nodes)
-        if not todo:  # its preferred partitions wait for it in their ISRs: look again
+        now = time.monotonic()
+        todo = [tp for tp in health.leadership_elections(state, self._nodes)
+                if now - self._elected.get(tp, -ELECTED_GRACE_S) >= ELECTED_GRACE_S]
+        if not todo:  # its preferred partitions wait for it in their ISRs, or the metadata for the election: look again
             return Check(False, verdict.message())
         errors = {k: v for k, v in self.prober.admin.elect_preferred_leaders(todo).items() if v}
+        self._elected.update((tp, now) for tp in todo if f"{tp[0]}-{tp[1]}" not in errors)
         who = batch_label(list(self._nodes))  # the batch in its order, as its Grid label
         if errors:
             self.log.info("%s: preferred election not possible yet for %d of %d partitions (e.g. %s)", who,

@@ -803,7 +803,7 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     for batch in together:
         label = ", ".join(map(str, batch))
         elections = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", out)
-        assert elections and int(elections[0]) > 0, f"an election for brokers {label} together: {elections}"
+        assert len(elections) == 1 and int(elections[0]) > 0, f"one election for brokers {label} together: {elections}"
         alone = [b for b in batch if f"broker {b}: elected preferred leaders" in out]
         assert alone == [], f"brokers of batch {label} elected on their own: {alone}"
     with KafkaAdminHook("kafka_sandbox") as hook:

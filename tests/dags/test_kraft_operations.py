@@ -1,11 +1,12 @@
-"""Operations on a KRaft cluster (no ZooKeeper for Kafka): the rolling restart of 3 controllers and 3 brokers,
-the lock without ZooKeeper, and the metadata.version upgrade, each run with ``dag.test()`` against a KRaft-mode
-sandbox (``sandbox up --mode kraft``) and judged from outside: DescribeQuorum polled by kafka-python, metadata
-by confluent-kafka, acks=all traffic, and the nodes' own logs.
+"""Operations on a KRaft cluster (no ZooKeeper for Kafka): the rolling restart of 3 controllers and 6 brokers in
+rack batches, the lock without ZooKeeper, and the metadata.version upgrade, each run with ``dag.test()`` against a
+KRaft-mode sandbox (``sandbox up --mode kraft``) and judged from outside: DescribeQuorum polled by kafka-python,
+metadata by confluent-kafka, acks=all traffic, and the nodes' own logs.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -88,10 +89,24 @@ def starts(sandbox, node: int, role: str) -> int:
 
 
 
-def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft, capfd, caplog):
-    brokers = [0, 1, 2]
-    before = {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS}
-    before |= {("broker", b): starts(kraft, b, "broker") for b in brokers}
+def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_time(fresh_sandbox, use_sandbox,
+                                                                                      capfd, caplog):
+    """The whole KRaft roll, batched as a large fleet runs it (Kafka 4.0, 3 controllers, 6 brokers in 3 racks, RF 3,
+    min.insync.replicas 2; ``max_parallel`` 6, ``batch_by=rack``): the controllers one at a time, the active one
+    last, then the brokers of one rack together, one batch per rack, none moved last for the Metadata answer's
+    controller id (a random broker in KRaft mode). From outside: the quorum never lost for more than an election and
+    its leader moved once, no partition offline or under min ISR, every node started exactly once, every
+    acknowledged message read back, one preferred-leader election per batch. A refused plan first touches nothing."""
+    from sandbox import settings
+
+    kraft = fresh_sandbox(mode="kraft", controllers=3, brokers=6, racks=3)
+    use_sandbox(kraft.workdir)
+    kraft.wait_healthy(timeout_s=120)
+    brokers = sorted(kraft.broker_ids)
+    racks = {b: kraft.broker(b)["rack"] for b in brokers}
+    assert len(brokers) == 6 and len(set(racks.values())) == 3, racks
+    nodes = CONTROLLERS + brokers
+    before = kraft.starts(nodes)
     first_leader = leader_of(kraft)
     # the brokers' plan runs beside the controllers' (and the preflight), before any node is touched: a broker
     # roll that would be refused stops the run before a controller restarts
@@ -99,47 +114,64 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_brokers_each_once(kraft
     assert refused.state == "failed" and refused.state_of("restart.plan") == "failed", refused.states
     assert refused.state_of("controllers.plan") == "success"
     assert "unknown broker ids [77]" in capfd.readouterr().out + caplog.text
-    assert {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS} | \
-        {("broker", b): starts(kraft, b, "broker") for b in brokers} == before, "nothing was restarted"
+    assert kraft.starts(nodes) == before, "nothing was restarted"
     began = time.monotonic()
     with watched_traffic(kraft.workdir, kraft.bootstrap_servers, brokers) as traffic, \
             MetadataWatcher(kraft.bootstrap_servers, interval_s=0.25) as watcher, \
             QuorumWatcher(kraft.bootstrap_servers) as quorum:
-        result = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", **FAST})
+        result = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "max_parallel": 6, "batch_by": "rack",
+                                                   **FAST})
     wall_s = time.monotonic() - began
-    print(f"KRaft roll of 3 controllers + 3 brokers: {wall_s:.1f} s; {traffic.summary()}")
     text = capfd.readouterr().out + caplog.text
+    labels = result.mapped_labels("restart.broker")
+    print(f"KRaft roll of 3 controllers + 6 brokers in {labels}: {wall_s:.1f} s; {traffic.summary()}")
+    t0 = min(ti.start_date for ti in result.task_instances if ti.start_date)
+    print("timeline (s from the first task's start, duration s): " + ", ".join(
+        f"{ti.task_id}[{ti.map_index}] {(ti.start_date - t0).total_seconds():.1f}+"
+        f"{(ti.end_date - ti.start_date).total_seconds():.1f}"
+        for ti in sorted(result.task_instances, key=lambda ti: ti.start_date or t0) if ti.start_date and ti.end_date))
     assert result.state == "success", result.states
     assert_no_acknowledged_message_lost(traffic)
-    after = {("controller", n): starts(kraft, n, "controller") for n in CONTROLLERS}
-    after |= {("broker", b): starts(kraft, b, "broker") for b in brokers}
-    assert {k: after[k] - before[k] for k in before} == {k: 1 for k in before}, "every node started exactly once"
+    after = kraft.starts(nodes)
+    assert {n: after[n] - before[n] for n in nodes} == {n: 1 for n in nodes}, "every node started exactly once"
     # controllers one at a time, the active controller last; then the brokers
     order = [int(label.split()[1]) for label in result.mapped_labels("controllers.controller")]
     assert sorted(order) == CONTROLLERS and order[-1] == first_leader, order
     assert controller_shutdowns(kraft) == order
     assert result.mapped_labels("controllers.controller")[-1].startswith(f"controller {first_leader} (3/3) · active")
-    assert sorted(int(label.split()[1]) for label in result.mapped_labels("restart.broker")) == brokers
+    # the brokers a rack at a time
+    batches = [[int(x) for x in label.split(" (")[0].split(" ", 1)[1].split(", ")] for label in labels]
+    assert sorted(b for batch in batches for b in batch) == brokers, labels
+    assert all(len({racks[b] for b in batch}) == 1 for batch in batches), f"a batch mixed racks: {labels}"
+    assert sorted(len(batch) for batch in batches) == [2, 2, 2], f"one batch per rack: {labels}"
+    assert "no broker is moved last for it" in text, "KRaft: the Metadata answer's controller id is not followed"
+    assert "it is the controller" not in text, "KRaft: no broker is treated as the controller"
+    for batch in batches:
+        label = ", ".join(map(str, batch))
+        elected = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", text)
+        assert len(elected) == 1 and int(elected[0]) > 0, f"one election for brokers {label} together: {elected}"
+        alone = [b for b in batch if f"broker {b}: elected preferred leaders" in text]
+        assert alone == [], f"brokers of batch {label} elected on their own: {alone}"
     # the labels the instances waited under (given by the scheduler from the plans) are the ones they ran under
     assert published_labels("kafka_rolling_restart", result.run_id) == {
-        "controllers.controller": result.mapped_labels("controllers.controller"),
-        "restart.broker": result.mapped_labels("restart.broker")}
+        "controllers.controller": result.mapped_labels("controllers.controller"), "restart.broker": labels}
     last_controller_end = max(ti.end_date for ti in result.task_instances if ti.task_id == "controllers.controller")
     first_broker_start = min(ti.start_date for ti in result.task_instances if ti.task_id == "restart.broker")
     assert first_broker_start >= last_controller_end, "brokers roll after the controllers"
     # the quorum was never lost: a leader at (almost) every poll, leaderless only for the elections
     assert quorum.views and quorum.longest_leaderless_s() < 4.0, quorum.longest_leaderless_s()
     # leadership moved once: when the active controller went down (restarted followers rejoin without an
-    # election, KIP-996 pre-vote)
+    # election, KIP-996 pre-vote); the brokers' batches do not move it
     assert len(quorum.leaders()) == 2 and quorum.leaders()[0] == first_leader, quorum.leaders()
     assert watcher.ever_offline() == [], "no partition offline during the roll"
+    assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
     end = snapshot(admin(kraft.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
     assert "KRaft cluster" in text, "the plan says which path it takes"
     assert "cluster kafka_sandbox: KRaft mode (metadata quorum leader" in text, "the lock step says the mode"
     # the mode was decided once, under the lock, and the preflight asked every node's host: controllers too
     assert xcom_value("kafka_rolling_restart", result.run_id, "lock_cluster", "cluster_mode") == "kraft"
-    assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 6, "problems": {}}
+    assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 9, "problems": {}}
 
 
 @pytest.mark.extended

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from airflow_env import clear_and_resume, published_labels, roll_records, run_dag, xcom_value
+from batch_checks import assert_one_election_per_batch, batches_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from runtime.roll_store import key as record_key
 from timed_faults import FaultAfterTrigger
@@ -777,7 +778,7 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     now = starts(sandbox)
     assert {b: now[b] - started_before[b] for b in racks} == {b: 1 for b in racks}, "each broker started once"
     labels = result.mapped_labels()
-    batches = [[int(x) for x in re.match(r"brokers? ([\d, ]+) \(", label).group(1).split(", ")] for label in labels]
+    batches = batches_of(labels)
     assert sorted(b for batch in batches for b in batch) == sorted(racks), labels
     assert all(len({racks[b] for b in batch}) == 1 for batch in batches), f"a batch mixed racks: {labels}"
     assert len(batches) == len(set(racks.values())), f"one batch per rack: {labels}"
@@ -799,13 +800,7 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     out = output(capfd, caplog)
     assert (f"{', '.join(map(str, last))}: broker {first_controller} is the controller: it stops once the others "
             "are gone") in out
-    together = [b for b in batches if len(b) > 1]
-    for batch in together:
-        label = ", ".join(map(str, batch))
-        elections = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", out)
-        assert len(elections) == 1 and int(elections[0]) > 0, f"one election for brokers {label} together: {elections}"
-        alone = [b for b in batch if f"broker {b}: elected preferred leaders" in out]
-        assert alone == [], f"brokers of batch {label} elected on their own: {alone}"
+    assert_one_election_per_batch(batches, out)
     with KafkaAdminHook("kafka_sandbox") as hook:
         assert health.leader_imbalance(hook.cluster_state(configs=True)).ok, "every broker leads its partitions"
 

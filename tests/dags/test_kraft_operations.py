@@ -6,13 +6,13 @@ metadata by confluent-kafka, acks=all traffic, and the nodes' own logs.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 
 import pytest
 from airflow_env import published_labels, run_dag, xcom_value
+from batch_checks import assert_one_election_per_batch, batches_of
 from kafka import KafkaAdminClient
 from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
@@ -140,18 +140,13 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert controller_shutdowns(kraft) == order
     assert result.mapped_labels("controllers.controller")[-1].startswith(f"controller {first_leader} (3/3) · active")
     # the brokers a rack at a time
-    batches = [[int(x) for x in label.split(" (")[0].split(" ", 1)[1].split(", ")] for label in labels]
+    batches = batches_of(labels)
     assert sorted(b for batch in batches for b in batch) == brokers, labels
     assert all(len({racks[b] for b in batch}) == 1 for batch in batches), f"a batch mixed racks: {labels}"
     assert sorted(len(batch) for batch in batches) == [2, 2, 2], f"one batch per rack: {labels}"
     assert "no broker is moved last for it" in text, "KRaft: the Metadata answer's controller id is not followed"
     assert "it is the controller" not in text, "KRaft: no broker is treated as the controller"
-    for batch in batches:
-        label = ", ".join(map(str, batch))
-        elected = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", text)
-        assert len(elected) == 1 and int(elected[0]) > 0, f"one election for brokers {label} together: {elected}"
-        alone = [b for b in batch if f"broker {b}: elected preferred leaders" in text]
-        assert alone == [], f"brokers of batch {label} elected on their own: {alone}"
+    assert_one_election_per_batch(batches, text)
     # the labels the instances waited under (given by the scheduler from the plans) are the ones they ran under
     assert published_labels("kafka_rolling_restart", result.run_id) == {
         "controllers.controller": result.mapped_labels("controllers.controller"), "restart.broker": labels}

@@ -624,13 +624,17 @@ class KafkaAdminHook(ClusterProfileHook):
     def is_kraft(self) -> bool:
         """True when the cluster answers DescribeQuorum (a KRaft cluster), False when its brokers do not offer
         it (ZooKeeper mode). Other errors are raised."""
+        return self.quorum_if_kraft() is not None
+
+    def quorum_if_kraft(self) -> Quorum | None:
+        """The metadata quorum (:meth:`describe_quorum`) of a KRaft cluster, None when the brokers do not offer
+        DescribeQuorum (ZooKeeper mode). Other errors are raised."""
         from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
 
         try:
-            self.describe_quorum()
+            return self.describe_quorum()
         except (UnsupportedVersionError, IncompatibleBrokerVersion):
-            return False
-        return True
+            return None
 
     def metadata_version(self) -> tuple[int | None, int]:
         """``(finalized metadata.version level or None, the highest level the answering node supports)``

@@ -189,3 +189,33 @@ def controller_order(quorum: Quorum, requested: Iterable[int] | None = None, kee
         raise ValueError(f"unknown controller ids {unknown}: the quorum's voters are {quorum.voter_ids}")
     followers = [c for c in (ids if keep_order else sorted(ids)) if c != quorum.leader_id]
     return followers + ([quorum.leader_id] if quorum.leader_id in ids else [])
+
+
+def combined_nodes(quorum: Quorum, broker_ids: Iterable[int]) -> list[int]:
+    """The node ids that are voters of the quorum *and* registered brokers, ascending: KRaft *combined* servers
+    (``process.roles=broker,controller``; the default of Kafka 4's quickstart ``config/server.properties``). Empty
+    on a cluster with dedicated controllers (``process.roles=controller``), the layout Kafka's KRaft operations
+    docs advise outside development ("combined mode is not recommended in critical deployment environments")."""
+    return sorted(set(quorum.voter_ids) & {int(b) for b in broker_ids})
+
+
+def combined_refusal(nodes: Iterable[int], quorum: Quorum, roll: str) -> str:
+    """Why a ``roll`` (``"broker"`` or ``"controller"``) refuses to restart combined ``nodes`` (see
+    :func:`combined_nodes`); the caller adds the cluster's name and raises. A combined node is a voter and a
+    broker at once: stopping it takes a quorum member (the quorum check) and partition replicas (min ISR, URP)
+    down together, and a rolling restart of every role would restart it twice (once as a controller, once as a
+    broker). The product rolls dedicated controllers and brokers only; the text says what the caller can do
+    instead.
+
+    :raises ValueError: ``roll`` is neither.
+    """
+    if roll not in ("broker", "controller"):
+        raise ValueError(f"roll must be broker or controller (got {roll!r})")
+    ids = sorted(nodes)
+    return (f"nodes {ids} are KRaft controllers (voters of the metadata quorum {quorum.voter_ids}, leader "
+            f"{quorum.leader_id}) and brokers at once (combined mode, process.roles=broker,controller): this "
+            f"{roll} roll would restart them, and rolling a combined node (the quorum check and the partition "
+            f"checks on one stop; a roll of every role would restart it twice) is not supported: kafka-ops rolls "
+            f"dedicated controllers (process.roles=controller) and brokers. Nothing was touched. Name only "
+            f"the other {roll}s (param {roll}s), or move the quorum to dedicated controllers first (KIP-853: "
+            f"kafka-metadata-quorum add-controller / remove-controller)")

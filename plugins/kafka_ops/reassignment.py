@@ -287,8 +287,9 @@ def _duplicates(ids: Sequence[int]) -> list[int]:
 MAX_RACK_REASONS = 5
 
 
-def check_decommission(state: ClusterState, brokers: Iterable[int]) -> list[str]:
-    """Why decommissioning ``brokers`` must be refused; [] = it may go ahead.
+def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iterable[int] = ()) -> list[str]:
+    """Why decommissioning ``brokers`` must be refused; [] = it may go ahead. ``voters``: the KRaft metadata
+    quorum's voter ids (DescribeQuorum; empty in ZooKeeper mode).
 
     Refusals:
 
@@ -304,8 +305,12 @@ def check_decommission(state: ClusterState, brokers: Iterable[int]) -> list[str]
       RF 3 over 3 racks"``: one reason per topic (its widest partition), at most
       :data:`MAX_RACK_REASONS` plus one counting the rest.
 
+    - a broker that is a voter too (a KRaft combined node, ``process.roles=broker,controller``):
+      decommissioning it would stop a quorum member for good, and the quorum keeps counting it (its
+      majority needs it), ``"brokers [2] are voters of the KRaft metadata quorum [0, 1, 2] too ..."``.
+
     The active controller may be decommissioned (no refusal): in ZooKeeper mode another broker wins
-    the ``/controller`` election when it stops; KRaft controllers are separate quorum members.
+    the ``/controller`` election when it stops; dedicated KRaft controllers are no brokers.
     """
     ids = list(brokers)
     if not ids:
@@ -325,6 +330,15 @@ def check_decommission(state: ClusterState, brokers: Iterable[int]) -> list[str]
     remaining = [b for b in registered if b not in gone]
     removing = _ids(sorted(ids))
     reasons = []
+    quorum = sorted({int(v) for v in voters})
+    combined = sorted(gone & set(quorum))
+    if combined:
+        reasons.append(
+            f"brokers {_ids(combined)} are voters of the KRaft metadata quorum {_ids(quorum)} too (combined mode, "
+            f"process.roles=broker,controller): decommissioning them would stop quorum members for good while the "
+            f"quorum still counts them; remove them from the quorum first (KIP-853: kafka-metadata-quorum "
+            f"remove-controller) or decommission other brokers"
+        )
     if state.partitions:
         max_rf = max(len(p.replicas) for p in state.partitions)
         if len(remaining) < max_rf:

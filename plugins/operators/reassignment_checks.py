@@ -24,7 +24,8 @@ class ReassignmentChecksOperator(ClusterOperator):
     ``scale-out``: the new broker ids are not repeated and hold no replicas yet; without
     ``start_new_brokers`` they must be registered, with it each unregistered one needs a host in the
     profile's ``broker_hosts``. ``decommission``: the ids are registered brokers and the rest can hold
-    every partition (at least the largest replication factor, enough racks for rack diversity).
+    every partition (at least the largest replication factor, enough racks for rack diversity), and on a KRaft
+    cluster none of them is a voter of the metadata quorum too (a combined node, DescribeQuorum).
 
     :param mode: one of :data:`MODES`.
     :param settings: ``cluster``, ``brokers``, ``dry_run``, and ``start_new_brokers`` for a scale-out.
@@ -46,6 +47,7 @@ class ReassignmentChecksOperator(ClusterOperator):
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             ongoing = Reassignments(admin, profile).ongoing()
+            quorum = admin.quorum_if_kraft() if self.mode == "decommission" else None
         if self.mode == "scale-out":
             start = is_true(self.setting("start_new_brokers"))
             refusals = check_scale_out(state, brokers, registered_ok=start)
@@ -57,7 +59,7 @@ class ReassignmentChecksOperator(ClusterOperator):
                 refusals.append(f"a dry run starts nothing, and the planner can only place replicas on registered "
                                 f"brokers: start brokers {absent} first (or run without dry_run)")
         else:
-            refusals = check_decommission(state, brokers)
+            refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else ())
         if ongoing:
             refusals.append("another reassignment is in progress: " + "; ".join(reassignment_in_progress(ongoing)[:10]))
         if refusals:

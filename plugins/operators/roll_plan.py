@@ -31,8 +31,10 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
 from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.quorum import Quorum, combined_nodes, combined_refusal
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
+from kafka_ops.roll_spec import ClusterMode
 from runtime.broker_commands import check_commands
 from runtime.failures import RunRefused
 from runtime.params import is_true
@@ -99,7 +101,9 @@ class RollPlanOperator(RollPlanBase):
     :param skip_reason: the line logged when the mode rules the roll out.
     :param labels_for: the id of the task mapped over the plan (``"restart.broker"``): the plan publishes each of
         its instances' Grid labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
-    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
+    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it); on a KRaft cluster, a
+        plan that would restart a combined node (a broker that is also a quorum voter, ``kafka_ops.quorum
+        .combined_nodes``), refused before anything is touched.
     """
 
     ui_color = "#eeeeee"
@@ -124,6 +128,9 @@ class RollPlanOperator(RollPlanBase):
                 return []
             # batches need ISR and min.insync.replicas (configs)
             state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")
+            # a KRaft cluster's voters: a broker that is one too is a combined node, which this roll refuses
+            quorum: Quorum | None = (self.ask(admin.describe_quorum, "the metadata quorum (DescribeQuorum)")
+                                     if mode is ClusterMode.KRAFT else None)
         kraft = mode.has_quorum
         if kraft:
             self.log.info("KRaft cluster: the controller id of the Metadata answer (%s) is a broker chosen at random, "
@@ -141,6 +148,9 @@ class RollPlanOperator(RollPlanBase):
                                 keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
+        combined = combined_nodes(quorum, plan.order) if quorum is not None else []
+        if combined:
+            raise RunRefused(f"cluster {profile.cluster!r}: {combined_refusal(combined, quorum, 'broker')}")
         try:
             batches = plan_batches(ordering, plan.order, max_parallel, batch_by)
         except ValueError as exc:

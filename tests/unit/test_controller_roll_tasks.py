@@ -45,6 +45,7 @@ class FakeQuorum:
     def __init__(self, leader: int = 102, kraft: bool = True, endpoints: tuple[Endpoint, ...] = ()) -> None:
         self.kraft = kraft
         self.voters = [100, 101, 102]
+        self.brokers = [1, 2]  # registered brokers (Metadata); a voter among them is a combined node
         self.running = {v: True for v in self.voters}
         self.leader = leader
         self.epoch = 5
@@ -137,6 +138,9 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeQuorum:
         def describe_quorum(self) -> Quorum:
             assert fake.kraft, "DescribeQuorum on a ZooKeeper-mode cluster"
             return fake.quorum()
+
+        def cluster_state(self, configs: bool = True, **_: Any) -> ClusterState:
+            return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in fake.brokers), ())
 
     class Shell:
         def __init__(self, ssh_conn_id: str, host: str) -> None:
@@ -375,7 +379,7 @@ STATE = ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in (0, 1, 2)),
 
 @pytest.fixture
 def broker_plan(monkeypatch: pytest.MonkeyPatch):
-    mode = {"kraft": True}
+    mode = {"kraft": True, "voters": (100, 101, 102)}
 
     class Admin:
         def __init__(self, profile: Any = None, **kwargs: Any) -> None:
@@ -392,6 +396,10 @@ def broker_plan(monkeypatch: pytest.MonkeyPatch):
 
         def is_kraft(self) -> bool:
             return mode["kraft"]
+
+        def describe_quorum(self) -> Quorum:
+            assert mode["kraft"], "DescribeQuorum on a ZooKeeper-mode cluster"
+            return Quorum(mode["voters"][-1], 3, 500, tuple(Voter(v, 500) for v in mode["voters"]))
 
     MemoryStore.records = {}
     monkeypatch.setattr(roll_plan, "KafkaAdminHook", Admin)
@@ -423,6 +431,40 @@ def test_roles_controllers_plans_no_broker(broker_plan):
     stored = json.loads(MemoryStore.records["restart"])
     assert stored["steps"] == [] and stored["brokers"] == {}
     assert len(broker_plan(roles="brokers")) == 3
+
+
+
+# --- combined nodes (process.roles=broker,controller): refused by both plans, nothing touched --------------------
+
+
+def test_the_controller_plan_refuses_voters_that_are_brokers_too(cluster):
+    cluster.brokers = [1, 2, 101]  # 101 is a combined node: a voter and a registered broker
+    with pytest.raises(AirflowFailException) as refused:
+        plan()
+    said = str(refused.value)
+    assert "cluster 'kafka_kraft': nodes [101] are KRaft controllers (voters of the metadata quorum " in said
+    assert "[100, 101, 102], leader 102) and brokers at once (combined mode" in said
+    assert "this controller roll would restart them" in said and "Nothing was touched" in said
+    assert "Name only the other controllers (param controllers)" in said
+    assert cluster.events == [] and cluster.ssh == 0 and record() is None
+    assert [i["id"] for i in plan(controllers=[100, 102])] == [100, 102], "the dedicated ones may still roll"
+
+
+def test_the_broker_plan_on_kraft_refuses_brokers_that_are_voters_too(broker_plan):
+    broker_plan.mode["voters"] = (0, 1, 2)  # every broker is a combined node, as in Kafka 4's quickstart config
+    with pytest.raises(AirflowFailException) as refused:
+        broker_plan()
+    said = str(refused.value)
+    assert said.startswith("cluster 'kafka_kraft': nodes [0, 1, 2] are KRaft controllers (voters of the metadata "
+                           "quorum [0, 1, 2], leader 2) and brokers at once"), said
+    assert "this broker roll would restart them" in said and "Name only the other brokers (param brokers)" in said
+    assert "restart" not in MemoryStore.records, "nothing frozen"
+    broker_plan.mode["voters"] = (1,)
+    with pytest.raises(AirflowFailException, match=r"nodes \[1\] are KRaft controllers"):
+        broker_plan(brokers=[2, 1])
+    assert [b["label"] for b in broker_plan(brokers=[0, 2])] == ["broker 0", "broker 2"], "only dedicated brokers"
+    broker_plan.mode["kraft"] = False  # ZooKeeper mode asks no quorum (the fake asserts it)
+    assert len(broker_plan()) == 3
 
 
 # --- the DAG ----------------------------------------------------------------------------------------------------

@@ -238,6 +238,17 @@ def test_decommission_ok_including_the_controller():
     assert check_decommission(state(FOUR, *RF3, controller_id=4), [4]) == []
 
 
+def test_decommission_refuses_a_broker_that_is_a_kraft_voter_too():
+    assert check_decommission(state(FOUR, *RF3), [4], voters=[100, 101, 102]) == [], "dedicated controllers"
+    assert check_decommission(state(FOUR, *RF3), [4, 2], voters=[1, 2, 3]) == [
+        "brokers [2] are voters of the KRaft metadata quorum [1, 2, 3] too (combined mode, "
+        "process.roles=broker,controller): decommissioning them would stop quorum members for good while the quorum "
+        "still counts them; remove them from the quorum first (KIP-853: kafka-metadata-quorum remove-controller) or "
+        "decommission other brokers",
+        "after removing [2, 4] only 2 brokers remain ([1, 3]), fewer than the replication factor 3 of topic orders",
+    ]
+
+
 def test_decommission_refuses_empty_and_duplicate_lists():
     assert check_decommission(state(FOUR, *RF3), []) == ["no brokers given to decommission"]
     assert check_decommission(state(FOUR, *RF3), [4, 3, 4]) == ["broker ids listed twice: [4]"]

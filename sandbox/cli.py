@@ -75,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"KRaft controllers (node ids {settings.CONTROLLER_ID_BASE}..; --mode kraft only; default %(default)s)",
     )
     up.add_argument(
+        "--combined",
+        type=int,
+        default=0,
+        help="--mode kraft: the first N brokers are KRaft controllers too (process.roles=broker,controller, "
+        "combined mode, as Kafka's quickstart config), forming the quorum; no dedicated controllers "
+        "(--controllers is ignored) (default %(default)s)",
+    )
+    up.add_argument(
         "--controller-hosts",
         type=int,
         default=0,
@@ -189,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode,
                 controllers=args.controllers,
                 controller_hosts=args.controller_hosts,
+                combined=args.combined,
                 broker_config=dict(args.broker_config),
             )
         elif args.command == "down":

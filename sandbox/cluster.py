@@ -153,6 +153,7 @@ def up(
     controllers: int = 3,
     controller_hosts: int = 0,
     broker_config: dict[str, str] | None = None,
+    combined: int = 0,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -162,7 +163,9 @@ def up(
     ``mode="kraft"``: no ZooKeeper for Kafka; ``controllers`` dedicated KRaft controllers (node ids 100, 101,
     ...) on hosts of their own form the metadata quorum, their storage formatted by Kafka's ``kafka-storage``
     with a cluster id it generated. A ZooKeeper still runs for Burrow's own coordination (Burrow 1.2.1
-    requires one); Kafka never uses it. ZooKeeper mode needs a 3.x release (4.0 removed it).
+    requires one); Kafka never uses it. ZooKeeper mode needs a 3.x release (4.0 removed it). ``combined`` (KRaft
+    only): the first N brokers are the quorum's voters too (``process.roles=broker,controller``, Kafka's
+    quickstart layout) and no dedicated controller runs (``controllers`` is ignored).
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -183,7 +186,13 @@ def up(
     elif controller_hosts:
         raise SandboxError("--controller-hosts is for --mode zookeeper (a KRaft sandbox's controllers run: "
                            "--controllers)")
-    if mode == "kraft" and controllers < 1:
+    if combined and mode != "kraft":
+        raise SandboxError("--combined is for --mode kraft (ZooKeeper-mode brokers are no KRaft controllers)")
+    if combined < 0 or combined > brokers:
+        raise SandboxError(f"--combined must be between 0 and --brokers {brokers} (got {combined})")
+    if combined:
+        controllers = 0  # the quorum is the first `combined` brokers
+    elif mode == "kraft" and controllers < 1:
         raise SandboxError(f"--controllers must be at least 1 (got {controllers})")
     if controllers:
         try:
@@ -224,6 +233,7 @@ def up(
                 "mode": mode,
                 "controllers": controllers,
                 "broker_config": dict(broker_config or {}),
+                "combined": combined,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -261,6 +271,7 @@ def up(
             mode=mode,
             controller_hosts=[{"id": c.id, "host": c.host} for c in controller_specs],
             broker_config=dict(broker_config or {}),
+            combined=combined,
         )
         state.save(workdir, info)
         try:
@@ -271,7 +282,8 @@ def up(
             if isinstance(exc, SandboxError) or not isinstance(exc, Exception):
                 raise
             raise SandboxError(f"sandbox up failed: {exc}") from exc
-        metadata = (f"KRaft controllers {sorted(info.voters)}" if info.kraft
+        metadata = (f"KRaft controllers {sorted(info.voters)}" + (" (combined with brokers)" if combined else "")
+                    if info.kraft
                     else f"ZooKeeper {info.zookeeper_connect}")
         say(
             f"sandbox up in {time.monotonic() - started:.1f} s: "
@@ -328,12 +340,13 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
             hosts.prepare_bare(workdir, spec, info.kafka_version)
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
-                      quorum_voters=info.quorum_voters if info.kraft else None, extra=info.broker_config)
+                      quorum_voters=info.quorum_voters if info.kraft else None, extra=info.broker_config,
+                      combined=spec.id in info.voters and info.combined > 0)
     for spec in specs + controller_specs:
         sshd.start(workdir, spec.id, spec.host)
     sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])
     if info.kraft:
-        first = workdir.host(controller_specs[0].id)
+        first = workdir.host((controller_specs or active)[0].id)
         info.cluster_id = kraft_storage.random_cluster_id(first)
         state.save(workdir, info)
         kraft_storage.format_storage(workdir, [s.id for s in controller_specs + active], info.cluster_id, say)
@@ -486,7 +499,7 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
         stop([name], [running.get(name, 0)], STOP_HELPER_TIMEOUT_S)
     # brokers before KRaft controllers: a broker's controlled shutdown needs the active controller, and
     # controllers stopped alongside would leave every broker waiting for the SIGKILL
-    controllers = {int(c["id"]) for c in _controller_hosts(workdir)}
+    controllers = _controller_ids(workdir)
     nodes = [n for n in running if n.startswith("kafka-")]
     for is_controller in (False, True):
         names = [n for n in nodes if (int(n.split("-")[1]) in controllers) == is_controller]
@@ -503,11 +516,14 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
     return stopped
 
 
-def _controller_hosts(workdir: Workdir) -> list[dict]:
+def _controller_ids(workdir: Workdir) -> set[int]:
+    """The node ids of the KRaft voters (dedicated controllers, or combined brokers), and of the hosts a migration
+    provisions; empty for a workdir without a sandbox."""
     try:
-        return state.load(workdir).controller_hosts
+        info = state.load(workdir)
     except state.NotASandbox:
-        return []
+        return set()
+    return set(info.voters) | {int(c["id"]) for c in info.controller_hosts}
 
 
 def down(workdir: Workdir, say: Say = say_to_stderr) -> list[str]:

@@ -106,15 +106,18 @@ def _make_dirs(host: HostDir) -> None:
 
 
 def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str, *, brokers: int,
-            quorum_voters: str | None = None, extra: dict[str, str] | None = None) -> HostDir:
+            quorum_voters: str | None = None, extra: dict[str, str] | None = None,
+            combined: bool = False) -> HostDir:
     """Create broker host ``spec.id``'s directory: server.properties, the release, data/ and logs/.
-    ``quorum_voters`` set = a KRaft broker (``process.roles=broker``, no ZooKeeper); ``brokers`` = the
-    cluster's size (caps the internal topics' replication factors); ``extra``: settings added last."""
+    ``quorum_voters`` set = a KRaft broker (``process.roles=broker``, no ZooKeeper; ``combined``: a controller
+    too, ``process.roles=broker,controller``); ``brokers`` = the cluster's size (caps the internal topics'
+    replication factors); ``extra``: settings added last."""
     host = workdir.host(spec.id)
     _make_dirs(host)
     install_kafka(host, kafka_version)
     if quorum_voters:
-        text = kafka_config.kraft_node(node_id=spec.id, role="broker", rack=spec.rack, host=spec.host,
+        text = kafka_config.kraft_node(node_id=spec.id, role="broker,controller" if combined else "broker",
+                                       rack=spec.rack, host=spec.host,
                                        quorum_voters=quorum_voters, log_dir=host.data, brokers=brokers, extra=extra)
     else:
         text = kafka_config.zookeeper_broker(broker_id=spec.id, rack=spec.rack, host=spec.host,

@@ -61,15 +61,16 @@ def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_c
 
 def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_voters: str, log_dir: Path,
                brokers: int, extra: dict[str, str] | None = None) -> str:
-    """A KRaft node's ``server.properties``: ``role`` ``"broker"`` or ``"controller"``; ``quorum_voters`` is
+    """A KRaft node's ``server.properties``: ``role`` ``"broker"``, ``"controller"`` or ``"broker,controller"`` (a
+    combined node: both listeners, a broker's settings); ``quorum_voters`` is
     ``controller.quorum.voters`` (``100@127.0.0.111:9093,...``); ``extra``: a broker's settings of the caller's
     (``up --broker-config``), last: they win (a controller gets none of them).
 
     Raises:
         ValueError: another role.
     """
-    if role not in ("broker", "controller"):
-        raise ValueError(f"role must be broker or controller (got {role!r})")
+    if role not in ("broker", "controller", "broker,controller"):
+        raise ValueError(f"role must be broker, controller or broker,controller (got {role!r})")
     props = {
         "process.roles": role,
         "node.id": str(node_id),
@@ -83,7 +84,8 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_v
         props.update(settings.CONTROLLER_CONFIG)
     else:
         props.update({
-            "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
+            "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}" + (
+                f",CONTROLLER://{host}:{settings.CONTROLLER_PORT}" if role != "broker" else ""),
             "advertised.listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}",
             "inter.broker.listener.name": "PLAINTEXT",
             **settings.BROKER_CONFIG,

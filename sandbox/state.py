@@ -37,6 +37,7 @@ class SandboxState:
     controller_hosts: list[dict] = field(default_factory=list)  # KRaft: {"id", "host"} per controller
     cluster_id: str = ""  # KRaft: the id the storage was formatted with (kafka-storage random-uuid)
     broker_config: dict[str, str] = field(default_factory=dict)  # `up --broker-config`: every broker's file
+    combined: int = 0  # KRaft: the first N brokers are controllers too (process.roles=broker,controller)
 
     @property
     def kraft(self) -> bool:
@@ -44,7 +45,10 @@ class SandboxState:
 
     @property
     def voters(self) -> dict[int, str]:
-        """KRaft: controller node id -> host (``controller.quorum.voters``); empty in ZooKeeper mode."""
+        """KRaft: controller node id -> host (``controller.quorum.voters``): the dedicated controllers, or with
+        :attr:`combined` the first brokers; empty in ZooKeeper mode."""
+        if self.combined:
+            return {s.id: s.host for s in self.active_specs[:self.combined]}
         return {int(c["id"]): c["host"] for c in self.controller_hosts}
 
     @property
@@ -83,6 +87,7 @@ class SandboxState:
             "address_base": self.address_base,
             "mode": self.mode,
             "controllers": len(self.controller_hosts),
+            "combined": self.combined,
             "broker_config": dict(self.broker_config),
         }
 

@@ -376,6 +376,7 @@ def start(
     mode: str = "zookeeper",
     controllers: int = 3,
     controller_hosts: int = 0,
+    combined: int = 0,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
 
@@ -401,6 +402,8 @@ def start(
         args += ["--mode", mode, "--controllers", str(controllers)]
     if controller_hosts:
         args += ["--controller-hosts", str(controller_hosts)]
+    if combined:
+        args += ["--combined", str(combined)]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

@@ -146,7 +146,7 @@ def fresh_sandbox(
 
     def make(
         brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
-        mode: str = "zookeeper", controllers: int = 3,
+        mode: str = "zookeeper", controllers: int = 3, combined: int = 0,
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -161,6 +161,7 @@ def fresh_sandbox(
             address_base=f"127.{_net(request.config)}.{k}.11",
             mode=mode,
             controllers=controllers,
+            combined=combined,
         )
         started.append(running)
         return running

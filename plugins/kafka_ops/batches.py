@@ -243,7 +243,8 @@ def _controller_apart(state: ClusterState, order: list[int]) -> tuple[int | None
 
 
 def plan_batches(
-    state: ClusterState, order: Sequence[int], max_parallel: int = 1, batch_by: str = "none"
+    state: ClusterState, order: Sequence[int], max_parallel: int = 1, batch_by: str = "none",
+    voters: Collection[int] = (),
 ) -> list[Batch]:
     """Group the restart ``order`` into batches of brokers that may be down at the same time.
 
@@ -254,6 +255,9 @@ def plan_batches(
         batch, in ``order``.
     :param batch_by: ``"none"``: any brokers the joint rule allows; ``"rack"``: brokers of one
         ``broker.rack`` per batch (every broker in ``order`` needs a rack).
+    :param voters: brokers of ``order`` that are KRaft quorum voters too (combined nodes,
+        ``process.roles=broker,controller``): at most one per batch, as a controller roll stops one controller at
+        a time (a quorum of 3 voters survives one down).
     :returns: batches in restart order; every broker of ``order`` is in exactly one.
     :raises ValueError: unknown ids in ``order`` (all named), duplicates (named), non-integers;
         ``max_parallel`` not an integer >= 1; ``batch_by`` not in :data:`BATCH_BY`; with
@@ -270,6 +274,8 @@ def plan_batches(
       a broker that fails (a) or (b) on its own stays alone (reason ``"broker 4 alone: t-0 would keep no
       in-sync replica (isr [4])"``).
     * ``batch_by="rack"``: a batch holds brokers of one rack only.
+    * At most one of ``voters`` per batch (reason ``"broker 2 not with [0]: both are KRaft voters (one quorum
+      member down at a time)"``).
     * The controller (``state.controller_id``, when in ``order``; ZooKeeper mode) goes last, once: it joins the
       latest opened batch it is compatible with (same rules), which then goes last with the controller as its
       last broker; the roll stops it once its batch-mates are gone (``operators.broker_roll``), so their
@@ -300,6 +306,7 @@ def plan_batches(
                 f"batch_by='rack' needs broker.rack on every broker to restart; brokers without a rack: {rackless}"
             )
     ctrl, moved = _controller_apart(state, walk)
+    quorum = {int(v) for v in voters}
     wanted = set(walk)
     walk = [b for b in walk if b != ctrl]
 
@@ -338,6 +345,10 @@ def plan_batches(
             if not ob.joinable or len(ob.members) >= max_parallel:
                 continue
             if batch_by == "rack" and ob.rack != racks[b]:
+                continue
+            if b in quorum and quorum.intersection(ob.members):
+                rejected.append(f"broker {b} not with {_ids(ob.members)}: both are KRaft voters (one quorum member "
+                                "down at a time)")
                 continue
             get = ob.isr_in_batch.get
             conflict = next((i for i, in_isr in parts if get(i, 0) + in_isr > slack[i]), None)

@@ -199,23 +199,14 @@ def combined_nodes(quorum: Quorum, broker_ids: Iterable[int]) -> list[int]:
     return sorted(set(quorum.voter_ids) & {int(b) for b in broker_ids})
 
 
-def combined_refusal(nodes: Iterable[int], quorum: Quorum, roll: str) -> str:
-    """Why a ``roll`` (``"broker"`` or ``"controller"``) refuses to restart combined ``nodes`` (see
-    :func:`combined_nodes`); the caller adds the cluster's name and raises. A combined node is a voter and a
-    broker at once: stopping it takes a quorum member (the quorum check) and partition replicas (min ISR, URP)
-    down together, and a rolling restart of every role would restart it twice (once as a controller, once as a
-    broker). The product rolls dedicated controllers and brokers only; the text says what the caller can do
-    instead.
-
-    :raises ValueError: ``roll`` is neither.
-    """
-    if roll not in ("broker", "controller"):
-        raise ValueError(f"roll must be broker or controller (got {roll!r})")
+def combined_in_controller_roll(nodes: Iterable[int], quorum: Quorum) -> str:
+    """Why a controller roll refuses combined ``nodes`` (see :func:`combined_nodes`) that were asked for by name
+    or by ``roles=controllers``; the caller adds the cluster's name and raises. A combined node holds partition
+    replicas too: it rolls with the brokers, whose roll adds the quorum check to its min-ISR and URP checks
+    (``operators.broker_roll``); the controller roll would restart it without those, and a roll of every role
+    would restart it twice."""
     ids = sorted(nodes)
     return (f"nodes {ids} are KRaft controllers (voters of the metadata quorum {quorum.voter_ids}, leader "
-            f"{quorum.leader_id}) and brokers at once (combined mode, process.roles=broker,controller): this "
-            f"{roll} roll would restart them, and rolling a combined node (the quorum check and the partition "
-            f"checks on one stop; a roll of every role would restart it twice) is not supported: kafka-ops rolls "
-            f"dedicated controllers (process.roles=controller) and brokers. Nothing was touched. Name only "
-            f"the other {roll}s (param {roll}s), or move the quorum to dedicated controllers first (KIP-853: "
-            f"kafka-metadata-quorum add-controller / remove-controller)")
+            f"{quorum.leader_id}) and brokers at once (combined mode, process.roles=broker,controller): they roll with "
+            f"the brokers, which add the quorum check to the partition checks (roles=all, or roles=brokers with "
+            f"param brokers naming them), not in the controller roll. Nothing was touched")

@@ -7,6 +7,11 @@ What is a broker's own: alive = registered in the cluster metadata; the gate (cl
 without the batch, plus the Burrow lag gate); gone = out of the metadata; back = registered, in every ISR again,
 leading its preferred partitions (preferred leader election, KIP-460); the run's command choices
 (``pre_stop``, ``stop_command``, ``pre_start``, ``start_command``) over the profile's commands.
+
+A KRaft combined node (a broker that is a quorum voter too, ``process.roles=broker,controller``; its step says
+``"voter": True``) also gets what a controller roll checks (``kafka_ops.quorum`` / ``kafka_ops.controller_roll``):
+its gate waits until a caught-up majority of the voters stays without it, and it is back only once it fetches from
+the quorum leader again and is caught up, before the ISR and leadership waits.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from hooks.burrow import BurrowHook
 from kafka_ops import health
 from kafka_ops.batches import stop_gate
 from kafka_ops.cluster import ClusterState
-from kafka_ops.controller_roll import service_state
+from kafka_ops.controller_roll import controller_back, describe_quorum_line, service_state
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.quorum import can_restart_controller
 from kafka_ops.roll import RollRecord, batch_label, labelled_batch
 from kafka_ops.roll_spec import ClusterMode
 from probes.cluster import PROBES, ClusterProber
@@ -54,7 +60,8 @@ class BrokerRollOperator(NodeRollOperator):
     :param batch: ``{"batch", "batches", "label", "grid_label", "brokers": [{"id", "host", "rack", "position",
         "total"}]}`` (mapped from the roll's plan, ``operators.roll_plan.batch_items``).
 
-    Settings read besides the shared ones: ``lag_ok_consecutive`` (Burrow OK polls in a row, default 3).
+    Settings read besides the shared ones: ``lag_ok_consecutive`` (Burrow OK polls in a row, default 3),
+    ``quorum_fetch_timeout_ms`` (the cluster's ``controller.quorum.fetch.timeout.ms``, for combined nodes).
 
     Returns (XCom) ``{"brokers", "action", "marks"}``: ``marks`` are epoch seconds of ``began``, ``stop_sent``,
     ``gone``, ``start_sent``, ``registered``, ``caught_up``, ``leadership``, ``done`` (those reached; for a batch,
@@ -123,15 +130,24 @@ class BrokerRollOperator(NodeRollOperator):
         """ZooKeeper mode: when the batch holds the active controller (now, not as planned), its other brokers stop
         first and the controller once they are gone: their controlled shutdowns go through the controller
         (``controlled.shutdown.enable``), and the controller moves once, to a broker already rolled
-        (``kafka_ops.batches.plan_batches`` puts the planned controller last in the last batch). KRaft and a
-        migrating cluster: the quorum controllers are not brokers, one group."""
+        (``kafka_ops.batches.plan_batches`` puts the planned controller last in the last batch). KRaft: likewise
+        when the batch holds the quorum leader (a combined node: the active controller, which the brokers' controlled
+        shutdowns go through too); else, and on a migrating cluster (the quorum controllers are no brokers), one
+        group."""
         ids = list(nodes)
-        if len(ids) < 2 or self.mode(self._context, self.prober.admin) is not ClusterMode.ZOOKEEPER:
+        mode = self.mode(self._context, self.prober.admin)
+        if len(ids) < 2 or mode is ClusterMode.MIGRATING:
             return [ids]
-        ctrl = self._ask(lambda: self.prober.state(configs=False).controller_id, "the cluster's controller")
+        if mode is ClusterMode.KRAFT:
+            if not any(step.get("voter") for step in nodes.values()):
+                return [ids]
+            ctrl = self._ask(lambda: self.prober.admin.describe_quorum().leader_id, "the quorum leader")
+        else:
+            ctrl = self._ask(lambda: self.prober.state(configs=False).controller_id, "the cluster's controller")
         if ctrl not in nodes:
             return [ids]
-        self.log.info("%s%s: broker %s is the controller: it stops once the others are gone",
+        self.log.info("%s%s: broker %s is the " + ("quorum leader" if mode is ClusterMode.KRAFT else "controller")
+                      + ": it stops once the others are gone",
                       "DRY RUN: " if self.dry_run else "", batch_label(ids), ctrl)
         return [[b for b in ids if b != ctrl], [ctrl]]
 
@@ -159,6 +175,29 @@ class BrokerRollOperator(NodeRollOperator):
             self._show(label)
             self._wait_each(kind, ids, check)
             self.marks[mark] = time.time()
+            if kind == "registered":
+                self._wait_voters_back(record, [b for b in ids if nodes[b].get("voter")])
+
+    def _wait_voters_back(self, record: RollRecord, voters: list[int]) -> None:
+        """Each combined node of the batch is a caught-up voter again, fetching from the quorum leader since its start
+        (``kafka_ops.controller_roll.controller_back``), before its ISR and leadership waits: the next batch's
+        quorum check counts on it."""
+        if not voters:
+            return
+        self._show("quorum?")
+        fetch_timeout_ms = int(self.setting("quorum_fetch_timeout_ms"))
+        for bid in voters:
+            started_ms = record.progress(bid).at_ms
+
+            def back(bid: int = bid, started_ms: int = started_ms) -> Check:
+                if self.lag is not None:
+                    self.lag.poll_if_due()
+                quorum = self.prober.admin.describe_quorum()
+                verdict = controller_back(quorum, bid, started_ms, fetch_timeout_ms)
+                return Check(verdict.ok, describe_quorum_line(quorum) if verdict.ok else verdict.message())
+
+            self._wait(back, f"broker {bid} (a quorum voter too) is back in the quorum and caught up")
+        self.marks["quorum"] = time.time()
 
     def _dependencies(self, nodes: Mapping[int, dict]) -> list[Dependency]:
         """ZooKeeper (ZooKeeper mode), the KRaft quorum leader (KRaft), both while migrating
@@ -226,6 +265,7 @@ class BrokerRollOperator(NodeRollOperator):
             self.log.info("lag gate: %d OK polls in a row carried (the plan, the previous batch)", lag.streak)
 
         fix_imbalance = is_true(self.setting("fix_leader_imbalance"))
+        voters = [b for b in ids if nodes.get(b, {}).get("voter") and b not in stopped]  # combined nodes to stop
         would_elect: list[str] = []  # a dry run: what a real run's gate would elect first
 
         def cluster_check() -> health.Verdict:
@@ -234,6 +274,7 @@ class BrokerRollOperator(NodeRollOperator):
             if missing:
                 return health.Verdict(False, [f"broker {b} is not in the metadata (down)" for b in missing], "gate")
             safety, imbalance = stop_gate(state, ids, stopped)
+            safety = safety + self._quorum_gate(voters)
             if fix_imbalance and imbalance is not None and not imbalance.ok and all(v.ok for v in safety):
                 if self.dry_run:  # the election would fix it: report it, judge the rest
                     count = len(health.imbalance_elections(state))
@@ -243,6 +284,7 @@ class BrokerRollOperator(NodeRollOperator):
                 if self._elect_for_imbalance(who, state):
                     state = prober.state(configs=True)
                     safety, imbalance = stop_gate(state, ids, stopped)
+                    safety = safety + self._quorum_gate(voters)
             return health.combine(safety + ([imbalance] if imbalance is not None else []), rule=f"gate {who}")
 
         def check() -> Check:
@@ -265,6 +307,21 @@ class BrokerRollOperator(NodeRollOperator):
         # quick first polls while the cluster is not ready; once only the lag streak is short, one look when its next
         # poll is due (the lag watch keeps Burrow's counted polls interval_s apart)
         self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
+
+    def _quorum_gate(self, voters: list[int]) -> list[health.Verdict]:
+        """For the combined nodes among the brokers to stop: one verdict each, OK when a caught-up majority of the
+        voters stays without it (``kafka_ops.quorum.can_restart_controller``, Strimzi's quorum check; the plan puts
+        at most one voter in a batch). [] without voters (no DescribeQuorum asked)."""
+        if not voters:
+            return []
+        quorum = self.prober.admin.describe_quorum()
+        fetch_timeout_ms = int(self.setting("quorum_fetch_timeout_ms"))
+        verdicts = [can_restart_controller(quorum, v, fetch_timeout_ms) for v in voters]
+        if all(v.ok for v in verdicts) and quorum.leader_id in voters and not getattr(self, "_leader_said", False):
+            self._leader_said = True
+            self.log.info("broker %s is the quorum leader: its stop moves the leadership to another voter (%s)",
+                          quorum.leader_id, describe_quorum_line(quorum))
+        return verdicts
 
     def _elect_for_imbalance(self, who: str, state: ClusterState) -> bool:
         """A gate that waits only on a leader imbalance: elect the preferred leaders of the partitions that need it

@@ -22,7 +22,7 @@ from typing import Any
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as rules
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.quorum import Quorum, can_restart_controller, combined_nodes, combined_refusal
+from kafka_ops.quorum import Quorum, can_restart_controller, combined_in_controller_roll, combined_nodes
 from kafka_ops.roll import RollRecord, clock
 from runtime.broker_commands import BrokerCommand, controller_command
 from runtime.failures import RunRefused, describe
@@ -58,9 +58,10 @@ class ControllerPlanOperator(RollPlanBase):
         each of its instances' Grid labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
     :param modes: / :param skip_reason: the cluster modes the roll exists in and the line logged in another (as for
         ``operators.roll_plan.RollPlanOperator``); ZooKeeper mode has no controller to roll in any case.
-    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it); a plan that would
-        restart a combined node (a voter that is also a registered broker, ``kafka_ops.quorum.combined_nodes``),
-        refused before anything is touched.
+    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it); combined nodes (voters
+        that are registered brokers too, ``kafka_ops.quorum.combined_nodes``) named in ``controllers`` or asked
+        for by ``roles=controllers``: they roll with the brokers (``operators.roll_plan``), under the quorum check.
+        With ``roles=all`` this roll restarts only the dedicated controllers.
     """
 
     ui_color = "#eeeeee"
@@ -87,17 +88,28 @@ class ControllerPlanOperator(RollPlanBase):
             if not roles.controllers:
                 return self._nothing(store, f"roll {self.roll_id!r}: no controller to restart")
             quorum = self._quorum_with_leader(admin)
-            # the registered brokers: a voter that is one too is a combined node, which this roll refuses
+            # the registered brokers: a voter that is one too is a combined node, which the broker roll restarts
             brokers = self.ask(lambda: admin.cluster_state(configs=False, describe_cluster=False).broker_ids,
                                "the cluster's brokers (Metadata)")
         self.log.info("%s", rules.describe_quorum_line(quorum))
+        combined = combined_nodes(quorum, brokers)
+        wanted = requested_ids or (quorum.voter_ids if not roles.brokers else [])  # roles=controllers: every voter
+        asked = sorted(set(wanted) & set(combined))
+        if asked:
+            raise RunRefused(f"cluster {profile.cluster!r}: {combined_in_controller_roll(asked, quorum)}")
+        if combined:
+            dedicated = [c for c in quorum.voter_ids if c not in combined]
+            self.log.info("combined nodes %s (quorum voters that are brokers too) roll with the brokers, under the "
+                          "quorum check; this roll restarts the dedicated controllers %s", combined,
+                          dedicated or "none")
+            if not dedicated:
+                return self._nothing(store, f"roll {self.roll_id!r}: every voter is a combined node: no dedicated "
+                                            "controller to restart")
+            requested_ids = list(requested_ids) or dedicated
         try:
             plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.cluster)
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
-        combined = combined_nodes(quorum, set(plan.order) & set(brokers))
-        if combined:
-            raise RunRefused(f"cluster {profile.cluster!r}: {combined_refusal(combined, quorum, 'controller')}")
         for reason in plan.reasons:
             self.log.info("plan: %s", reason)
         for action in ("stop", "start", "status"):

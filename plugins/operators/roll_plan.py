@@ -31,7 +31,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
 from kafka_ops.health import consumer_lag
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.quorum import Quorum, combined_nodes, combined_refusal
+from kafka_ops.quorum import Quorum, combined_nodes
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
 from kafka_ops.roll_spec import ClusterMode
@@ -101,9 +101,12 @@ class RollPlanOperator(RollPlanBase):
     :param skip_reason: the line logged when the mode rules the roll out.
     :param labels_for: the id of the task mapped over the plan (``"restart.broker"``): the plan publishes each of
         its instances' Grid labels for the scheduler (``runtime.pending_labels``); None publishes nothing.
-    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it); on a KRaft cluster, a
-        plan that would restart a combined node (a broker that is also a quorum voter, ``kafka_ops.quorum
-        .combined_nodes``), refused before anything is touched.
+    :raises AirflowFailException: any invalid input (not retried: waiting cannot fix it).
+
+    On a KRaft cluster with combined nodes (brokers that are quorum voters too, ``kafka_ops.quorum.combined_nodes``)
+    those roll here, not in the controller roll: at most one voter per batch (``kafka_ops.batches.plan_batches``),
+    the quorum leader last, and their steps carry ``"voter": True`` so the broker task adds the quorum check to
+    its gate and waits for the node to fetch from the leader again (``operators.broker_roll``).
     """
 
     ui_color = "#eeeeee"
@@ -128,11 +131,20 @@ class RollPlanOperator(RollPlanBase):
                 return []
             # batches need ISR and min.insync.replicas (configs)
             state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")
-            # a KRaft cluster's voters: a broker that is one too is a combined node, which this roll refuses
+            # a KRaft cluster's voters: a broker that is one too is a combined node, rolled under the quorum check
             quorum: Quorum | None = (self.ask(admin.describe_quorum, "the metadata quorum (DescribeQuorum)")
                                      if mode is ClusterMode.KRAFT else None)
         kraft = mode.has_quorum
-        if kraft:
+        voters = set(combined_nodes(quorum, state.broker_ids)) if quorum is not None else set()
+        leader = quorum.leader_id if quorum is not None and quorum.leader_id in voters else None
+        if voters:
+            self.log.info("KRaft cluster with combined nodes %s (brokers that are quorum voters too, "
+                          "process.roles=broker,controller; quorum leader %s): they roll with the brokers, one voter "
+                          "per batch, each stopped only while a caught-up majority of the voters stays without it and "
+                          "back once it fetches from the leader again; the quorum leader last", sorted(voters),
+                          quorum.leader_id)
+            ordering = replace(state, controller_id=-1 if leader is None else leader)
+        elif kraft:
             self.log.info("KRaft cluster: the controller id of the Metadata answer (%s) is a broker chosen at random, "
                           "not the active controller: no broker is moved last for it", state.controller_id)
             ordering = replace(state, controller_id=-1)
@@ -144,15 +156,12 @@ class RollPlanOperator(RollPlanBase):
         if refusals:
             raise AirflowFailException(f"cluster {profile.cluster!r}: " + "; ".join(refusals))
         try:
-            plan = plan_restart(ordering.broker_ids, None if kraft else ordering.controller_id, requested,
+            plan = plan_restart(ordering.broker_ids, leader if kraft else ordering.controller_id, requested,
                                 keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
-        combined = combined_nodes(quorum, plan.order) if quorum is not None else []
-        if combined:
-            raise RunRefused(f"cluster {profile.cluster!r}: {combined_refusal(combined, quorum, 'broker')}")
         try:
-            batches = plan_batches(ordering, plan.order, max_parallel, batch_by)
+            batches = plan_batches(ordering, plan.order, max_parallel, batch_by, voters=voters & set(plan.order))
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         steps = []
@@ -160,7 +169,8 @@ class RollPlanOperator(RollPlanBase):
             for broker_id in batch.broker_ids:
                 broker = state.broker(broker_id)
                 steps.append({"id": broker_id, "host": broker.host, "rack": broker.rack,
-                              "position": len(steps) + 1, "total": len(plan.order), "batch": number})
+                              "position": len(steps) + 1, "total": len(plan.order), "batch": number,
+                              **({"voter": True} if broker_id in voters else {})})
             for reason in batch.reasons:
                 self.log.info("batch %d: %s", number, reason)
         for chosen in check_commands(profile, cfg, steps[0]) if steps else []:

@@ -169,6 +169,64 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 9, "problems": {}}
 
 
+
+def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_leader_last(fresh_sandbox, use_sandbox,
+                                                                                         capfd, caplog):
+    """Kafka 4.0 in combined mode, as its quickstart config runs it: brokers 0-2 are the quorum's voters too
+    (``process.roles=broker,controller``), broker 3 is a broker only, in 2 racks. Asked to roll the controllers
+    alone, or to decommission a combined node, the run refuses before anything is touched (Kafka's own logs: no
+    node started again; replica sets unchanged). A rolling restart of every role, batched by rack, restarts every
+    node exactly once, in the broker roll (the controller roll has no dedicated controller): never two voters in a
+    batch, the quorum leader last, so leadership moves once; the quorum never lost for more than an election;
+    nothing offline or under min ISR; every acknowledged message read back."""
+    from sandbox import settings
+
+    sandbox = fresh_sandbox(mode="kraft", combined=3, brokers=4, racks=2)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    nodes, voters = [0, 1, 2, 3], {0, 1, 2}
+    before = sandbox.starts(nodes)
+    replicas = {(p.topic, p.partition): p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions}
+    first_leader = leader_of(sandbox)
+    assert first_leader in voters, "a combined node leads the quorum"
+
+    refused = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers", **FAST})
+    assert refused.state == "failed" and refused.state_of("controllers.plan") == "failed", refused.states
+    text = capfd.readouterr().out + caplog.text
+    assert "nodes [0, 1, 2] are KRaft controllers (voters of the metadata quorum [0, 1, 2]" in text
+    assert "they roll with the brokers" in text
+    refused = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2], "healthcheck_interval_s": 1})
+    assert refused.state == "failed" and refused.state_of("validate") == "failed", refused.states
+    assert "brokers [2] are voters of the KRaft metadata quorum [0, 1, 2] too" in capfd.readouterr().out + caplog.text
+    after = {(p.topic, p.partition): p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions}
+    assert {k: after.get(k) for k in replicas} == replicas, "nothing moved (the lock topic is new, not moved)"
+    assert sandbox.starts(nodes) == before, "nothing restarted"
+
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, nodes) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher, \
+            QuorumWatcher(sandbox.bootstrap_servers) as quorum:
+        rolled = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "max_parallel": 4, "batch_by": "rack",
+                                                   **FAST})
+    text = capfd.readouterr().out + caplog.text
+    labels = rolled.mapped_labels("restart.broker")
+    print(f"combined-mode roll in {labels}; quorum leaders {quorum.leaders()}; {traffic.summary()}")
+    print("\n".join(line[:300] for line in text.splitlines() if "quorum" in line and "broker" in line)[-4000:])
+    assert rolled.state == "success", rolled.states
+    assert {n: sandbox.starts(nodes)[n] - before[n] for n in nodes} == {n: 1 for n in nodes}, "each started once"
+    assert "every voter is a combined node: no dedicated controller to restart" in text
+    batches = batches_of(labels)
+    assert sorted(b for batch in batches for b in batch) == nodes, labels
+    assert all(len(voters & set(batch)) <= 1 for batch in batches), f"two voters in a batch: {labels}"
+    assert all(len({b % 2 for b in batch}) == 1 for batch in batches), f"a batch mixed racks: {labels}"
+    assert batches[-1][-1] == first_leader, f"the quorum leader {first_leader} goes last: {labels}"
+    assert len(quorum.leaders()) == 2 and quorum.leaders()[0] == first_leader, quorum.leaders()
+    assert quorum.views and quorum.longest_leaderless_s() < 6.0, quorum.longest_leaderless_s()
+    for voter in voters:
+        assert f"broker {voter} (a quorum voter too) is back in the quorum and caught up: yes" in text, voter
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
+    assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
+    assert_no_acknowledged_message_lost(traffic)
+
 @pytest.mark.extended
 def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):
     """Another operation holds the cluster (its lock is the lock topic in the cluster, named holder): a run with

@@ -109,6 +109,23 @@ def test_rack_batches_on_a_rack_aware_cluster(rack_cluster):
     assert any(r.startswith("broker 7 not with [2, 5, ") for r in unbatched[-1].reasons)
 
 
+
+def test_at_most_one_kraft_voter_a_batch_and_the_quorum_leader_last(rack_cluster):
+    """Combined nodes 0, 3 (rack r0) and 7 (r1, the quorum leader, passed as the state's controller): rack r0 splits
+    so 0 and 3 go in different batches; every other broker keeps its rack batch; the leader goes last."""
+    order = restart_order(rack_cluster.broker_ids, 7)
+    batches = plan_batches(rack_cluster, order, max_parallel=30, batch_by="rack", voters=[0, 3, 7])
+    for batch in batches:
+        assert len({0, 3, 7} & set(batch.broker_ids)) <= 1, batch
+        assert len({b % 3 for b in batch.broker_ids}) == 1, "one rack a batch"
+        assert can_stop_together(rack_cluster, batch.broker_ids) == []
+    assert sorted(b for batch in batches for b in batch.broker_ids) == list(range(30))
+    assert batches[-1].broker_ids[-1] == 7
+    assert ids(batches)[0] == (0, *range(6, 30, 3)) and ids(batches)[2] == (3,), "r0 splits; r2 in between"
+    assert "broker 3 not with [0]: both are KRaft voters (one quorum member down at a time)" in batches[2].reasons
+    assert len(batches) == 4
+
+
 def test_disjoint_batches_on_the_rack_aware_cluster(rack_cluster):
     """RF = number of racks and one replica per rack: brokers of one rack share no partition, brokers of
     two racks share some, so partition-disjoint batching also finds the rack batches (computed, not

@@ -434,38 +434,45 @@ def test_roles_controllers_plans_no_broker(broker_plan):
 
 
 
-# --- combined nodes (process.roles=broker,controller): refused by both plans, nothing touched --------------------
+# --- combined nodes (process.roles=broker,controller): the broker roll restarts them, the controller roll does not --
 
 
-def test_the_controller_plan_refuses_voters_that_are_brokers_too(cluster):
+def test_the_controller_plan_leaves_combined_voters_to_the_broker_roll_and_refuses_them_by_name(cluster, capfd):
     cluster.brokers = [1, 2, 101]  # 101 is a combined node: a voter and a registered broker
-    with pytest.raises(AirflowFailException) as refused:
-        plan()
-    said = str(refused.value)
-    assert "cluster 'kafka_kraft': nodes [101] are KRaft controllers (voters of the metadata quorum " in said
-    assert "[100, 101, 102], leader 102) and brokers at once (combined mode" in said
-    assert "this controller roll would restart them" in said and "Nothing was touched" in said
-    assert "Name only the other controllers (param controllers)" in said
-    assert cluster.events == [] and cluster.ssh == 0 and record() is None
-    assert [i["id"] for i in plan(controllers=[100, 102])] == [100, 102], "the dedicated ones may still roll"
+    assert [i["id"] for i in plan()] == [100, 102], "roles=all: the dedicated controllers, the leader (102) last"
+    assert "combined nodes [101] (quorum voters that are brokers too) roll with the brokers" in capfd.readouterr().out
+    for settings in ({"controllers": [101, 100]}, {"roles": "controllers"}):
+        MemoryStore.records = {}
+        with pytest.raises(AirflowFailException) as refused:
+            plan(**settings)
+        said = str(refused.value)
+        assert said.startswith("cluster 'kafka_kraft': nodes [101] are KRaft controllers (voters of the metadata "
+                               "quorum [100, 101, 102], leader 102) and brokers at once (combined mode"), said
+        assert "they roll with the brokers" in said and "Nothing was touched" in said
+        assert record() is None
+    MemoryStore.records = {}
+    cluster.brokers = [100, 101, 102]  # every voter combined (Kafka 4's quickstart layout)
+    assert plan() == [] and record().steps == (), "no dedicated controller to restart"
+    assert cluster.events == [] and cluster.ssh == 0
 
 
-def test_the_broker_plan_on_kraft_refuses_brokers_that_are_voters_too(broker_plan):
-    broker_plan.mode["voters"] = (0, 1, 2)  # every broker is a combined node, as in Kafka 4's quickstart config
-    with pytest.raises(AirflowFailException) as refused:
-        broker_plan()
-    said = str(refused.value)
-    assert said.startswith("cluster 'kafka_kraft': nodes [0, 1, 2] are KRaft controllers (voters of the metadata "
-                           "quorum [0, 1, 2], leader 2) and brokers at once"), said
-    assert "this broker roll would restart them" in said and "Name only the other brokers (param brokers)" in said
-    assert "restart" not in MemoryStore.records, "nothing frozen"
-    broker_plan.mode["voters"] = (1,)
-    with pytest.raises(AirflowFailException, match=r"nodes \[1\] are KRaft controllers"):
-        broker_plan(brokers=[2, 1])
-    assert [b["label"] for b in broker_plan(brokers=[0, 2])] == ["broker 0", "broker 2"], "only dedicated brokers"
+def test_the_broker_plan_on_kraft_rolls_combined_nodes_one_voter_a_batch_and_the_quorum_leader_last(broker_plan,
+                                                                                                   capfd):
+    broker_plan.mode["voters"] = (0, 1, 2)  # every broker a combined node; the fake's quorum leader is 2
+    items = broker_plan()
+    assert [b["label"] for b in items] == ["broker 0", "broker 1", "broker 2"]
+    assert all(b["brokers"][0]["voter"] is True for b in items)
+    assert "KRaft cluster with combined nodes [0, 1, 2]" in capfd.readouterr().out
+    broker_plan.mode["voters"] = (2, 0)  # the quorum leader (the fake's last voter) is 0: it goes last
+    items = broker_plan(max_parallel=3)
+    assert [[s["id"] for s in b["brokers"]] for b in items] == [[1, 2], [0]]
+    assert [s.get("voter", False) for b in items for s in b["brokers"]] == [False, True, True]
+    broker_plan.mode["voters"] = (100, 101, 102)  # dedicated controllers: no broker is a voter, none moved last
+    items = broker_plan()
+    assert [b["label"] for b in items] == ["broker 0", "broker 1", "broker 2"]
+    assert not any("voter" in s for b in items for s in b["brokers"])
     broker_plan.mode["kraft"] = False  # ZooKeeper mode asks no quorum (the fake asserts it)
     assert len(broker_plan()) == 3
-
 
 # --- the DAG ----------------------------------------------------------------------------------------------------
 

@@ -100,15 +100,13 @@ def test_downgrades_need_the_flag_and_must_be_safe():
 
 
 def test_combined_nodes_are_the_voters_that_are_registered_brokers_too():
-    from kafka_ops.quorum import combined_nodes, combined_refusal
+    from kafka_ops.quorum import combined_in_controller_roll, combined_nodes
 
     quorum = Quorum(1, 4, 900, (Voter(0), Voter(1), Voter(2)))
     assert combined_nodes(quorum, [3, 4, 5]) == []
     assert combined_nodes(quorum, [5, 2, 0, 4]) == [0, 2]
-    said = combined_refusal([2, 0], quorum, "broker")
+    said = combined_in_controller_roll([2, 0], quorum)
     assert said.startswith("nodes [0, 2] are KRaft controllers (voters of the metadata quorum [0, 1, 2], leader 1) "
-                           "and brokers at once (combined mode, process.roles=broker,controller): this broker roll "
-                           "would restart them")
-    assert "Nothing was touched. Name only the other brokers (param brokers)" in said
-    with pytest.raises(ValueError, match="roll must be broker or controller"):
-        combined_refusal([0], quorum, "node")
+                           "and brokers at once (combined mode, process.roles=broker,controller): they roll with the "
+                           "brokers")
+    assert said.endswith("Nothing was touched")

@@ -149,8 +149,13 @@ def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
                                                               host="127.0.0.111", quorum_voters=voters,
                                                               log_dir=tmp_path, brokers=3))
     assert controller["listeners"] == "CONTROLLER://127.0.0.111:9093" and "broker.rack" not in controller
-    with pytest.raises(ValueError, match="broker or controller"):
-        kafka_config.kraft_node(node_id=1, role="broker,controller", rack=None, host="h", quorum_voters=voters,
+    combined = javaproperties.loads(kafka_config.kraft_node(node_id=1, role="broker,controller", rack="r1", host="h",
+                                                            quorum_voters=voters, log_dir=tmp_path, brokers=3))
+    assert combined["process.roles"] == "broker,controller"
+    assert combined["listeners"] == "PLAINTEXT://h:9092,CONTROLLER://h:9093"
+    assert combined["advertised.listeners"] == "PLAINTEXT://h:9092" and combined["broker.rack"] == "r1"
+    with pytest.raises(ValueError, match="broker, controller or broker,controller"):
+        kafka_config.kraft_node(node_id=1, role="controller,broker", rack=None, host="h", quorum_voters=voters,
                                 log_dir=tmp_path, brokers=3)
 
 

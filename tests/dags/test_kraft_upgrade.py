@@ -172,3 +172,42 @@ def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
     assert "phase binaries not requested" in text, "the binaries rolls left every node alone"
     assert finalized(kraft) == {b: 25 for b in kraft.broker_ids}, "metadata.version unchanged"
     assert started(kraft) == before, "no node restarted"
+
+
+@pytest.mark.extended
+def test_kraft_upgrade_of_a_combined_cluster_rolls_each_node_once_the_quorum_leader_last(fresh_sandbox, use_sandbox,
+                                                                                        capfd, caplog):
+    """Kafka 4.0.0 -> 4.1.0 on 3 combined nodes (``process.roles=broker,controller``, Kafka's quickstart layout):
+    the controller rolls have no dedicated controller, the broker roll upgrades every node once under the quorum
+    check, the quorum leader last; then metadata.version 4.1-IV1 (27) is finalized; nothing offline, every
+    acknowledged message read back."""
+    from sandbox.hosts import unpack_kafka
+
+    sandbox = fresh_sandbox(mode="kraft", combined=3, brokers=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    ids = list(sandbox.broker_ids)
+    for n in ids:
+        unpack_kafka(sandbox.host_dir(n), TARGET)
+    before = wait_for(lambda: (s := {n: sandbox.started_releases(n) for n in ids}) and all(s.values()) and s, 30,
+                      what="every node's first start in its log")
+    first_leader = leader_of(sandbox)
+    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
+    approver.start()
+    try:
+        with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, ids) as traffic, \
+                MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
+            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
+    finally:
+        approver.stop.set()
+    text = output(capfd, caplog)
+    print(f"combined-mode upgrade: {result.mapped_labels('binaries.broker')}; {traffic.summary()}")
+    assert result.state == "success", (result.states, failure_lines(text))
+    assert_no_acknowledged_message_lost(traffic)
+    after = {n: sandbox.started_releases(n) for n in ids}
+    assert {n: [r.removeprefix("Kafka ") for r in after[n][len(before[n]):]] for n in ids} == {n: [TARGET] for n in ids}
+    assert result.mapped_labels("controller_binaries.controller") == []
+    order = [int(label.split()[1]) for label in result.mapped_labels("binaries.broker")]
+    assert sorted(order) == ids and order[-1] == first_leader, order
+    assert finalized(sandbox) == {b: 27 for b in ids}
+    assert watcher.ever_offline() == [], "no partition offline during the upgrade"

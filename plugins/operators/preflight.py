@@ -172,8 +172,9 @@ class PreflightOperator(ClusterOperator):
                                   profile.server_properties_for(bid) if properties else None), bid))
         if quorum is not None:
             wanted = [int(c) for c in self.setting("controllers")] or list(quorum.voter_ids)
-            hosts = resolve_hosts([c for c in wanted if c in quorum.voter_ids], profile.controller_hosts, quorum,
-                                  profile.cluster)
+            # a combined node (a voter that is a registered broker too) rolls as a broker: asked above, once
+            hosts = resolve_hosts([c for c in wanted if c in quorum.voter_ids and not state.has_broker(c)],
+                                  profile.controller_hosts, quorum, profile.cluster)
             for cid, (host, _) in sorted(hosts.items()):
                 commands = [profile.controller_service_command(a, cid)[0] for a in ("stop", "start", "status")]
                 commands += self._install(profile, cid)

@@ -44,11 +44,12 @@ SETTINGS: dict[str, Setting] = {
                           "Keep the given broker order (do not move the controller last)"),
     "roles": Setting("all", {"type": "string", "enum": ["all", "brokers", "controllers"]},
                      "KRaft: all = the controllers first (one at a time, the active controller last), then the "
-                     "brokers; brokers; controllers. ZooKeeper mode: all and brokers roll the brokers (the controller "
-                     "is a broker, rolled last); controllers is refused"),
+                     "brokers; brokers; controllers. Combined nodes (process.roles=broker,controller) roll with the "
+                     "brokers, under the quorum check. ZooKeeper mode: all and brokers roll the brokers (the "
+                     "controller is a broker, rolled last); controllers is refused"),
     "controllers": Setting([], {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True},
-                           "KRaft controller node ids to restart; empty = every voter of the metadata quorum, the "
-                           "active controller last"),
+                           "KRaft controller node ids to restart; empty = every dedicated voter of the metadata "
+                           "quorum, the active controller last (a combined node rolls with the brokers)"),
     # commands (names of the profile's commands)
     "pre_stop": Setting(None, COMMAND, "Name of a profile command to run on the broker host before stopping "
                         "(non-zero exit fails the step); empty = none"),

@@ -178,7 +178,8 @@ def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_lea
     node started again; replica sets unchanged). A rolling restart of every role, batched by rack, restarts every
     node exactly once, in the broker roll (the controller roll has no dedicated controller): never two voters in a
     batch, the quorum leader last, so leadership moves once; the quorum never lost for more than an election;
-    nothing offline or under min ISR; every acknowledged message read back."""
+    nothing offline or under min ISR; every acknowledged message read back. Then a voter crashes: a roll of another
+    voter holds at its gate, naming the quorum, and touches nothing."""
     from sandbox import settings
 
     sandbox = fresh_sandbox(mode="kraft", combined=3, brokers=4, racks=2)
@@ -228,6 +229,38 @@ def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_lea
     assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert watcher.ever_under_min_isr(settings.MIN_INSYNC_REPLICAS) == [], "no partition went under min ISR"
     assert_no_acknowledged_message_lost(traffic)
+
+    # a fault: voter 2 crashes (SIGKILL); a roll of the follower voter left must not stop it, since the quorum would
+    # keep one caught-up voter of 3: its gate names the quorum (besides broker 2's URPs) until its timeout
+    began = time.monotonic()
+    crashed = sandbox.cli("crash-broker", "2")
+    assert crashed.returncode == 0, crashed.stderr
+
+    def leader_left() -> tuple[int] | None:
+        try:
+            leader = leader_of(sandbox)
+        except Exception:  # noqa: BLE001 - an election under way
+            return None
+        return (leader,) if leader in (0, 1) else None
+
+    (leader,) = wait_for(leader_left, 30, what="a quorum leader among the voters left")
+    target = 1 - leader  # the other voter left: a follower, whose stop would leave one caught-up voter of 3
+    elected_s = time.monotonic() - began
+    before = sandbox.starts(nodes)
+    held = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "brokers", "brokers": [target],
+                                             "consumer_groups": None, "healthcheck_interval_s": 2,
+                                             "healthcheck_timeout_s": 15})
+    text = capfd.readouterr().out + caplog.text
+    tasks = ", ".join(f"{ti.task_id}[{ti.map_index}] {ti.state} {(ti.end_date - ti.start_date).total_seconds():.1f} s"
+                      for ti in held.task_instances if ti.start_date and ti.end_date)
+    print(f"voter 2 crashed; quorum leader {leader} {elected_s:.1f} s later; held run: {tasks}")
+    assert held.state == "failed" and held.mapped_states("restart.broker") == ["failed"], held.states
+    assert f"broker {target} may not be stopped yet" in text
+    assert f"quorum without controller {target} (" in text and "without it 1 of 3 voters caught up (needs 2" in text
+    assert "lagging: 2 (" in text, "the gate names the crashed voter"
+    assert sandbox.starts(nodes) == before, f"broker {target} was not touched"
+    assert target in admin(sandbox.bootstrap_servers).list_topics(timeout=10).brokers
+
 
 @pytest.mark.extended
 def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):

@@ -52,6 +52,12 @@ DUE_MARGIN_S = 0.05
 ELECTED_GRACE_S = 5.0
 
 
+def voters_of(nodes: Mapping[int, dict]) -> list[int]:
+    """The combined nodes among a batch's steps (``"voter": True``, set by ``operators.roll_plan``), in batch
+    order."""
+    return [bid for bid, step in nodes.items() if step.get("voter")]
+
+
 class BrokerRollOperator(NodeRollOperator):
     """Roll one batch of brokers (mapped over the roll's plan; see the module docstring and
     :class:`operators.node_roll.NodeRollOperator` for ``roll_id``, ``settings``, ``operation``, ``before_start``,
@@ -139,7 +145,7 @@ class BrokerRollOperator(NodeRollOperator):
         if len(ids) < 2 or mode is ClusterMode.MIGRATING:
             return [ids]
         if mode is ClusterMode.KRAFT:
-            if not any(step.get("voter") for step in nodes.values()):
+            if not voters_of(nodes):
                 return [ids]
             ctrl = self._ask(lambda: self.prober.admin.describe_quorum().leader_id, "the quorum leader")
         else:
@@ -176,7 +182,7 @@ class BrokerRollOperator(NodeRollOperator):
             self._wait_each(kind, ids, check)
             self.marks[mark] = time.time()
             if kind == "registered":
-                self._wait_voters_back(record, [b for b in ids if nodes[b].get("voter")])
+                self._wait_voters_back(record, voters_of(nodes))
 
     def _wait_voters_back(self, record: RollRecord, voters: list[int]) -> None:
         """Each combined node of the batch is a caught-up voter again, fetching from the quorum leader since its start
@@ -265,7 +271,7 @@ class BrokerRollOperator(NodeRollOperator):
             self.log.info("lag gate: %d OK polls in a row carried (the plan, the previous batch)", lag.streak)
 
         fix_imbalance = is_true(self.setting("fix_leader_imbalance"))
-        voters = [b for b in ids if nodes.get(b, {}).get("voter") and b not in stopped]  # combined nodes to stop
+        voters = [b for b in voters_of(nodes) if b in ids and b not in stopped]  # combined nodes to stop
         would_elect: list[str] = []  # a dry run: what a real run's gate would elect first
 
         def cluster_check() -> health.Verdict:
@@ -318,7 +324,7 @@ class BrokerRollOperator(NodeRollOperator):
         fetch_timeout_ms = int(self.setting("quorum_fetch_timeout_ms"))
         verdicts = [can_restart_controller(quorum, v, fetch_timeout_ms) for v in voters]
         if all(v.ok for v in verdicts) and quorum.leader_id in voters and not getattr(self, "_leader_said", False):
-            self._leader_said = True
+            self._leader_said = True  # once per task, not at every look of a gate that waits for the lag streak
             self.log.info("broker %s is the quorum leader: its stop moves the leadership to another voter (%s)",
                           quorum.leader_id, describe_quorum_line(quorum))
         return verdicts

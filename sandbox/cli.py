@@ -1,4 +1,5 @@
-"""``python -m sandbox up|down|status|unpack|lag|crash-broker|freeze|thaw|traffic``: the sandbox cluster's command line.
+"""``python -m sandbox up|down|status|unpack|lag|crash-broker|replace-metadata-dir|freeze|thaw|traffic``: the sandbox
+cluster's command line.
 
 Every subcommand takes ``--workdir`` (default ``.sandbox``; env ``SANDBOX_WORKDIR_DEFAULT`` overrides the
 default). Errors the user can fix print one line ``sandbox: error: ...`` and exit 1.
@@ -83,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(--controllers is ignored) (default %(default)s)",
     )
     up.add_argument(
+        "--quorum",
+        choices=("static", "dynamic"),
+        default="static",
+        help="--mode kraft: static: the voters listed in every node's controller.quorum.voters (KIP-595); dynamic: "
+        "controller.quorum.bootstrap.servers, the voter set in the metadata log, storage formatted with "
+        "--initial-controllers (KIP-853, Kafka 3.9+, as Kafka 4's quickstart) (default %(default)s)",
+    )
+    up.add_argument(
         "--controller-hosts",
         type=int,
         default=0,
@@ -136,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     crash = sub.add_parser("crash-broker", parents=[common],
                            help="SIGKILL a broker's (or KRaft controller's) JVM: no controlled shutdown")
     crash.add_argument("broker_id", type=int, metavar="ID")
+    replace = sub.add_parser(
+        "replace-metadata-dir", parents=[common],
+        help="a dynamic quorum's voter gets a new disk: stop it, format its log dir again (a new directory id, "
+        "--no-initial-controllers), start it; it comes back as an observer (KIP-853)")
+    replace.add_argument("node_id", type=int, metavar="ID")
     for name, verb in (("freeze", "SIGSTOP (it holds its sockets and sessions but answers nothing)"),
                        ("thaw", "SIGCONT (resume what freeze stopped)")):
         fault = sub.add_parser(name, parents=[common], help=f"{verb}: a node id, zookeeper, burrow or workload")
@@ -198,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 controllers=args.controllers,
                 controller_hosts=args.controller_hosts,
                 combined=args.combined,
+                quorum=args.quorum,
                 broker_config=dict(args.broker_config),
             )
         elif args.command == "down":
@@ -211,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             faults.stall_group(workdir, args.group, args.stall_seconds)
         elif args.command == "crash-broker":
             faults.crash_broker(workdir, args.broker_id)
+        elif args.command == "replace-metadata-dir":
+            faults.replace_metadata_dir(workdir, args.node_id)
         elif args.command == "freeze":
             faults.freeze(workdir, args.target)
         elif args.command == "thaw":

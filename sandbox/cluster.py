@@ -23,6 +23,7 @@ from sandbox import (
     debs,
     envfile,
     hosts,
+    kafka_config,
     kafka_release,
     kraft_storage,
     procs,
@@ -154,6 +155,7 @@ def up(
     controller_hosts: int = 0,
     broker_config: dict[str, str] | None = None,
     combined: int = 0,
+    quorum: str = "static",
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -165,7 +167,10 @@ def up(
     with a cluster id it generated. A ZooKeeper still runs for Burrow's own coordination (Burrow 1.2.1
     requires one); Kafka never uses it. ZooKeeper mode needs a 3.x release (4.0 removed it). ``combined`` (KRaft
     only): the first N brokers are the quorum's voters too (``process.roles=broker,controller``, Kafka's
-    quickstart layout) and no dedicated controller runs (``controllers`` is ignored).
+    quickstart layout) and no dedicated controller runs (``controllers`` is ignored). ``quorum`` (KRaft only):
+    ``"static"`` (``controller.quorum.voters`` in every file, KIP-595) or ``"dynamic"`` (KIP-853, Kafka 3.9+, as
+    Kafka 4's quickstart formats it: ``controller.quorum.bootstrap.servers`` in the files, the voter set in the
+    metadata log, formatted with ``--initial-controllers`` and a new directory id per voter).
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -190,6 +195,12 @@ def up(
         raise SandboxError("--combined is for --mode kraft (ZooKeeper-mode brokers are no KRaft controllers)")
     if combined < 0 or combined > brokers:
         raise SandboxError(f"--combined must be between 0 and --brokers {brokers} (got {combined})")
+    if quorum not in ("static", "dynamic"):
+        raise SandboxError(f"--quorum must be static or dynamic (got {quorum!r})")
+    if quorum == "dynamic" and mode != "kraft":
+        raise SandboxError("--quorum dynamic is for --mode kraft (a ZooKeeper-mode cluster has no quorum of its own)")
+    if quorum == "dynamic" and kafka_release.RELEASES[kafka_version].version_tuple < (3, 9):
+        raise SandboxError(f"--quorum dynamic needs Kafka 3.9 or later (KIP-853; got {kafka_version})")
     if combined:
         controllers = 0  # the quorum is the first `combined` brokers
     elif mode == "kraft" and controllers < 1:
@@ -234,6 +245,7 @@ def up(
                 "controllers": controllers,
                 "broker_config": dict(broker_config or {}),
                 "combined": combined,
+                "quorum": quorum,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -272,7 +284,10 @@ def up(
             controller_hosts=[{"id": c.id, "host": c.host} for c in controller_specs],
             broker_config=dict(broker_config or {}),
             combined=combined,
+            quorum=quorum,
         )
+        if quorum == "dynamic":
+            info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
         state.save(workdir, info)
         try:
             _start_all(workdir, info, remaining, say_timed)
@@ -283,6 +298,7 @@ def up(
                 raise
             raise SandboxError(f"sandbox up failed: {exc}") from exc
         metadata = (f"KRaft controllers {sorted(info.voters)}" + (" (combined with brokers)" if combined else "")
+                    + (" (dynamic quorum)" if quorum == "dynamic" else "")
                     if info.kraft
                     else f"ZooKeeper {info.zookeeper_connect}")
         say(
@@ -335,12 +351,12 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                         for c in info.controller_hosts]
     for spec in controller_specs:
         if info.kraft:
-            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_voters, brokers=len(active))
+            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_config, brokers=len(active))
         else:  # hosts a migration provisions: no server.properties, nothing started
             hosts.prepare_bare(workdir, spec, info.kafka_version)
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
-                      quorum_voters=info.quorum_voters if info.kraft else None, extra=info.broker_config,
+                      quorum=info.quorum_config if info.kraft else None, extra=info.broker_config,
                       combined=spec.id in info.voters and info.combined > 0)
     for spec in specs + controller_specs:
         sshd.start(workdir, spec.id, spec.host)
@@ -349,7 +365,8 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         first = workdir.host((controller_specs or active)[0].id)
         info.cluster_id = kraft_storage.random_cluster_id(first)
         state.save(workdir, info)
-        kraft_storage.format_storage(workdir, [s.id for s in controller_specs + active], info.cluster_id, say)
+        kraft_storage.format_storage(workdir, [s.id for s in controller_specs + active], info.cluster_id, say,
+                                     initial_controllers=info.initial_controllers, voter_ids=set(info.voters))
         for spec in controller_specs:
             service.start(workdir.host(spec.id), wait_s=0)
     for spec in active:

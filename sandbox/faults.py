@@ -1,17 +1,19 @@
 """Faults injected into a running sandbox, as real signals on real processes: ``crash_broker`` (SIGKILL of a
 broker's or controller's JVM: no controlled shutdown), ``freeze`` / ``thaw`` (SIGSTOP / SIGCONT of a node,
 ZooKeeper, Burrow or the workload: a process that keeps its sockets and sessions but answers nothing) and
-``stall_group`` (a consumer group of the workload stops progressing, for Burrow to rate).
+``stall_group`` (a consumer group of the workload stops progressing, for Burrow to rate) and
+``replace_metadata_dir`` (a KRaft voter's disk replaced: its log dir formatted again, a new directory id).
 
 Errors a user can fix raise :class:`sandbox.cluster.SandboxError` (the CLI exits 1).
 """
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 
-from sandbox import procs, service, settings, state, workload
+from sandbox import kraft_storage, procs, service, settings, state, workload
 from sandbox.cluster import SandboxError, Say, say_to_stderr
 from sandbox.layout import Workdir
 
@@ -69,6 +71,39 @@ def crash_broker(workdir: Workdir, broker_id: int, say: Say = say_to_stderr) -> 
         say(f"broker {broker_id} (pid {pid}) killed with SIGKILL; its ZooKeeper session expires after "
             f"{settings.ZK_SESSION_TIMEOUT_MS / 1000:.0f} s (zookeeper.session.timeout.ms)")
     return pid
+
+
+def replace_metadata_dir(workdir: Workdir, node_id: int, say: Say = say_to_stderr) -> str:
+    """A voter's disk replaced, in a dynamic quorum (KIP-853): stop KRaft voter ``node_id`` (controlled shutdown),
+    empty its log dir, format it again as Kafka's operations guide formats a node that joins an existing cluster
+    (``kafka-storage format --no-initial-controllers``: a new directory id), and start it. It comes back fetching
+    as an *observer* under its new directory id; the voter with the old one stays in the voter set, silent, until
+    ``kafka-metadata-quorum remove-controller`` / ``add-controller``. Returns the new directory id (Kafka's form).
+
+    Raises:
+        SandboxError: no running sandbox, not a voter of a dynamic quorum, or the node is not running.
+    """
+    info = _load_running(workdir)
+    if info.quorum != "dynamic" or node_id not in info.voters:
+        raise SandboxError(f"node {node_id} is not a voter of a dynamic quorum (this sandbox: {info.quorum} quorum, "
+                           f"{_node_ids(info)})")
+    _running_node(workdir, info, node_id)
+    host = workdir.host(node_id)
+    service.stop(host)
+    for path in host.data.iterdir():
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    try:
+        new_id = kraft_storage.format_node(host, info.cluster_id, ["--no-initial-controllers"])
+    except kraft_storage.StorageError as exc:
+        raise SandboxError(f"controller {node_id} is stopped with an empty log dir: {exc}") from None
+    service.start(host, wait_s=0)
+    say(f"controller {node_id}: log dir {host.data} formatted again (directory id {new_id}, was "
+        f"{info.directory_ids.get(str(node_id))}) and started: it fetches as an observer, voter {node_id} stays "
+        "silent until kafka-metadata-quorum remove-controller / add-controller")
+    return new_id
 
 
 FREEZABLE = ("zookeeper", "burrow", "workload")

@@ -106,19 +106,20 @@ def _make_dirs(host: HostDir) -> None:
 
 
 def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str, *, brokers: int,
-            quorum_voters: str | None = None, extra: dict[str, str] | None = None,
+            quorum: dict[str, str] | None = None, extra: dict[str, str] | None = None,
             combined: bool = False) -> HostDir:
     """Create broker host ``spec.id``'s directory: server.properties, the release, data/ and logs/.
-    ``quorum_voters`` set = a KRaft broker (``process.roles=broker``, no ZooKeeper; ``combined``: a controller
+    ``quorum`` set (the quorum keys, ``SandboxState.quorum_config``) = a KRaft broker (``process.roles=broker``, no
+    ZooKeeper; ``combined``: a controller
     too, ``process.roles=broker,controller``); ``brokers`` = the cluster's size (caps the internal topics'
     replication factors); ``extra``: settings added last."""
     host = workdir.host(spec.id)
     _make_dirs(host)
     install_kafka(host, kafka_version)
-    if quorum_voters:
+    if quorum:
         text = kafka_config.kraft_node(node_id=spec.id, role="broker,controller" if combined else "broker",
                                        rack=spec.rack, host=spec.host,
-                                       quorum_voters=quorum_voters, log_dir=host.data, brokers=brokers, extra=extra)
+                                       quorum=quorum, log_dir=host.data, brokers=brokers, extra=extra)
     else:
         text = kafka_config.zookeeper_broker(broker_id=spec.id, rack=spec.rack, host=spec.host,
                                              zookeeper_connect=zookeeper_connect, log_dir=host.data,
@@ -133,15 +134,16 @@ def controller_specs(controllers: int, address_base: str) -> list[BrokerSpec]:
                        rack="", spare=False) for i in range(controllers)]
 
 
-def prepare_controller(workdir: Workdir, spec: BrokerSpec, kafka_version: str, quorum_voters: str,
+def prepare_controller(workdir: Workdir, spec: BrokerSpec, kafka_version: str, quorum: dict[str, str],
                        brokers: int) -> HostDir:
-    """Create a KRaft controller host: server.properties (``process.roles=controller``), the release, data/
+    """Create a KRaft controller host: server.properties (``process.roles=controller``; ``quorum``: the quorum keys,
+    ``SandboxState.quorum_config``), the release, data/
     and logs/ (its storage is formatted by ``kafka-storage format`` before the first start)."""
     host = workdir.host(spec.id)
     _make_dirs(host)
     install_kafka(host, kafka_version)
     host.server_properties.write_text(kafka_config.kraft_node(
-        node_id=spec.id, role="controller", rack=None, host=spec.host, quorum_voters=quorum_voters,
+        node_id=spec.id, role="controller", rack=None, host=spec.host, quorum=quorum,
         log_dir=host.data, brokers=brokers))
     return host
 

@@ -6,7 +6,9 @@ Three kinds of node (Kafka's docs, "Broker Configs" and "KRaft"):
   ``inter.broker.protocol.version`` / ``log.message.format.version`` pinned to the installed major.minor, as
   an operator pins them before an upgrade;
 - a KRaft broker (``process.roles=broker``) and a KRaft controller (``process.roles=controller``):
-  ``node.id``, the static voter set ``controller.quorum.voters`` (KIP-595), the ``CONTROLLER`` listener name;
+  ``node.id``, the ``CONTROLLER`` listener name and the quorum: a static voter set ``controller.quorum.voters``
+  (KIP-595), or a dynamic quorum's ``controller.quorum.bootstrap.servers`` (KIP-853, Kafka 3.9+: the voter set
+  lives in the metadata log, written when the controllers' storage is formatted with ``--initial-controllers``);
   ``metadata.version`` replaces the IBP and lives in the metadata log (set when the storage is formatted).
 
 Sandbox-only values come from :mod:`sandbox.settings`. The files are written with ``javaproperties`` (the
@@ -15,11 +17,18 @@ format Kafka's ``Utils.loadProps`` reads).
 
 from __future__ import annotations
 
+import base64
+import os
 from pathlib import Path
 
 import javaproperties
 
 from sandbox import settings
+
+#: The static voter set's key (KIP-595).
+VOTERS_KEY = "controller.quorum.voters"
+#: A dynamic quorum's key (KIP-853): where a node first finds the quorum.
+BOOTSTRAP_KEY = "controller.quorum.bootstrap.servers"
 
 
 def _dumps(props: dict[str, str]) -> str:
@@ -59,22 +68,24 @@ def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_c
     return _dumps({**props, **(extra or {})})
 
 
-def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_voters: str, log_dir: Path,
+def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: dict[str, str], log_dir: Path,
                brokers: int, extra: dict[str, str] | None = None) -> str:
     """A KRaft node's ``server.properties``: ``role`` ``"broker"``, ``"controller"`` or ``"broker,controller"`` (a
-    combined node: both listeners, a broker's settings); ``quorum_voters`` is
-    ``controller.quorum.voters`` (``100@127.0.0.111:9093,...``); ``extra``: a broker's settings of the caller's
+    combined node: both listeners, a broker's settings); ``quorum`` is how the node finds the quorum: one of
+    :func:`static_quorum` / :func:`dynamic_quorum`; ``extra``: a broker's settings of the caller's
     (``up --broker-config``), last: they win (a controller gets none of them).
 
     Raises:
-        ValueError: another role.
+        ValueError: another role, or ``quorum`` not exactly one of the two quorum keys.
     """
     if role not in ("broker", "controller", "broker,controller"):
         raise ValueError(f"role must be broker, controller or broker,controller (got {role!r})")
+    if len(quorum) != 1 or not set(quorum) <= {VOTERS_KEY, BOOTSTRAP_KEY}:
+        raise ValueError(f"quorum must set one of {VOTERS_KEY}, {BOOTSTRAP_KEY} (got {sorted(quorum)})")
     props = {
         "process.roles": role,
         "node.id": str(node_id),
-        "controller.quorum.voters": quorum_voters,
+        **quorum,
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(log_dir),
@@ -101,3 +112,39 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum_v
 def quorum_voters(voters: dict[int, str]) -> str:
     """``controller.quorum.voters`` for ``{node id: host}``: ``100@127.0.0.111:9093,...`` (ids ascending)."""
     return ",".join(f"{i}@{h}:{settings.CONTROLLER_PORT}" for i, h in sorted(voters.items()))
+
+
+def static_quorum(voters: dict[int, str]) -> dict[str, str]:
+    """A static quorum (KIP-595) of ``{node id: host}``: ``{"controller.quorum.voters": "100@127.0.0.111:9093,..."}``;
+    every node's file names the voters, and changing them means editing every file."""
+    return {VOTERS_KEY: quorum_voters(voters)}
+
+
+def dynamic_quorum(voters: dict[int, str]) -> dict[str, str]:
+    """A dynamic quorum (KIP-853, Kafka 3.9+) first formed by ``{node id: host}``:
+    ``{"controller.quorum.bootstrap.servers": "127.0.0.111:9093,..."}`` (hosts by node id). The voters themselves
+    are in the metadata log (``kafka-storage format --initial-controllers``, :func:`initial_controllers`) and change
+    with ``kafka-metadata-quorum add-controller`` / ``remove-controller``."""
+    return {BOOTSTRAP_KEY: ",".join(f"{h}:{settings.CONTROLLER_PORT}" for _, h in sorted(voters.items()))}
+
+
+def initial_controllers(voters: dict[int, str], directory_ids: dict[int, str]) -> str:
+    """``kafka-storage format --initial-controllers`` for a dynamic quorum: ``100@127.0.0.111:9093:<directory id>,...``
+    (ids ascending); each voter's metadata log directory is formatted with its ``directory_ids`` entry (a base64
+    Kafka UUID, :func:`new_directory_id`), which identifies the voter beside its node id (KIP-853).
+
+    Raises:
+        KeyError: a voter without a directory id.
+    """
+    return ",".join(f"{i}@{h}:{settings.CONTROLLER_PORT}:{directory_ids[i]}" for i, h in sorted(voters.items()))
+
+
+def new_directory_id() -> str:
+    """A new directory id as Kafka's ``Uuid.randomUuid()`` makes one: 16 random bytes in URL-safe base64 without
+    padding (22 characters), never the reserved zero and one UUIDs and never starting with ``-`` (Kafka's rule, so
+    that a command line never reads it as an option)."""
+    while True:
+        raw = os.urandom(16)
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-") and int.from_bytes(raw, "big") > 1:
+            return text

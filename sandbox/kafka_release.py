@@ -68,6 +68,11 @@ class Release:
         return int(self.version.split(".")[0])
 
     @property
+    def version_tuple(self) -> tuple[int, ...]:
+        """``(3, 9, 1)`` for ``"3.9.1"``."""
+        return tuple(int(part) for part in self.version.split("."))
+
+    @property
     def log4j2(self) -> bool:
         """Kafka 4.0 moved from reload4j (Log4j 1 API) to Log4j 2."""
         return self.major >= 4

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 
 from sandbox import hosts, procs
@@ -44,17 +44,47 @@ def random_cluster_id(host: hosts.HostDir) -> str:
     return _storage_tool(host, "random-uuid").strip().splitlines()[-1]
 
 
-def format_storage(workdir: Workdir, node_ids: list[int], cluster_id: str, say: Callable[[str], None]) -> None:
+def format_args(node_id: int, initial_controllers: str | None, voter_ids: Collection[int]) -> list[str]:
+    """The quorum arguments of ``kafka-storage format`` for node ``node_id``: none for a static quorum
+    (``initial_controllers`` None: the voters are in ``controller.quorum.voters``); for a dynamic quorum (KIP-853)
+    ``--initial-controllers <text>`` on the first voters (``voter_ids``: their metadata log gets the voter set) and
+    ``--no-initial-controllers`` on every other node, as Kafka's operations guide formats brokers and controllers
+    that join later."""
+    if initial_controllers is None:
+        return []
+    if node_id in voter_ids:
+        return ["--initial-controllers", initial_controllers]
+    return ["--no-initial-controllers"]
+
+
+def format_node(host: hosts.HostDir, cluster_id: str, extra: list[str]) -> str:
+    """Format ``host``'s (empty) log dir for cluster ``cluster_id`` with ``kafka-storage format`` and ``extra``
+    arguments (:func:`format_args`); returns the directory id it wrote (``meta.properties``' ``directory.id``).
+
+    Raises:
+        StorageError: the format failed, or wrote no directory id.
+    """
+    _storage_tool(host, "format", "-t", cluster_id, "-c", str(host.server_properties), *extra)
+    for line in (host.data / "meta.properties").read_text().splitlines():
+        if line.startswith("directory.id="):
+            return line.split("=", 1)[1].strip()
+    raise StorageError(f"kafka-storage format wrote no directory.id in {host.data / 'meta.properties'}")
+
+
+def format_storage(workdir: Workdir, node_ids: list[int], cluster_id: str, say: Callable[[str], None],
+                   initial_controllers: str | None = None, voter_ids: Collection[int] = ()) -> None:
     """Format each KRaft node's log dir with Kafka's storage tool (``kafka-storage format -t <cluster id> -c
     server.properties``: ``meta.properties``, and on controllers the bootstrap checkpoint holding the
-    release's latest production ``metadata.version``), two nodes at a time.
+    release's latest production ``metadata.version``), two nodes at a time. A dynamic quorum
+    (``initial_controllers`` set, ``voter_ids`` its voters) adds :func:`format_args`.
 
     Raises:
         StorageError: a format failed.
     """
     def one(node_id: int) -> str:
         host = workdir.host(node_id)
-        out = _storage_tool(host, "format", "-t", cluster_id, "-c", str(host.server_properties))
+        out = _storage_tool(host, "format", "-t", cluster_id, "-c", str(host.server_properties),
+                            *format_args(node_id, initial_controllers, voter_ids))
         return next((line for line in out.splitlines() if line.startswith("Formatting")), out.strip())
 
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 
-from sandbox import procs, settings
+from sandbox import kafka_config, procs, settings
 from sandbox.hosts import BrokerSpec
 from sandbox.layout import Workdir
 
@@ -38,6 +38,8 @@ class SandboxState:
     cluster_id: str = ""  # KRaft: the id the storage was formatted with (kafka-storage random-uuid)
     broker_config: dict[str, str] = field(default_factory=dict)  # `up --broker-config`: every broker's file
     combined: int = 0  # KRaft: the first N brokers are controllers too (process.roles=broker,controller)
+    quorum: str = "static"  # KRaft: "static" (controller.quorum.voters) or "dynamic" (KIP-853, bootstrap servers)
+    directory_ids: dict[str, str] = field(default_factory=dict)  # dynamic quorum: voter id -> its directory id
 
     @property
     def kraft(self) -> bool:
@@ -55,6 +57,22 @@ class SandboxState:
     def quorum_voters(self) -> str:
         """``controller.quorum.voters`` text: ``100@127.0.0.111:9093,...``."""
         return ",".join(f"{i}@{h}:{settings.CONTROLLER_PORT}" for i, h in sorted(self.voters.items()))
+
+    @property
+    def quorum_config(self) -> dict[str, str]:
+        """The quorum keys of every KRaft node's ``server.properties`` (``kafka_config.static_quorum`` or
+        ``dynamic_quorum`` of :attr:`voters`, by :attr:`quorum`)."""
+        if self.quorum == "dynamic":
+            return kafka_config.dynamic_quorum(self.voters)
+        return kafka_config.static_quorum(self.voters)
+
+    @property
+    def initial_controllers(self) -> str | None:
+        """A dynamic quorum's ``kafka-storage format --initial-controllers`` text (:attr:`directory_ids` by voter);
+        None for a static quorum."""
+        if self.quorum != "dynamic":
+            return None
+        return kafka_config.initial_controllers(self.voters, {int(k): v for k, v in self.directory_ids.items()})
 
     @property
     def zookeeper_connect(self) -> str:
@@ -88,6 +106,7 @@ class SandboxState:
             "mode": self.mode,
             "controllers": len(self.controller_hosts),
             "combined": self.combined,
+            "quorum": self.quorum,
             "broker_config": dict(self.broker_config),
         }
 

@@ -377,6 +377,7 @@ def start(
     controllers: int = 3,
     controller_hosts: int = 0,
     combined: int = 0,
+    quorum: str = "static",
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
 
@@ -404,6 +405,8 @@ def start(
         args += ["--controller-hosts", str(controller_hosts)]
     if combined:
         args += ["--combined", str(combined)]
+    if quorum != "static":
+        args += ["--quorum", quorum]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

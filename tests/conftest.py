@@ -146,7 +146,7 @@ def fresh_sandbox(
 
     def make(
         brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
-        mode: str = "zookeeper", controllers: int = 3, combined: int = 0,
+        mode: str = "zookeeper", controllers: int = 3, combined: int = 0, quorum: str = "static",
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -162,6 +162,7 @@ def fresh_sandbox(
             mode=mode,
             controllers=controllers,
             combined=combined,
+            quorum=quorum,
         )
         started.append(running)
         return running

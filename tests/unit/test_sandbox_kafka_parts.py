@@ -10,7 +10,7 @@ from pathlib import Path
 import javaproperties
 import pytest
 
-from sandbox import burrow_build, kafka_config, kafka_release, node_log, settings
+from sandbox import burrow_build, kafka_config, kafka_release, kraft_storage, node_log, settings
 
 
 def _jar(path: Path, classes: list[str]) -> None:
@@ -124,13 +124,13 @@ def test_broker_config_of_the_caller_comes_last_and_wins(tmp_path) -> None:
         broker_id=0, rack=None, host="h", zookeeper_connect="z:2181", log_dir=tmp_path, kafka_version="3.6.2",
         brokers=3, extra=extra))
     assert zk["leader.imbalance.check.interval.seconds"] == "5" and zk["min.insync.replicas"] == "1"
-    voters = kafka_config.quorum_voters({100: "127.0.0.111"})
+    voters = kafka_config.static_quorum({100: "127.0.0.111"})
     broker = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack=None, host="h",
-                                                          quorum_voters=voters, log_dir=tmp_path, brokers=3,
+                                                          quorum=voters, log_dir=tmp_path, brokers=3,
                                                           extra=extra))
     assert broker["min.insync.replicas"] == "1"
     controller = javaproperties.loads(kafka_config.kraft_node(node_id=100, role="controller", rack=None, host="h",
-                                                              quorum_voters=voters, log_dir=tmp_path, brokers=3,
+                                                              quorum=voters, log_dir=tmp_path, brokers=3,
                                                               extra=extra))
     assert "leader.imbalance.check.interval.seconds" not in controller
     with pytest.raises(SystemExit):
@@ -138,25 +138,62 @@ def test_broker_config_of_the_caller_comes_last_and_wins(tmp_path) -> None:
 
 
 def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
-    voters = kafka_config.quorum_voters({101: "127.0.0.112", 100: "127.0.0.111"})
-    assert voters == "100@127.0.0.111:9093,101@127.0.0.112:9093"
+    voters = kafka_config.static_quorum({101: "127.0.0.112", 100: "127.0.0.111"})
+    assert voters == {"controller.quorum.voters": "100@127.0.0.111:9093,101@127.0.0.112:9093"}
     broker = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack="rack-0", host="127.0.0.11",
-                                                          quorum_voters=voters, log_dir=tmp_path, brokers=3))
+                                                          quorum=voters, log_dir=tmp_path, brokers=3))
     assert broker["process.roles"] == "broker" and broker["node.id"] == "0"
-    assert broker["controller.listener.names"] == "CONTROLLER" and broker["controller.quorum.voters"] == voters
+    assert broker["controller.listener.names"] == "CONTROLLER"
+    assert broker["controller.quorum.voters"] == "100@127.0.0.111:9093,101@127.0.0.112:9093"
+    assert "controller.quorum.bootstrap.servers" not in broker
     assert "zookeeper.connect" not in broker and "inter.broker.protocol.version" not in broker
     controller = javaproperties.loads(kafka_config.kraft_node(node_id=100, role="controller", rack=None,
-                                                              host="127.0.0.111", quorum_voters=voters,
+                                                              host="127.0.0.111", quorum=voters,
                                                               log_dir=tmp_path, brokers=3))
     assert controller["listeners"] == "CONTROLLER://127.0.0.111:9093" and "broker.rack" not in controller
     combined = javaproperties.loads(kafka_config.kraft_node(node_id=1, role="broker,controller", rack="r1", host="h",
-                                                            quorum_voters=voters, log_dir=tmp_path, brokers=3))
+                                                            quorum=voters, log_dir=tmp_path, brokers=3))
     assert combined["process.roles"] == "broker,controller"
     assert combined["listeners"] == "PLAINTEXT://h:9092,CONTROLLER://h:9093"
     assert combined["advertised.listeners"] == "PLAINTEXT://h:9092" and combined["broker.rack"] == "r1"
     with pytest.raises(ValueError, match="broker, controller or broker,controller"):
-        kafka_config.kraft_node(node_id=1, role="controller,broker", rack=None, host="h", quorum_voters=voters,
+        kafka_config.kraft_node(node_id=1, role="controller,broker", rack=None, host="h", quorum=voters,
                                 log_dir=tmp_path, brokers=3)
+    with pytest.raises(ValueError, match="quorum must set one of"):
+        kafka_config.kraft_node(node_id=1, role="broker", rack=None, host="h",
+                                quorum={**voters, "controller.quorum.bootstrap.servers": "h:9093"},
+                                log_dir=tmp_path, brokers=3)
+
+
+def test_a_dynamic_quorum_has_bootstrap_servers_in_the_files_and_its_voters_in_the_format(tmp_path) -> None:
+    voters = {101: "127.0.0.112", 100: "127.0.0.111"}
+    quorum = kafka_config.dynamic_quorum(voters)
+    assert quorum == {"controller.quorum.bootstrap.servers": "127.0.0.111:9093,127.0.0.112:9093"}
+    controller = javaproperties.loads(kafka_config.kraft_node(node_id=100, role="controller", rack=None,
+                                                              host="127.0.0.111", quorum=quorum,
+                                                              log_dir=tmp_path, brokers=3))
+    assert "controller.quorum.voters" not in controller
+    assert controller["controller.quorum.bootstrap.servers"] == "127.0.0.111:9093,127.0.0.112:9093"
+    ids = {100: kafka_config.new_directory_id(), 101: kafka_config.new_directory_id()}
+    assert ids[100] != ids[101]
+    text = kafka_config.initial_controllers(voters, ids)
+    assert text == f"100@127.0.0.111:9093:{ids[100]},101@127.0.0.112:9093:{ids[101]}"
+    with pytest.raises(KeyError):
+        kafka_config.initial_controllers({**voters, 102: "h"}, ids)
+    # the voters get the voter set, every other node formats to join later (Kafka's operations guide)
+    assert kraft_storage.format_args(100, text, {100, 101}) == ["--initial-controllers", text]
+    assert kraft_storage.format_args(0, text, {100, 101}) == ["--no-initial-controllers"]
+    assert kraft_storage.format_args(0, None, {100, 101}) == []
+
+
+def test_new_directory_ids_are_kafka_uuids() -> None:
+    import base64
+
+    for _ in range(300):
+        text = kafka_config.new_directory_id()
+        assert len(text) == 22 and not text.startswith("-")
+        raw = base64.urlsafe_b64decode(text + "==")
+        assert len(raw) == 16 and int.from_bytes(raw, "big") > 1
 
 
 # Lines as Kafka 3.6.2 and 4.0.0 write them (from sandbox nodes' logs), with kafka-service's markers.

@@ -211,3 +211,36 @@ def test_a_combined_sandbox_s_voters_are_its_first_brokers(tmp_path) -> None:
     assert info.voters == {0: "127.9.0.11", 1: "127.9.0.12"}
     assert info.quorum_voters == "0@127.9.0.11:9093,1@127.9.0.12:9093"
     assert info.options()["combined"] == 2 and info.options()["controllers"] == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "kraft", "quorum": "raft"}, "--quorum must be static or dynamic"),
+        ({"mode": "zookeeper", "quorum": "dynamic"}, "--quorum dynamic is for --mode kraft"),
+    ],
+)
+def test_quorum_options_are_checked_before_anything_starts(tmp_path, options, message) -> None:
+    workdir = Workdir.at(tmp_path / "sbx")
+    kafka_version = "4.0.0" if options["mode"] == "kraft" else "3.6.2"
+    with pytest.raises(cluster.SandboxError, match=message):
+        cluster.up(workdir, brokers=3, kafka_version=kafka_version, **options)
+    assert not (tmp_path / "sbx").exists(), "nothing was created"
+
+
+def test_a_dynamic_quorum_needs_kafka_3_9(tmp_path) -> None:
+    with pytest.raises(cluster.SandboxError, match=r"needs Kafka 3.9 or later \(KIP-853; got 3.8.1\)"):
+        cluster.up(Workdir.at(tmp_path / "sbx"), brokers=3, kafka_version="3.8.1", mode="kraft", quorum="dynamic")
+    assert not (tmp_path / "sbx").exists(), "nothing was created"
+
+
+def test_a_dynamic_sandbox_s_files_name_bootstrap_servers_and_its_format_the_voters(tmp_path) -> None:
+    info = _state(Workdir.at(tmp_path))
+    info.mode, info.combined = "kraft", 2
+    assert info.quorum_config == {"controller.quorum.voters": "0@127.9.0.11:9093,1@127.9.0.12:9093"}
+    assert info.initial_controllers is None
+    info.quorum, info.directory_ids = "dynamic", {"0": "AAAAAAAAAAAAAAAAAAAAAg", "1": "AAAAAAAAAAAAAAAAAAAAAw"}
+    assert info.quorum_config == {"controller.quorum.bootstrap.servers": "127.9.0.11:9093,127.9.0.12:9093"}
+    assert info.initial_controllers == ("0@127.9.0.11:9093:AAAAAAAAAAAAAAAAAAAAAg,"
+                                        "1@127.9.0.12:9093:AAAAAAAAAAAAAAAAAAAAAw")
+    assert info.options()["quorum"] == "dynamic"

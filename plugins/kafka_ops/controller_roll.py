@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_ops.health import Verdict
-from kafka_ops.quorum import DEFAULT_FETCH_TIMEOUT_MS, Quorum, caught_up, controller_order, majority
+from kafka_ops.quorum import (
+    DEFAULT_FETCH_TIMEOUT_MS,
+    Quorum,
+    caught_up,
+    controller_order,
+    directory_id_text,
+    majority,
+)
 from kafka_ops.roll import clock, grid_label
 
 #: The ``roles`` param's values.
@@ -304,6 +311,9 @@ def controller_back(quorum: Quorum, controller_id: int, started_ms: int,
         return Verdict(True, [], rule)
     since = max(started_ms, fetched_before_ms or 0)
     if voter.last_fetch_ms is None or voter.last_fetch_ms <= since:
+        replaced = replaced_directory(quorum, controller_id, since)
+        if replaced:
+            return Verdict(False, [replaced], rule)
         last = "never" if voter.last_fetch_ms is None else clock(voter.last_fetch_ms)
         return Verdict(False, [f"controller {controller_id} has not fetched from the leader {quorum.leader_id} "
                                f"since its start at {clock(started_ms)} (last fetch: {last})"], rule)
@@ -312,3 +322,23 @@ def controller_back(quorum: Quorum, controller_id: int, started_ms: int,
                                f"{voter.log_end_offset} of high watermark {quorum.high_watermark}; "
                                f"controller.quorum.fetch.timeout.ms {fetch_timeout_ms})"], rule)
     return Verdict(True, [], rule)
+
+
+def replaced_directory(quorum: Quorum, controller_id: int, since_ms: int) -> str | None:
+    """Why voter ``controller_id`` does not come back, when the reason is its metadata log directory: in a dynamic
+    quorum (KIP-853) a voter is its node id and its directory id, so a node whose metadata log directory was formatted
+    again or replaced fetches as an *observer* with a new directory id, and the voter it was stays silent; no wait
+    fixes that. Returns the line naming both ids and the ``kafka-metadata-quorum`` commands that put the node back,
+    when an observer with the voter's id and another directory id fetched after ``since_ms``; else None."""
+    voter, observer = quorum.voter(controller_id), quorum.observer(controller_id)
+    if voter is None or observer is None or not voter.directory_id or not observer.directory_id:
+        return None
+    if observer.directory_id == voter.directory_id or (observer.last_fetch_ms or 0) <= since_ms:
+        return None
+    old, new = directory_id_text(voter.directory_id), directory_id_text(observer.directory_id)
+    return (f"controller {controller_id} fetches again, but as an observer with a new metadata log directory "
+            f"(directory id {new}; the voter set has {old}): its metadata log directory was formatted again or "
+            "replaced, so it is no longer the voter (KIP-853) and the quorum counts voter "
+            f"{controller_id} as down. Waiting does not fix this: put it back by hand with `kafka-metadata-quorum "
+            f"--bootstrap-controller <a controller> remove-controller --controller-id {controller_id} "
+            f"--controller-directory-id {old}`, then `add-controller` run on the node with its own config")

@@ -20,6 +20,8 @@ What a controller roll adds on top (host resolution, leader-last at each turn, "
 
 from __future__ import annotations
 
+import base64
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,15 +32,33 @@ from kafka_ops.health import Verdict
 DEFAULT_FETCH_TIMEOUT_MS = 2000
 
 
+#: The directory id DescribeQuorum gives a replica of a static quorum (KIP-853: no directory id).
+NO_DIRECTORY_ID = "00000000-0000-0000-0000-000000000000"
+
+
 @dataclass(frozen=True)
 class Voter:
     """One replica of the metadata log: ``replica_id``; ``log_end_offset``; epoch milliseconds of its last fetch
-    and of the last time it was caught up with the leader (-1 / None when unknown)."""
+    and of the last time it was caught up with the leader (-1 / None when unknown); ``directory_id``: the id of its
+    metadata log directory in a dynamic quorum (KIP-853, DescribeQuorum v2; a UUID in its dashed form), None in a
+    static quorum or before v2. In a dynamic quorum a voter is its node id *and* that directory id."""
 
     replica_id: int
     log_end_offset: int = -1
     last_fetch_ms: int | None = None
     last_caught_up_ms: int | None = None
+    directory_id: str | None = None
+
+
+def directory_id_text(directory_id: str) -> str:
+    """A directory id as Kafka's tools print and take it (``kafka-metadata-quorum --controller-directory-id``:
+    22 characters, URL-safe base64 of the 16 bytes, no padding) from the dashed UUID form kafka-python answers with
+    (``"eda73901-4fd6-9f51-8704-bde596549ae2"`` -> ``"7ac5AU_Wn1GHBL3lllSa4g"``); anything else is returned as is."""
+    try:
+        raw = uuid.UUID(directory_id).bytes
+    except ValueError:
+        return directory_id
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,10 @@ class Quorum:
     def voter(self, replica_id: int) -> Voter | None:
         return next((v for v in self.voters if v.replica_id == replica_id), None)
 
+    def observer(self, replica_id: int) -> Voter | None:
+        """The observer entry of node ``replica_id`` (a broker, or a controller that is not a voter), if any."""
+        return next((o for o in self.observers if o.replica_id == replica_id), None)
+
     def hosts_of(self, node_id: int) -> list[str]:
         """The distinct hosts of ``node_id``'s listeners, in the answer's order (empty when DescribeQuorum did
         not name its endpoints: v0/v1, or a node it does not know)."""
@@ -105,9 +129,11 @@ class Quorum:
             for r in rows or ():
                 fetch = r.get("last_fetch_timestamp")
                 caught = r.get("last_caught_up_timestamp")
+                directory = r.get("replica_directory_id")
+                directory = str(directory) if directory and str(directory) != NO_DIRECTORY_ID else None
                 out.append(Voter(int(r["replica_id"]), int(r.get("log_end_offset", -1)),
                                  None if fetch is None or int(fetch) < 0 else int(fetch),
-                                 None if caught is None or int(caught) < 0 else int(caught)))
+                                 None if caught is None or int(caught) < 0 else int(caught), directory))
             return tuple(out)
 
         endpoints = []

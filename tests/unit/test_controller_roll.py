@@ -18,7 +18,7 @@ from kafka_ops.controller_roll import (
     role_plan,
     service_state,
 )
-from kafka_ops.quorum import Endpoint, Quorum, Voter, can_restart_controller, controller_order
+from kafka_ops.quorum import Endpoint, Quorum, Voter, can_restart_controller, controller_order, directory_id_text
 from kafka_ops.roll import RollRecord, decide, turn
 
 NOW = 1_800_000_000_000
@@ -272,6 +272,42 @@ def test_back_guards_against_a_leader_clock_ahead_with_the_fetch_seen_before_the
     assert controller_back(quorum(fetched={100: NOW - 1000}), 100, started).ok
     assert not controller_back(quorum(fetched={100: NOW - 1000}), 100, started, fetched_before_ms=NOW - 1000).ok
     assert controller_back(quorum(fetched={100: NOW}), 100, started, fetched_before_ms=NOW - 1000).ok
+
+
+def test_a_voter_back_with_a_new_metadata_log_directory_is_named_with_the_commands_that_put_it_back():
+    """A dynamic quorum (KIP-853): the node formatted again fetches as an observer under a new directory id (as Kafka
+    4.0 answered DescribeQuorum after ``sandbox replace-metadata-dir``); the voter it was stays silent."""
+    started = NOW - 5000
+    old, new = "eda73901-4fd6-9f51-8704-bde596549ae2", "5d8e134c-83b5-3e9e-5913-f6301bebc2f8"
+    wire = {"topics": [{"partitions": [{
+        "leader_id": 100, "leader_epoch": 3, "high_watermark": 500,
+        "current_voters": [{"replica_id": 100, "replica_directory_id": "7691d49f-8a85-fa57-7d16-5d52abf62923",
+                            "log_end_offset": 500, "last_fetch_timestamp": NOW, "last_caught_up_timestamp": NOW},
+                           {"replica_id": 101, "replica_directory_id": old, "log_end_offset": 480,
+                            "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}],
+        "observers": [{"replica_id": 101, "replica_directory_id": new, "log_end_offset": 500,
+                       "last_fetch_timestamp": NOW - 10, "last_caught_up_timestamp": NOW - 10}]}]}]}
+    q = Quorum.from_describe(wire)
+    assert q.voter(101).directory_id == old and q.observer(101).directory_id == new
+    verdict = controller_back(q, 101, started)
+    assert not verdict.ok
+    assert ("controller 101 fetches again, but as an observer with a new metadata log directory (directory id "
+            f"{directory_id_text(new)}; the voter set has 7ac5AU_Wn1GHBL3lllSa4g)") in verdict.message()
+    assert ("remove-controller --controller-id 101 --controller-directory-id 7ac5AU_Wn1GHBL3lllSa4g"
+            in verdict.message()) and "add-controller" in verdict.message()
+    # an observer entry from before the start is not the node's new life: the plain "not fetched" line
+    wire["topics"][0]["partitions"][0]["observers"][0]["last_fetch_timestamp"] = started - 1
+    assert "has not fetched from the leader 100 since its start" in controller_back(
+        Quorum.from_describe(wire), 101, started).message()
+
+
+def test_directory_ids_read_as_kafka_s_tools_print_them():
+    # the pair seen on a Kafka 4.1 sandbox: kafka-python's dashed UUID, kafka-metadata-quorum's base64
+    assert directory_id_text("eda73901-4fd6-9f51-8704-bde596549ae2") == "7ac5AU_Wn1GHBL3lllSa4g"
+    assert directory_id_text("not-a-uuid") == "not-a-uuid"
+    static = Quorum.from_describe({"leader_id": 100, "current_voters": [
+        {"replica_id": 100, "replica_directory_id": "00000000-0000-0000-0000-000000000000"}]})
+    assert static.voter(100).directory_id is None, "a static quorum's voters have no directory id"
 
 
 # --- resume decisions, in a controller's words ------------------------------------------------------------------

@@ -6,10 +6,12 @@ metadata by confluent-kafka, acks=all traffic, and the nodes' own logs.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 
+import javaproperties
 import pytest
 from airflow_env import published_labels, run_dag, xcom_value
 from batch_checks import assert_one_election_per_batch, batches_of
@@ -89,19 +91,40 @@ def starts(sandbox, node: int, role: str) -> int:
 
 
 
+def voter_set(sandbox) -> dict[int, str]:
+    """Kafka's own judge of the voter set: ``kafka-metadata-quorum describe --status``'s CurrentVoters, node id ->
+    directory id (KIP-853: a dynamic quorum's voter is its id and its metadata log directory's id)."""
+    result = sandbox.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-server", sandbox.bootstrap_servers,
+                                "describe", "--status")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentVoters:"))
+    return {int(v["id"]): v["directoryId"] for v in json.loads(line.split(":", 1)[1])}
+
+
 def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_time(fresh_sandbox, use_sandbox,
                                                                                       capfd, caplog):
-    """The whole KRaft roll, batched as a large fleet runs it (Kafka 4.0, 3 controllers, 6 brokers in 3 racks, RF 3,
-    min.insync.replicas 2; ``max_parallel`` 6, ``batch_by=rack``): the controllers one at a time, the active one
-    last, then the brokers of one rack together, one batch per rack, none moved last for the Metadata answer's
-    controller id (a random broker in KRaft mode). From outside: the quorum never lost for more than an election and
-    its leader moved once, no partition offline or under min ISR, every node started exactly once, every
-    acknowledged message read back, one preferred-leader election per batch. A refused plan first touches nothing."""
-    from sandbox import settings
+    """The whole KRaft roll, batched as a large fleet runs it, on a dynamic quorum as Kafka 4's quickstart formats
+    one (Kafka 4.1, KIP-853: ``controller.quorum.bootstrap.servers``, the voter set in the metadata log; 3
+    controllers, 6 brokers in 3 racks, RF 3, min.insync.replicas 2; ``max_parallel`` 6, ``batch_by=rack``): the
+    controllers one at a time, the active one last, then the brokers of one rack together, one batch per rack, none
+    moved last for the Metadata answer's controller id (a random broker in KRaft mode). From outside: the quorum
+    never lost for more than an election and its leader moved once, its voter set (ids and directory ids, by Kafka's
+    own ``kafka-metadata-quorum``) unchanged, no partition offline or under min ISR, every node started exactly
+    once, every acknowledged message read back, one preferred-leader election per batch. A refused plan first
+    touches nothing. (The static quorum, ``controller.quorum.voters``, is the ``kraft`` fixture's, which the other
+    KRaft tests roll.)"""
+    from sandbox import settings, state
+    from sandbox.layout import Workdir
 
-    kraft = fresh_sandbox(mode="kraft", controllers=3, brokers=6, racks=3)
+    kraft = fresh_sandbox(mode="kraft", controllers=3, brokers=6, racks=3, kafka_version="4.1.0", quorum="dynamic")
     use_sandbox(kraft.workdir)
     kraft.wait_healthy(timeout_s=120)
+    # the quorum is dynamic: no node's file lists the voters; Kafka formed it from the storage format's voters
+    files = [kraft.host_dir(n).server_properties.read_text() for n in CONTROLLERS + sorted(kraft.broker_ids)]
+    assert all("controller.quorum.voters" not in f and "controller.quorum.bootstrap.servers" in f for f in files)
+    formatted = {int(k): v for k, v in state.load(Workdir.at(kraft.workdir)).directory_ids.items()}
+    voters_before = voter_set(kraft)
+    assert voters_before == formatted and sorted(voters_before) == CONTROLLERS, (voters_before, formatted)
     brokers = sorted(kraft.broker_ids)
     racks = {b: kraft.broker(b)["rack"] for b in brokers}
     assert len(brokers) == 6 and len(set(racks.values())) == 3, racks
@@ -167,6 +190,50 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     # the mode was decided once, under the lock, and the preflight asked every node's host: controllers too
     assert xcom_value("kafka_rolling_restart", result.run_id, "lock_cluster", "cluster_mode") == "kraft"
     assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 9, "problems": {}}
+    # a restart keeps each voter's metadata log: the same voters, with the same directory ids
+    assert voter_set(kraft) == voters_before
+
+    # a fault: a follower voter's disk is replaced (its log dir formatted again: a new directory id). It comes back
+    # fetching as an observer while the voter it was stays silent. A roll of it restarts it once and stops at "back",
+    # naming both directory ids and the commands that put it back; those commands, run with Kafka's own tool, do.
+    leader = leader_of(kraft)
+    victim = next(c for c in CONTROLLERS if c != leader)
+    replaced = kraft.cli("replace-metadata-dir", str(victim))
+    assert replaced.returncode == 0, replaced.stderr
+    meta = (kraft.host_dir(victim).data / "meta.properties").read_text()
+    new_id = next(line.split("=", 1)[1] for line in meta.splitlines() if line.startswith("directory.id="))
+    assert new_id != voters_before[victim]
+    listeners = javaproperties.loads(kraft.host_dir(leader).server_properties.read_text())["listeners"]
+    bootstrap_controller = listeners.removeprefix("CONTROLLER://")  # the active controller's listener
+
+    def observer_ids() -> dict[int, str]:
+        result = kraft.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-server", kraft.bootstrap_servers,
+                                  "describe", "--status")
+        line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentObservers:"))
+        return {int(o["id"]): o["directoryId"] for o in json.loads(line.split(":", 1)[1])}
+
+    wait_for(lambda: observer_ids().get(victim) == new_id, 60, what=f"controller {victim} fetching as an observer")
+    before = kraft.starts(nodes)
+    held = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
+                                             "controllers": [victim], "healthcheck_interval_s": 1,
+                                             "healthcheck_timeout_s": 20})
+    text = capfd.readouterr().out + caplog.text
+    assert held.state == "failed" and held.mapped_states("controllers.controller") == ["failed"], held.states
+    assert {n: kraft.starts(nodes)[n] - before[n] for n in nodes} == {n: int(n == victim) for n in nodes}
+    assert (f"controller {victim} fetches again, but as an observer with a new metadata log directory (directory id "
+            f"{new_id}; the voter set has {voters_before[victim]})") in text
+    assert voter_set(kraft) == voters_before, "the voter set still has the old directory id"
+    # the remedy the message names, with Kafka's own tool: the voter with the old directory id out, the node in
+    removed = kraft.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-controller", bootstrap_controller,
+                               "remove-controller", "--controller-id", str(victim),
+                               "--controller-directory-id", voters_before[victim])
+    assert removed.returncode == 0, removed.stderr
+    added = kraft.kafka_tool("kafka-metadata-quorum.sh", "--command-config",
+                             str(kraft.host_dir(victim).server_properties), "--bootstrap-controller",
+                             bootstrap_controller, "add-controller")
+    assert added.returncode == 0, added.stderr
+    wait_for(lambda: voter_set(kraft) == {**voters_before, victim: new_id} or None, 60,
+             what=f"voter {victim} back with its new directory id")
 
 
 

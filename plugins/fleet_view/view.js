@@ -109,13 +109,13 @@ function cluster(data) {
   }
   out.push(el('h2', {}, 'Brokers'));
   out.push(table(['id', 'host', 'rack', 'state', 'Kafka', 'leaders', 'replicas', 'preferred', 'on disk', 'IBP / metadata.version'],
-    data.brokers.map((b) => [b.id + (b.controller ? ' (controller)' : ''), b.host ? b.host + ':' + b.port : '', b.rack || '',
+    data.brokers.map((b) => [b.id + (b.controller ? ' (controller)' : '') + (b.voter ? ' (quorum voter too)' : ''), b.host ? b.host + ':' + b.port : '', b.rack || '',
       el('span', {class: b.up ? 's-ok' : 's-bad'}, b.up ? 'up' : 'DOWN'), b.kafka_version || '', b.leaders, b.replicas, b.preferred, bytes(b.disk_bytes),
       b.ibp || (b.metadata_version ? b.metadata_version.name : '')])));
   if (data.controllers.length) {
     out.push(el('h2', {}, 'KRaft controllers'));
     out.push(table(['voter', 'role', 'caught up', 'log end offset', 'lag (records)'], data.controllers.map((c) => [c.id,
-      c.leader ? 'leader' : 'follower', el('span', {class: c.caught_up ? 's-ok' : 's-bad'}, c.caught_up ? 'yes' : 'no'),
+      (c.leader ? 'leader' : 'follower') + (c.combined ? ' · combined with broker ' + c.id : ''), el('span', {class: c.caught_up ? 's-ok' : 's-bad'}, c.caught_up ? 'yes' : 'no'),
       c.log_end_offset, c.lag_offsets === null ? '' : c.lag_offsets])));
   }
   out.push(...partitions('Offline partitions', data.partitions.offline));

@@ -27,7 +27,7 @@ from typing import Any
 from kafka_ops import metadata_version
 from kafka_ops.cluster import ClusterState, Partition
 from kafka_ops.health import ConsumerGroupStatus, leader_imbalance_ratios
-from kafka_ops.quorum import Quorum, caught_up
+from kafka_ops.quorum import Quorum, caught_up, combined_nodes
 from kafka_ops.roll import RollRecord, eta_s, names
 
 #: At most this many partitions are listed per kind (URP, offline, under min ISR) on a cluster's page; the counts
@@ -354,7 +354,8 @@ def _metadata_version(feature: Mapping[str, Any] | None) -> dict[str, Any] | Non
 
 def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
     """Every broker the metadata knows, live or down, by id: ``{"id", "host", "port", "rack", "up", "controller",
-    "leaders", "replicas", "preferred", "disk_bytes", "kafka_version", "ibp", "metadata_version"}`` (a down broker
+    "voter", "leaders", "replicas", "preferred", "disk_bytes", "kafka_version", "ibp", "metadata_version"}``
+    (``voter``: a KRaft combined node, a quorum voter too, ``kafka_ops.quorum.combined_nodes``; a down broker
     has no host: the
     metadata lists only registered brokers; ``leaders`` = partitions it leads now, ``replicas`` = partitions
     assigned to it, ``preferred`` = partitions it is the preferred leader of; ``metadata_version`` =
@@ -373,13 +374,16 @@ def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
         if p.preferred_leader is not None:
             preferred[p.preferred_leader] = preferred.get(p.preferred_leader, 0) + 1
     controller = _controller(reading)
+    known = sorted(set(state.broker_ids) | set(state.down_broker_ids))
+    voters = set(combined_nodes(reading.quorum, known)) if reading.kraft and reading.quorum is not None else set()
     out = []
-    for broker_id in sorted(set(state.broker_ids) | set(state.down_broker_ids)):
+    for broker_id in known:
         b = state.broker(broker_id) if state.has_broker(broker_id) else None
         out.append({
             "id": broker_id, "host": b.host if b else None, "port": b.port if b else None,
             "rack": b.rack if b else None, "up": b is not None,
             "controller": bool(controller and controller["kind"] == "controller" and controller["id"] == broker_id),
+            "voter": broker_id in voters,
             "leaders": leaders.get(broker_id, 0), "replicas": replicas.get(broker_id, 0),
             "preferred": preferred.get(broker_id, 0), "disk_bytes": reading.disk_bytes.get(broker_id),
             "kafka_version": (reading.features.get(broker_id) or {}).get("release"),
@@ -388,18 +392,22 @@ def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
     return out
 
 
-def controllers(quorum: Quorum | None) -> list[dict[str, Any]]:
-    """The KRaft voters: ``{"id", "leader", "caught_up", "log_end_offset", "lag_offsets"}`` (lag = the quorum's
-    high watermark minus the voter's log end offset, None when either is unknown), by id; [] without a quorum."""
+def controllers(quorum: Quorum | None, broker_ids: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """The KRaft voters: ``{"id", "leader", "caught_up", "log_end_offset", "lag_offsets", "combined"}`` (lag = the
+    quorum's high watermark minus the voter's log end offset, None when either is unknown; ``combined``: a broker
+    too, among ``broker_ids``, the brokers the metadata knows: ``kafka_ops.quorum.combined_nodes``), by id; []
+    without a quorum."""
     if quorum is None:
         return []
     up = caught_up(quorum)
+    combined = set(combined_nodes(quorum, broker_ids))
     out = []
     for v in sorted(quorum.voters, key=lambda v: v.replica_id):
         lag = quorum.high_watermark - v.log_end_offset if quorum.high_watermark >= 0 and v.log_end_offset >= 0 \
             else None
         out.append({"id": v.replica_id, "leader": v.replica_id == quorum.leader_id, "caught_up": v.replica_id in up,
-                    "log_end_offset": v.log_end_offset, "lag_offsets": None if lag is None else max(0, lag)})
+                    "log_end_offset": v.log_end_offset, "lag_offsets": None if lag is None else max(0, lag),
+                    "combined": v.replica_id in combined})
     return out
 
 
@@ -424,7 +432,8 @@ def cluster_page(reading: ClusterReading, now_ms: int, run_url: Callable[[str, s
     return {
         "summary": summary,
         "brokers": brokers(reading),
-        "controllers": controllers(reading.quorum) if reading.kraft else [],
+        "controllers": controllers(reading.quorum, [] if state is None else
+                                   sorted(set(state.broker_ids) | set(state.down_broker_ids))) if reading.kraft else [],
         "partitions": partitions,
         "groups": [{"group": g.group, "status": g.status, "total_lag": g.total_lag,
                     "partitions": [pl.describe() for pl in g.partitions[:20]]} for g in reading.groups or ()],

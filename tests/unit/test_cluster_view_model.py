@@ -71,7 +71,7 @@ def test_broker_down_raises_urp_and_is_bad():
     assert row["leader_imbalance"]["brokers_over"] == [3]
     page = cluster_page(reading(broker_down_state(), kraft=False), NOW_MS, run_url)
     down = [b for b in page["brokers"] if b["id"] == 3][0]
-    assert down == {"id": 3, "host": None, "port": None, "rack": None, "up": False, "controller": False,
+    assert down == {"id": 3, "host": None, "port": None, "rack": None, "up": False, "controller": False, "voter": False,
                     "leaders": 0, "replicas": 3, "preferred": 1, "disk_bytes": None, "kafka_version": None, "ibp": None,
                     "metadata_version": None}
     assert [b["leaders"] for b in page["brokers"]] == [2, 1, 0]
@@ -138,9 +138,22 @@ def test_kraft_quorum_leader_and_controllers():
                                                                 "release": "3.6"}}), NOW_MS, run_url)
     assert zk["brokers"][0]["kafka_version"] == "3.6" and zk["brokers"][0]["metadata_version"] is None
     assert page["brokers"][0]["controller"] is False  # KRaft: no broker is the controller
+    assert [c["combined"] for c in page["controllers"]] == [False, False, False]
+    assert [b["voter"] for b in page["brokers"]] == [False, False, False]
     leaderless = Quorum(-1, 8, 500, quorum.voters)
     row = fleet_row(reading(healthy_state(), kraft=True, quorum=leaderless), NOW_MS, run_url)
     assert "no quorum leader" in row["reasons"] and row["status"] == "bad"
+
+
+def test_combined_nodes_are_marked_among_brokers_and_voters():
+    """Kafka 4's quickstart layout: brokers that are quorum voters too (process.roles=broker,controller)."""
+    state = healthy_state()
+    ids = sorted(state.broker_ids)
+    quorum = Quorum(ids[0], 3, 500, tuple(Voter(b, 500, None, NOW_MS) for b in ids[:2]) + (Voter(100, 500, None,
+                                                                                                  NOW_MS),))
+    page = cluster_page(reading(state, kraft=True, quorum=quorum), NOW_MS, run_url)
+    assert [(b["id"], b["voter"]) for b in page["brokers"]] == [(b, b in ids[:2]) for b in ids]
+    assert [(c["id"], c["combined"]) for c in page["controllers"]] == [(ids[0], True), (ids[1], True), (100, False)]
 
 
 def roll_record() -> RollRecord:

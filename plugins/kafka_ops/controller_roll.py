@@ -35,8 +35,8 @@ from kafka_ops.quorum import (
     Quorum,
     caught_up,
     controller_order,
-    directory_id_text,
     majority,
+    replaced_voter,
 )
 from kafka_ops.roll import clock, grid_label
 
@@ -325,17 +325,14 @@ def controller_back(quorum: Quorum, controller_id: int, started_ms: int,
 
 
 def replaced_directory(quorum: Quorum, controller_id: int, since_ms: int) -> str | None:
-    """Why voter ``controller_id`` does not come back, when the reason is its metadata log directory: in a dynamic
-    quorum (KIP-853) a voter is its node id and its directory id, so a node whose metadata log directory was formatted
-    again or replaced fetches as an *observer* with a new directory id, and the voter it was stays silent; no wait
-    fixes that. Returns the line naming both ids and the ``kafka-metadata-quorum`` commands that put the node back,
-    when an observer with the voter's id and another directory id fetched after ``since_ms``; else None."""
-    voter, observer = quorum.voter(controller_id), quorum.observer(controller_id)
-    if voter is None or observer is None or not voter.directory_id or not observer.directory_id:
+    """Why voter ``controller_id`` does not come back, when the reason is its metadata log directory
+    (:func:`kafka_ops.quorum.replaced_voter`: it fetches as an observer under a new directory id since ``since_ms``);
+    no wait fixes that. Returns the line naming both ids and the ``kafka-metadata-quorum`` commands that put the node
+    back; else None."""
+    replaced = replaced_voter(quorum, controller_id, since_ms)
+    if replaced is None:
         return None
-    if observer.directory_id == voter.directory_id or (observer.last_fetch_ms or 0) <= since_ms:
-        return None
-    old, new = directory_id_text(voter.directory_id), directory_id_text(observer.directory_id)
+    old, new = replaced
     return (f"controller {controller_id} fetches again, but as an observer with a new metadata log directory "
             f"(directory id {new}; the voter set has {old}): its metadata log directory was formatted again or "
             "replaced, so it is no longer the voter (KIP-853) and the quorum counts voter "

@@ -160,6 +160,23 @@ def caught_up(quorum: Quorum, fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS) 
     return out
 
 
+def replaced_voter(quorum: Quorum, node_id: int, since_ms: int | None = None) -> tuple[str, str] | None:
+    """``(voter's directory id, observer's directory id)``, in Kafka's form (:func:`directory_id_text`), when voter
+    ``node_id`` of a dynamic quorum (KIP-853: a voter is its node id and its directory id) also fetches as an
+    *observer* under another directory id: its metadata log directory was formatted again or replaced, and the voter
+    it was stays silent until ``kafka-metadata-quorum remove-controller`` / ``add-controller``. ``since_ms``: only an
+    observer that fetched after it (epoch ms, the leader's clock) counts. None otherwise (and in a static quorum,
+    which has no directory ids)."""
+    voter, observer = quorum.voter(node_id), quorum.observer(node_id)
+    if voter is None or observer is None or not voter.directory_id or not observer.directory_id:
+        return None
+    if observer.directory_id == voter.directory_id:
+        return None
+    if since_ms is not None and (observer.last_fetch_ms or 0) <= since_ms:
+        return None
+    return directory_id_text(voter.directory_id), directory_id_text(observer.directory_id)
+
+
 def majority(voters: int) -> int:
     """Votes a quorum of ``voters`` needs (Raft: more than half)."""
     return voters // 2 + 1
@@ -190,6 +207,10 @@ def can_restart_controller(quorum: Quorum, controller_id: int,
             continue
         behind = "never caught up" if v.last_caught_up_ms is None or ref is None else \
             f"last caught up {ref - v.last_caught_up_ms} ms before the leader"
+        replaced = replaced_voter(quorum, v.replica_id)
+        if replaced:
+            behind += (f"; its metadata log directory was replaced: it fetches as an observer under directory id "
+                       f"{replaced[1]}, the voter set has {replaced[0]}")
         lagging.append(f"{v.replica_id} ({behind}, log end {v.log_end_offset} of {quorum.high_watermark})")
     return Verdict(False, [f"without it {len(up)} of {len(quorum.voters)} voters caught up (needs {need}, "
                            f"controller.quorum.fetch.timeout.ms {fetch_timeout_ms})",

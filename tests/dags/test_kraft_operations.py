@@ -213,7 +213,18 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
         return {int(o["id"]): o["directoryId"] for o in json.loads(line.split(":", 1)[1])}
 
     wait_for(lambda: observer_ids().get(victim) == new_id, 60, what=f"controller {victim} fetching as an observer")
+    # the quorum is down to 2 voters that fetch: the other follower may not stop, and its gate says why
+    other = next(c for c in CONTROLLERS if c not in (leader, victim))
     before = kraft.starts(nodes)
+    gated = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
+                                              "controllers": [other], "healthcheck_interval_s": 1,
+                                              "healthcheck_timeout_s": 10})
+    text = capfd.readouterr().out + caplog.text
+    assert gated.state == "failed" and gated.mapped_states("controllers.controller") == ["failed"], gated.states
+    assert kraft.starts(nodes) == before, f"controller {other} was not touched"
+    lagging = next(line for line in text.splitlines() if f"lagging: {victim} (" in line)
+    assert (f"its metadata log directory was replaced: it fetches as an observer under directory id {new_id}, the "
+            f"voter set has {voters_before[victim]}") in lagging, lagging
     held = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
                                              "controllers": [victim], "healthcheck_interval_s": 1,
                                              "healthcheck_timeout_s": 20})

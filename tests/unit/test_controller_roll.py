@@ -301,6 +301,22 @@ def test_a_voter_back_with_a_new_metadata_log_directory_is_named_with_the_comman
         Quorum.from_describe(wire), 101, started).message()
 
 
+def test_a_gate_names_a_voter_whose_directory_was_replaced_among_the_lagging():
+    old, new = "eda73901-4fd6-9f51-8704-bde596549ae2", "5d8e134c-83b5-3e9e-5913-f6301bebc2f8"
+    voters = [{"replica_id": c, "replica_directory_id": f"{c}0000000-0000-0000-0000-000000000001",
+               "log_end_offset": 500, "last_fetch_timestamp": NOW, "last_caught_up_timestamp": NOW} for c in (100, 102)]
+    voters.append({"replica_id": 101, "replica_directory_id": old, "log_end_offset": 480, "last_fetch_timestamp": -1,
+                   "last_caught_up_timestamp": -1})
+    q = Quorum.from_describe({"leader_id": 100, "high_watermark": 500, "current_voters": voters, "observers": [
+        {"replica_id": 101, "replica_directory_id": new, "log_end_offset": 500, "last_fetch_timestamp": NOW,
+         "last_caught_up_timestamp": NOW}]})
+    verdict = can_restart_controller(q, 102)
+    assert not verdict.ok
+    assert ("lagging: 101 (never caught up; its metadata log directory was replaced: it fetches as an observer under "
+            f"directory id {directory_id_text(new)}, the voter set has 7ac5AU_Wn1GHBL3lllSa4g, log end 480 of 500)"
+            ) in verdict.message()
+
+
 def test_directory_ids_read_as_kafka_s_tools_print_them():
     # the pair seen on a Kafka 4.1 sandbox: kafka-python's dashed UUID, kafka-metadata-quorum's base64
     assert directory_id_text("eda73901-4fd6-9f51-8704-bde596549ae2") == "7ac5AU_Wn1GHBL3lllSa4g"

@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--initial-controllers (KIP-853, Kafka 3.9+, as Kafka 4's quickstart) (default %(default)s)",
     )
     up.add_argument(
+        "--observer-controllers",
+        type=int,
+        default=0,
+        help="--quorum dynamic: that many controllers more (node ids after the voters'), started but not added to "
+        "the voter set: observers, as between a controller's start and kafka-metadata-quorum add-controller "
+        "(KIP-853) (default %(default)s)",
+    )
+    up.add_argument(
         "--controller-hosts",
         type=int,
         default=0,
@@ -213,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 controller_hosts=args.controller_hosts,
                 combined=args.combined,
                 quorum=args.quorum,
+                observer_controllers=args.observer_controllers,
                 broker_config=dict(args.broker_config),
             )
         elif args.command == "down":

@@ -156,6 +156,7 @@ def up(
     broker_config: dict[str, str] | None = None,
     combined: int = 0,
     quorum: str = "static",
+    observer_controllers: int = 0,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -170,7 +171,10 @@ def up(
     quickstart layout) and no dedicated controller runs (``controllers`` is ignored). ``quorum`` (KRaft only):
     ``"static"`` (``controller.quorum.voters`` in every file, KIP-595) or ``"dynamic"`` (KIP-853, Kafka 3.9+, as
     Kafka 4's quickstart formats it: ``controller.quorum.bootstrap.servers`` in the files, the voter set in the
-    metadata log, formatted with ``--initial-controllers`` and a new directory id per voter).
+    metadata log, formatted with ``--initial-controllers`` and a new directory id per voter). ``observer_controllers``
+    (dynamic quorum only): that many controllers more (node ids after the voters'), formatted with
+    ``--no-initial-controllers`` and started but never added to the voter set: observers, as a controller is between
+    its start and ``kafka-metadata-quorum add-controller`` (KIP-853).
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -201,13 +205,17 @@ def up(
         raise SandboxError("--quorum dynamic is for --mode kraft (a ZooKeeper-mode cluster has no quorum of its own)")
     if quorum == "dynamic" and kafka_release.RELEASES[kafka_version].version_tuple < (3, 9):
         raise SandboxError(f"--quorum dynamic needs Kafka 3.9 or later (KIP-853; got {kafka_version})")
+    if observer_controllers and (quorum != "dynamic" or combined):
+        raise SandboxError("--observer-controllers needs --quorum dynamic and dedicated controllers (no --combined)")
+    if observer_controllers < 0:
+        raise SandboxError(f"--observer-controllers cannot be negative (got {observer_controllers})")
     if combined:
         controllers = 0  # the quorum is the first `combined` brokers
     elif mode == "kraft" and controllers < 1:
         raise SandboxError(f"--controllers must be at least 1 (got {controllers})")
     if controllers:
         try:
-            hosts.address(settings.CONTROLLER_ID_BASE + controllers - 1, address_base)
+            hosts.address(settings.CONTROLLER_ID_BASE + controllers + observer_controllers - 1, address_base)
         except ValueError as exc:
             raise SandboxError(str(exc)) from None
         if brokers + spares > settings.CONTROLLER_ID_BASE:
@@ -246,6 +254,7 @@ def up(
                 "broker_config": dict(broker_config or {}),
                 "combined": combined,
                 "quorum": quorum,
+                "observer_controllers": observer_controllers,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -268,7 +277,7 @@ def up(
             )
         _prepare_workdir(workdir)
         specs = hosts.specs(brokers, spares, racks, address_base)
-        controller_specs = hosts.controller_specs(controllers, address_base)
+        controller_specs = hosts.controller_specs(controllers + observer_controllers, address_base)
         check_addresses_free(specs + controller_specs)
         info = state.SandboxState(
             workdir=str(workdir.root),
@@ -285,6 +294,7 @@ def up(
             broker_config=dict(broker_config or {}),
             combined=combined,
             quorum=quorum,
+            observer_controllers=observer_controllers,
         )
         if quorum == "dynamic":
             info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
@@ -381,7 +391,9 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         return set(expected) <= set(last["health"].brokers)
 
     procs.wait_for(all_live, remaining(), f"brokers {expected} to be live in Kafka's metadata", poll_s=0.3)
-    say(f"brokers {expected} live" + (f", controllers {sorted(info.voters)} in the quorum" if info.kraft else ""))
+    say(f"brokers {expected} live" + (f", controllers {sorted(info.voters)} in the quorum" if info.kraft else "")
+        + (f", controllers {sorted(set(info.controllers) - set(info.voters))} observers" if info.observer_controllers
+           else ""))
     created = workload.create_topics(info.bootstrap_servers, len(active), timeout_s=remaining())
     _wait_partitions_led(info, remaining())
     written = workload.seed(info.bootstrap_servers, len(active), timeout_s=remaining())
@@ -540,7 +552,7 @@ def _controller_ids(workdir: Workdir) -> set[int]:
         info = state.load(workdir)
     except state.NotASandbox:
         return set()
-    return set(info.voters) | {int(c["id"]) for c in info.controller_hosts}
+    return set(info.controllers)
 
 
 def down(workdir: Workdir, say: Say = say_to_stderr) -> list[str]:

@@ -59,13 +59,13 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
     }
     if info.controller_hosts and not info.kraft:  # hosts a migration provisions (not started)
         doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "provisioned": False}
-                              for i, h in sorted(info.voters.items())]
+                              for i, h in sorted(info.controllers.items())]
     if info.kraft:
         del doc["zookeeper_connect"]
         doc["mode"] = "kraft"
         doc["cluster_id"] = info.cluster_id
-        doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT}
-                              for i, h in sorted(info.voters.items())]
+        doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "voter": i in info.voters}
+                              for i, h in sorted(info.controllers.items())]
     return doc
 
 
@@ -98,7 +98,7 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
     if info.kraft:  # a KRaft cluster's profile has no ZooKeeper; its controllers run on hosts of their own
         del kafka["extra"]["zookeeper"]
     if info.controller_hosts:
-        kafka["extra"]["controller_hosts"] = {str(i): h for i, h in sorted(info.voters.items())}
+        kafka["extra"]["controller_hosts"] = {str(i): h for i, h in sorted(info.controllers.items())}
     if info.controller_hosts and not info.kraft:
         # what a ZooKeeper-to-KRaft migration writes into each controller's server.properties besides its own keys
         kafka["extra"]["controller_properties"] = {

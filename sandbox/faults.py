@@ -33,7 +33,7 @@ def _load_running(workdir: Workdir) -> state.SandboxState:
 def _node_ids(info: state.SandboxState) -> str:
     spares = [s.id for s in info.broker_specs if s.spare]
     return (f"brokers {[s.id for s in info.active_specs]}" + (f", spare hosts {spares}" if spares else "")
-            + (f", controllers {sorted(info.voters)}" if info.kraft else ""))
+            + (f", controllers {sorted(info.controllers)}" if info.kraft else ""))
 
 
 def _running_node(workdir: Workdir, info: state.SandboxState, node_id: int) -> int:
@@ -42,7 +42,7 @@ def _running_node(workdir: Workdir, info: state.SandboxState, node_id: int) -> i
     Raises:
         SandboxError: unknown node id, or the node is not running.
     """
-    if node_id not in [s.id for s in info.broker_specs] + list(info.voters):
+    if node_id not in [s.id for s in info.broker_specs] + list(info.controllers):
         raise SandboxError(f"unknown node id {node_id}: this sandbox has {_node_ids(info)}")
     host = workdir.host(node_id)
     pid = service.kafka_pid(host)
@@ -61,7 +61,7 @@ def crash_broker(workdir: Workdir, broker_id: int, say: Say = say_to_stderr) -> 
     pid = _running_node(workdir, info, broker_id)
     procs.signal_pid(pid, signal.SIGKILL)
     procs.wait_for(lambda: not procs.is_alive(pid), 5.0, f"node {broker_id} (pid {pid}) to die")
-    if broker_id in info.voters:
+    if broker_id in info.controllers:
         say(f"controller {broker_id} (pid {pid}) killed with SIGKILL; the other voters elect a leader without it "
             "if it led the quorum")
     elif info.kraft:

@@ -40,18 +40,28 @@ class SandboxState:
     combined: int = 0  # KRaft: the first N brokers are controllers too (process.roles=broker,controller)
     quorum: str = "static"  # KRaft: "static" (controller.quorum.voters) or "dynamic" (KIP-853, bootstrap servers)
     directory_ids: dict[str, str] = field(default_factory=dict)  # dynamic quorum: voter id -> its directory id
+    observer_controllers: int = 0  # dynamic quorum: the last N controllers are not voters (KIP-853 observers)
 
     @property
     def kraft(self) -> bool:
         return self.mode == "kraft"
 
     @property
-    def voters(self) -> dict[int, str]:
-        """KRaft: controller node id -> host (``controller.quorum.voters``): the dedicated controllers, or with
-        :attr:`combined` the first brokers; empty in ZooKeeper mode."""
+    def controllers(self) -> dict[int, str]:
+        """KRaft: every controller's node id -> host: the dedicated controllers (voters and
+        :attr:`observer_controllers`), or with :attr:`combined` the first brokers; in ZooKeeper mode the hosts a
+        migration provisions."""
         if self.combined:
             return {s.id: s.host for s in self.active_specs[:self.combined]}
         return {int(c["id"]): c["host"] for c in self.controller_hosts}
+
+    @property
+    def voters(self) -> dict[int, str]:
+        """KRaft: the quorum's voters, node id -> host (``controller.quorum.voters``, or a dynamic quorum's initial
+        controllers): :attr:`controllers` but the last :attr:`observer_controllers`; empty in ZooKeeper mode."""
+        ids = sorted(self.controllers)
+        kept = ids[:len(ids) - self.observer_controllers] if self.observer_controllers else ids
+        return {i: self.controllers[i] for i in kept}
 
     @property
     def quorum_voters(self) -> str:
@@ -104,7 +114,8 @@ class SandboxState:
             "kafka_version": self.kafka_version,
             "address_base": self.address_base,
             "mode": self.mode,
-            "controllers": len(self.controller_hosts),
+            "controllers": len(self.controller_hosts) - self.observer_controllers,
+            "observer_controllers": self.observer_controllers,
             "combined": self.combined,
             "quorum": self.quorum,
             "broker_config": dict(self.broker_config),

@@ -378,6 +378,7 @@ def start(
     controller_hosts: int = 0,
     combined: int = 0,
     quorum: str = "static",
+    observer_controllers: int = 0,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
 
@@ -407,6 +408,8 @@ def start(
         args += ["--combined", str(combined)]
     if quorum != "static":
         args += ["--quorum", quorum]
+    if observer_controllers:
+        args += ["--observer-controllers", str(observer_controllers)]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

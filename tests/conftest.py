@@ -147,6 +147,7 @@ def fresh_sandbox(
     def make(
         brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
         mode: str = "zookeeper", controllers: int = 3, combined: int = 0, quorum: str = "static",
+        observer_controllers: int = 0,
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -163,6 +164,7 @@ def fresh_sandbox(
             controllers=controllers,
             combined=combined,
             quorum=quorum,
+            observer_controllers=observer_controllers,
         )
         started.append(running)
         return running

@@ -37,6 +37,7 @@ from kafka_ops.quorum import (
     controller_order,
     majority,
     replaced_voter,
+    replica_caught_up,
 )
 from kafka_ops.roll import clock, grid_label
 
@@ -157,30 +158,38 @@ class ControllerPlan:
 
 
 def plan_controllers(quorum: Quorum, requested: Sequence[int] | None, profile_hosts: Mapping[int, str],
-                     cluster: str = "") -> ControllerPlan:
-    """Validate and order the controllers to restart: the requested node ids (empty = every voter), followers
-    by id, the quorum leader last (:func:`kafka_ops.quorum.controller_order`), each with its host
-    (:func:`resolve_hosts`).
+                     cluster: str = "", observers: Sequence[int] = ()) -> ControllerPlan:
+    """Validate and order the controllers to restart: the requested node ids (empty = every voter and every
+    controller of ``observers``), the observers first, then the followers by id, the quorum leader last
+    (:func:`kafka_ops.quorum.controller_order`), each with its host (:func:`resolve_hosts`). ``observers``:
+    controllers that fetch as observers, not voters (:func:`kafka_ops.quorum.observer_controllers`); their steps
+    say ``"observer": True``.
 
     :raises ValueError: no quorum leader now; an unknown id (named, with the voters); a repeated id; a
-        controller without a host (named, with the profile field); a quorum of fewer than 3 voters (without any
-        one of them no majority is left, so no gate could ever pass: a restart there is an outage of the
-        metadata quorum, which this roll does not do).
+        controller without a host (named, with the profile field); voters to restart in a quorum of fewer than 3
+        voters (without any one of them no majority is left, so no gate could ever pass: a restart there is an
+        outage of the metadata quorum, which this roll does not do).
     """
     if not quorum.has_leader:
         raise ValueError(f"the quorum has no leader now (leader id {quorum.leader_id}, voters "
                          f"{quorum.voter_ids}): not planning a controller roll during an election")
-    order = controller_order(quorum, requested)
-    if len(quorum.voters) - 1 < majority(len(quorum.voters)):
+    order = controller_order(quorum, requested, observers=observers)
+    watching = [c for c in order if quorum.voter(c) is None]
+    if len(watching) < len(order) and len(quorum.voters) - 1 < majority(len(quorum.voters)):
         raise ValueError(f"the quorum has {len(quorum.voters)} voter(s) {quorum.voter_ids}: without any one of them "
                          f"no majority is left (needs {majority(len(quorum.voters))}), so restarting a controller "
                          "stops the metadata quorum; roll these by hand in a maintenance window, or add voters "
                          "(3 or more)")
     hosts = resolve_hosts(order, profile_hosts, quorum, cluster)
     steps = [{"id": cid, "host": hosts[cid][0], "host_from": hosts[cid][1], "position": i + 1, "total": len(order),
-              "role": "controller", "leader": cid == quorum.leader_id} for i, cid in enumerate(order)]
+              "role": "controller", "leader": cid == quorum.leader_id,
+              **({"observer": True} if cid in watching else {})} for i, cid in enumerate(order)]
     reasons = [f"requested controllers: {list(requested)}" if requested else
-               f"every voter: {quorum.voter_ids}"]
+               f"every voter: {quorum.voter_ids}" + (f", and the controllers that are observers: {watching}"
+                                                     if watching else "")]
+    if watching:
+        reasons.append(f"controllers {watching} go first: they are observers, not voters (KIP-853: not added to the "
+                       "voter set), so their restart leaves the quorum's majority as it is")
     if quorum.leader_id in order:
         reasons.append(f"controller {quorum.leader_id} goes last: it is the quorum leader (the active controller)")
     else:
@@ -198,14 +207,16 @@ def controller_items(steps: Sequence[Mapping[str, Any]], dry_run: bool = False) 
     "id", "host", "label": "controller 101", "active": bool, "grid_label": "controller 101 (3/3) · active"}``
     (``active``: the quorum leader when last looked at; ``grid_label``: :func:`controller_grid_label`)."""
     items = [{"position": i + 1, "total": len(steps), "id": int(s["id"]), "host": s["host"],
-              "label": f"controller {int(s['id'])}", "active": bool(s.get("leader"))} for i, s in enumerate(steps)]
+              "label": f"controller {int(s['id'])}", "active": bool(s.get("leader")),
+              **({"observer": True} if s.get("observer") else {})} for i, s in enumerate(steps)]
     return [{**item, "grid_label": controller_grid_label(item, dry_run)} for item in items]
 
 
 def controller_grid_label(item: Mapping[str, Any], dry_run: bool = False) -> str:
-    """A controller item's Grid label: ``"controller 101 (3/3) · active"`` (``· dry run`` for a dry run)."""
-    return grid_label(str(item["label"]), int(item["position"]), int(item["total"]),
-                      *(["active"] if item.get("active") else []), dry_run=dry_run)
+    """A controller item's Grid label: ``"controller 101 (3/3) · active"``, ``"controller 103 (1/4) · observer"``
+    (``· dry run`` for a dry run)."""
+    tags = ["active"] if item.get("active") else ["observer"] if item.get("observer") else []
+    return grid_label(str(item["label"]), int(item["position"]), int(item["total"]), *tags, dry_run=dry_run)
 
 
 # -- at each turn: the active controller goes last ------------------------------------------------------------
@@ -283,6 +294,48 @@ def service_state(exit_code: int, output: str) -> str:
     if first and first[0].lower().rstrip(":") in _IN_TRANSITION:
         return "transition"
     return "stopped"
+
+
+def observer_gate(quorum: Quorum, controller_id: int) -> Verdict:
+    """The gate of a controller that is an observer, not a voter: its stop leaves the voters' majority as it is, so
+    the quorum only needs a leader now (no stop during an election); and it must still be an observer (a voter now
+    means the voter set changed during the roll: the voters' gate would apply, so the run must plan again)."""
+    rule = f"controller {controller_id} (an observer)"
+    if not quorum.has_leader:
+        return Verdict(False, [f"the quorum has no leader (leader id {quorum.leader_id}): an election is under way"],
+                       rule)
+    if quorum.voter(controller_id) is not None:
+        return Verdict(False, [f"controller {controller_id} was an observer when planned and is a voter now: the "
+                               "voter set changed during the roll; restart the run to plan again"], rule)
+    return Verdict(True, [], rule)
+
+
+def observer_back(quorum: Quorum, controller_id: int, started_ms: int,
+                  fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS, fetched_before_ms: int | None = None) -> Verdict:
+    """Is ``controller_id``, a controller that is an observer of the quorum (not a voter,
+    :func:`kafka_ops.quorum.observer_controllers`), back after its start at ``started_ms``? Yes when the quorum has
+    a leader and the controller's observer entry fetched after ``started_ms`` (and after ``fetched_before_ms``) and
+    was caught up within ``fetch_timeout_ms`` of the leader (the voters' rule, :func:`controller_back`). Not when it
+    became a voter meanwhile: someone changed the voter set during the roll, which the roll does not judge."""
+    rule = f"controller {controller_id} back"
+    if not quorum.has_leader:
+        return Verdict(False, [f"the quorum has no leader (leader id {quorum.leader_id}): an election is under "
+                               "way"], rule)
+    if quorum.voter(controller_id) is not None:
+        return Verdict(False, [f"controller {controller_id} was an observer when planned and is a voter now: the "
+                               "voter set changed during the roll (kafka-metadata-quorum add-controller?); restart "
+                               "the run to plan again"], rule)
+    entry = quorum.observer(controller_id)
+    since = max(started_ms, fetched_before_ms or 0)
+    if entry is None or entry.last_fetch_ms is None or entry.last_fetch_ms <= since:
+        last = "never" if entry is None or entry.last_fetch_ms is None else clock(entry.last_fetch_ms)
+        return Verdict(False, [f"controller {controller_id} (an observer) has not fetched from the leader "
+                               f"{quorum.leader_id} since its start at {clock(started_ms)} (last fetch: {last})"], rule)
+    if not replica_caught_up(quorum, entry, fetch_timeout_ms):
+        return Verdict(False, [f"controller {controller_id} (an observer) fetches again but is not caught up (log "
+                               f"end {entry.log_end_offset} of high watermark {quorum.high_watermark}; "
+                               f"controller.quorum.fetch.timeout.ms {fetch_timeout_ms})"], rule)
+    return Verdict(True, [], rule)
 
 
 def controller_back(quorum: Quorum, controller_id: int, started_ms: int,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,14 +150,20 @@ def caught_up(quorum: Quorum, fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS) 
     leader = quorum.voter(quorum.leader_id)
     if leader is None:
         return set()
+    return {leader.replica_id} | {v.replica_id for v in quorum.voters
+                                  if v.replica_id != leader.replica_id and replica_caught_up(quorum, v,
+                                                                                             fetch_timeout_ms)}
+
+
+def replica_caught_up(quorum: Quorum, replica: Voter, fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS) -> bool:
+    """Whether ``replica`` (a voter's or an observer's entry) was caught up with the leader within
+    ``fetch_timeout_ms`` of the leader's own time (its ``LastCaughtUpTimestamp``; KIP-595, KIP-836); False without a
+    leader or when it never caught up."""
+    leader = quorum.voter(quorum.leader_id)
+    if leader is None or replica.last_caught_up_ms is None:
+        return False
     reference = leader.last_caught_up_ms if leader.last_caught_up_ms is not None else leader.last_fetch_ms
-    out = {leader.replica_id}
-    for v in quorum.voters:
-        if v.replica_id == leader.replica_id or v.last_caught_up_ms is None:
-            continue
-        if reference is None or reference - v.last_caught_up_ms < fetch_timeout_ms:
-            out.add(v.replica_id)
-    return out
+    return reference is None or reference - replica.last_caught_up_ms < fetch_timeout_ms
 
 
 def replaced_voter(quorum: Quorum, node_id: int, since_ms: int | None = None) -> tuple[str, str] | None:
@@ -217,25 +223,43 @@ def can_restart_controller(quorum: Quorum, controller_id: int,
                            *(f"lagging: {x}" for x in lagging)], rule)
 
 
-def controller_order(quorum: Quorum, requested: Iterable[int] | None = None, keep_order: bool = False) -> list[int]:
-    """The controllers to restart, followers first and the active controller (quorum leader) last.
+def controller_order(quorum: Quorum, requested: Iterable[int] | None = None, keep_order: bool = False,
+                     observers: Collection[int] = ()) -> list[int]:
+    """The controllers to restart: controllers that are observers first (not voters: their restart leaves the
+    quorum's majority as it is), then the follower voters, the active controller (quorum leader) last.
 
-    :param requested: controller ids (default: every voter); ``keep_order`` keeps their order among the
-        followers (the leader still goes last).
-    :raises ValueError: an id that is not a voter (named, with the voters), a repeated id, or a non-integer.
+    :param requested: controller ids (default: every voter and every id of ``observers``); ``keep_order`` keeps
+        their order within the observers and within the followers (the leader still goes last).
+    :param observers: controllers known to be observers of the quorum, not voters
+        (:func:`observer_controllers`).
+    :raises ValueError: an id that is neither a voter nor one of ``observers`` (named, with both), a repeated
+        id, or a non-integer.
     """
-    ids = list(requested) if requested else quorum.voter_ids
+    observers = [c for c in observers if quorum.voter(c) is None]
+    ids = list(requested) if requested else sorted(observers) + quorum.voter_ids
     bad = [c for c in ids if isinstance(c, bool) or not isinstance(c, int)]
     if bad:
         raise ValueError(f"controller ids must be integer node ids, got {bad!r}")
     repeated = sorted({c for c in ids if ids.count(c) > 1})
     if repeated:
         raise ValueError(f"controller ids repeated: {repeated}")
-    unknown = sorted(set(ids) - set(quorum.voter_ids))
+    unknown = sorted(set(ids) - set(quorum.voter_ids) - set(observers))
     if unknown:
-        raise ValueError(f"unknown controller ids {unknown}: the quorum's voters are {quorum.voter_ids}")
-    followers = [c for c in (ids if keep_order else sorted(ids)) if c != quorum.leader_id]
-    return followers + ([quorum.leader_id] if quorum.leader_id in ids else [])
+        also = f"; controllers that are observers: {sorted(observers)}" if observers else ""
+        raise ValueError(f"unknown controller ids {unknown}: the quorum's voters are {quorum.voter_ids}{also}")
+    ordered = ids if keep_order else sorted(ids)
+    first = [c for c in ordered if c in observers]
+    followers = [c for c in ordered if c not in observers and c != quorum.leader_id]
+    return first + followers + ([quorum.leader_id] if quorum.leader_id in ids else [])
+
+
+def observer_controllers(quorum: Quorum, controller_ids: Iterable[int]) -> list[int]:
+    """The controllers among ``controller_ids`` (the connection's ``controller_hosts``: its owner says these nodes
+    are controllers) that fetch as *observers* of the quorum, not as voters, ascending: a controller between its
+    start and ``kafka-metadata-quorum add-controller`` (KIP-853, dynamic quorums), or one kept as a spare.
+    DescribeQuorum alone cannot tell such a controller from a broker (both are observers, and it names no
+    observer's listeners), hence the connection's word."""
+    return sorted({int(c) for c in controller_ids if quorum.voter(int(c)) is None and quorum.observer(int(c))})
 
 
 def combined_nodes(quorum: Quorum, broker_ids: Iterable[int]) -> list[int]:

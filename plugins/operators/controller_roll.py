@@ -22,7 +22,13 @@ from typing import Any
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as rules
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.quorum import Quorum, can_restart_controller, combined_in_controller_roll, combined_nodes
+from kafka_ops.quorum import (
+    Quorum,
+    can_restart_controller,
+    combined_in_controller_roll,
+    combined_nodes,
+    observer_controllers,
+)
 from kafka_ops.roll import RollRecord, clock
 from runtime.broker_commands import BrokerCommand, controller_command
 from runtime.failures import RunRefused, describe
@@ -93,6 +99,13 @@ class ControllerPlanOperator(RollPlanBase):
                                "the cluster's brokers (Metadata)")
         self.log.info("%s", rules.describe_quorum_line(quorum))
         combined = combined_nodes(quorum, brokers)
+        observers = observer_controllers(quorum, profile.controller_hosts)
+        strangers = sorted(o.replica_id for o in quorum.observers
+                           if o.replica_id not in brokers and o.replica_id not in profile.controller_hosts)
+        if strangers:
+            self.log.info("observers of the quorum %s are neither registered brokers nor in the connection's "
+                          "controller_hosts: a controller that is not a voter (KIP-853) is restarted only when "
+                          "controller_hosts names it (a broker that is down shows here too)", strangers)
         wanted = requested_ids or (quorum.voter_ids if not roles.brokers else [])  # roles=controllers: every voter
         asked = sorted(set(wanted) & set(combined))
         if asked:
@@ -105,9 +118,10 @@ class ControllerPlanOperator(RollPlanBase):
             if not dedicated:
                 return self._nothing(store, f"roll {self.roll_id!r}: every voter is a combined node: no dedicated "
                                             "controller to restart")
-            requested_ids = list(requested_ids) or dedicated
+            requested_ids = list(requested_ids) or observers + dedicated
         try:
-            plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.cluster)
+            plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.cluster,
+                                          observers=observers)
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         for reason in plan.reasons:
@@ -236,9 +250,15 @@ class ControllerRollOperator(NodeRollOperator):
         :class:`LeaderMoved`). A dry run looks once and logs the verdict."""
         cid = gated[0]
         others = [c for c in record.order[position + 1:] if not record.is_done(c)]
+        observer = bool(nodes[cid].get("observer"))
 
         def check() -> Check:
             quorum = self.admin.describe_quorum()
+            if observer:
+                verdict = rules.observer_gate(quorum, cid)
+                return Check(verdict.ok, verdict.message() if not verdict.ok else
+                             f"controller {cid} is an observer, not a voter: its stop leaves the quorum's majority "
+                             f"as it is ({rules.describe_quorum_line(quorum)})")
             later = rules.must_go_later(quorum, cid, others)
             if later:
                 raise LeaderMoved(later)
@@ -294,7 +314,8 @@ class ControllerRollOperator(NodeRollOperator):
             def back(cid: int = cid, step: dict = step, started_ms: int = started_ms,
                      fetched_before: int | None = fetched_before) -> Check:
                 quorum = self.admin.describe_quorum()
-                verdict = rules.controller_back(quorum, cid, started_ms, self.fetch_timeout_ms, fetched_before)
+                back_rule = rules.observer_back if step.get("observer") else rules.controller_back
+                verdict = back_rule(quorum, cid, started_ms, self.fetch_timeout_ms, fetched_before)
                 if verdict.ok:
                     self._follow(step, quorum)
                     return Check(True, rules.describe_quorum_line(quorum))
@@ -363,7 +384,8 @@ class ControllerRollOperator(NodeRollOperator):
     def _last_fetch(self, cid: int) -> int | None:
         """The leader's last fetch time of ``cid`` (ms, leader's clock), read once it is gone; None if unknown."""
         try:
-            voter = self.admin.describe_quorum().voter(cid)
+            quorum = self.admin.describe_quorum()
+            voter = quorum.voter(cid) or quorum.observer(cid)  # a controller that is an observer: its entry
         except Exception as exc:  # only a guard against clock skew: the start-time check still applies
             self.log.info("controller %s: last fetch before the stop not read (%s)", cid, describe(exc))
             return None

@@ -6,8 +6,9 @@ run logs the same report.
 Which hosts, by ``scope``:
 
 - ``roll`` (the rolling restart): the brokers of the ``brokers`` setting (empty = every registered broker) and, with a
-  KRaft quorum and ``roles`` ``all`` or ``controllers``, the controllers of ``controllers`` (empty = every voter);
-  their stop / start commands (the run's choices, the pre-steps) and, for controllers, the status command;
+  KRaft quorum and ``roles`` ``all`` or ``controllers``, the controllers of ``controllers`` (empty = every voter,
+  and every controller of ``controller_hosts`` that is an observer); their stop / start commands (the run's
+  choices, the pre-steps) and, for controllers, the status command;
 - ``upgrade``: every broker and, with a KRaft quorum, every controller; besides the service commands, the target
   release unpacked and complete beside ``kafka_home`` (phase ``binaries`` with the default install; a named
   ``install_command``'s program otherwise) and, in ZooKeeper mode with a ``pin`` / ``ibp`` / ``lmf`` phase, a
@@ -28,6 +29,7 @@ from kafka_ops import upgrade
 from kafka_ops.controller_roll import resolve_hosts
 from kafka_ops.preflight import HostNeeds, probe_script, problems, report
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.quorum import observer_controllers
 from kafka_ops.roll_spec import ClusterMode
 from runtime.broker_commands import remote_command
 from runtime.failures import RunRefused, describe
@@ -171,9 +173,11 @@ class PreflightOperator(ClusterOperator):
                                   profile.kafka_home_for(bid) if release else None,
                                   profile.server_properties_for(bid) if properties else None), bid))
         if quorum is not None:
-            wanted = [int(c) for c in self.setting("controllers")] or list(quorum.voter_ids)
+            observers = observer_controllers(quorum, profile.controller_hosts)  # controllers, not voters: rolled too
+            known = set(quorum.voter_ids) | set(observers)
+            wanted = [int(c) for c in self.setting("controllers")] or [*observers, *quorum.voter_ids]
             # a combined node (a voter that is a registered broker too) rolls as a broker: asked above, once
-            hosts = resolve_hosts([c for c in wanted if c in quorum.voter_ids and not state.has_broker(c)],
+            hosts = resolve_hosts([c for c in wanted if c in known and not state.has_broker(c)],
                                   profile.controller_hosts, quorum, profile.cluster)
             for cid, (host, _) in sorted(hosts.items()):
                 commands = [profile.controller_service_command(a, cid)[0] for a in ("stop", "start", "status")]

@@ -49,7 +49,8 @@ SETTINGS: dict[str, Setting] = {
                      "controller is a broker, rolled last); controllers is refused"),
     "controllers": Setting([], {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True},
                            "KRaft controller node ids to restart; empty = every dedicated voter of the metadata "
-                           "quorum, the active controller last (a combined node rolls with the brokers)"),
+                           "quorum, the active controller last, and first the controllers of the connection's "
+                           "controller_hosts that are observers, not voters (a combined node rolls with the brokers)"),
     # commands (names of the profile's commands)
     "pre_stop": Setting(None, COMMAND, "Name of a profile command to run on the broker host before stopping "
                         "(non-zero exit fails the step); empty = none"),

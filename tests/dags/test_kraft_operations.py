@@ -16,7 +16,7 @@ import pytest
 from airflow_env import published_labels, run_dag, xcom_value
 from batch_checks import assert_one_election_per_batch, batches_of
 from kafka import KafkaAdminClient
-from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
+from kraft_support import CONTROLLERS, leader_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from timed_faults import FaultAfterTrigger
 
@@ -104,9 +104,10 @@ def voter_set(sandbox) -> dict[int, str]:
 def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_time(fresh_sandbox, use_sandbox,
                                                                                       capfd, caplog):
     """The whole KRaft roll, batched as a large fleet runs it, on a dynamic quorum as Kafka 4's quickstart formats
-    one (Kafka 4.1, KIP-853: ``controller.quorum.bootstrap.servers``, the voter set in the metadata log; 3
-    controllers, 6 brokers in 3 racks, RF 3, min.insync.replicas 2; ``max_parallel`` 6, ``batch_by=rack``): the
-    controllers one at a time, the active one last, then the brokers of one rack together, one batch per rack, none
+    one (Kafka 4.1, KIP-853: ``controller.quorum.bootstrap.servers``, the voter set in the metadata log; 3 voters and
+    a controller 103 started but not added to the voter set, an observer; 6 brokers in 3 racks, RF 3,
+    min.insync.replicas 2; ``max_parallel`` 6, ``batch_by=rack``): the controllers one at a time, the observer first
+    and the active one last, then the brokers of one rack together, one batch per rack, none
     moved last for the Metadata answer's controller id (a random broker in KRaft mode). From outside: the quorum
     never lost for more than an election and its leader moved once, its voter set (ids and directory ids, by Kafka's
     own ``kafka-metadata-quorum``) unchanged, no partition offline or under min ISR, every node started exactly
@@ -116,11 +117,14 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     from sandbox import settings, state
     from sandbox.layout import Workdir
 
-    kraft = fresh_sandbox(mode="kraft", controllers=3, brokers=6, racks=3, kafka_version="4.1.0", quorum="dynamic")
+    kraft = fresh_sandbox(mode="kraft", controllers=3, brokers=6, racks=3, kafka_version="4.1.0", quorum="dynamic",
+                          observer_controllers=1)
+    watcher_id = 103  # the controller that is an observer
     use_sandbox(kraft.workdir)
     kraft.wait_healthy(timeout_s=120)
     # the quorum is dynamic: no node's file lists the voters; Kafka formed it from the storage format's voters
-    files = [kraft.host_dir(n).server_properties.read_text() for n in CONTROLLERS + sorted(kraft.broker_ids)]
+    files = [kraft.host_dir(n).server_properties.read_text()
+             for n in CONTROLLERS + [watcher_id] + sorted(kraft.broker_ids)]
     assert all("controller.quorum.voters" not in f and "controller.quorum.bootstrap.servers" in f for f in files)
     formatted = {int(k): v for k, v in state.load(Workdir.at(kraft.workdir)).directory_ids.items()}
     voters_before = voter_set(kraft)
@@ -128,7 +132,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     brokers = sorted(kraft.broker_ids)
     racks = {b: kraft.broker(b)["rack"] for b in brokers}
     assert len(brokers) == 6 and len(set(racks.values())) == 3, racks
-    nodes = CONTROLLERS + brokers
+    nodes = CONTROLLERS + [watcher_id] + brokers
     before = kraft.starts(nodes)
     first_leader = leader_of(kraft)
     # the brokers' plan runs beside the controllers' (and the preflight), before any node is touched: a broker
@@ -159,9 +163,11 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert {n: after[n] - before[n] for n in nodes} == {n: 1 for n in nodes}, "every node started exactly once"
     # controllers one at a time, the active controller last; then the brokers
     order = [int(label.split()[1]) for label in result.mapped_labels("controllers.controller")]
-    assert sorted(order) == CONTROLLERS and order[-1] == first_leader, order
-    assert controller_shutdowns(kraft) == order
-    assert result.mapped_labels("controllers.controller")[-1].startswith(f"controller {first_leader} (3/3) · active")
+    assert order[0] == watcher_id and sorted(order[1:]) == CONTROLLERS and order[-1] == first_leader, order
+    assert kraft.shutdown_order(CONTROLLERS + [watcher_id]) == order
+    assert result.mapped_labels("controllers.controller")[0].startswith(f"controller {watcher_id} (1/4) · observer")
+    assert result.mapped_labels("controllers.controller")[-1].startswith(f"controller {first_leader} (4/4) · active")
+    assert f"controller {watcher_id} is an observer, not a voter: its stop leaves the quorum's majority" in text
     # the brokers a rack at a time
     batches = batches_of(labels)
     assert sorted(b for batch in batches for b in batch) == brokers, labels
@@ -189,8 +195,8 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert "cluster kafka_sandbox: KRaft mode (metadata quorum leader" in text, "the lock step says the mode"
     # the mode was decided once, under the lock, and the preflight asked every node's host: controllers too
     assert xcom_value("kafka_rolling_restart", result.run_id, "lock_cluster", "cluster_mode") == "kraft"
-    assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 9, "problems": {}}
-    # a restart keeps each voter's metadata log: the same voters, with the same directory ids
+    assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 10, "problems": {}}
+    # a restart keeps each voter's metadata log: the same voters, with the same directory ids; 103 is still an observer
     assert voter_set(kraft) == voters_before
 
     # a fault: a follower voter's disk is replaced (its log dir formatted again: a new directory id). It comes back
@@ -212,6 +218,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
         line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentObservers:"))
         return {int(o["id"]): o["directoryId"] for o in json.loads(line.split(":", 1)[1])}
 
+    assert watcher_id in observer_ids(), f"controller {watcher_id} fetches as an observer again after its restart"
     wait_for(lambda: observer_ids().get(victim) == new_id, 60, what=f"controller {victim} fetching as an observer")
     # the quorum is down to 2 voters that fetch: the other follower may not stop, and its gate says why
     other = next(c for c in CONTROLLERS if c not in (leader, victim))

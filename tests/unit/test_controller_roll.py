@@ -12,13 +12,23 @@ from kafka_ops.controller_roll import (
     describe_quorum_line,
     leader_last,
     must_go_later,
+    observer_back,
+    observer_gate,
     plan_controllers,
     reorder_steps,
     resolve_hosts,
     role_plan,
     service_state,
 )
-from kafka_ops.quorum import Endpoint, Quorum, Voter, can_restart_controller, controller_order, directory_id_text
+from kafka_ops.quorum import (
+    Endpoint,
+    Quorum,
+    Voter,
+    can_restart_controller,
+    controller_order,
+    directory_id_text,
+    observer_controllers,
+)
 from kafka_ops.roll import RollRecord, decide, turn
 
 NOW = 1_800_000_000_000
@@ -315,6 +325,57 @@ def test_a_gate_names_a_voter_whose_directory_was_replaced_among_the_lagging():
     assert ("lagging: 101 (never caught up; its metadata log directory was replaced: it fetches as an observer under "
             f"directory id {directory_id_text(new)}, the voter set has 7ac5AU_Wn1GHBL3lllSa4g, log end 480 of 500)"
             ) in verdict.message()
+
+
+def observed(leader: int = 101, watcher_fetch: int | None = NOW, watcher_caught_up: int | None = NOW) -> Quorum:
+    """:func:`quorum` with controller 103 fetching as an observer (a controller not added to the voter set, KIP-853)
+    beside brokers 1, 2, 3."""
+    q = quorum(leader=leader)
+    return Quorum(q.leader_id, q.leader_epoch, q.high_watermark, q.voters,
+                  (*q.observers, Voter(103, 500, watcher_fetch, watcher_caught_up)), q.endpoints)
+
+
+def test_controllers_that_are_observers_come_from_the_connection_and_roll_first():
+    q = observed()
+    # the connection names 103 a controller; 104 is not an observer (down, or unknown); 1 is a broker it does not name
+    assert observer_controllers(q, [100, 101, 102, 103, 104]) == [103]
+    assert observer_controllers(q, [100, 101, 102]) == []
+    assert controller_order(q, observers=[103]) == [103, 100, 102, 101]
+    assert controller_order(q, [101, 103], observers=[103]) == [103, 101]
+    with pytest.raises(ValueError, match=r"unknown controller ids \[104\]: the quorum's voters are \[100, 101, 102\]; "
+                                         r"controllers that are observers: \[103\]"):
+        controller_order(q, [104], observers=[103])
+    hosts = {c: f"ctrl-{c}" for c in (100, 101, 102, 103)}
+    plan = plan_controllers(q, [], hosts, "prod", observers=[103])
+    assert plan.order == [103, 100, 102, 101]
+    assert [s.get("observer", False) for s in plan.steps] == [True, False, False, False]
+    assert "every voter: [100, 101, 102], and the controllers that are observers: [103]" in plan.reasons
+    assert any("controllers [103] go first: they are observers, not voters" in r for r in plan.reasons)
+    items = controller_items(plan.steps)
+    assert items[0]["grid_label"] == "controller 103 (1/4) · observer" and items[0]["observer"] is True
+    assert items[-1]["grid_label"] == "controller 101 (4/4) · active" and "observer" not in items[-1]
+    # a quorum of 1 voter: its voter is refused (no majority without it), an observer alone is not
+    single = Quorum(100, 1, 500, (Voter(100, 500, None, NOW),), (Voter(103, 500, NOW, NOW),))
+    assert plan_controllers(single, [103], hosts, observers=[103]).order == [103]
+    with pytest.raises(ValueError, match="the quorum has 1 voter"):
+        plan_controllers(single, [], hosts, observers=[103])
+
+
+def test_an_observer_controller_s_gate_needs_a_leader_and_its_back_needs_a_fresh_caught_up_fetch():
+    started = NOW - 5000
+    assert observer_gate(observed(), 103).ok
+    assert "the quorum has no leader" in observer_gate(observed(leader=-1), 103).message()
+    promoted = quorum(ids=(100, 101, 102, 103))
+    assert "is a voter now: the voter set changed during the roll" in observer_gate(promoted, 103).message()
+    assert observer_back(observed(), 103, started).ok
+    stale = observer_back(observed(watcher_fetch=started - 1), 103, started)
+    assert not stale.ok and "controller 103 (an observer) has not fetched from the leader 101 since its start" in \
+        stale.message()
+    behind = observer_back(observed(watcher_caught_up=NOW - 5000), 103, started)
+    assert not behind.ok and "fetches again but is not caught up" in behind.message()
+    assert not observer_back(observed(), 103, started, fetched_before_ms=NOW).ok, "a fetch seen before the stop"
+    assert "is a voter now" in observer_back(promoted, 103, started).message()
+    assert "has not fetched" in observer_back(quorum(), 103, started).message(), "not an observer at all"
 
 
 def test_directory_ids_read_as_kafka_s_tools_print_them():

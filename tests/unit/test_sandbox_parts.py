@@ -244,3 +244,30 @@ def test_a_dynamic_sandbox_s_files_name_bootstrap_servers_and_its_format_the_vot
     assert info.initial_controllers == ("0@127.9.0.11:9093:AAAAAAAAAAAAAAAAAAAAAg,"
                                         "1@127.9.0.12:9093:AAAAAAAAAAAAAAAAAAAAAw")
     assert info.options()["quorum"] == "dynamic"
+
+
+def test_observer_controllers_are_controllers_but_not_voters(tmp_path) -> None:
+    info = _state(Workdir.at(tmp_path))
+    info.mode, info.quorum, info.observer_controllers = "kraft", "dynamic", 1
+    info.controller_hosts = [{"id": 100 + i, "host": f"127.9.0.{111 + i}"} for i in range(4)]
+    assert sorted(info.controllers) == [100, 101, 102, 103]
+    assert sorted(info.voters) == [100, 101, 102], "the last controller is an observer"
+    assert info.quorum_config == {"controller.quorum.bootstrap.servers": "127.9.0.111:9093,127.9.0.112:9093,"
+                                                                          "127.9.0.113:9093"}
+    assert info.options()["controllers"] == 3 and info.options()["observer_controllers"] == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "kraft", "observer_controllers": 1}, "--observer-controllers needs --quorum dynamic"),
+        ({"mode": "kraft", "quorum": "dynamic", "combined": 3, "observer_controllers": 1},
+         "--observer-controllers needs --quorum dynamic and dedicated controllers"),
+        ({"mode": "kraft", "quorum": "dynamic", "observer_controllers": -1},
+         "--observer-controllers cannot be negative"),
+    ],
+)
+def test_observer_controller_options_are_checked_before_anything_starts(tmp_path, options, message) -> None:
+    with pytest.raises(cluster.SandboxError, match=message):
+        cluster.up(Workdir.at(tmp_path / "sbx"), brokers=3, kafka_version="4.1.0", **options)
+    assert not (tmp_path / "sbx").exists(), "nothing was created"

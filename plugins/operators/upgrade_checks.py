@@ -6,7 +6,8 @@ over SSH, refuse bad input, and log what each phase will do to each node.
   releases (``kafka_ops.upgrade.check_target``), a phase list that skips a needed step
   (``kafka_ops.upgrade.check_phases``), a ``metadata_version`` param (KRaft only).
 - KRaft (the run's mode, ``runtime.cluster_mode``): every broker host's and every controller host's release (the
-  controllers are the quorum's voters, their hosts the profile's ``controller_hosts`` or DescribeQuorum v2's
+  controllers are the quorum's voters and the controllers of ``controller_hosts`` that are observers,
+  ``kafka_ops.quorum.observer_controllers``; their hosts the profile's ``controller_hosts`` or DescribeQuorum v2's
   endpoints); the cluster's finalized ``metadata.version`` and each broker's supported range (ApiVersions);
   refused besides the above over brokers and controllers: a malformed ``metadata_version``, a level above
   what the target release supports, a level below the cluster's finalized one
@@ -22,6 +23,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
+from kafka_ops.quorum import observer_controllers
 from runtime.failures import RunRefused
 from runtime.upgrade_steps import host_state
 
@@ -59,11 +61,11 @@ class UpgradeChecksOperator(ClusterOperator):
             kraft = self.mode(context, admin).has_quorum
             if kraft:
                 quorum = admin.describe_quorum()
+                # the voters, and the controllers that are observers (the controller roll upgrades them too)
+                ids = [*observer_controllers(quorum, profile.controller_hosts), *quorum.voter_ids]
                 try:
-                    hosts = controller_rules.resolve_hosts(quorum.voter_ids, profile.controller_hosts, quorum,
-                                                           profile.cluster)
-                    controllers = [{"id": cid, "host": hosts[cid][0], "role": "controller"}
-                                   for cid in quorum.voter_ids]
+                    hosts = controller_rules.resolve_hosts(ids, profile.controller_hosts, quorum, profile.cluster)
+                    controllers = [{"id": cid, "host": hosts[cid][0], "role": "controller"} for cid in ids]
                 except ValueError as exc:
                     refusals.append(str(exc))
                 features = admin.broker_features(state.broker_ids)

@@ -20,3 +20,15 @@ def leader_of(sandbox) -> int:
         return client.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
     finally:
         client.close()
+
+
+def quorum_of(sandbox):
+    """DescribeQuorum through kafka-python, as :class:`kafka_ops.quorum.Quorum` (voters and observers, with their
+    directory ids on a dynamic quorum)."""
+    from kafka_ops.quorum import Quorum
+
+    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
+    try:
+        return Quorum.from_describe(client.describe_metadata_quorum())
+    finally:
+        client.close()

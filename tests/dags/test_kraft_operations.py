@@ -16,7 +16,7 @@ import pytest
 from airflow_env import published_labels, run_dag, xcom_value
 from batch_checks import assert_one_election_per_batch, batches_of
 from kafka import KafkaAdminClient
-from kraft_support import CONTROLLERS, leader_of
+from kraft_support import CONTROLLERS, leader_of, quorum_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from timed_faults import FaultAfterTrigger
 
@@ -198,61 +198,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 10, "problems": {}}
     # a restart keeps each voter's metadata log: the same voters, with the same directory ids; 103 is still an observer
     assert voter_set(kraft) == voters_before
-
-    # a fault: a follower voter's disk is replaced (its log dir formatted again: a new directory id). It comes back
-    # fetching as an observer while the voter it was stays silent. A roll of it restarts it once and stops at "back",
-    # naming both directory ids and the commands that put it back; those commands, run with Kafka's own tool, do.
-    leader = leader_of(kraft)
-    victim = next(c for c in CONTROLLERS if c != leader)
-    replaced = kraft.cli("replace-metadata-dir", str(victim))
-    assert replaced.returncode == 0, replaced.stderr
-    meta = (kraft.host_dir(victim).data / "meta.properties").read_text()
-    new_id = next(line.split("=", 1)[1] for line in meta.splitlines() if line.startswith("directory.id="))
-    assert new_id != voters_before[victim]
-    listeners = javaproperties.loads(kraft.host_dir(leader).server_properties.read_text())["listeners"]
-    bootstrap_controller = listeners.removeprefix("CONTROLLER://")  # the active controller's listener
-
-    def observer_ids() -> dict[int, str]:
-        result = kraft.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-server", kraft.bootstrap_servers,
-                                  "describe", "--status")
-        line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentObservers:"))
-        return {int(o["id"]): o["directoryId"] for o in json.loads(line.split(":", 1)[1])}
-
-    assert watcher_id in observer_ids(), f"controller {watcher_id} fetches as an observer again after its restart"
-    wait_for(lambda: observer_ids().get(victim) == new_id, 60, what=f"controller {victim} fetching as an observer")
-    # the quorum is down to 2 voters that fetch: the other follower may not stop, and its gate says why
-    other = next(c for c in CONTROLLERS if c not in (leader, victim))
-    before = kraft.starts(nodes)
-    gated = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
-                                              "controllers": [other], "healthcheck_interval_s": 1,
-                                              "healthcheck_timeout_s": 10})
-    text = capfd.readouterr().out + caplog.text
-    assert gated.state == "failed" and gated.mapped_states("controllers.controller") == ["failed"], gated.states
-    assert kraft.starts(nodes) == before, f"controller {other} was not touched"
-    lagging = next(line for line in text.splitlines() if f"lagging: {victim} (" in line)
-    assert (f"its metadata log directory was replaced: it fetches as an observer under directory id {new_id}, the "
-            f"voter set has {voters_before[victim]}") in lagging, lagging
-    held = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
-                                             "controllers": [victim], "healthcheck_interval_s": 1,
-                                             "healthcheck_timeout_s": 20})
-    text = capfd.readouterr().out + caplog.text
-    assert held.state == "failed" and held.mapped_states("controllers.controller") == ["failed"], held.states
-    assert {n: kraft.starts(nodes)[n] - before[n] for n in nodes} == {n: int(n == victim) for n in nodes}
-    assert (f"controller {victim} fetches again, but as an observer with a new metadata log directory (directory id "
-            f"{new_id}; the voter set has {voters_before[victim]})") in text
-    assert voter_set(kraft) == voters_before, "the voter set still has the old directory id"
-    # the remedy the message names, with Kafka's own tool: the voter with the old directory id out, the node in
-    removed = kraft.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-controller", bootstrap_controller,
-                               "remove-controller", "--controller-id", str(victim),
-                               "--controller-directory-id", voters_before[victim])
-    assert removed.returncode == 0, removed.stderr
-    added = kraft.kafka_tool("kafka-metadata-quorum.sh", "--command-config",
-                             str(kraft.host_dir(victim).server_properties), "--bootstrap-controller",
-                             bootstrap_controller, "add-controller")
-    assert added.returncode == 0, added.stderr
-    wait_for(lambda: voter_set(kraft) == {**voters_before, victim: new_id} or None, 60,
-             what=f"voter {victim} back with its new directory id")
-
+    assert quorum_of(kraft).observer(watcher_id) is not None, f"controller {watcher_id} is still an observer"
 
 
 def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_leader_last(fresh_sandbox, use_sandbox,
@@ -345,6 +291,71 @@ def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_lea
     assert "lagging: 2 (" in text, "the gate names the crashed voter"
     assert sandbox.starts(nodes) == before, f"broker {target} was not touched"
     assert target in admin(sandbox.bootstrap_servers).list_topics(timeout=10).brokers
+
+
+@pytest.mark.extended
+def test_a_voter_whose_disk_was_replaced_holds_the_rolls_and_is_named_with_its_remedy(fresh_sandbox, use_sandbox,
+                                                                                       capfd, caplog):
+    """A dynamic quorum (Kafka 4.1.0, KIP-853) where a follower voter's disk is replaced (``sandbox
+    replace-metadata-dir``: its log dir formatted again, a new directory id). It comes back fetching as an observer
+    while the voter it was stays silent. A roll of the other follower holds at its gate, naming it among the lagging
+    ("its metadata log directory was replaced"), and touches nothing; a roll of it restarts it once and stops at
+    "back", naming both directory ids and the commands that put it back; those commands, run with Kafka's own tool,
+    do (the voter set has it again, under its new directory id)."""
+    kraft = fresh_sandbox(mode="kraft", controllers=3, brokers=3, racks=3, kafka_version="4.1.0", quorum="dynamic")
+    use_sandbox(kraft.workdir)
+    kraft.wait_healthy(timeout_s=120)
+    nodes = CONTROLLERS + sorted(kraft.broker_ids)
+    voters_before = voter_set(kraft)
+    leader = leader_of(kraft)
+    victim = next(c for c in CONTROLLERS if c != leader)
+    replaced = kraft.cli("replace-metadata-dir", str(victim))
+    assert replaced.returncode == 0, replaced.stderr
+    meta = (kraft.host_dir(victim).data / "meta.properties").read_text()
+    new_id = next(line.split("=", 1)[1] for line in meta.splitlines() if line.startswith("directory.id="))
+    assert new_id != voters_before[victim]
+    listeners = javaproperties.loads(kraft.host_dir(leader).server_properties.read_text())["listeners"]
+    bootstrap_controller = listeners.removeprefix("CONTROLLER://")  # the active controller's listener
+
+    def observer_ids() -> dict[int, str]:
+        result = kraft.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-server", kraft.bootstrap_servers,
+                                  "describe", "--status")
+        line = next(line for line in result.stdout.splitlines() if line.startswith("CurrentObservers:"))
+        return {int(o["id"]): o["directoryId"] for o in json.loads(line.split(":", 1)[1])}
+
+    wait_for(lambda: observer_ids().get(victim) == new_id, 60, what=f"controller {victim} fetching as an observer")
+    # the quorum is down to 2 voters that fetch: the other follower may not stop, and its gate says why
+    other = next(c for c in CONTROLLERS if c not in (leader, victim))
+    before = kraft.starts(nodes)
+    gated = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
+                                              "controllers": [other], "healthcheck_interval_s": 1,
+                                              "healthcheck_timeout_s": 10})
+    text = capfd.readouterr().out + caplog.text
+    assert gated.state == "failed" and gated.mapped_states("controllers.controller") == ["failed"], gated.states
+    assert kraft.starts(nodes) == before, f"controller {other} was not touched"
+    lagging = next(line for line in text.splitlines() if f"lagging: {victim} (" in line)
+    assert (f"its metadata log directory was replaced: it fetches as an observer under directory id {new_id}, the "
+            f"voter set has {voters_before[victim]}") in lagging, lagging
+    held = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers",
+                                             "controllers": [victim], "healthcheck_interval_s": 1,
+                                             "healthcheck_timeout_s": 15})
+    text = capfd.readouterr().out + caplog.text
+    assert held.state == "failed" and held.mapped_states("controllers.controller") == ["failed"], held.states
+    assert {n: kraft.starts(nodes)[n] - before[n] for n in nodes} == {n: int(n == victim) for n in nodes}
+    assert (f"controller {victim} fetches again, but as an observer with a new metadata log directory (directory id "
+            f"{new_id}; the voter set has {voters_before[victim]})") in text
+    assert voter_set(kraft) == voters_before, "the voter set still has the old directory id"
+    # the remedy the message names, with Kafka's own tool: the voter with the old directory id out, the node in
+    removed = kraft.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-controller", bootstrap_controller,
+                               "remove-controller", "--controller-id", str(victim),
+                               "--controller-directory-id", voters_before[victim])
+    assert removed.returncode == 0, removed.stderr
+    added = kraft.kafka_tool("kafka-metadata-quorum.sh", "--command-config",
+                             str(kraft.host_dir(victim).server_properties), "--bootstrap-controller",
+                             bootstrap_controller, "add-controller")
+    assert added.returncode == 0, added.stderr
+    wait_for(lambda: voter_set(kraft) == {**voters_before, victim: new_id} or None, 60,
+             what=f"voter {victim} back with its new directory id")
 
 
 @pytest.mark.extended

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from airflow_env import failure_lines, run_dag
-from kraft_support import CONTROLLERS, controller_shutdowns, leader_of
+from kraft_support import CONTROLLERS, controller_shutdowns, leader_of, quorum_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from test_kafka_upgrade import Responder
 
@@ -211,3 +211,44 @@ def test_kraft_upgrade_of_a_combined_cluster_rolls_each_node_once_the_quorum_lea
     assert sorted(order) == ids and order[-1] == first_leader, order
     assert finalized(sandbox) == {b: 27 for b in ids}
     assert watcher.ever_offline() == [], "no partition offline during the upgrade"
+
+
+@pytest.mark.extended
+def test_kraft_upgrade_on_a_dynamic_quorum_upgrades_the_controller_that_is_an_observer(fresh_sandbox, use_sandbox,
+                                                                                       capfd, caplog):
+    """Kafka 4.0.0 -> 4.1.0 on a dynamic quorum (KIP-853) of 3 voters and a controller 103 that is an observer (started,
+    never added to the voter set; named in the connection's ``controller_hosts``): the controllers' binaries roll
+    restarts 103 first, then the voters, the active controller last, each once on 4.1.0; the brokers follow;
+    metadata.version 4.1-IV1 (27) is finalized; the voter set is unchanged and 103 still an observer."""
+    from sandbox.hosts import unpack_kafka
+
+    watcher_id = 103
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=3, quorum="dynamic", observer_controllers=1)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    nodes = CONTROLLERS + [watcher_id] + list(sandbox.broker_ids)
+    for n in nodes:
+        unpack_kafka(sandbox.host_dir(n), TARGET)
+    before = wait_for(lambda: (s := {n: sandbox.started_releases(n) for n in nodes}) and all(s.values()) and s, 30,
+                      what="every node's first start in its log")
+    first_leader = leader_of(sandbox)
+    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
+    approver.start()
+    try:
+        with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, list(sandbox.broker_ids)) as traffic:
+            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
+    finally:
+        approver.stop.set()
+    text = output(capfd, caplog)
+    print(f"dynamic-quorum upgrade: {result.mapped_labels('controller_binaries.controller')}; {traffic.summary()}")
+    assert result.state == "success", (result.states, failure_lines(text))
+    assert_no_acknowledged_message_lost(traffic)
+    after = {n: sandbox.started_releases(n) for n in nodes}
+    assert {n: [r.removeprefix("Kafka ") for r in after[n][len(before[n]):]] for n in nodes} == \
+        {n: [TARGET] for n in nodes}, "every node, the observer too, started once, on the target"
+    order = [int(label.split()[1]) for label in result.mapped_labels("controller_binaries.controller")]
+    assert order[0] == watcher_id and sorted(order[1:]) == CONTROLLERS and order[-1] == first_leader, order
+    assert finalized(sandbox) == {b: 27 for b in sandbox.broker_ids}
+    quorum = quorum_of(sandbox)
+    assert sorted(quorum.voter_ids) == CONTROLLERS and quorum.observer(watcher_id) is not None
+

@@ -247,7 +247,8 @@ class ControllerRollOperator(NodeRollOperator):
               stopped: list[int]) -> None:
         """Wait until the quorum can do without the controller (a caught-up majority of the voters stays,
         Strimzi's rule) and it is not the quorum leader while other controllers of the roll remain (then
-        :class:`LeaderMoved`). A dry run looks once and logs the verdict."""
+        :class:`LeaderMoved`); a controller that is an observer (its step's ``"observer"``) only needs a quorum
+        leader (``kafka_ops.controller_roll.observer_gate``). A dry run looks once and logs the verdict."""
         cid = gated[0]
         others = [c for c in record.order[position + 1:] if not record.is_done(c)]
         observer = bool(nodes[cid].get("observer"))
@@ -304,8 +305,8 @@ class ControllerRollOperator(NodeRollOperator):
                           status.origin, status.text)
 
     def _wait_back(self, record: RollRecord, nodes: Mapping[int, dict]) -> None:
-        """A voter again, fetching since its start (the start sent, or, if someone else started it, seen gone),
-        caught up, with a quorum leader."""
+        """A voter again (an observer again for a controller planned as one: ``observer_back``), fetching since its
+        start (the start sent, or, if someone else started it, seen gone), caught up, with a quorum leader."""
         for cid, step in nodes.items():
             started_ms = record.progress(cid).at_ms
             fetched_before = getattr(self, "fetched_before", {}).get(cid)
@@ -325,10 +326,10 @@ class ControllerRollOperator(NodeRollOperator):
         self.marks["back"] = time.time()
 
     def _dry_back(self, nodes: Mapping[int, dict], soak: float) -> None:
-        for cid in nodes:
-            self.log.info("DRY RUN: would wait until controller %s is a voter again, fetching since its start and "
+        for cid, step in nodes.items():
+            self.log.info("DRY RUN: would wait until controller %s is %s again, fetching since its start and "
                           "caught up (controller.quorum.fetch.timeout.ms %d), with a quorum leader, then soak %.0f s",
-                          cid, self.fetch_timeout_ms, soak)
+                          cid, "an observer" if step.get("observer") else "a voter", self.fetch_timeout_ms, soak)
 
     def _now(self, record: RollRecord, ids: list[int]) -> dict[int, str]:
         now = {}

@@ -116,7 +116,7 @@ class ClusterSource:
                            took_s=self.clock() - began)
         secrets = secret_values(profile)
         errors: dict[str, str] = {}
-        parts: dict[str, Any] = {}
+        parts: dict[str, Any] = {"controller_ids": tuple(sorted(profile.controller_hosts))}
         try:
             admin = self._clients(profile)
             parts["state"] = admin.cluster_state(configs=True)

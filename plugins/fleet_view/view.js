@@ -114,8 +114,8 @@ function cluster(data) {
       b.ibp || (b.metadata_version ? b.metadata_version.name : '')])));
   if (data.controllers.length) {
     out.push(el('h2', {}, 'KRaft controllers'));
-    out.push(table(['voter', 'role', 'caught up', 'log end offset', 'lag (records)'], data.controllers.map((c) => [c.id,
-      (c.leader ? 'leader' : 'follower') + (c.combined ? ' · combined with broker ' + c.id : ''), el('span', {class: c.caught_up ? 's-ok' : 's-bad'}, c.caught_up ? 'yes' : 'no'),
+    out.push(table(['controller', 'role', 'caught up', 'log end offset', 'lag (records)'], data.controllers.map((c) => [c.id,
+      c.observer ? 'observer (not a voter)' : (c.leader ? 'leader' : 'follower') + (c.combined ? ' · combined with broker ' + c.id : ''), el('span', {class: c.caught_up ? 's-ok' : 's-bad'}, c.caught_up ? 'yes' : 'no'),
       c.log_end_offset, c.lag_offsets === null ? '' : c.lag_offsets])));
   }
   out.push(...partitions('Offline partitions', data.partitions.offline));

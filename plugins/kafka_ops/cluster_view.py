@@ -27,7 +27,7 @@ from typing import Any
 from kafka_ops import metadata_version
 from kafka_ops.cluster import ClusterState, Partition
 from kafka_ops.health import ConsumerGroupStatus, leader_imbalance_ratios
-from kafka_ops.quorum import Quorum, caught_up, combined_nodes
+from kafka_ops.quorum import Quorum, combined_nodes, observer_controllers, replica_caught_up
 from kafka_ops.roll import RollRecord, eta_s, names
 
 #: At most this many partitions are listed per kind (URP, offline, under min ISR) on a cluster's page; the counts
@@ -130,6 +130,8 @@ class ClusterReading:
         (``metadata.version`` as each broker reports it).
     :param disk_bytes: broker id -> bytes of its replicas on disk (DescribeLogDirs).
     :param past_runs: the last operations on the cluster, newest first.
+    :param controller_ids: the node ids of the connection's ``controller_hosts`` (KRaft): how a controller that is
+        an observer, not a voter, is told from a broker.
     :param errors: part (``kafka``, ``quorum``, ``burrow``, ``lock``, ``rolls``, ``brokers``, ...) -> why it
         could not be read.
     """
@@ -151,6 +153,7 @@ class ClusterReading:
     disk_bytes: Mapping[int, int] = field(default_factory=dict)
     past_runs: tuple[PastRun, ...] = ()
     errors: Mapping[str, str] = field(default_factory=dict)
+    controller_ids: tuple[int, ...] = ()
 
 
 # -- rules the gates do not need, in Kafka's terms ------------------------------------------------------------
@@ -392,22 +395,26 @@ def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
     return out
 
 
-def controllers(quorum: Quorum | None, broker_ids: Sequence[int] = ()) -> list[dict[str, Any]]:
-    """The KRaft voters: ``{"id", "leader", "caught_up", "log_end_offset", "lag_offsets", "combined"}`` (lag = the
-    quorum's high watermark minus the voter's log end offset, None when either is unknown; ``combined``: a broker
-    too, among ``broker_ids``, the brokers the metadata knows: ``kafka_ops.quorum.combined_nodes``), by id; []
-    without a quorum."""
+def controllers(quorum: Quorum | None, broker_ids: Sequence[int] = (),
+                controller_ids: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """The KRaft voters, by id, then the controllers that are observers (``controller_ids``, the connection's
+    ``controller_hosts``: ``kafka_ops.quorum.observer_controllers``), by id: ``{"id", "leader", "caught_up",
+    "log_end_offset", "lag_offsets", "combined", "observer"}`` (lag = the quorum's high watermark minus the log end
+    offset, None when either is unknown; ``combined``: a voter that is a broker too, among ``broker_ids``, the brokers
+    the metadata knows: ``kafka_ops.quorum.combined_nodes``); [] without a quorum."""
     if quorum is None:
         return []
-    up = caught_up(quorum)
     combined = set(combined_nodes(quorum, broker_ids))
+    rows = [(v, False) for v in sorted(quorum.voters, key=lambda v: v.replica_id)]
+    rows += [(quorum.observer(c), True) for c in observer_controllers(quorum, controller_ids)]
     out = []
-    for v in sorted(quorum.voters, key=lambda v: v.replica_id):
+    for v, observer in rows:
         lag = quorum.high_watermark - v.log_end_offset if quorum.high_watermark >= 0 and v.log_end_offset >= 0 \
             else None
-        out.append({"id": v.replica_id, "leader": v.replica_id == quorum.leader_id, "caught_up": v.replica_id in up,
-                    "log_end_offset": v.log_end_offset, "lag_offsets": None if lag is None else max(0, lag),
-                    "combined": v.replica_id in combined})
+        out.append({"id": v.replica_id, "leader": v.replica_id == quorum.leader_id,
+                    "caught_up": replica_caught_up(quorum, v), "log_end_offset": v.log_end_offset,
+                    "lag_offsets": None if lag is None else max(0, lag), "combined": v.replica_id in combined,
+                    "observer": observer})
     return out
 
 
@@ -433,7 +440,8 @@ def cluster_page(reading: ClusterReading, now_ms: int, run_url: Callable[[str, s
         "summary": summary,
         "brokers": brokers(reading),
         "controllers": controllers(reading.quorum, [] if state is None else
-                                   sorted(set(state.broker_ids) | set(state.down_broker_ids))) if reading.kraft else [],
+                                   sorted(set(state.broker_ids) | set(state.down_broker_ids)),
+                                   reading.controller_ids) if reading.kraft else [],
         "partitions": partitions,
         "groups": [{"group": g.group, "status": g.status, "total_lag": g.total_lag,
                     "partitions": [pl.describe() for pl in g.partitions[:20]]} for g in reading.groups or ()],

@@ -162,8 +162,8 @@ def test_fleet_page_shows_both_clusters_with_their_brokers(page: Any, sandbox: R
     releases = wait_until("each broker's Kafka release shown", 30, lambda: (r := [b["Kafka"] for b in rows(
         frame.locator("table:has(th:text-is('on disk'))"))]) and all(r) and r, poll_s=0.3)
     assert releases == ["4.0"] * 3, "the release the brokers' API versions match (the sandbox runs Kafka 4.0.0)"
-    voters = rows(frame.locator("table:has(th:text-is('voter'))"))
-    assert sorted(v["voter"] for v in voters) == ["100", "101", "102"], voters
+    voters = rows(frame.locator("table:has(th:text-is('controller'))"))
+    assert sorted(v["controller"] for v in voters) == ["100", "101", "102"], voters
     assert [v["role"] for v in voters].count("leader") == 1, voters
     expect(frame.get_by_text("null", exact=True)).to_have_count(0)
     shot(page, tmp_path, "cluster-kraft")

@@ -1,5 +1,7 @@
 """The cluster view's models (kafka_ops.cluster_view): fleet rows and cluster pages from plain readings."""
 
+from dataclasses import replace
+
 from kafka_ops.cluster import Broker, ClusterState, Partition
 from kafka_ops.cluster_view import (
     ClusterReading,
@@ -154,6 +156,18 @@ def test_combined_nodes_are_marked_among_brokers_and_voters():
     page = cluster_page(reading(state, kraft=True, quorum=quorum), NOW_MS, run_url)
     assert [(b["id"], b["voter"]) for b in page["brokers"]] == [(b, b in ids[:2]) for b in ids]
     assert [(c["id"], c["combined"]) for c in page["controllers"]] == [(ids[0], True), (ids[1], True), (100, False)]
+
+
+def test_controllers_that_are_observers_are_listed_after_the_voters():
+    """A dynamic quorum (KIP-853): controller 103 is in the connection's controller_hosts and fetches as an observer;
+    broker observers (1, 2, 3) are not listed, nor is a controller_hosts entry that is not an observer (104)."""
+    voters = (Voter(100, 500, None, NOW_MS), Voter(101, 500, NOW_MS, NOW_MS), Voter(102, 500, NOW_MS, NOW_MS))
+    observers = (Voter(1, 500, NOW_MS, NOW_MS), Voter(103, 480, NOW_MS, NOW_MS - 10_000))
+    r = replace(reading(healthy_state(), kraft=True, quorum=Quorum(100, 3, 500, voters, observers)),
+                controller_ids=(100, 101, 102, 103, 104))
+    rows = cluster_page(r, NOW_MS, run_url)["controllers"]
+    assert [(c["id"], c["observer"], c["caught_up"], c["lag_offsets"]) for c in rows] == [
+        (100, False, True, 0), (101, False, True, 0), (102, False, True, 0), (103, True, False, 20)]
 
 
 def roll_record() -> RollRecord:

@@ -309,6 +309,8 @@ def up(
             raise SandboxError(f"sandbox up failed: {exc}") from exc
         metadata = (f"KRaft controllers {sorted(info.voters)}" + (" (combined with brokers)" if combined else "")
                     + (" (dynamic quorum)" if quorum == "dynamic" else "")
+                    + (f", observer controllers {sorted(set(info.controllers) - set(info.voters))}"
+                       if observer_controllers else "")
                     if info.kraft
                     else f"ZooKeeper {info.zookeeper_connect}")
         say(

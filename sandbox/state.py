@@ -64,11 +64,6 @@ class SandboxState:
         return {i: self.controllers[i] for i in kept}
 
     @property
-    def quorum_voters(self) -> str:
-        """``controller.quorum.voters`` text: ``100@127.0.0.111:9093,...``."""
-        return ",".join(f"{i}@{h}:{settings.CONTROLLER_PORT}" for i, h in sorted(self.voters.items()))
-
-    @property
     def quorum_config(self) -> dict[str, str]:
         """The quorum keys of every KRaft node's ``server.properties`` (``kafka_config.static_quorum`` or
         ``dynamic_quorum`` of :attr:`voters`, by :attr:`quorum`)."""

@@ -310,36 +310,9 @@ def observer_gate(quorum: Quorum, controller_id: int) -> Verdict:
     return Verdict(True, [], rule)
 
 
-def observer_back(quorum: Quorum, controller_id: int, started_ms: int,
-                  fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS, fetched_before_ms: int | None = None) -> Verdict:
-    """Is ``controller_id``, a controller that is an observer of the quorum (not a voter,
-    :func:`kafka_ops.quorum.observer_controllers`), back after its start at ``started_ms``? Yes when the quorum has
-    a leader and the controller's observer entry fetched after ``started_ms`` (and after ``fetched_before_ms``) and
-    was caught up within ``fetch_timeout_ms`` of the leader (the voters' rule, :func:`controller_back`). Not when it
-    became a voter meanwhile: someone changed the voter set during the roll, which the roll does not judge."""
-    rule = f"controller {controller_id} back"
-    if not quorum.has_leader:
-        return Verdict(False, [f"the quorum has no leader (leader id {quorum.leader_id}): an election is under "
-                               "way"], rule)
-    if quorum.voter(controller_id) is not None:
-        return Verdict(False, [f"controller {controller_id} was an observer when planned and is a voter now: the "
-                               "voter set changed during the roll (kafka-metadata-quorum add-controller?); restart "
-                               "the run to plan again"], rule)
-    entry = quorum.observer(controller_id)
-    since = max(started_ms, fetched_before_ms or 0)
-    if entry is None or entry.last_fetch_ms is None or entry.last_fetch_ms <= since:
-        last = "never" if entry is None or entry.last_fetch_ms is None else clock(entry.last_fetch_ms)
-        return Verdict(False, [f"controller {controller_id} (an observer) has not fetched from the leader "
-                               f"{quorum.leader_id} since its start at {clock(started_ms)} (last fetch: {last})"], rule)
-    if not replica_caught_up(quorum, entry, fetch_timeout_ms):
-        return Verdict(False, [f"controller {controller_id} (an observer) fetches again but is not caught up (log "
-                               f"end {entry.log_end_offset} of high watermark {quorum.high_watermark}; "
-                               f"controller.quorum.fetch.timeout.ms {fetch_timeout_ms})"], rule)
-    return Verdict(True, [], rule)
-
-
 def controller_back(quorum: Quorum, controller_id: int, started_ms: int,
-                    fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS, fetched_before_ms: int | None = None) -> Verdict:
+                    fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS, fetched_before_ms: int | None = None,
+                    observer: bool = False) -> Verdict:
     """Is ``controller_id`` back after its start at ``started_ms``?
 
     Yes when the quorum has a leader and the controller is (a) that leader (it answers as leader, so it runs;
@@ -352,28 +325,41 @@ def controller_back(quorum: Quorum, controller_id: int, started_ms: int,
     hosts NTP-synced: a worker clock *ahead* of the leader's by d ms delays "back" by about d ms (the fetches
     keep coming); a leader clock ahead is caught by ``fetched_before_ms`` (both on the leader's clock), which
     the controller task records when it sees the controller gone.
+
+    ``observer``: the controller was planned as an observer, not a voter (``kafka_ops.quorum.observer_controllers``):
+    its *observer* entry must have fetched since the start and be caught up by the same rule; it must not have
+    become a voter meanwhile (the voter set changed during the roll, which the roll does not judge).
     """
     rule = f"controller {controller_id} back"
     if not quorum.has_leader:
         return Verdict(False, [f"the quorum has no leader (leader id {quorum.leader_id}): an election is under "
                                "way"], rule)
-    voter = quorum.voter(controller_id)
-    if voter is None:
-        return Verdict(False, [f"controller {controller_id} is not a voter of the quorum {quorum.voter_ids}"], rule)
-    if quorum.leader_id == controller_id:
-        return Verdict(True, [], rule)
+    who = f"controller {controller_id}" + (" (an observer)" if observer else "")
+    if observer:
+        if quorum.voter(controller_id) is not None:
+            return Verdict(False, [f"controller {controller_id} was an observer when planned and is a voter now: the "
+                                   "voter set changed during the roll (kafka-metadata-quorum add-controller?); "
+                                   "restart the run to plan again"], rule)
+        entry = quorum.observer(controller_id)
+    else:
+        entry = quorum.voter(controller_id)
+        if entry is None:
+            return Verdict(False, [f"controller {controller_id} is not a voter of the quorum {quorum.voter_ids}"],
+                           rule)
+        if quorum.leader_id == controller_id:
+            return Verdict(True, [], rule)
     since = max(started_ms, fetched_before_ms or 0)
-    if voter.last_fetch_ms is None or voter.last_fetch_ms <= since:
-        replaced = replaced_directory(quorum, controller_id, since)
+    if entry is None or entry.last_fetch_ms is None or entry.last_fetch_ms <= since:
+        replaced = None if observer else replaced_directory(quorum, controller_id, since)
         if replaced:
             return Verdict(False, [replaced], rule)
-        last = "never" if voter.last_fetch_ms is None else clock(voter.last_fetch_ms)
-        return Verdict(False, [f"controller {controller_id} has not fetched from the leader {quorum.leader_id} "
-                               f"since its start at {clock(started_ms)} (last fetch: {last})"], rule)
-    if controller_id not in caught_up(quorum, fetch_timeout_ms):
-        return Verdict(False, [f"controller {controller_id} fetches again but is not caught up (log end "
-                               f"{voter.log_end_offset} of high watermark {quorum.high_watermark}; "
-                               f"controller.quorum.fetch.timeout.ms {fetch_timeout_ms})"], rule)
+        last = "never" if entry is None or entry.last_fetch_ms is None else clock(entry.last_fetch_ms)
+        return Verdict(False, [f"{who} has not fetched from the leader {quorum.leader_id} since its start at "
+                               f"{clock(started_ms)} (last fetch: {last})"], rule)
+    if not replica_caught_up(quorum, entry, fetch_timeout_ms):
+        return Verdict(False, [f"{who} fetches again but is not caught up (log end {entry.log_end_offset} of high "
+                               f"watermark {quorum.high_watermark}; controller.quorum.fetch.timeout.ms "
+                               f"{fetch_timeout_ms})"], rule)
     return Verdict(True, [], rule)
 
 

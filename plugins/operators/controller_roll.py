@@ -305,7 +305,7 @@ class ControllerRollOperator(NodeRollOperator):
                           status.origin, status.text)
 
     def _wait_back(self, record: RollRecord, nodes: Mapping[int, dict]) -> None:
-        """A voter again (an observer again for a controller planned as one: ``observer_back``), fetching since its
+        """A voter again (an observer again for a controller planned as one), fetching since its
         start (the start sent, or, if someone else started it, seen gone), caught up, with a quorum leader."""
         for cid, step in nodes.items():
             started_ms = record.progress(cid).at_ms
@@ -315,8 +315,8 @@ class ControllerRollOperator(NodeRollOperator):
             def back(cid: int = cid, step: dict = step, started_ms: int = started_ms,
                      fetched_before: int | None = fetched_before) -> Check:
                 quorum = self.admin.describe_quorum()
-                back_rule = rules.observer_back if step.get("observer") else rules.controller_back
-                verdict = back_rule(quorum, cid, started_ms, self.fetch_timeout_ms, fetched_before)
+                verdict = rules.controller_back(quorum, cid, started_ms, self.fetch_timeout_ms, fetched_before,
+                                                observer=bool(step.get("observer")))
                 if verdict.ok:
                     self._follow(step, quorum)
                     return Check(True, rules.describe_quorum_line(quorum))

@@ -8,6 +8,7 @@ partition offline) and acks=all client traffic (no acknowledged message lost).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -174,6 +175,30 @@ def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
     assert started(kraft) == before, "no node restarted"
 
 
+def unpacked_start_releases(sandbox, nodes: list[int]) -> dict[int, list[str]]:
+    """Stage the target release on every node's host; return each node's started releases so far (from its log)."""
+    from sandbox.hosts import unpack_kafka
+
+    for n in nodes:
+        unpack_kafka(sandbox.host_dir(n), TARGET)
+    return wait_for(lambda: (s := {n: sandbox.started_releases(n) for n in nodes}) and all(s.values()) and s, 30,
+                    what="every node's first start in its log")
+
+
+def approved_upgrade(sandbox, brokers: list[int], watcher: MetadataWatcher | None = None):
+    """Run ``kafka_upgrade`` to TARGET with an approver answering its approval, under acks=all traffic (and
+    ``watcher`` when given, entered around the run); returns (the run, the traffic)."""
+    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
+    approver.start()
+    try:
+        with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, brokers) as traffic, \
+                (watcher or contextlib.nullcontext()):
+            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
+    finally:
+        approver.stop.set()
+    return result, traffic
+
+
 @pytest.mark.extended
 def test_kraft_upgrade_of_a_combined_cluster_rolls_each_node_once_the_quorum_leader_last(fresh_sandbox, use_sandbox,
                                                                                         capfd, caplog):
@@ -181,25 +206,14 @@ def test_kraft_upgrade_of_a_combined_cluster_rolls_each_node_once_the_quorum_lea
     the controller rolls have no dedicated controller, the broker roll upgrades every node once under the quorum
     check, the quorum leader last; then metadata.version 4.1-IV1 (27) is finalized; nothing offline, every
     acknowledged message read back."""
-    from sandbox.hosts import unpack_kafka
-
     sandbox = fresh_sandbox(mode="kraft", combined=3, brokers=3)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     ids = list(sandbox.broker_ids)
-    for n in ids:
-        unpack_kafka(sandbox.host_dir(n), TARGET)
-    before = wait_for(lambda: (s := {n: sandbox.started_releases(n) for n in ids}) and all(s.values()) and s, 30,
-                      what="every node's first start in its log")
+    before = unpacked_start_releases(sandbox, ids)
     first_leader = leader_of(sandbox)
-    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
-    approver.start()
-    try:
-        with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, ids) as traffic, \
-                MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25) as watcher:
-            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
-    finally:
-        approver.stop.set()
+    watcher = MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25)
+    result, traffic = approved_upgrade(sandbox, ids, watcher)
     text = output(capfd, caplog)
     print(f"combined-mode upgrade: {result.mapped_labels('binaries.broker')}; {traffic.summary()}")
     assert result.state == "success", (result.states, failure_lines(text))
@@ -220,25 +234,14 @@ def test_kraft_upgrade_on_a_dynamic_quorum_upgrades_the_controller_that_is_an_ob
     never added to the voter set; named in the connection's ``controller_hosts``): the controllers' binaries roll
     restarts 103 first, then the voters, the active controller last, each once on 4.1.0; the brokers follow;
     metadata.version 4.1-IV1 (27) is finalized; the voter set is unchanged and 103 still an observer."""
-    from sandbox.hosts import unpack_kafka
-
     watcher_id = 103
     sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=3, quorum="dynamic", observer_controllers=1)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     nodes = CONTROLLERS + [watcher_id] + list(sandbox.broker_ids)
-    for n in nodes:
-        unpack_kafka(sandbox.host_dir(n), TARGET)
-    before = wait_for(lambda: (s := {n: sandbox.started_releases(n) for n in nodes}) and all(s.values()) and s, 30,
-                      what="every node's first start in its log")
+    before = unpacked_start_releases(sandbox, nodes)
     first_leader = leader_of(sandbox)
-    approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
-    approver.start()
-    try:
-        with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, list(sandbox.broker_ids)) as traffic:
-            result = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
-    finally:
-        approver.stop.set()
+    result, traffic = approved_upgrade(sandbox, list(sandbox.broker_ids))
     text = output(capfd, caplog)
     print(f"dynamic-quorum upgrade: {result.mapped_labels('controller_binaries.controller')}; {traffic.summary()}")
     assert result.state == "success", (result.states, failure_lines(text))

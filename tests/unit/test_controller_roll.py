@@ -12,7 +12,6 @@ from kafka_ops.controller_roll import (
     describe_quorum_line,
     leader_last,
     must_go_later,
-    observer_back,
     observer_gate,
     plan_controllers,
     reorder_steps,
@@ -367,15 +366,17 @@ def test_an_observer_controller_s_gate_needs_a_leader_and_its_back_needs_a_fresh
     assert "the quorum has no leader" in observer_gate(observed(leader=-1), 103).message()
     promoted = quorum(ids=(100, 101, 102, 103))
     assert "is a voter now: the voter set changed during the roll" in observer_gate(promoted, 103).message()
-    assert observer_back(observed(), 103, started).ok
-    stale = observer_back(observed(watcher_fetch=started - 1), 103, started)
+    assert controller_back(observed(), 103, started, observer=True).ok
+    stale = controller_back(observed(watcher_fetch=started - 1), 103, started, observer=True)
     assert not stale.ok and "controller 103 (an observer) has not fetched from the leader 101 since its start" in \
         stale.message()
-    behind = observer_back(observed(watcher_caught_up=NOW - 5000), 103, started)
+    behind = controller_back(observed(watcher_caught_up=NOW - 5000), 103, started, observer=True)
     assert not behind.ok and "fetches again but is not caught up" in behind.message()
-    assert not observer_back(observed(), 103, started, fetched_before_ms=NOW).ok, "a fetch seen before the stop"
-    assert "is a voter now" in observer_back(promoted, 103, started).message()
-    assert "has not fetched" in observer_back(quorum(), 103, started).message(), "not an observer at all"
+    assert not controller_back(observed(), 103, started, fetched_before_ms=NOW, observer=True).ok, \
+        "a fetch seen before the stop"
+    assert "is a voter now" in controller_back(promoted, 103, started, observer=True).message()
+    assert "has not fetched" in controller_back(quorum(), 103, started, observer=True).message(), \
+        "not an observer at all"
 
 
 def test_directory_ids_read_as_kafka_s_tools_print_them():

@@ -649,33 +649,36 @@ class KafkaAdminHook(ClusterProfileHook):
         supported = mv.get("supported") or (0, 0)
         return (int(finalized[1]) if finalized else None), int(supported[1])
 
-    def update_metadata_version(self, level: int, *, downgrade: bool = False, validate_only: bool = False) -> str:
-        """Finalize ``metadata.version`` at ``level`` (UpdateFeatures, KIP-584, routed to the active
-        controller); ``downgrade`` asks for a SAFE_DOWNGRADE (never an unsafe one); ``validate_only`` (v1+)
-        asks the controller to judge the update without applying it.
+    def update_features(self, levels: Mapping[str, int], *, validate_only: bool = False) -> str:
+        """Finalize features at the given levels in one UpdateFeatures request (KIP-584, routed to the active
+        controller, which applies all of them or none: ``FeatureControlManager`` checks each, its dependencies
+        against the others of the request, then writes them atomically): ``{"metadata.version": 27,
+        "eligible.leader.replicas.version": 1}``. Upgrades only (UPGRADE); ``validate_only`` (v1+) asks the
+        controller to judge the request without applying it.
 
-        :returns: ``"OK"`` or the controller's error text (e.g. a level above what a node supports: Kafka's
-            ``InvalidUpdateVersion ... Broker 0 only supports versions 7-25``), also when the answer comes as
-            a top-level error (UpdateFeatures v2+, which kafka-python raises).
+        :returns: ``"OK"`` or the controller's error text, ``"feature: error"`` joined by ``"; "`` (e.g. a level
+            above what a node supports: Kafka's ``InvalidUpdateVersion ... Broker 0 only supports versions 7-25``),
+            also when the answer comes as a top-level error (UpdateFeatures v2+, which kafka-python raises).
         """
         from kafka.errors import KafkaError as KafkaPythonError
 
         client = self._kafka_python_admin()
         try:
-            kind = "SAFE_DOWNGRADE" if downgrade else "UPGRADE"
-            result = client.update_features({METADATA_VERSION: (kind, int(level))}, validate_only=validate_only,
-                                            timeout_ms=int(self.request_timeout_s * 1000))
+            result = client.update_features({f: ("UPGRADE", int(lv)) for f, lv in levels.items()},
+                                            validate_only=validate_only, timeout_ms=int(self.request_timeout_s * 1000))
         except KafkaPythonError as exc:
             if getattr(exc, "retriable", False):
                 raise
             return f"{type(exc).__name__}: {exc}"
         finally:
             client.close()
-        return str(result.get(METADATA_VERSION, "OK"))
+        errors = [f"{f}: {answer}" for f, answer in sorted(result.items()) if str(answer) != "OK"]
+        return "; ".join(errors) or "OK"
 
     def broker_features(self, broker_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """``metadata.version`` as each broker itself reports it: broker id -> ``{"finalized": level or None,
-        "supported": (min, max) or None, "release": "3.6" or None}`` (ApiVersions v3+ FinalizedFeatures /
+        """``metadata.version`` and the other features as each broker itself reports them: broker id ->
+        ``{"finalized": level or None, "supported": (min, max) or None, "release": "3.6" or None, "features":
+        {feature: finalized level}, "feature_support": {feature: (min, max)}}`` (ApiVersions v3+ FinalizedFeatures /
         SupportedFeatures, KIP-584; ``release``: the Kafka major.minor its API ranges match, kafka-python's
         ``infer_broker_version_from_api_versions``, since Kafka's protocol does not name its release; ApiVersions v3
         is Kafka 2.4+, ZooKeeper mode too),
@@ -703,15 +706,15 @@ class KafkaAdminHook(ClusterProfileHook):
             error = for_code(response.error_code)
             if error.errno != 0:
                 raise error(f"ApiVersions of broker {node_id} failed")
-            supported = next(((f.min_version, f.max_version) for f in response.supported_features or []
-                              if f.name == METADATA_VERSION), None)
-            finalized = next((f.max_version_level for f in response.finalized_features or []
-                              if f.name == METADATA_VERSION), None)
+            support = {f.name: (int(f.min_version), int(f.max_version)) for f in response.supported_features or []}
+            levels = {f.name: int(f.max_version_level) for f in response.finalized_features or []}
+            supported = support.get(METADATA_VERSION)
+            finalized = levels.get(METADATA_VERSION)
             keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys or []}
             release = infer_broker_version_from_api_versions(keys)
-            return {"finalized": None if finalized is None else int(finalized),
-                    "supported": None if supported is None else (int(supported[0]), int(supported[1])),
-                    "release": None if release is None else ".".join(map(str, release))}
+            return {"finalized": finalized, "supported": supported,
+                    "release": None if release is None else ".".join(map(str, release)),
+                    "features": levels, "feature_support": support}
 
         try:
             return {int(b): manager.run(ask, int(b)) for b in broker_ids}

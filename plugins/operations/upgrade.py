@@ -85,7 +85,7 @@ def _upgrade_params() -> dict[str, Param]:
     roll = roll_params()
     head = {"cluster": roll.pop("cluster"), "dry_run": roll.pop("dry_run"), **params("target_version")}
     return {**head, **roll, **params("install_command", "revert_failed_broker", "approve_protocol_bump", "phases",
-                                     "metadata_version")}
+                                     "metadata_version", "release_features")}
 
 
 def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
@@ -102,7 +102,7 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
         params=_upgrade_params(),
     ) as dag:
         settings = {"cluster": FromParam("cluster"), "metadata_version": FromParam("metadata_version"),
-                    **UPGRADE_SETTINGS}
+                    "release_features": FromParam("release_features"), **UPGRADE_SETTINGS}
         step_settings = {**settings, **{n: FromParam(n) for n in ("dry_run", "healthcheck_interval_s",
                                                                   "healthcheck_timeout_s")}}
         cluster_guard(

@@ -83,10 +83,13 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
             back = ("Kafka can still downgrade it safely afterwards (no level in between changed the metadata "
                     "format: kafka-features.sh downgrade, by hand)" if safe_downgrade(target, current) else
                     "a later downgrade to the old level would lose metadata: Kafka refuses it")
+            raises = [f"{f} {old} -> {new}" for f, (old, new) in sorted((levels.get("features") or {}).items())]
+            also = (f" In the same request, the release's other features go to their defaults for it: "
+                    f"{', '.join(raises)} (param release_features)." if raises else "")
             self.body = (f"Every controller and broker runs the new binaries. metadata.version {label(current)} -> "
                          f"{label(target)} (UpdateFeatures, KIP-584 / KIP-778): after the bump no node can start on "
-                         f"binaries older than Kafka {target.release}, and {back}. Approve to finalize it; Reject "
-                         "to end the run here, on the new binaries with metadata.version unchanged.")
+                         f"binaries older than Kafka {target.release}, and {back}.{also} Approve to finalize it; "
+                         "Reject to end the run here, on the new binaries with metadata.version unchanged.")
             self.log.info("KRaft cluster: waiting for approval of metadata.version %s -> %s", label(current),
                           label(target))
             return self._ask(context)

@@ -8,7 +8,8 @@ over SSH, refuse bad input, and log what each phase will do to each node.
 - KRaft (the run's mode, ``runtime.cluster_mode``): every broker host's and every controller host's release (the
   controllers are the quorum's voters and the controllers of ``controller_hosts`` that are observers,
   ``kafka_ops.quorum.observer_controllers``; their hosts the profile's ``controller_hosts`` or DescribeQuorum v2's
-  endpoints); the cluster's finalized ``metadata.version`` and each broker's supported range (ApiVersions);
+  endpoints); the cluster's finalized ``metadata.version`` and other features, and each broker's supported
+  range (ApiVersions);
   refused besides the above over brokers and controllers: a malformed ``metadata_version``, a level above
   what the target release supports, a level below the cluster's finalized one
   (``kafka_ops.upgrade.check_metadata_version``), ``metadata_version`` without ``binaries`` while a node's
@@ -21,13 +22,15 @@ from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
-from kafka_ops import upgrade
+from kafka_ops import release_features, upgrade
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from kafka_ops.quorum import observer_controllers
 from runtime.failures import RunRefused
+from runtime.params import is_true
 from runtime.upgrade_steps import host_state
 
 from operators.cluster_operator import ClusterOperator
+from operators.metadata_version import cluster_features
 
 KRAFT = "kraft"
 ZOOKEEPER = "zookeeper"
@@ -38,10 +41,14 @@ class UpgradeChecksOperator(ClusterOperator):
 
         {"mode": "kraft" | "zookeeper",
          "nodes": {"<node id>": {"installed", "ibp", "lmf", "role": "broker" | "controller"}},
-         "metadata_version": {"current": 25, "target": 27} | None}   # levels; None in ZooKeeper mode
+         "metadata_version": {"current": 25, "target": 27,             # levels; None in ZooKeeper mode
+                              "features": {"eligible.leader.replicas.version": [0, 1]}} | None}
 
-    :param settings: ``cluster``, ``target_version``, ``phases``, ``install_command``, ``metadata_version``
-        (values or ``FromParam``).
+    ``features``: the release's other features the metadata_version step will raise, [from, to] (empty with
+    ``release_features`` false).
+
+    :param settings: ``cluster``, ``target_version``, ``phases``, ``install_command``, ``metadata_version``,
+        ``release_features`` (values or ``FromParam``).
     :raises AirflowFailException: naming every refusal ("nothing was touched").
     """
 
@@ -105,7 +112,12 @@ class UpgradeChecksOperator(ClusterOperator):
             goal, reasons = upgrade.check_metadata_version(target, requested_mv, current)
             refusals += reasons
             if goal is not None and current is not None:
-                mv_info = {"current": current.level, "target": goal.level}
+                mv_info = {"current": current.level, "target": goal.level, "features": {}}
+                if is_true(cfg.get("release_features", True)):
+                    finalized_features = cluster_features(features)
+                    fplan = release_features.plan(goal, finalized_features, {})
+                    mv_info["features"] = {f: [int(finalized_features.get(f, 0)), lv]
+                                           for f, lv in sorted(fplan.raise_to.items())}
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
         elif not kraft:
@@ -138,8 +150,11 @@ class UpgradeChecksOperator(ClusterOperator):
                     self.log.info("phase metadata_version: not requested")
                 else:
                     current, goal = MetadataVersion(mv_info["current"]), MetadataVersion(mv_info["target"])
-                    self.log.info("phase metadata_version: %s", change_line(current, goal) if goal != current else
-                                  f"metadata.version is {label(goal)} already: nothing to send")
+                    raises = [f"{f} {old} -> {new}" for f, (old, new) in sorted(mv_info["features"].items())]
+                    self.log.info("phase metadata_version: %s%s", change_line(current, goal) if goal != current else
+                                  f"metadata.version is {label(goal)} already",
+                                  "; " + "; ".join(raises) if raises else
+                                  "" if goal != current else ": nothing to send")
                 continue
             if kraft and phase in upgrade.ZOOKEEPER_PHASES:
                 self.log.info("phase %s: nothing (%s)", phase, upgrade.KRAFT_SKIP)

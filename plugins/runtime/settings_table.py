@@ -132,6 +132,11 @@ SETTINGS: dict[str, Setting] = {
     "metadata_version": Setting(None, {"type": ["null", "string"], "maxLength": 32},
                                 "KRaft: the metadata.version to finalize ('4.1-IV1', '4.1' or the feature level "
                                 "'27'); empty = the latest level of target_version"),
+    "release_features": Setting(True, {"type": "boolean"},
+                                "KRaft: with metadata.version, raise the other features to their defaults for it "
+                                "(group.version, transaction.version, eligible.leader.replicas.version), as "
+                                "kafka-features.sh upgrade --release-version does; kraft.version is never changed; "
+                                "false = metadata.version only"),
     # ZooKeeper-to-KRaft migration
     "approve_kraft_brokers": Setting(False, {"type": "boolean"},
                                      "Approve phase 3 in advance (every broker restarted as a KRaft broker); false = "

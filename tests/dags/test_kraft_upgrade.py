@@ -57,6 +57,17 @@ def finalized(sandbox) -> dict[int, int | None]:
         return {b: f["finalized"] for b, f in hook.broker_features(sandbox.broker_ids).items()}
 
 
+def kafka_features(sandbox, version: str | None = None) -> dict[str, str]:
+    """Feature -> its FinalizedVersionLevel as Kafka's own ``kafka-features.sh describe`` (of release ``version``,
+    default the sandbox's: an older one names a newer metadata.version "UNKNOWN 27") prints it
+    (``"metadata.version": "4.1-IV1"``, ``"eligible.leader.replicas.version": "1"``)."""
+    described = sandbox.kafka_tool("kafka-features.sh", "--bootstrap-server", sandbox.bootstrap_servers, "describe",
+                                   version=version)
+    assert described.returncode == 0, described.stderr
+    fields = [dict(f.split(": ", 1) for f in line.split("\t") if ": " in f) for line in described.stdout.splitlines()]
+    return {f["Feature"]: f["FinalizedVersionLevel"] for f in fields if "Feature" in f}
+
+
 def release_everywhere(sandbox, version: str, switch: bool = False) -> None:
     """What configuration management does first: ``version`` unpacked beside the running release on every broker
     and controller host; ``switch`` also points the ``kafka`` symlink at it (installed, but nothing restarted)."""
@@ -73,6 +84,8 @@ def output(capfd, caplog) -> str:
 def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_version(kraft, capfd, caplog):
     release_everywhere(kraft, TARGET)
     before = started(kraft)
+    features_before = kafka_features(kraft)
+    assert features_before["eligible.leader.replicas.version"] == "0" and features_before["group.version"] == "1"
     first_leader = leader_of(kraft)
     approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
     approver.start()
@@ -116,6 +129,14 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     assert finalized(kraft) == {b: 27 for b in kraft.broker_ids}
     assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in text
     assert "metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2" in text
+    # with it, as `kafka-features.sh upgrade --release-version 4.1` would: ELR (4.1's new default) on, the rest as
+    # they were, kraft.version (a static quorum) untouched; judged by Kafka's own tool
+    features_after = kafka_features(kraft, TARGET)
+    assert features_after["metadata.version"] == "4.1-IV1"
+    assert features_after["eligible.leader.replicas.version"] == "1", features_after
+    assert {f: features_after[f] for f in ("group.version", "transaction.version", "kraft.version")} == \
+        {f: features_before[f] for f in ("group.version", "transaction.version", "kraft.version")}
+    assert "eligible.leader.replicas.version 0 -> 1" in text
     assert "KRaft cluster (it answers DescribeQuorum)" in text, "check_upgrade says which path it takes"
     assert "KRaft: metadata.version replaces inter.broker.protocol.version" in text
     assert watcher.ever_offline() == [], "no partition offline during the upgrade"
@@ -153,7 +174,8 @@ def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
     dry = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, "dry_run": True, **FAST})
     assert dry.state == "success", dry.states
     text = output(capfd, caplog)
-    assert "DRY RUN: would send UpdateFeatures metadata.version=27 (UPGRADE)" in text
+    assert "DRY RUN: would send UpdateFeatures eligible.leader.replicas.version=1, metadata.version=27 (UPGRADE)" \
+        in text, "with metadata.version, the feature 4.1 turns on by default, in the same request"
     assert "DRY RUN: the run would wait here for approval of the metadata.version bump" in text
     assert started(kraft) == before, "a refused or dry run restarts nothing"
     assert {n: os.readlink(kraft.host_dir(n).path / "kafka") for n in nodes(kraft)} == links
@@ -166,7 +188,8 @@ def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
     assert failed.state == "failed" and failed.state_of("metadata_version") == "failed", failed.states
     assert failed.state_of("check_upgrade") == "success"
     text = output(capfd, caplog)
-    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) not sent (nothing was touched): 4.1-IV1 (level 27) is " \
+    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27); eligible.leader.replicas.version 0 -> 1 not sent " \
+           "(nothing was touched): 4.1-IV1 (level 27) is " \
            "above what the binaries of nodes [0, 1, 2] support (up to 0: 4.0-IV3 (level 25), 1: 4.0-IV3 (level 25), " \
            "2: 4.0-IV3 (level 25)): roll the new binaries first" in text
     assert "roll the binaries of Kafka 4.1.0 first (phase binaries)" in text

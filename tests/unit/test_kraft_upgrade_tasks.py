@@ -32,38 +32,64 @@ SETTINGS = {"cluster": "kafka_kraft", "target_version": "4.1.0", "metadata_versi
             "healthcheck_interval_s": 0.01, "healthcheck_timeout_s": 2}
 
 
+#: The other features a cluster formatted by Kafka 4.0 finalizes (its defaults at 4.0-IV3; ELR 0 is left out
+#: of ApiVersions, as Kafka leaves out every feature at level 0).
+FEATURES_4_0 = {"group.version": 1, "transaction.version": 2, "kraft.version": 0}
+#: The levels the binaries of Kafka 4.1 support (ApiVersions SupportedFeatures).
+SUPPORT_4_1 = {"group.version": (0, 1), "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 1),
+               "kraft.version": (0, 1)}
+
+
 class FakeFeatures:
-    """Brokers 0, 1, 2 (finalized level, supported max) and controllers (supported max), see the module docstring;
-    ``sent`` records every UpdateFeatures as (level, validate_only)."""
+    """Brokers 0, 1, 2 (finalized level, supported max; the other features, cluster-wide, and the levels the
+    binaries support) and controllers (supported max), see the module docstring; ``sent`` records every
+    UpdateFeatures as (levels, validate_only)."""
 
     def __init__(self, finalized: int = 25, brokers_max: int = 27, controllers_max: int = 27,
                  kraft: bool = True) -> None:
         self.finalized = {b: finalized for b in (0, 1, 2)}
         self.supported = {b: brokers_max for b in (0, 1, 2)}
         self.controllers = {c: controllers_max for c in (100, 101, 102)}
+        self.features = {b: dict(FEATURES_4_0) for b in (0, 1, 2)}
+        self.feature_support = {b: dict(SUPPORT_4_1) for b in (0, 1, 2)}
         self.kraft = kraft
-        self.sent: list[tuple[int, bool]] = []
-        self.lagging_polls = 0  # brokers answer the old level this many more times after a bump
+        self.sent: list[Any] = []
+        self.applied: dict[str, int] = {}
+        self.lagging_polls = 0  # brokers answer the old levels this many more times after an update
 
-    def update(self, level: int, validate_only: bool = False) -> str:
-        self.sent.append((level, validate_only))
+    def update(self, levels: dict[str, int], validate_only: bool = False) -> str:
+        self.sent.append((dict(levels), validate_only))
+        level = levels.get("metadata.version")
         for role, nodes in (("Broker", self.supported), ("Controller", self.controllers)):
             for node, top in sorted(nodes.items()):
-                if level > top:
+                if level is not None and level > top:
                     return (f"InvalidUpdateVersionError: Invalid update version {level} for feature metadata.version. "
                             f"{role} {node} only supports versions 7-{top}")
+        for feature, wanted in sorted(levels.items()):
+            for node, spans in sorted(self.feature_support.items()):
+                top = spans.get(feature, (0, 0))[1]
+                if feature != "metadata.version" and wanted > top:
+                    return (f"InvalidUpdateVersionError: Invalid update version {wanted} for feature {feature}. "
+                            f"Broker {node} only supports versions 0-{top}")
         if not validate_only:
-            self.new_level = level
+            self.applied = dict(levels)
             self.lagging_polls = 1
         return "OK"
 
-    def features(self, brokers: list[int]) -> dict[int, dict]:
-        if getattr(self, "new_level", None) is not None:
+    def answer(self, brokers: list[int]) -> dict[int, dict]:
+        if self.applied:
             if self.lagging_polls:
                 self.lagging_polls -= 1
             else:
-                self.finalized = {b: self.new_level for b in self.finalized}
-        return {b: {"finalized": self.finalized[b], "supported": (7, self.supported[b])} for b in brokers}
+                for b in self.finalized:
+                    self.finalized[b] = self.applied.get("metadata.version", self.finalized[b])
+                    self.features[b].update({f: lv for f, lv in self.applied.items() if f != "metadata.version"})
+                self.applied = {}
+        return {b: {"finalized": self.finalized[b], "supported": (7, self.supported[b]),
+                    "features": {**{f: lv for f, lv in self.features[b].items() if lv},
+                                 "metadata.version": self.finalized[b]},
+                    "feature_support": {**self.feature_support[b], "metadata.version": (7, self.supported[b])}}
+                for b in brokers}
 
 
 @pytest.fixture
@@ -87,10 +113,10 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
             return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in (0, 1, 2)), (), controller_id=0)
 
         def broker_features(self, brokers: Any) -> dict[int, dict]:
-            return fake.features(list(brokers))
+            return fake.answer(list(brokers))
 
-        def update_metadata_version(self, level: int, *, downgrade: bool = False, validate_only: bool = False) -> str:
-            return fake.update(level, validate_only)
+        def update_features(self, levels: dict[str, int], *, validate_only: bool = False) -> str:
+            return fake.update(levels, validate_only)
 
         def describe_quorum(self) -> Quorum:
             return Quorum(101, 3, 500, tuple(Voter(c, 500) for c in (100, 101, 102)), ())
@@ -108,15 +134,53 @@ def run_step(**settings: Any) -> dict:
 
 
 def test_the_step_bumps_then_waits_until_every_broker_reports_the_level(cluster, capfd):
-    assert run_step() == {"action": "bumped", "from": 25, "to": 27}
-    assert cluster.sent == ["held", (27, False)], "the lock checked, then one UpdateFeatures"
+    assert run_step() == {"action": "bumped", "from": 25, "to": 27,
+                          "features": {"eligible.leader.replicas.version": [0, 1]}}
+    assert cluster.sent == ["held", ({"metadata.version": 27, "eligible.leader.replicas.version": 1}, False)], \
+        "the lock checked, then one UpdateFeatures with metadata.version and the release's new feature level"
     out = capfd.readouterr().out
-    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in out
+    assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27); eligible.leader.replicas.version 0 -> 1" in out
+    assert "group.version 1: at or above its default for 4.1-IV1 already" in out
+    assert "kraft.version stays at 0: raising it makes a static quorum dynamic (KIP-853)" in out
     assert "not yet on 0 (finalized 25)" in out, "a broker behind the controller for a moment is waited for"
-    assert "verified: metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2" in out
+    assert ("verified: metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2; "
+            "eligible.leader.replicas.version 1, group.version 1, transaction.version 2 finalized on every broker: "
+            "0, 1, 2") in out
+    assert cluster.features[0] == {"group.version": 1, "transaction.version": 2, "kraft.version": 0,
+                                   "eligible.leader.replicas.version": 1}, "kraft.version left alone"
     # a resumed run finds it done: verified, nothing sent again
     cluster.sent.clear()
     assert run_step()["action"] == "already" and cluster.sent == []
+
+
+def test_without_release_features_only_metadata_version_is_finalized(cluster, capfd):
+    assert run_step(release_features=False) == {"action": "bumped", "from": 25, "to": 27, "features": {}}
+    assert cluster.sent == ["held", ({"metadata.version": 27}, False)]
+    assert "eligible.leader.replicas.version" not in cluster.features[0]
+    # a later run with the default raises only what is left, metadata.version being done
+    cluster.sent.clear()
+    assert run_step()["features"] == {"eligible.leader.replicas.version": [0, 1]}
+    assert cluster.sent == ["held", ({"eligible.leader.replicas.version": 1}, False)]
+    assert "KRaft cluster: eligible.leader.replicas.version 0 -> 1 (UpdateFeatures" in capfd.readouterr().out
+
+
+def test_features_below_their_defaults_are_raised_and_those_above_are_never_lowered(cluster):
+    for b in (0, 1, 2):
+        cluster.features[b] = {"group.version": 0, "transaction.version": 1, "kraft.version": 1}
+    result = run_step(metadata_version="4.0")
+    assert result["features"] == {"group.version": [0, 1], "transaction.version": [1, 2]}
+    assert cluster.sent[-1] == ({"group.version": 1, "transaction.version": 2}, False), \
+        "metadata.version is 4.0-IV3 already: only the features; ELR's default at 4.0 is 0, kraft.version alone"
+
+
+def test_a_feature_level_a_brokers_binaries_lack_is_named_and_nothing_is_sent(cluster):
+    cluster.feature_support[2].pop("eligible.leader.replicas.version")
+    with pytest.raises(AirflowFailException) as failed:
+        run_step()
+    assert ("eligible.leader.replicas.version 1 (the default of 4.1-IV1) is above what the binaries of brokers [2] "
+            "support (2: not at all)") in str(failed.value)
+    assert "not sent (nothing was touched)" in str(failed.value)
+    assert cluster.sent == []
 
 
 def test_brokers_whose_binaries_lack_the_level_are_named_and_nothing_is_sent(cluster):
@@ -124,7 +188,8 @@ def test_brokers_whose_binaries_lack_the_level_are_named_and_nothing_is_sent(clu
     with pytest.raises(AirflowFailException) as failed:
         run_step()
     assert str(failed.value).startswith(
-        "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) not sent (nothing was touched): 4.1-IV1 (level 27) is above "
+        "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27); eligible.leader.replicas.version 0 -> 1 not sent (nothing was "
+        "touched): 4.1-IV1 (level 27) is above "
         "what the binaries of nodes [0, 2] support (up to 0: 4.0-IV3 (level 25), 2: 4.0-IV3 (level 25)): roll the "
         "new binaries first")
     assert "roll the binaries of Kafka 4.1.0 first (phase binaries)" in str(failed.value)
@@ -145,9 +210,10 @@ def test_a_controller_the_brokers_cannot_see_is_named_from_the_controllers_refus
 def test_a_dry_run_asks_the_controller_to_validate_only(cluster, capfd):
     cluster.supported = {0: 25, 1: 25, 2: 25}
     assert run_step(dry_run=True)["action"] == "dry run"
-    assert cluster.sent == [(27, True)], "validate_only, no lock needed, nothing applied"
+    assert cluster.sent == [({"metadata.version": 27, "eligible.leader.replicas.version": 1}, True)], \
+        "validate_only, no lock needed, nothing applied"
     out = capfd.readouterr().out
-    assert "DRY RUN: would send UpdateFeatures metadata.version=27 (UPGRADE)" in out
+    assert "DRY RUN: would send UpdateFeatures eligible.leader.replicas.version=1, metadata.version=27 (UPGRADE)" in out
     assert "Broker 0 only supports versions 7-25" in out and cluster.finalized[0] == 25
 
 
@@ -187,6 +253,11 @@ def test_the_approval_asks_about_metadata_version_on_kraft(monkeypatch):
     assert op.subject == "Bump metadata.version of cluster kafka_kraft to 4.1-IV1 (27) (Kafka 4.1.0)?"
     assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in op.body and "inter.broker" not in op.body
     assert "can still downgrade it safely" in op.body, "no level in 26-27 changed the metadata format"
+    assert "other features" not in op.body, "an old checks result without features names none"
+    levels = {"current": 25, "target": 27, "features": {"eligible.leader.replicas.version": [0, 1]}}
+    _, op = approval({"phases": ALL}, {**KRAFT_CHECKED, "metadata_version": levels}, monkeypatch)
+    assert ("In the same request, the release's other features go to their defaults for it: "
+            "eligible.leader.replicas.version 0 -> 1 (param release_features).") in op.body
     assert op.ignore_downstream_trigger_rules, "Reject skips the none_failed tasks after it too"
     for params, checked in (({"phases": ALL, "approve_protocol_bump": True}, KRAFT_CHECKED),
                             ({"phases": ["binaries", "ibp"]}, KRAFT_CHECKED),
@@ -222,13 +293,17 @@ def check(**settings: Any) -> dict:
 
 def test_check_upgrade_reads_controllers_too_and_returns_the_levels(cluster, hosts, capfd):
     found = check()
-    assert found["mode"] == "kraft" and found["metadata_version"] == {"current": 25, "target": 27}
+    assert found["mode"] == "kraft" and found["metadata_version"] == {
+        "current": 25, "target": 27, "features": {"eligible.leader.replicas.version": [0, 1]}}
+    assert check(release_features=False)["metadata_version"]["features"] == {}
     assert {n: f["role"] for n, f in found["nodes"].items()} == {
         "0": "broker", "1": "broker", "2": "broker", "100": "controller", "101": "controller", "102": "controller"}
     out = capfd.readouterr().out
     assert "KRaft cluster (it answers DescribeQuorum)" in out
     assert "phase ibp: nothing (KRaft: metadata.version replaces inter.broker.protocol.version)" in out
     assert "phase binaries: controller 100: roll: running 4.0.0, target 4.1.0" in out
+    assert ("phase metadata_version: metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27); "
+            "eligible.leader.replicas.version 0 -> 1") in out
     hosts[101] = "4.2.0"
     with pytest.raises(AirflowFailException, match=r"nodes \[101\] run a release newer than the target 4.1.0"):
         check()

@@ -43,6 +43,9 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
     assert dag.params["metadata_version"] is None
+    assert dag.params["release_features"] is True
+    assert t["metadata_version"].settings["release_features"].name == "release_features", "the param, as typed"
+    assert t["check_upgrade"].settings["release_features"].name == "release_features"
     assert "roles" not in dag.params, "the upgrade always rolls every node"
 
 

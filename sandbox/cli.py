@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for a healthy cluster (default %(default)s)",
     )
 
-    sub.add_parser("down", parents=[common], help="stop everything the sandbox started")
+    down = sub.add_parser("down", parents=[common], help="stop everything the sandbox started")
+    down.add_argument("--kill", action="store_true",
+                      help="SIGKILL everything at once (a sandbox to throw away: no controlled shutdown)")
     sub.add_parser("status", parents=[common], help="print the sandbox's state as JSON")
 
     unpack = sub.add_parser(
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 broker_config=dict(args.broker_config),
             )
         elif args.command == "down":
-            cluster.down(workdir)
+            cluster.down(workdir, kill=args.kill)
         elif args.command == "status":
             print(status_mod.dumps(status_mod.report(workdir)))
         elif args.command == "unpack":

@@ -418,7 +418,8 @@ def start(
     return RunningSandbox.load(workdir, up_seconds=elapsed, up_output=result.stderr)
 
 
-def stop(sandbox: RunningSandbox) -> subprocess.CompletedProcess:
-    """``python -m sandbox down`` for ``sandbox`` (closes its SSH clients first)."""
+def stop(sandbox: RunningSandbox, kill: bool = False) -> subprocess.CompletedProcess:
+    """``python -m sandbox down`` for ``sandbox`` (closes its SSH clients first); ``kill``: ``down --kill``
+    (SIGKILL, for a sandbox thrown away)."""
     sandbox.close()
-    return run_cli("down", "--workdir", str(sandbox.workdir))
+    return run_cli("down", "--workdir", str(sandbox.workdir), *(["--kill"] if kill else []))

@@ -171,8 +171,10 @@ def fresh_sandbox(
 
     yield make
     errors = []
-    for running in started:
-        result = testing.stop(running)
+    for running in started:  # thrown away: SIGKILL, no controlled shutdown to wait for (the shared one is downed)
+        result = testing.stop(running, kill=True)
         if result.returncode != 0:
             errors.append(result.stderr)
+        elif left := procs.find_workdir_processes(running.workdir):
+            errors.append(f"still running after down --kill: {left}")
     assert not errors, f"sandbox down failed: {errors}"

@@ -28,7 +28,7 @@ def module_sandbox(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, slot: int, **options
 ) -> Iterator[testing.RunningSandbox]:
     """``sandbox up`` in its own workdir on ``127.<net>.<slot>.11`` (``net``: the session's claimed net, the
-    ``sandbox_net`` fixture of tests/conftest.py; options as ``testing.start``); down at exit."""
+    ``sandbox_net`` fixture of tests/conftest.py; options as ``testing.start``); killed at exit (``down --kill``)."""
     workdir = tmp_path_factory.mktemp(f"sandbox-slot{slot}")
     net = request.getfixturevalue("sandbox_net")
     running = testing.start(workdir, address_base=f"127.{net}.{slot}.11", **options)
@@ -36,7 +36,7 @@ def module_sandbox(
     try:
         yield running
     finally:
-        result = testing.stop(running)
+        result = testing.stop(running, kill=True)  # thrown away: no controlled shutdown to wait for
         assert result.returncode == 0, f"sandbox down failed: {result.stderr}"
 
 

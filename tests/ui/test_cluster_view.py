@@ -2,8 +2,9 @@
 page under "Kafka clusters" in the navigation bar and the "Cluster" tab of a DAG run, against real clusters.
 
 Two clusters: the session's shared sandbox (ZooKeeper mode, connection ``kafka_sandbox``, as every UI test has it)
-and a KRaft sandbox of this module (slot 214, 3 brokers, 3 controllers) added to the running Airflow through the REST
-API as ``kafka_kraft`` (with its own ``kraft_ssh`` and ``kraft_burrow``), removed again at the end. Only the KRaft
+and a KRaft sandbox of this module (slot 214, Kafka 4.1.0, 3 brokers, a dynamic quorum of 3 controllers and a
+controller 103 started but not added to it, an observer, KIP-853) added to the running Airflow through the REST API
+as ``kafka_kraft`` (with its own ``kraft_ssh`` and ``kraft_burrow``), removed again at the end. Only the KRaft
 sandbox is rolled and has a broker crashed; the shared one is only read.
 
 Each wait is a condition with a deadline. Screenshots land in each test's ``tmp_path``; their paths are printed
@@ -69,7 +70,8 @@ def kraft_connections(workdir: Path) -> list[dict[str, Any]]:
 def kraft(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
           airflow_ui: RunningAirflow) -> Iterator[RunningSandbox]:
     """A KRaft sandbox of this module, its connections in the running Airflow's metadata DB while it is up."""
-    with module_sandbox(request, tmp_path_factory, SLOT, brokers=3, mode="kraft", controllers=3) as running:
+    with module_sandbox(request, tmp_path_factory, SLOT, brokers=3, mode="kraft", controllers=3, kafka_version="4.1.0",
+                        quorum="dynamic", observer_controllers=1) as running:
         client = airflow_ui.client
         written = client.put_connections(kraft_connections(running.workdir))
         assert sorted(written) == sorted(KRAFT_CONNECTIONS.values()), written
@@ -161,10 +163,13 @@ def test_fleet_page_shows_both_clusters_with_their_brokers(page: Any, sandbox: R
         brokers
     releases = wait_until("each broker's Kafka release shown", 30, lambda: (r := [b["Kafka"] for b in rows(
         frame.locator("table:has(th:text-is('on disk'))"))]) and all(r) and r, poll_s=0.3)
-    assert releases == ["4.0"] * 3, "the release the brokers' API versions match (the sandbox runs Kafka 4.0.0)"
-    voters = rows(frame.locator("table:has(th:text-is('controller'))"))
+    assert releases == ["4.1"] * 3, "the release the brokers' API versions match (the sandbox runs Kafka 4.1.0)"
+    controllers = rows(frame.locator("table:has(th:text-is('controller'))"))
+    assert [v["controller"] for v in controllers][-1] == "103", "the voters first, then the controller not added"
+    voters = controllers[:-1]
     assert sorted(v["controller"] for v in voters) == ["100", "101", "102"], voters
     assert [v["role"] for v in voters].count("leader") == 1, voters
+    assert controllers[-1]["role"] == "observer (not a voter)", controllers
     expect(frame.get_by_text("null", exact=True)).to_have_count(0)
     shot(page, tmp_path, "cluster-kraft")
 

@@ -165,6 +165,22 @@ def wait_serving(
     procs.wait_for(serving, timeout_s, f"Burrow serving HTTP at {base_url}", poll_s=0.1)
 
 
+#: What Burrow 1.2 logs before it exits when its consumer of ``__consumer_offsets`` starts while a partition's
+#: leader moves (NOT_LEADER from a broker its metadata still names): it gives up instead of refreshing.
+STARTUP_RACE = '"msg":"failed to start consumer"'
+
+
+def lost_startup_race(workdir: Workdir) -> bool:
+    """Whether Burrow exited because its consumer started during a leader move (:data:`STARTUP_RACE` in the tail
+    of ``burrow/burrow.log``): starting it again is what its service manager would do."""
+    try:
+        with open(workdir.burrow_log, "rb") as handle:
+            handle.seek(max(0, workdir.burrow_log.stat().st_size - 8192))
+            return STARTUP_RACE in handle.read().decode(errors="replace")
+    except OSError:
+        return False
+
+
 def wait_ready(
     workdir: Workdir, base_url: str, groups: list[str], timeout_s: float = START_TIMEOUT_S
 ) -> dict[str, str | None]:

@@ -39,6 +39,7 @@ from sandbox.status import cluster_health
 
 Say = Callable[[str], None]
 STOP_HELPER_TIMEOUT_S = 5.0  # workload, Burrow, sshd, ZooKeeper: SIGTERM, then SIGKILL after this
+BURROW_STARTS = 3  # Burrow started again after it lost its startup race with a leader move (burrow.lost_startup_race)
 NODE_STOP_TIMEOUT_S = 30.0  # `down`: a node's controlled shutdown, then SIGKILL
 
 
@@ -441,7 +442,17 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     except procs.Timeout as exc:
         raise procs.Timeout(f"{exc}: {last['health'].problems(expected)}") from None
     say(f"{last['health'].partitions} partitions led, URP = 0")
-    burrow.wait_ready(workdir, info.burrow_url, list(settings.WORKLOAD_GROUPS), timeout_s=remaining())
+    for attempt in range(1, BURROW_STARTS + 1):
+        try:
+            burrow.wait_ready(workdir, info.burrow_url, list(settings.WORKLOAD_GROUPS), timeout_s=remaining())
+            break
+        except procs.Abort:
+            if attempt == BURROW_STARTS or not burrow.lost_startup_race(workdir):
+                raise
+            say("Burrow exited: its consumer started while a partition of __consumer_offsets changed leader "
+                "(Burrow 1.2 gives up then); starting it again")
+            burrow.start(workdir, brokers=brokers, zookeeper_connect=info.zookeeper_connect, port=info.burrow_port)
+            burrow.wait_serving(workdir, info.burrow_url, brokers, timeout_s=remaining())
     say(f"Burrow at {info.burrow_url} rates groups {', '.join(settings.WORKLOAD_GROUPS)} OK")
     envfile.write(workdir, info)
 

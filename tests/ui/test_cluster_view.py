@@ -17,6 +17,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -50,20 +51,36 @@ def shot(page: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def kraft_connections(workdir: Path) -> list[dict[str, Any]]:
-    """The KRaft sandbox's connections (its ``airflow.env``) under ids of their own, the cluster's extra pointing at
-    its own SSH and Burrow connections (the shared sandbox's ``sandbox_ssh`` / ``sandbox_burrow`` stay as they are)."""
+def kraft_connections(workdir: Path, ids: dict[str, str] = KRAFT_CONNECTIONS) -> list[dict[str, Any]]:
+    """A sandbox's connections (its ``airflow.env``) under the ids ``ids`` gives them (old id -> new id), the cluster's
+    extra pointing at its own SSH and Burrow connections (the shared sandbox's ``sandbox_ssh`` / ``sandbox_burrow``
+    stay as they are)."""
     bodies = sandbox_env.connection_bodies(sandbox_env.connection_env(workdir))
     out = []
-    for old, new in KRAFT_CONNECTIONS.items():
+    for old, new in ids.items():
         body = {**bodies[old], "connection_id": new}
         if old == "kafka_sandbox":
             extra = json.loads(str(body["extra"]))
-            extra.update(ssh_conn_id=KRAFT_CONNECTIONS["sandbox_ssh"],
-                         burrow_conn_id=KRAFT_CONNECTIONS["sandbox_burrow"])
+            extra.update(ssh_conn_id=ids["sandbox_ssh"], burrow_conn_id=ids["sandbox_burrow"])
             body["extra"] = json.dumps(extra)
         out.append(body)
     return out
+
+
+@contextmanager
+def registered(airflow_ui: RunningAirflow, running: RunningSandbox, ids: dict[str, str]) -> Iterator[RunningSandbox]:
+    """``running``'s connections in the running Airflow's metadata DB (under ``ids``) while the block runs."""
+    client = airflow_ui.client
+    written = client.put_connections(kraft_connections(running.workdir, ids))
+    assert sorted(written) == sorted(ids.values()), written
+    try:
+        yield running
+    finally:
+        for conn_id in ids.values():
+            try:
+                client.request("DELETE", f"/connections/{conn_id}")
+            except AirflowApiError as exc:
+                print(f"connection {conn_id} not deleted: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -71,18 +88,9 @@ def kraft(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
           airflow_ui: RunningAirflow) -> Iterator[RunningSandbox]:
     """A KRaft sandbox of this module, its connections in the running Airflow's metadata DB while it is up."""
     with module_sandbox(request, tmp_path_factory, SLOT, brokers=3, mode="kraft", controllers=3, kafka_version="4.1.0",
-                        quorum="dynamic", observer_controllers=1) as running:
-        client = airflow_ui.client
-        written = client.put_connections(kraft_connections(running.workdir))
-        assert sorted(written) == sorted(KRAFT_CONNECTIONS.values()), written
-        try:
-            yield running
-        finally:
-            for conn_id in KRAFT_CONNECTIONS.values():
-                try:
-                    client.request("DELETE", f"/connections/{conn_id}")
-                except AirflowApiError as exc:
-                    print(f"connection {conn_id} not deleted: {exc}")
+                        quorum="dynamic", observer_controllers=1) as running, \
+            registered(airflow_ui, running, KRAFT_CONNECTIONS):
+        yield running
 
 
 def rows(table: Any) -> list[dict[str, str]]:
@@ -172,6 +180,36 @@ def test_fleet_page_shows_both_clusters_with_their_brokers(page: Any, sandbox: R
     assert controllers[-1]["role"] == "observer (not a voter)", controllers
     expect(frame.get_by_text("null", exact=True)).to_have_count(0)
     shot(page, tmp_path, "cluster-kraft")
+
+
+@pytest.mark.extended
+def test_a_combined_cluster_marks_its_voters_in_both_tables(page: Any, airflow_ui: RunningAirflow,
+                                                            request: pytest.FixtureRequest,
+                                                            tmp_path_factory: pytest.TempPathFactory,
+                                                            tmp_path: Path) -> None:
+    """Kafka's quickstart layout: three nodes that are brokers and quorum voters at once
+    (``process.roles=broker,controller``), no dedicated controllers. The cluster's page marks each broker row as a
+    quorum voter too, and each voter row as combined with its broker."""
+    ids = {"kafka_sandbox": "kafka_combined", "sandbox_ssh": "combined_ssh", "sandbox_burrow": "combined_burrow"}
+    with module_sandbox(request, tmp_path_factory, SLOT + 1, brokers=3, mode="kraft", combined=3) as combined, \
+            registered(airflow_ui, combined, ids):
+        combined.wait_healthy(timeout_s=120)
+        frame = open_fleet(page)
+        row = wait_until("the combined cluster read in the fleet page", 30,
+                         lambda: (r := fleet_rows(frame).get("kafka_combined")) and r.get("brokers up") and r,
+                         poll_s=0.3)
+        assert [row[k] for k in ("mode", "brokers up", "status")] == ["KRaft", "3 / 3", "ok"], row
+        frame.get_by_role("link", name="kafka_combined", exact=True).click()
+        page.wait_for_url("**/plugin/kafka-clusters/kafka-ops/clusters/kafka_combined")
+        frame.get_by_role("heading", name="KRaft controllers").wait_for()
+        brokers = rows(frame.locator("table:has(th:text-is('on disk'))"))
+        assert [b["id"].split()[0] for b in brokers] == ["0", "1", "2"], brokers
+        assert all(b["id"].endswith(" (quorum voter too)") for b in brokers), brokers
+        voters = rows(frame.locator("table:has(th:text-is('controller'))"))
+        assert sorted(v["controller"] for v in voters) == ["0", "1", "2"], voters
+        assert all(v["role"].endswith(f" · combined with broker {v['controller']}") for v in voters), voters
+        assert [v["role"].split(" · ")[0] for v in voters].count("leader") == 1, voters
+        shot(page, tmp_path, "cluster-combined")
 
 
 def operation_progress(frame: Any) -> tuple[str, str] | None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import javaproperties
 import pytest
 
-from sandbox import burrow_build, kafka_config, kafka_release, kraft_storage, node_log, settings
+from sandbox import burrow, burrow_build, kafka_config, kafka_release, kraft_storage, node_log, settings
+from sandbox.layout import Workdir
 
 
 def _jar(path: Path, classes: list[str]) -> None:
@@ -320,3 +321,22 @@ def test_traffic_waits_until_its_own_client_lists_a_new_topic(monkeypatch) -> No
     with pytest.raises(procs.Timeout, match="topic orders in the consumer's metadata"):
         t._topic_metadata(timeout_s=-1)
     assert len(asked) == 1
+
+
+def test_burrow_losing_its_startup_race_with_a_leader_move_is_told_from_other_exits(tmp_path) -> None:
+    """Burrow 1.2's own lines (seen when a combined KRaft sandbox moved a __consumer_offsets leader as Burrow
+    started): it is started again only for this one."""
+    workdir = Workdir.at(tmp_path)
+    assert not burrow.lost_startup_race(workdir), "no log yet"
+    workdir.burrow.mkdir(parents=True)
+    workdir.burrow_log.write_text(
+        '{"level":"error","ts":1795961518.57,"msg":"failed to consume partition","type":"module","topic":'
+        '"__consumer_offsets","partition":1,"error":"kafka server: Tried to send a message to a replica that is '
+        'not the leader for some partition. Your metadata is out of date."}\n')
+    assert not burrow.lost_startup_race(workdir)
+    with open(workdir.burrow_log, "a") as log:
+        log.write('{"level":"error","ts":1795961518.57,"msg":"failed to start consumer","type":"module",'
+                  '"coordinator":"consumer","class":"kafka","name":"sandbox_kafka","error":"kafka server: Tried to '
+                  'send a message to a replica that is not the leader for some partition."}\n')
+        log.write('{"level":"info","ts":1795961518.58,"msg":"stopping","type":"coordinator","name":"zookeeper"}\n')
+    assert burrow.lost_startup_race(workdir)

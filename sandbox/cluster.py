@@ -553,8 +553,6 @@ def _stop_all(workdir: Workdir, say: Say) -> list[str]:
     if leftovers:
         say(f"stopping leftover processes of {workdir.root}: {leftovers}")
         stop([f"pid-{p}" for p in leftovers], leftovers, STOP_HELPER_TIMEOUT_S)
-    for path in (workdir.env_json, workdir.airflow_env):
-        path.unlink(missing_ok=True)
     return stopped
 
 
@@ -576,8 +574,6 @@ def _kill_all(workdir: Workdir) -> list[str]:
     pids = [*running.values(), *leftovers]
     alive = [p for p in pids if procs.is_alive(p)]
     procs.stop_pids(alive, STOP_HELPER_TIMEOUT_S, signal.SIGKILL)
-    for path in (workdir.env_json, workdir.airflow_env):
-        path.unlink(missing_ok=True)
     return [f"{n} (SIGKILL)" for n, p in running.items() if p in alive] + [f"pid-{p} (SIGKILL)" for p in leftovers
                                                                             if p in alive]
 
@@ -595,6 +591,8 @@ def down(workdir: Workdir, say: Say = say_to_stderr, kill: bool = False) -> list
         return []
     with workdir_lock(workdir):
         stopped = _kill_all(workdir) if kill else _stop_all(workdir, say)
+        for path in (workdir.env_json, workdir.airflow_env):
+            path.unlink(missing_ok=True)
     say(
         f"sandbox in {workdir.root} stopped: {', '.join(stopped)}"
         if stopped

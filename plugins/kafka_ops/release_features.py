@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from kafka_ops.metadata_version import MetadataVersion
+from kafka_ops.metadata_version import FEATURE, MetadataVersion
 
 #: feature -> ((level, the lowest metadata.version level whose default it is), ...), ascending: Kafka's
 #: ``FeatureVersion.bootstrapMetadataVersion`` of each level, as ``version-mapping`` shows it.
@@ -59,13 +60,19 @@ class FeaturePlan:
     ``unchanged``: feature -> its finalized level, already at or above the default (never lowered);
     ``refusals``: features a broker's running binaries do not support at the level (named with what each
     supports): the controller would refuse the whole request;
-    ``unknown``: a line when the metadata.version is newer than :data:`KNOWN_THROUGH` (None otherwise).
+    ``unknown``: a line when the metadata.version is newer than :data:`KNOWN_THROUGH` (None otherwise);
+    ``current``: feature -> its finalized level (0 when absent), for the features of :data:`DEFAULTS`.
     """
 
     raise_to: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
     unknown: str | None = None
+    current: dict[str, int] = field(default_factory=dict)
+
+    def changes(self) -> dict[str, list[int]]:
+        """feature -> ``[from, to]`` for each raise: ``{"eligible.leader.replicas.version": [0, 1]}``."""
+        return {f: [self.current.get(f, 0), lv] for f, lv in sorted(self.raise_to.items())}
 
 
 def plan(goal: MetadataVersion, finalized: Mapping[str, int],
@@ -99,12 +106,28 @@ def plan(goal: MetadataVersion, finalized: Mapping[str, int],
         known = MetadataVersion(KNOWN_THROUGH)
         unknown = (f"kafka-ops knows the features' default levels up to {known.name} ({KNOWN_THROUGH}); {goal.name} "
                    f"may raise more: compare with kafka-features.sh version-mapping --release-version {goal.name}")
-    return FeaturePlan(raise_to, unchanged, refusals, unknown)
+    current = {f: int(finalized.get(f, 0) or 0) for f in DEFAULTS}
+    return FeaturePlan(raise_to, unchanged, refusals, unknown, current)
 
 
-def change_lines(current: Mapping[str, int], raise_to: Mapping[str, int]) -> list[str]:
-    """``["eligible.leader.replicas.version 0 -> 1"]``: the raises as log and approval lines."""
-    return [f"{f} {int(current.get(f, 0) or 0)} -> {lv}" for f, lv in sorted(raise_to.items())]
+def change_lines(changes: Mapping[str, list[int]]) -> list[str]:
+    """``["eligible.leader.replicas.version 0 -> 1"]``: :meth:`FeaturePlan.changes` as log and approval lines."""
+    return [f"{f} {old} -> {new}" for f, (old, new) in sorted(changes.items())]
+
+
+def cluster_levels(features: Mapping[int, Mapping[str, Any]]) -> dict[str, int]:
+    """feature -> the highest level any broker reports finalized (the cluster's: a broker applies an update from
+    its own copy of the metadata log a moment after the controller), ``metadata.version`` left out.
+
+    :param features: broker id -> ``{"features": {feature: level}, ...}`` (as
+        ``hooks.kafka_admin.KafkaAdminHook.broker_features`` returns them).
+    """
+    top: dict[str, int] = {}
+    for found in features.values():
+        for feature, level in (found.get("features") or {}).items():
+            if feature != FEATURE:
+                top[feature] = max(top.get(feature, 0), int(level))
+    return top
 
 
 def finalized_everywhere(levels: Mapping[str, int], finalized: Mapping[int, Mapping[str, int]]) -> tuple[bool, str]:

@@ -111,20 +111,19 @@ class MetadataVersionOperator(ClusterOperator):
                 raise AirflowFailException("no broker reports a finalized metadata.version (ApiVersions v3+): "
                                            "nothing was sent")
             current = MetadataVersion(max(levels))
-            finalized = cluster_features(features)
+            finalized = release_features.cluster_levels(features)
             fplan = self._feature_plan(goal, finalized, features) if with_features else None
             updates = {FEATURE: goal.level} if current != goal else {}
             updates.update(fplan.raise_to if fplan else {})
-            result = {"from": current.level, "to": goal.level,
-                      "features": {f: [int(finalized.get(f, 0)), lv] for f, lv in sorted(updates.items())
-                                   if f != FEATURE}}
+            changes = fplan.changes() if fplan else {}
+            result = {"from": current.level, "to": goal.level, "features": changes}
             if not updates:
                 self.log.info("KRaft cluster: metadata.version is %s already%s: nothing to send", label(goal),
                               " and the other features at their defaults for it" if fplan else "")
                 self._verify(brokers, goal, fplan, dry_run)
                 return {"action": "already", **result}
             line = "; ".join(([change_line(current, goal)] if current != goal else []) +
-                             change_lines(finalized, fplan.raise_to if fplan else {}))
+                             change_lines(changes))
             self.log.info("KRaft cluster: %s (UpdateFeatures, KIP-584 / KIP-778)", line)
             supported = {b: (f["supported"][1] if f["supported"] else 0) for b, f in features.items()}
             reasons = (check_bump(current, goal, supported) if current != goal else []) + (
@@ -192,18 +191,6 @@ class MetadataVersionOperator(ClusterOperator):
         result = self.wait(check, f"every broker reports metadata.version {label(goal)} finalized"
                                   + (" and the release's other features" if wanted else ""), ramp_from_s=0.5)
         self.log.info("verified: %s", result.message)
-
-
-def cluster_features(features: dict[int, dict[str, Any]]) -> dict[str, int]:
-    """feature -> the highest level any broker reports finalized (the cluster's: a broker applies an update from
-    its own copy of the metadata log a moment after the controller), ``metadata.version`` left out; ``features``
-    as :meth:`hooks.kafka_admin.KafkaAdminHook.broker_features` returns them."""
-    top: dict[str, int] = {}
-    for found in features.values():
-        for feature, level in (found.get("features") or {}).items():
-            if feature != FEATURE:
-                top[feature] = max(top.get(feature, 0), int(level))
-    return top
 
 
 def _levels_text(levels: dict[str, int]) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from hooks.airflow_api import AirflowApiHook
 from kafka_ops.metadata_version import MetadataVersion, label, safe_downgrade
+from kafka_ops.release_features import change_lines
 from runtime import profiles
 from runtime.lock_holding import release_held
 from runtime.params import is_true
@@ -83,7 +84,7 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
             back = ("Kafka can still downgrade it safely afterwards (no level in between changed the metadata "
                     "format: kafka-features.sh downgrade, by hand)" if safe_downgrade(target, current) else
                     "a later downgrade to the old level would lose metadata: Kafka refuses it")
-            raises = [f"{f} {old} -> {new}" for f, (old, new) in sorted((levels.get("features") or {}).items())]
+            raises = change_lines(levels.get("features") or {})
             also = (f" In the same request, the release's other features go to their defaults for it: "
                     f"{', '.join(raises)} (param release_features)." if raises else "")
             self.body = (f"Every controller and broker runs the new binaries. metadata.version {label(current)} -> "

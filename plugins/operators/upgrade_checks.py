@@ -30,7 +30,6 @@ from runtime.params import is_true
 from runtime.upgrade_steps import host_state
 
 from operators.cluster_operator import ClusterOperator
-from operators.metadata_version import cluster_features
 
 KRAFT = "kraft"
 ZOOKEEPER = "zookeeper"
@@ -114,10 +113,8 @@ class UpgradeChecksOperator(ClusterOperator):
             if goal is not None and current is not None:
                 mv_info = {"current": current.level, "target": goal.level, "features": {}}
                 if is_true(cfg.get("release_features", True)):
-                    finalized_features = cluster_features(features)
-                    fplan = release_features.plan(goal, finalized_features, {})
-                    mv_info["features"] = {f: [int(finalized_features.get(f, 0)), lv]
-                                           for f, lv in sorted(fplan.raise_to.items())}
+                    mv_info["features"] = release_features.plan(
+                        goal, release_features.cluster_levels(features), {}).changes()
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
         elif not kraft:
@@ -150,7 +147,7 @@ class UpgradeChecksOperator(ClusterOperator):
                     self.log.info("phase metadata_version: not requested")
                 else:
                     current, goal = MetadataVersion(mv_info["current"]), MetadataVersion(mv_info["target"])
-                    raises = [f"{f} {old} -> {new}" for f, (old, new) in sorted(mv_info["features"].items())]
+                    raises = release_features.change_lines(mv_info["features"])
                     self.log.info("phase metadata_version: %s%s", change_line(current, goal) if goal != current else
                                   f"metadata.version is {label(goal)} already",
                                   "; " + "; ".join(raises) if raises else

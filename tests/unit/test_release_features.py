@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 from kafka_ops.metadata_version import MetadataVersion
-from kafka_ops.release_features import KNOWN_THROUGH, change_lines, defaults_for, finalized_everywhere, plan
+from kafka_ops.release_features import (
+    KNOWN_THROUGH,
+    change_lines,
+    cluster_levels,
+    defaults_for,
+    finalized_everywhere,
+    plan,
+)
 
 # What `kafka-features.sh version-mapping --release-version <level>` printed with the binaries of Kafka 4.1.0
 # (4.0.0 agrees on every level it knows), kraft.version / share.version / streams.version left out.
@@ -28,7 +35,15 @@ def test_a_cluster_formatted_on_4_0_gets_only_elr_on_its_way_to_4_1():
     assert got.raise_to == {"eligible.leader.replicas.version": 1}
     assert got.unchanged == {"group.version": 1, "transaction.version": 2}
     assert got.refusals == [] and got.unknown is None
-    assert change_lines(finalized, got.raise_to) == ["eligible.leader.replicas.version 0 -> 1"]
+    assert got.changes() == {"eligible.leader.replicas.version": [0, 1]}
+    assert change_lines(got.changes()) == ["eligible.leader.replicas.version 0 -> 1"]
+
+
+def test_the_clusters_levels_are_the_highest_any_broker_reports():
+    """A broker applies an update a moment after the controller: the cluster's level is the highest seen."""
+    answers = {0: {"features": {"metadata.version": 27, "eligible.leader.replicas.version": 1}},
+               1: {"features": {"metadata.version": 27, "group.version": 1}}, 2: {}}
+    assert cluster_levels(answers) == {"eligible.leader.replicas.version": 1, "group.version": 1}
 
 
 def test_features_are_never_lowered_and_level_0_features_stay_quiet():

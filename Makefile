@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-DEBIAN_PACKAGES := zookeeper openssh-server openssh-client default-jre-headless maven procps docker-compose chromium \
+DEBIAN_PACKAGES := zookeeper openssh-server openssh-client default-jre-headless maven procps docker-compose chromium postgresql \
 	golang-github-shopify-sarama-dev golang-github-samuel-go-zookeeper-dev golang-github-spf13-viper-dev \
 	golang-go.uber-zap-dev golang-gopkg-natefinch-lumberjack.v2-dev golang-github-julienschmidt-httprouter-dev \
 	golang-github-karrick-goswarm-dev golang-github-oneofone-xxhash-dev golang-github-pborman-uuid-dev
@@ -17,7 +17,7 @@ install: debs venv kafka burrow
 
 # Debian packages: ZooKeeper, sshd (the sandbox's real parts), a Java runtime and Maven (Kafka from Maven
 # Central), Burrow's Go libraries (Burrow is built from Debian's source, see sandbox/burrow_build.py) and Go
-# when the machine has none, Chromium (tests/ui).
+# when the machine has none, Chromium (tests/ui), PostgreSQL (the demo's Airflow metadata database).
 debs:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	command -v go >/dev/null 2>&1 || test -x /usr/local/go/bin/go || missing="$$missing golang-go"; \

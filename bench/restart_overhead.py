@@ -318,9 +318,10 @@ class SchedulerRunner:
         return summarize(run["state"], began, ended, plain, rows)
 
     def close(self) -> None:
-        from demo import airflow_proc
+        from demo import airflow_db, airflow_proc
 
         airflow_proc.stop(self.home)
+        airflow_db.remove(self.home)
 
 
 RUNNERS = {"dagtest": DagTestRunner, "scheduler": SchedulerRunner}

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from demo import airflow_db
 from demo.errors import DemoError
 
 MARKER_ENV = "KOPS_DEMO_AIRFLOW_HOME"
@@ -31,6 +32,7 @@ PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 # Variables)
 API_USER = "kafka-ops"
 API_CONN_ID = "kafka_ops_airflow_api"
+DB_ENV = "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"
 
 
 @dataclass
@@ -106,7 +108,8 @@ def api_user_password(home: Path) -> str:
 
 def demo_env(settings: AirflowSettings) -> dict[str, str]:
     """The variables the demo sets for ``airflow standalone``: the Airflow settings (home, folders, no examples,
-    port and base URL, :data:`TUNING`), PATH and the process marker; users ``admin`` and :data:`API_USER` with the
+    port and base URL, :data:`TUNING`, the metadata database on PostgreSQL: :mod:`demo.airflow_db`), PATH and the
+    process marker; users ``admin`` and :data:`API_USER` with the
     connection ``kafka_ops_airflow_api`` the DAGs write their run notes through (Airflow's own plumbing; the
     sandbox's connections go into the metadata DB, where the UI lists them)."""
     env = {k: v for k, v in TUNING.items() if k not in os.environ}
@@ -126,6 +129,7 @@ def demo_env(settings: AirflowSettings) -> dict[str, str]:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(settings.port + 713),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(settings.port + 714),
             "AIRFLOW__API__BASE_URL": settings.base_url,
+            DB_ENV: airflow_db.url(settings.home),
             "PATH": f"{settings.venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
             MARKER_ENV: str(settings.home),
         }
@@ -253,10 +257,12 @@ def port_free(port: int) -> bool:
 def start(settings: AirflowSettings, extra_env: dict[str, str]) -> StandaloneRecord:
     """Start ``airflow standalone`` detached (own session), output to ``$AIRFLOW_HOME/standalone.log``.
 
-    Returns at once; wait for the health endpoint before using the API.
+    When ``extra_env`` names this home's PostgreSQL database (:func:`demo_env` does), its server is started first
+    (created on the first start; :func:`demo.airflow_db.start`). Returns at once; wait for the health endpoint
+    before using the API.
 
     Raises:
-        DemoError: the port is taken, or ``airflow`` is not in the venv.
+        DemoError: the port is taken, ``airflow`` is not in the venv, or the database server did not start.
     """
     if not port_free(settings.port):
         raise DemoError(
@@ -267,6 +273,8 @@ def start(settings: AirflowSettings, extra_env: dict[str, str]) -> StandaloneRec
     if not airflow.exists():
         raise DemoError(f"{airflow} is missing: run `make install` first")
     settings.home.mkdir(parents=True, exist_ok=True)
+    if extra_env.get(DB_ENV) == airflow_db.url(settings.home):
+        airflow_db.start(settings.home)
     stale_policy = settings.home / "config" / "airflow_local_settings.py"  # written by earlier demos
     if stale_policy.exists():
         stale_policy.unlink()
@@ -308,13 +316,20 @@ def _wait_gone(home: Path, timeout_s: float) -> list[int]:
 
 def stop(home: Path, graceful_s: float = 40, term_s: float = 15) -> int:
     """Stop this home's Airflow: SIGINT to standalone (it stops its components), then SIGTERM and
-    finally SIGKILL to every marked process still alive after ``graceful_s`` / ``term_s`` seconds.
+    finally SIGKILL to every marked process still alive after ``graceful_s`` / ``term_s`` seconds; then its
+    database server (its data stays for the next start; :func:`demo.airflow_db.remove` deletes it).
 
-    Returns the number of processes found at the start (0: nothing was running).
+    Returns the number of Airflow processes found at the start (0: nothing was running).
 
     Raises:
-        DemoError: processes survived SIGKILL (their pids are named).
+        DemoError: processes survived SIGKILL (their pids are named), or the database server did not stop.
     """
+    found = _stop_processes(home, graceful_s, term_s)
+    airflow_db.stop(home)
+    return found
+
+
+def _stop_processes(home: Path, graceful_s: float, term_s: float) -> int:
     found = _alive(marked_processes(home))
     if not found:
         (home / RECORD_NAME).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from demo import airflow_proc, sandbox_env
+from demo import airflow_db, airflow_proc, sandbox_env
 from demo.rest import AirflowApiError, AirflowClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,8 +161,9 @@ def start_airflow(home: Path, sandbox_workdir: Path, timeout_s: float = START_TI
 
 
 def stop_airflow(home: Path) -> None:
-    """Stop every process of this home's standalone; fail if one is left."""
+    """Stop every process of this home's standalone and delete its database; fail if one is left."""
     airflow_proc.stop(home)
+    airflow_db.remove(home)
     left = airflow_proc.marked_processes(home)
     if left:
         raise UiTestError(f"Airflow processes of {home} still alive after stop: {left}")

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,9 @@ SETTLE_LIMIT_S = 300.0
 #: Seconds of commits Burrow must judge OK for every watched group, counted from the previous turn's end, before a
 #: turn starts: the consumers at rest again (our lag gate's default hysteresis, 3 polls 5 s apart, spans 10 s).
 REST_SPAN_S = 10.0
+#: A turn whose client traffic took more CPU seconds than this is named with its busiest threads after the table (at
+#: 50 msg/s the clients take 1-3 CPU s in a turn of 15-30 s).
+BUSY_CLIENTS_S = 10.0
 IMBALANCE_PERCENT = 10.0  # Kafka's leader.imbalance.per.broker.percentage default
 #: A turn starts once the CPU was busy at most this fraction over :data:`CPU_SPAN_S` (or after :data:`CPU_REST_LIMIT_S`,
 #: the fraction printed either way).
@@ -124,19 +129,62 @@ def consumers_at_rest(env: dict[str, Any], since: float, limit_s: float = SETTLE
 class CpuDuring:
     """What a turn cost the machine's CPU: ``busy`` (0..1 of every core, ``/proc/stat``) and ``clients_s``, the CPU
     seconds of this process (the client traffic's producers and readers run in its threads; the other tool and
-    Airflow run in processes of their own)."""
+    Airflow run in processes of their own), and ``threads``: the threads that took the most of it, by name (a
+    Python thread's name, or the kernel's name of a native one, e.g. librdkafka's ``rdk:broker1``)."""
 
     def __enter__(self) -> CpuDuring:
-        self._stat, self._own = _proc_stat(), time.process_time()
+        self._stat, self._own, self._first = _proc_stat(), time.process_time(), _thread_cpu()
+        self._last = dict(self._first)
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, name="cpu-sampler", daemon=True)
+        self._sampler.start()
         return self
 
+    def _sample(self) -> None:
+        """Keep each thread's last CPU figure (every :data:`THREAD_SAMPLE_S`: a thread that ends loses its last
+        fraction of it): the traffic's threads end, and leave /proc, before the turn does."""
+        while not self._done.wait(THREAD_SAMPLE_S):
+            self._last.update(_thread_cpu())
+
     def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._sampler.join()
+        self._last.update(_thread_cpu())
         (total0, idle0), (total1, idle1) = self._stat, _proc_stat()
         self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
         self.clients_s = time.process_time() - self._own
+        spent: dict[str, float] = {}
+        for tid, (name, seconds) in self._last.items():
+            before = self._first.get(tid)
+            used = seconds - (before[1] if before and before[0] == name else 0.0)
+            spent[name] = spent.get(name, 0.0) + used
+        self.threads = dict(sorted(((n, round(s, 1)) for n, s in spent.items() if s >= 0.5),
+                                   key=lambda item: -item[1])[:THREADS_SHOWN])
 
-    def result(self) -> dict[str, float]:
-        return {"cpu_busy": self.busy, "clients_cpu_s": self.clients_s}
+    def result(self) -> dict[str, Any]:
+        return {"cpu_busy": self.busy, "clients_cpu_s": self.clients_s, "cpu_threads": self.threads}
+
+
+THREADS_SHOWN = 4
+THREAD_SAMPLE_S = 0.5
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu() -> dict[int, tuple[str, float]]:
+    """``{thread id: (name, CPU seconds so far)}`` for this process's live threads (``/proc/self/task``): Python
+    threads by their ``threading`` name, native ones by their kernel name; a thread gone is not counted."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    found = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            comm = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        tid = int(task.name)
+        found[tid] = (names.get(tid, comm), (int(fields[11]) + int(fields[12])) / TICKS_PER_S)
+    return found
 
 
 def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
@@ -225,6 +273,10 @@ def table(rows: list[dict[str, Any]]) -> str:
                      f"{_fmt(r['settled_s']):>9} {_fmt(r['done_s']):>7} {restarts:>9} {lost:>5} {acked:>7} "
                      f"{r['cpu_busy']:>8.0%} {r['clients_cpu_s']:>13.1f}")
     lines.append("")
+    for r in rows:
+        if r["clients_cpu_s"] > BUSY_CLIENTS_S:
+            lines.append(f"{r['size']} brokers, {r['who']}, wall {r['wall_s']:.1f} s: the clients took "
+                         f"{r['clients_cpu_s']:.1f} CPU s, most in {json.dumps(r.get('cpu_threads'))}")
     for size in sorted({r["size"] for r in rows}):
         for who in sorted({r["who"] for r in rows if r["size"] == size}):
             mine = [r for r in rows if r["size"] == size and r["who"] == who]

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 AFTER_START_S = 15.0
 #: ... and up to this many seconds before its controlled shutdown was logged (the stop command's latency).
 BEFORE_STOP_S = 2.0
+#: Seconds the kafka-python group reader sleeps after a poll that brought no record (see its ``_consume``).
+READ_IDLE_S = 0.05
 
 
 class TimedTraffic(Traffic):
@@ -115,12 +117,21 @@ class KafkaPythonTraffic:
             seq += 1
 
     def _consume(self) -> None:
+        """The group member's loop: ``poll(timeout_ms=0)``, and :data:`READ_IDLE_S` of sleep after a poll that
+        brought nothing. kafka-python 3.0's ``poll`` with a timeout loops inside until it expires, and it can stop
+        waiting in that loop while a fetch to a broker that is going away is in flight (its fetcher's own comments
+        name such a case): in some rolling-restart turns of ``bench/side_by_side.py`` this thread and the client's
+        I/O thread took 30-40 CPU seconds in a turn of 26-34 s (about 2 s otherwise), taking a core from the brokers
+        they watched. A poll without a wait returns at once, so the sleep here bounds what the reader can take."""
         while self._consuming.is_set():
             try:
-                batches = self.consumer.poll(timeout_ms=200)
+                batches = self.consumer.poll(timeout_ms=0)
             except Exception as exc:  # a rebalance or a coordinator moving: the member carries on
                 log.info("kafka-python group reader: %s", exc)
+                time.sleep(READ_IDLE_S)
                 continue
+            if not batches:
+                time.sleep(READ_IDLE_S)
             for records in batches.values():
                 for r in records:
                     with self.lock:

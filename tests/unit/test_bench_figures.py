@@ -146,3 +146,35 @@ def test_the_overhead_bench_sets_kafkas_own_time_beside_each_broker_task(tmp_pat
     assert "Kafka's own (its logs): shutdown 1.0 s, start 2.5 s (JVM launch to started), catch-up 1.0 s, " \
            "leadership 1.0 s = 5.5 s of the task's 9.0 s; ours 3.5 s (exit to next launch 1.5 s)" in text
     assert "1 broker tasks: Kafka's own 5.5 s of their 9.0 s; ours 3.5 s, 3.5 s a task" in text
+
+
+def test_the_side_by_side_bench_names_the_threads_that_took_the_clients_cpu() -> None:
+    """``CpuDuring`` keeps each thread's CPU by name, also of a thread that ended before the turn did (the traffic's
+    threads are joined first), and the table names the busiest threads of a turn whose clients took over
+    ``BUSY_CLIENTS_S``."""
+    import threading
+    import time
+
+    import side_by_side
+
+    def spin() -> None:
+        until = time.thread_time() + 1.2
+        while time.thread_time() < until:
+            pass
+
+    with side_by_side.CpuDuring() as cpu:
+        worker = threading.Thread(target=spin, name="kp-consumer")
+        worker.start()
+        worker.join()
+        time.sleep(side_by_side.THREAD_SAMPLE_S * 2)  # the thread is gone from /proc when the turn ends
+    threads = cpu.result()["cpu_threads"]
+    assert 0.6 <= threads["kp-consumer"] <= 1.3, threads
+    traffic = {"lost_count": 0, "acknowledged": 10}
+    row = {"size": 3, "who": "compared", "ok": True, "wall_s": 26.0, "first_stop_s": 1.0,
+           "at_end": {"urp": 0, "not_preferred": 0}, "settled_s": 0.1, "done_s": 26.1, "restarts": {0: 1},
+           "traffic": traffic, "traffic_kafka_python": traffic, "cpu_busy": 0.9, "clients_cpu_s": 30.6,
+           "cpu_threads": {"kp-consumer": 13.7}}
+    quiet = {**row, "clients_cpu_s": 2.0, "cpu_threads": {}}
+    lines = side_by_side.table([row, quiet]).splitlines()
+    named = [line for line in lines if "the clients took" in line]
+    assert named == ['3 brokers, compared, wall 26.0 s: the clients took 30.6 CPU s, most in {"kp-consumer": 13.7}']

@@ -163,5 +163,5 @@ def remove(home: Path) -> None:
         try:
             stop(home)
         except DemoError:
-            pass  # the data goes anyway: a server without its directory ends itself
+            pass  # the data goes anyway: a server whose postmaster.pid is gone shuts itself down within a minute
         shutil.rmtree(data_dir(home), ignore_errors=True)

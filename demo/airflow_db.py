@@ -92,14 +92,16 @@ def _run(args: list[str], what: str, **kwargs: object) -> subprocess.CompletedPr
     return proc
 
 
+def _pg_ctl(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``pg_ctl <args> -D <data>`` as the server's user, run from ``/`` (that user may not enter our directory)."""
+    return subprocess.run([str(bin_dir() / "pg_ctl"), *args, "-D", str(data)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, cwd="/", **_server_user())  # type: ignore[call-overload]
+
+
 def running(home: Path) -> bool:
     """True when ``home``'s server runs (``pg_ctl status``)."""
     data = data_dir(home)
-    if not (data / "PG_VERSION").exists():
-        return False
-    proc = subprocess.run([str(bin_dir() / "pg_ctl"), "status", "-D", str(data)], capture_output=True,
-                          stdin=subprocess.DEVNULL, **_server_user())  # type: ignore[call-overload]
-    return proc.returncode == 0
+    return (data / "PG_VERSION").exists() and _pg_ctl(data, "status").returncode == 0
 
 
 def _init(data: Path, as_user: dict[str, object]) -> None:
@@ -130,9 +132,7 @@ def start(home: Path, timeout_s: float = START_TIMEOUT_S) -> str:
         _init(data, as_user)
     if not running(home):
         log = data / "server.log"
-        proc = subprocess.run([str(bins / "pg_ctl"), "start", "-w", "-t", str(int(timeout_s)), "-D", str(data),
-                               "-l", str(log)], capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd="/",
-                              **as_user)  # type: ignore[call-overload]
+        proc = _pg_ctl(data, "start", "-w", "-t", str(int(timeout_s)), "-l", str(log))
         if proc.returncode != 0:
             tail = log.read_text(errors="replace").splitlines()[-10:] if log.exists() else []
             raise DemoError(f"the demo's Airflow database did not start ({data}): {proc.stderr.strip()} "
@@ -152,8 +152,9 @@ def stop(home: Path) -> bool:
     """
     if not running(home):
         return False
-    _run([str(bin_dir() / "pg_ctl"), "stop", "-m", "fast", "-w", "-D", str(data_dir(home))],
-         "stopping the demo's Airflow database", cwd="/", **_server_user())
+    proc = _pg_ctl(data_dir(home), "stop", "-m", "fast", "-w")
+    if proc.returncode != 0:
+        raise DemoError(f"stopping the demo's Airflow database failed (exit {proc.returncode}): {proc.stderr.strip()}")
     return True
 
 

@@ -398,6 +398,17 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
+#: The broker task's marks in the order it reaches them (``operators.node_roll``, ``operators.broker_roll``).
+MARK_ORDER = ("began", "stop_sent", "gone", "start_sent", "registered", "quorum", "caught_up", "leadership", "done")
+
+
+def mark_steps(marks: dict[str, float]) -> list[tuple[str, float]]:
+    """The seconds between consecutive marks a broker task reached (``[("began->stop_sent", 0.41), ...]``, in
+    :data:`MARK_ORDER`; a mark not reached is left out): where a task's time goes, Kafka's waits and ours."""
+    reached = [m for m in MARK_ORDER if m in marks]
+    return [(f"{a}->{b}", marks[b] - marks[a]) for a, b in zip(reached, reached[1:], strict=False)]
+
+
 def table(results: list[dict[str, Any]]) -> str:
     """The summary table (one row per run) followed by per-broker detail lines.
 
@@ -427,6 +438,9 @@ def table(results: list[dict[str, Any]]) -> str:
         for b in r["brokers"]:
             detail.append(f"  {r['size']} brokers, {b['broker']}: stop {_fmt(b['stop'])} s, "
                           f"start {_fmt(b['start'])} s, catch-up {_fmt(b['catch_up'])} s")
+            steps = mark_steps(b["marks"])
+            if steps:
+                detail.append("    the task's steps (its marks): " + ", ".join(f"{name} {s:.2f}" for name, s in steps))
             k = b.get("kafka")
             if k:
                 beyond = b["task_s"] - k["kafka_s"] if k.get("kafka_s") is not None else None

@@ -2,8 +2,8 @@
 
 A roll's broker task (``<roll>.broker``, mapped) labels itself in the Grid with its broker, position and
 current step while it runs ("broker 1 (1/3) · caught up?"); a broker's line is that label and the task's
-state, e.g. ``restart: broker 1 (1/3) · caught up?: running``. The other tasks (check_params, lock_cluster, preflight,
-the roll's plan, final_health, run_outcome) get one line each.
+state, e.g. ``restart: broker 1 (1/3) · caught up?: running``. The other tasks (check_and_lock, preflight,
+the roll's plan, run_outcome) get one line each.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ STATE_WORDS = {
     "upstream_failed": "not run (upstream failed)",
     "awaiting_input": "awaiting input",
 }
-UNMAPPED_ORDER = ["check_params", "lock_cluster", "check_upgrade", "preflight"]
-TAIL_ORDER = ["final_health", "run_outcome"]
+UNMAPPED_ORDER = ["check_and_lock", "check_upgrade", "preflight"]
+TAIL_ORDER = ["run_outcome"]
 
 
 def _word(state: str | None) -> str | None:

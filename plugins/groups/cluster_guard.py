@@ -1,9 +1,10 @@
 """``cluster_guard(body, ...)``: what every operation DAG wraps its body in.
 
-``check_params`` (conf keys, params, profile, commands; before anything else) -> ``lock_cluster`` (setup) -> body
-(its parts in order; a part that is a list runs its tasks side by side) -> ``final_health`` (the cluster healthy,
-then the run's roll records deleted and the lock released) -> ``run_outcome`` (the teardown, also after failures:
+``check_and_lock`` (the setup: conf keys, params, profile, commands checked before anything else, then the cluster
+lock taken) -> body (its parts in order; a part that is a list runs its tasks side by side) -> ``run_outcome`` (the
+teardown, also after failures: after a run that did its work the cluster healthy and the run's roll records deleted;
 the lock released if this run still holds it, the run's note, and the run's final state: ``operators.run_outcome``).
+Two tasks around the body, not four: each task start costs 0.3-0.5 s on a real Airflow, on every run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import TriggerRule
-from operators.cluster_checks import CheckParamsOperator, FinalHealthOperator
 from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator
 from operators.controller_roll import ControllerPlanOperator
 from operators.roll_plan import RollPlanOperator
@@ -38,8 +38,8 @@ def task_in(group: Any, task_id: str) -> Any:
 def roll_ids_in(parts: Sequence[Any]) -> list[str]:
     """The roll ids of the rolls among ``parts`` (tasks, task groups and side-by-side lists of them, in order),
     read from their plan tasks (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a
-    ``roll_id``): what ``final_health`` deletes and ``run_outcome`` summarises. Raises ValueError on a roll id
-    used twice."""
+    ``roll_id``): what ``run_outcome`` summarises, and deletes once the cluster is healthy at the end. Raises
+    ValueError on a roll id used twice."""
     from airflow.sdk import TaskGroup
 
     found: list[str] = []
@@ -61,39 +61,34 @@ def roll_ids_in(parts: Sequence[Any]) -> list[str]:
     return found
 
 
-def cluster_guard(body: Any, *, operation: str,
-                  settings: Mapping[str, Any] | None = None, final_trigger_rule: str = "all_success") -> Any:
-    """Wire ``body`` (a task or task group, or a list of parts in order) between the lock and the final
-    health check. A part that is itself a list of tasks runs them side by side: each waits for the part before,
+def cluster_guard(body: Any, *, operation: str, settings: Mapping[str, Any] | None = None) -> Any:
+    """Wire ``body`` (a task or task group, or a list of parts in order) between ``check_and_lock`` and
+    ``run_outcome``. A part that is itself a list of tasks runs them side by side: each waits for the part before,
     the next part waits for all of them (the rolling restart checks the hosts while its rolls plan). Returns the
-    last teardown (``run_outcome``). The rolls inside ``body`` (:func:`roll_ids_in`) are the ones whose records
-    ``final_health`` deletes when the run succeeds: no list kept by hand.
+    teardown (``run_outcome``). The rolls inside ``body`` (:func:`roll_ids_in`) are the ones whose records
+    ``run_outcome`` deletes when the run did its work and the cluster is healthy: no list kept by hand.
 
     :param operation: the lock's label ("rolling restart").
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
         None, ...}``).
-    :param final_trigger_rule: ``final_health``'s trigger rule. The default ``all_success`` skips it (and so
-        the deletion of the roll records) when the body's last task was skipped; a body that may end in an empty
-        roll (a zero-length mapped task is skipped: a rolling restart with ``roles=controllers``) passes
-        ``none_failed``, so the final check still runs, and still does not run after a failure. The parts of
-        ``body`` are chained as given: a part that may follow an empty roll sets its own trigger rule.
-        Two side-by-side parts cannot follow one another (Airflow chains no list to a list).
+
+    The parts of ``body`` are chained as given: a part that may follow an empty roll (a zero-length mapped task is
+    *skipped*) sets its own trigger rule (``none_failed``). ``run_outcome`` runs whatever the body's states
+    (``all_done``); it judges the run by them. Two side-by-side parts cannot follow one another (Airflow chains no
+    list to a list).
     """
     cfg = {**GUARD_SETTINGS, **(settings or {})}
     parts = list(body) if isinstance(body, (list, tuple)) else [body]
     roll_ids = roll_ids_in(parts)
-    check = CheckParamsOperator(task_id="check_params", settings=cfg)
-    lock = LockClusterOperator(task_id="lock_cluster", settings=cfg, operation=operation)
-    final = FinalHealthOperator(task_id="final_health", roll_ids=roll_ids, settings=cfg,
-                                trigger_rule=final_trigger_rule)
+    lock = LockClusterOperator(task_id="check_and_lock", settings=cfg, operation=operation)
     outcome = RunOutcomeOperator(task_id="run_outcome", settings=cfg, operation=operation, roll_ids=roll_ids,
-                                 final_task_id=final.task_id, lock_task_id=lock.task_id)
-    check >> lock >> parts[0]
+                                 lock_task_id=lock.task_id)
+    lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after
-    parts[-1] >> final >> outcome
-    # lock_cluster's teardown and the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal
-    # before the lock as well, and after the lock task failed (it releases only this run's lock)
+    parts[-1] >> outcome
+    # check_and_lock's teardown and the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal
+    # in check_and_lock as well (it releases only this run's lock), and after any failure of the body
     outcome.as_teardown(setups=lock, on_failure_fail_dagrun=True)
     outcome.trigger_rule = TriggerRule.ALL_DONE
     return outcome

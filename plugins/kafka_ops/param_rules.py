@@ -1,4 +1,4 @@
-"""Param combinations that can never pass, refused before the lock (``check_params``) instead of failing a gate
+"""Param combinations that can never pass, refused before the lock (``check_and_lock``) instead of failing a gate
 on a healthy cluster later.
 
 - A wait polls every ``healthcheck_interval_s`` until ``healthcheck_timeout_s``: an interval longer than the

@@ -48,7 +48,7 @@ class TaskFailure:
 
     @property
     def name(self) -> str:
-        """``restart.broker[1] (broker 1 (2/3))`` / ``check_params``: how the note names the instance."""
+        """``restart.broker[1] (broker 1 (2/3))`` / ``check_and_lock``: how the note names the instance."""
         where = f"{self.task_id}[{self.map_index}]" if self.map_index >= 0 else self.task_id
         return f"{where} ({self.label})" if self.label else where
 

@@ -2,12 +2,12 @@
 
 A roll's record (``runtime.roll_store``: one Airflow Variable ``kafka_ops_roll__<dag_id>__<run_id>__<roll_id>`` per
 run and roll) is what a run resumed by clearing its failed tasks reads, so that no broker is restarted twice. A
-successful run deletes its own (``final_health``); a failed or cancelled one keeps them, and nothing else would
-ever delete them. The rules:
+successful run deletes its own (``run_outcome``, once the cluster is healthy); a failed or cancelled one keeps them,
+and nothing else would ever delete them. The rules:
 
 - the run no longer exists (deleted, or its DAG is gone: ``runtime.roll_store.parse_key`` finds no DAG of this
   Airflow in the key): delete, nothing can resume it;
-- the run succeeded: delete (its ``final_health`` did not get to it);
+- the run succeeded: delete (its ``run_outcome`` did not get to it);
 - the run is queued or running: keep;
 - the run failed: keep while it may still be resumed, that is for ``keep_days`` after it ended; then delete (a
   resume after that starts the roll over: a new plan, every broker of it restarted again).

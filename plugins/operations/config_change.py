@@ -1,7 +1,7 @@
 """Change broker configs: dynamic keys applied live, read-only keys by editing ``server.properties`` and rolling only
 the brokers whose file and running config differ (rules and sources: ``kafka_ops.config_change``).
 
-Shape (task ids, in order): ``check_params`` -> ``lock_cluster`` -> ``plan_config`` (every broker's DescribeConfigs
+Shape (task ids, in order): ``check_and_lock`` -> ``plan_config`` (every broker's DescribeConfigs
 and the in-scope brokers' server.properties read; refused before anything is touched: unknown keys with a "did
 you mean", wrong types, passwords, per-broker keys with the cluster scope, Kafka's thread-pool 2x rule, the ELR
 rules of min.insync.replicas on Kafka 4.1+, and whatever Kafka's own ``validateOnly`` check refuses; the
@@ -10,8 +10,8 @@ with IncrementalAlterConfigs to the cluster-wide default or per broker and verif
 then every in-scope broker's server.properties edited, comments and order kept, a backup beside it, read back)
 -> roll ``restart`` (each broker at its turn: its file compared with its running config; only brokers that differ
 restart, each with its reason, e.g. "queued.max.requests 400 in server.properties, the broker runs 500
-(DEFAULT_CONFIG, read-only): restart"; the others are left alone with theirs) -> ``final_health`` ->
-``run_outcome`` (teardown).
+(DEFAULT_CONFIG, read-only): restart"; the others are left alone with theirs) -> ``run_outcome``
+(teardown: the final health check, the lock released, the run's note).
 
 A re-run after success has nothing to do: the dynamic values are already set at the scope's level, the files
 already hold the values and the brokers run them. The dry run logs the per-broker diff, what would be sent and

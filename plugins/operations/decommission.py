@@ -2,12 +2,13 @@
 they hold and lead nothing, then stop them. Stops itself when the cluster gets unhealthy. Declarative
 composition only.
 
-Shape: ``check_params`` -> ``lock_cluster`` -> ``validate`` (ids registered; the remaining brokers can
+Shape: ``check_and_lock`` -> ``validate`` (ids registered; the remaining brokers can
 hold every partition: at least the largest replication factor, enough racks) -> ``health_gate`` ->
 ``lead_away`` (their replicas put last, preferred leaders elected) -> ``reassign`` (``snapshot`` ->
 ``plan``: spark-submit ``--mode decommission`` -> ``check_plan`` -> ``wave`` per wave -> ``remove_throttles``
 -> ``preferred_leaders``) -> ``stop_brokers`` (with ``stop_brokers``: only brokers that hold and lead
-nothing) -> ``final_health`` -> ``run_outcome`` (teardown: the lock released, the run's note).
+nothing) -> ``run_outcome`` (teardown: the final health check after a run that did its work, the lock released,
+the run's note).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 consumers get unhealthy. The DAG is built by
 :func:`rolling_restart_dag`; dags/kafka_rolling_restart.py builds the default one.
 
-Shape: ``check_params`` -> ``lock_cluster`` -> side by side, none of them touching a node: ``preflight`` (every
+Shape: ``check_and_lock`` -> side by side, none of them touching a node: ``preflight`` (every
 host the run touches reachable, its commands there), ``controllers.plan`` (KRaft only: the mode and the ``roles``
 param decide, then the quorum's voters are validated and frozen, followers first, the quorum leader last) and
 ``restart.plan`` (validate against the live cluster and freeze the order, the ZooKeeper-mode controller last) ->
@@ -11,15 +11,15 @@ roll ``controllers`` (``controllers.controller``: one mapped task per controller
 majority of the voters without it) -> stop -> gone -> start -> back (a voter again, caught up) -> soak) ->
 roll ``restart`` (``restart.broker``: one mapped task per broker, labelled "broker <id> (<position>/<total>)",
 strictly one after another: gate -> pre-stop -> stop -> gone -> pre-start -> start -> registered -> caught up
--> preferred leaders back -> soak) -> ``final_health`` -> ``run_outcome`` (teardown: the lock released,
-also after failures).
+-> preferred leaders back -> soak) -> ``run_outcome`` (teardown, also after failures: after a run that did its work
+the cluster healthy and the roll records deleted; the lock released, the run's note).
 
 ``roles``: ``all`` (default; KRaft: controllers, then brokers), ``brokers``, ``controllers``. A roll with nothing
 to do (the controllers on a ZooKeeper-mode cluster or with ``roles=brokers``; the brokers with
-``roles=controllers``) plans an empty list and its mapped task is *skipped*: ``restart.broker`` and
-``final_health`` run with ``none_failed``, so a skipped roll does not skip what follows while a failed one still
-stops it. Both plans run before any node is touched, so a broker roll that would be refused (a broker down, an
-unknown id) is refused before a controller restarts.
+``roles=controllers``) plans an empty list and its mapped task is *skipped*: ``restart.broker`` runs with
+``none_failed``, so a skipped roll does not skip what follows while a failed one still stops it. Both plans run
+before any node is touched, so a broker roll that would be refused (a broker down, an unknown id) is refused before
+a controller restarts.
 
 Resume: clear the failed tasks. Each roll's record says what this run did to each node; a node it finished
 is never restarted again, a node it left stopped is started, a node it did not stop but finds down stops the
@@ -73,6 +73,5 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
              task_in(controllers, "controller"),
              task_in(brokers, "broker")],
             operation="rolling restart",
-            final_trigger_rule=TriggerRule.NONE_FAILED,
         )
     return dag

@@ -1,12 +1,13 @@
 """Scale-out of a Kafka cluster: new brokers receive their share of partitions through throttled waves,
 the whole operation stopping itself when the cluster gets unhealthy.
 
-Shape: ``check_params`` -> ``lock_cluster`` -> ``validate`` (new ids sane, none holds data, no other
+Shape: ``check_and_lock`` -> ``validate`` (new ids sane, none holds data, no other
 reassignment) -> ``start_new_brokers`` (with ``start_new_brokers``: the profile's service_start on each
 unregistered new broker's host from ``broker_hosts``, then wait until registered) -> ``health_gate`` ->
 ``reassign`` (``snapshot`` -> ``plan``: spark-submit ``spark/reassignment_plan.py --mode scale-out`` ->
 ``check_plan`` -> ``wave`` per wave, "wave i/n (x GB, y moves)", throttled, verified -> ``remove_throttles``
--> ``preferred_leaders``) -> ``final_health`` -> ``run_outcome`` (teardown: the lock released, the run's note).
+-> ``preferred_leaders``) -> ``run_outcome`` (teardown: the final health check after a run that did its work, the
+lock released, the run's note).
 
 Dry run: snapshot and plan (files, chart and rollback file written, paths in the log), then every step
 only logs what it would do. Resume: clear the failed task; a wave never starts a move twice.

@@ -2,7 +2,7 @@
 or its consumers get unhealthy. The mode is decided at run time, once, under the cluster lock
 (``runtime.cluster_mode``: the cluster answers DescribeQuorum or not); every task says which path it takes.
 
-Shape (task ids, in order): ``check_params`` -> ``lock_cluster`` -> ``check_upgrade`` (the path logged; every
+Shape (task ids, in order): ``check_and_lock`` -> ``check_upgrade`` (the path logged; every
 broker's and, on KRaft, every controller's release read over SSH; refused before anything is touched: a
 malformed or older target, nodes on more than two releases, a phase list that skips a needed step, and on
 KRaft a malformed, too new or lower ``metadata_version``) -> roll ``pin`` (ZooKeeper mode:
@@ -14,8 +14,8 @@ human-in-the-loop Approve / Reject of the IBP bump, or on KRaft of the metadata.
 in advance; Reject skips everything after it) -> roll ``ibp`` (ZooKeeper mode: bumped to the target; KRaft:
 plans nothing) -> roll ``lmf`` (ZooKeeper mode below IBP 3.0 only, KIP-724; KRaft: plans nothing) ->
 ``metadata_version`` (KRaft: UpdateFeatures to the target level, KIP-584 / KIP-778, then every broker's
-DescribeFeatures polled until it reports it; ZooKeeper mode: nothing) -> ``final_health``
--> ``run_outcome`` (teardown).
+DescribeFeatures polled until it reports it; ZooKeeper mode: nothing) -> ``run_outcome`` (teardown: the final
+health check, the lock released, the run's note).
 
 A roll with nothing to do in this mode plans an empty list and its mapped task is *skipped*; the task after
 each such roll runs with ``none_failed`` (a skip lets it through, a failure still stops it). A node that needs
@@ -119,6 +119,5 @@ def upgrade_dag(dag_id: str = "kafka_upgrade", *, schedule: Any = None,
              MetadataVersionOperator(task_id="metadata_version", settings=step_settings, operation=OPERATION,
                                      trigger_rule=TriggerRule.NONE_FAILED)],
             operation=OPERATION,
-            final_trigger_rule=TriggerRule.NONE_FAILED,
         )
     return dag

@@ -1,7 +1,7 @@
 """Migrate a ZooKeeper-mode cluster to KRaft (KIP-866, Kafka 3.9), and revert a migration that is not finalized.
 Rules and sources: ``kafka_ops.migration``.
 
-``kafka_zk_to_kraft`` (task ids, in order): ``check_params`` -> ``lock_cluster`` (ZooKeeper: the lock stays there
+``kafka_zk_to_kraft`` (task ids, in order): ``check_and_lock`` (ZooKeeper: the lock stays there
 for the whole run) -> ``check_migration`` (where the cluster is, from the cluster itself; refused before anything is
 touched: brokers not on 3.9 or not at IBP 3.9, generated broker ids, controller ids equal to broker ids, no
 controller hosts or one that does not answer over SSH, no place for the metadata log, a reassignment running,
@@ -13,7 +13,8 @@ quorum settings) -> ``wait_migrated`` (``/migration``, ``/controller`` held by t
 ``broker.id``, no ``zookeeper.*``) -> ``wait_kraft_brokers`` (no broker registered in ZooKeeper) ->
 ``approve_finalize`` (the point of no return) -> controller roll ``finalize`` (phase 4: the flag and
 ``zookeeper.connect`` removed, one controller at a time, the quorum leader last) -> ``wait_finalized``
-(DescribeQuorum through the brokers, metadata.version) -> ``final_health`` -> ``run_outcome`` (teardown).
+(DescribeQuorum through the brokers, metadata.version) -> ``run_outcome`` (teardown: the final health check, the
+lock released, the run's note).
 
 Each roll restarts only the nodes whose running state is not yet the phase's (their running config, or a
 controller's ApiVersions), so a run started on a half-migrated cluster continues from there and a cleared task
@@ -22,7 +23,7 @@ resumes without restarting a node twice. Each edit keeps a backup of server.prop
 ``kafka_zk_to_kraft_revert``: ``check_migration`` (refused once a controller is finalized) -> roll
 ``zookeeper_brokers`` (KRaft brokers back to ZooKeeper mode with the flag, from their ZooKeeper-mode backup) ->
 ``deprovision_controllers`` (stopped, metadata log removed, ``/controller`` and ``/migration`` deleted) -> roll
-``drop_flag`` (the flag and the quorum settings removed) -> ``wait_zookeeper`` -> ``final_health``...
+``drop_flag`` (the flag and the quorum settings removed) -> ``wait_zookeeper`` -> ``run_outcome``.
 """
 
 from __future__ import annotations

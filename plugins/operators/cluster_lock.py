@@ -1,7 +1,10 @@
-"""The per-cluster operation lock as a task: take it (the setup; every action checks it, and the teardown
-``run_outcome`` releases it: ``runtime.lock_holding``). The lock itself is a znode in the cluster's ZooKeeper
-(``hooks.cluster_lock``) or, for KRaft clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic in the
-cluster (``hooks.kafka_lock``): the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides.
+"""The run's first task, ``check_and_lock``: refuse bad params (``operators.cluster_checks.refuse_bad_params``), then
+take the per-cluster operation lock (the setup; every action checks it, and the teardown ``run_outcome`` releases
+it: ``runtime.lock_holding``). The lock itself is a znode in the cluster's ZooKeeper (``hooks.cluster_lock``) or,
+for KRaft clusters (no ZooKeeper) or ``"lock_store": "kafka"``, a lock topic in the cluster (``hooks.kafka_lock``):
+the profile's :attr:`~kafka_ops.profile.ClusterProfile.lock_in` decides. One task, not two: a task start costs
+0.3-0.5 s on a real Airflow (a ``check_params`` task of its own ran before a ``lock_cluster`` one until
+2026-11-29).
 
 Every wait here polls in the task's own process (``runtime.waiting``): transient ZooKeeper errors are
 waited out up to the deadline with the cause logged; another holder is never waited out by a step that
@@ -12,49 +15,49 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
-from hooks.cluster_profile import get_cluster_profile
 from runtime.cluster_mode import MODE_KEY, describe_mode
 from runtime.lock_holding import LockHeldByOther, holder_of, take
-from runtime.params import FromParam, resolve_settings
+from runtime.params import FromParam
 from runtime.run_note import note_run
 from runtime.settings_table import value_or_default
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
+from operators.cluster_checks import refuse_bad_params
+from operators.cluster_operator import ClusterOperator
 
-class LockClusterOperator(BaseOperator):
-    """Take the cluster's operation lock for this run (the setup of :func:`groups.cluster_guard.cluster_guard`).
 
-    :param settings: ``cluster`` (connection id) and ``lock_wait`` (``"wait"``: poll until free, up to
-        ``lock_timeout_s``; ``"fail"``: fail at once naming the holder); values or
-        :class:`runtime.params.FromParam`.
+class LockClusterOperator(ClusterOperator):
+    """Refuse the run's bad params (:func:`operators.cluster_checks.refuse_bad_params`: unknown conf keys, numbers
+    out of bounds, impossible combinations, an invalid profile, commands it does not allow; touches no cluster),
+    then take the cluster's operation lock for this run (the setup of :func:`groups.cluster_guard.cluster_guard`)
+    and decide the run's cluster mode under it.
+
+    :param settings: ``cluster`` (connection id), ``lock_wait`` (``"wait"``: poll until free, up to
+        ``lock_timeout_s``; ``"fail"``: fail at once naming the holder), ``dry_run`` and the command choices the
+        params check reads; values or :class:`runtime.params.FromParam`.
     :param operation: label stored with the lock ("rolling restart").
     :param lock_timeout_s: longest wait for another operation, seconds (default 6 h).
-    :param interval_s: seconds between tries (default 10).
+    :param interval_s: seconds between tries for the lock (default 10).
     """
 
     ui_color = "#fff4d6"
 
     def __init__(self, *, settings: dict, operation: str, lock_timeout_s: float = 6 * 3600,
                  interval_s: float = 10, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
+        super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.lock_timeout_s = lock_timeout_s
-        self.interval_s = interval_s
+        self.lock_interval_s = interval_s  # not interval_s: resolve() sets that to healthcheck_interval_s
 
     def execute(self, context: Any) -> str:
-        cfg = resolve_settings(self.settings, context["params"])
-        try:
-            profile = get_cluster_profile(cfg["cluster"])
-        except Exception as exc:
-            raise AirflowFailException(f"cluster {cfg['cluster']!r}: {exc}") from exc
+        cfg = self.resolve(context)
+        refuse_bad_params(self, context)  # raises RunRefused before the lock is asked for
+        profile = self.profile
         holder = holder_of(context)
         decided, mode = describe_mode(profile)
         self.log.info("%s", mode)
-        dry = str(context["params"].get("dry_run")).lower() == "true"
-        note_run(context, (f"DRY RUN (nothing is touched): {self.operation}" if dry else
+        note_run(context, (f"DRY RUN (nothing is touched): {self.operation}" if self.dry_run else
                            f"{self.operation} running") + f" on {mode}", self.log)
 
         self._waited = False
@@ -70,7 +73,7 @@ class LockClusterOperator(BaseOperator):
             return Check(False, message)
 
         try:
-            wait_until(check, what=f"cluster {profile.cluster} is locked for this run", interval_s=self.interval_s,
+            wait_until(check, what=f"cluster {profile.cluster} is locked for this run", interval_s=self.lock_interval_s,
                        timeout_s=self.lock_timeout_s, log=self.log)
         except (WaitAborted, WaitTimeout) as exc:
             raise AirflowFailException(str(exc)) from exc

@@ -1,7 +1,8 @@
 """Delete roll records nothing can resume any more (the rules: ``kafka_ops.stale_rolls``).
 
 Reads the records' keys, the DAG ids and each record's run through Airflow's REST API (``hooks.airflow_api``: the
-Task SDK lists no Variables), deletes through the Task SDK (``Variable.delete``), as ``final_health`` does.
+Task SDK lists no Variables), deletes through the Task SDK (``Variable.delete``), as ``run_outcome`` does at the end
+of a successful run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from runtime.params import is_true, out_of_range
 
 def keep_days_of(value: Any, schema: Mapping[str, Any]) -> float:
     """The ``keep_days`` param as typed, checked against its form schema's bounds (``runtime.params.out_of_range``,
-    as ``check_params`` checks the operations' numbers).
+    as ``check_and_lock`` checks the operations' numbers).
 
     :raises RunRefused: not a number, or out of its bounds, named.
     """

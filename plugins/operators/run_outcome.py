@@ -1,4 +1,4 @@
-"""``run_outcome``: the run's last task, the teardown of ``lock_cluster``: it releases the cluster lock if this run
+"""``run_outcome``: the run's last task, the teardown of ``check_and_lock``: it releases the cluster lock if this run
 holds it, and makes the run's final state what happened.
 
 Airflow leaves teardowns to run when a run is marked failed (it fails the running tasks, skips the pending ones
@@ -9,68 +9,72 @@ task of the run failed (``kafka_ops.run_outcome``: refused, failed, or stopped f
 ``all_done``: it also runs after a refusal before the lock (a teardown's default, ``all_done_setup_success``,
 would be skipped there and the skip would count as success).
 
-It releases the lock first (``runtime.lock_holding.release_lock``: after failures too; on success ``final_health``
-has released it already, the lock store is not asked again, and the note says which task did), then writes the run's
-note (rewritten, not appended: a resumed run's note says how the resume ended) and logs the full report. One task,
-not two: a task start costs 0.4-3 s on a real Airflow (an ``unlock_cluster`` task of its own ran between
-``final_health`` and this one until 2026-11-27). A lock it cannot release (the lock store unreachable for
-``lock_timeout_s``) fails the run, the note saying how to break the lock by hand.
+When every other task of the run succeeded (or was skipped: an empty roll, a rejected approval) and every roll
+finished, it first waits until the whole cluster is healthy (``operators.cluster_checks.wait_for_cluster``, kind
+``healthy``: no offline partition, no URP, leaders balanced; one look in a dry run) and then deletes the run's roll
+records (nothing is left to resume). A cluster still unhealthy at ``healthcheck_timeout_s`` fails the run here and
+keeps the records: clearing this task checks again. Then it releases the lock (after failures too:
+``runtime.lock_holding.release_lock``), writes the run's note (rewritten, not appended: a resumed run's note says
+how the resume ended) and logs the full report. One task, not three: a task start costs 0.3-0.5 s on a real Airflow
+(a ``final_health`` task of its own ran before this one until 2026-11-29, an ``unlock_cluster`` one between them
+until 2026-11-27). A lock it cannot release (the lock store unreachable for ``lock_timeout_s``) fails the run, the
+note saying how to break the lock by hand.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.run_outcome import TaskFailure, advice, first_failure, headline, other_failures, outcome_of
 from runtime import run_report
+from runtime.failures import reason
 from runtime.lock_holding import holder_of, release_lock
+from runtime.roll_store import forget
 from runtime.run_note import note_outcome
 
+from operators.cluster_checks import wait_for_cluster
 from operators.cluster_operator import ClusterOperator
 
 
 class RunOutcomeOperator(ClusterOperator):
-    """Release the cluster lock if this run holds it, report the run, and fail it when any other task failed
-    (the teardown of ``lock_cluster``, after ``final_health``: ``groups.cluster_guard``).
+    """After a run that did all its work, wait until the cluster is healthy and delete the run's roll records; then
+    release the cluster lock if this run holds it, report the run, and fail it when any other task failed or the
+    cluster did not get healthy (the teardown of ``check_and_lock``, after the body: ``groups.cluster_guard``).
 
-    :param settings: ``cluster`` and ``dry_run`` (values or ``FromParam``).
+    :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s`` and ``healthcheck_timeout_s`` (the final
+        health wait; values or ``FromParam``).
     :param operation: what the run does ("rolling restart"), for the note's first line.
-    :param roll_ids: the run's rolls, each reported with what it did.
-    :param final_task_id: the task that may have released the lock before (its XCom's ``lock_released``).
+    :param roll_ids: the run's rolls, each reported with what it did; their records are deleted once the cluster is
+        healthy at the end of a run that finished them.
     :param lock_task_id: the task that takes the lock: a run in which it never ran (refused before it) holds no
         lock, and the lock store is not asked.
     :param lock_timeout_s: how long transient errors of the lock store are retried, seconds.
-    :raises AirflowFailException: the run was refused, failed or stopped (its first failure named), or the lock
-        could not be released.
+    :raises AirflowFailException: the run was refused, failed or stopped (its first failure named), the cluster was
+        not healthy by ``healthcheck_timeout_s``, or the lock could not be released.
     """
 
     ui_color = "#fff4d6"
 
     def __init__(self, *, settings: dict, operation: str, roll_ids: list[str] | None = None,
-                 final_task_id: str = "final_health", lock_task_id: str = "lock_cluster",
+                 lock_task_id: str = "check_and_lock",
                  lock_timeout_s: float = 300, **kwargs: Any) -> None:
         super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.roll_ids = list(roll_ids or [])
-        self.final_task_id = final_task_id
         self.lock_task_id = lock_task_id
         self.lock_timeout_s = lock_timeout_s
 
-    def release(self, context: Any, lock_task_ran: bool, final_succeeded: bool = False) -> tuple[str, str | None]:
+    def release(self, context: Any, lock_task_ran: bool, refused: bool = False) -> tuple[str, str | None]:
         """Release the lock if this run holds it (after :meth:`resolve`): (the note's line about the lock, the error
         when it could not: the lock store unreachable for ``lock_timeout_s``). A run whose lock task never ran
-        (``lock_task_ran`` False: refused before it), or a cluster whose profile is unreadable, has no lock of this
-        run to release: the lock store is not asked. Nor is it when the final task succeeded in its latest try
-        (``final_succeeded``) and says it released the lock: nothing of the run takes the lock after it (a
-        ZooKeeper session, or a lock topic's read and write, saved at the end of every successful run). A final
-        task that did not run again after a clear keeps its old XCom, hence the state as well."""
-        if not lock_task_ran:
-            return f"cluster lock: never taken ({self.lock_task_id} did not run)", None
-        released_by_final = f"cluster lock released by {self.final_task_id} once the cluster was healthy"
-        if final_succeeded and self._final_released(context):
-            return released_by_final, None
+        (``lock_task_ran`` False) or refused the run before asking for the lock (``refused``), or a cluster whose
+        profile is unreadable, has no lock of this run to release: the lock store is not asked."""
+        if not lock_task_ran or refused:
+            return (f"cluster lock: never taken ({self.lock_task_id} "
+                    f"{'refused the run first' if refused else 'did not run'})"), None
         try:
             profile = self.profile
         except Exception as exc:  # noqa: BLE001 - nothing could have been locked on a cluster we cannot even read
@@ -82,14 +86,21 @@ class RunOutcomeOperator(ClusterOperator):
             return "cluster lock NOT released", str(exc)
         if released:
             return "cluster lock released", None
-        if self._final_released(context):
-            return released_by_final, None
         return ("cluster lock not held by this run at its end (never taken, or released by the task that failed)",
                 None)
 
-    def _final_released(self, context: Any) -> bool:
-        final = context["ti"].xcom_pull(task_ids=self.final_task_id, map_indexes=-1)
-        return isinstance(final, dict) and bool(final.get("lock_released"))
+    def final_health(self, context: Any) -> tuple[str | None, TaskFailure | None]:
+        """The end of a run that did all its work (after :meth:`resolve`): wait until the cluster is healthy, then
+        delete the run's roll records. Returns (the note's line about the cluster's health, None) or (None, this
+        task's failure: still unhealthy at ``healthcheck_timeout_s``, or unreadable; the records are kept)."""
+        try:
+            health = wait_for_cluster(self, "healthy")
+        except AirflowFailException as exc:
+            self.log.error("final health: %s", exc)
+            return None, TaskFailure(self.task_id, error=f"final health: {reason(exc)}", at=time.time())
+        deleted = forget(context, self.roll_ids)
+        self.log.info("final health: %s; the run did its work: deleted roll records: %s", health, deleted or "none")
+        return f"final health: {health}", None
 
     def execute(self, context: Any) -> str:
         cfg = self.resolve(context)
@@ -101,12 +112,19 @@ class RunOutcomeOperator(ClusterOperator):
             unreadable = None
         except Exception as exc:  # noqa: BLE001 - without the states the run cannot be judged: say so, fail
             crumbs, failures, unreadable = None, [], f"task states unreadable: {exc}"[:300]
+        rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))
+        health = None
+        if unreadable is None and outcome_of(failures, unfinished) == "succeeded":
+            health, unhealthy = self.final_health(context)
+            if unhealthy is not None:
+                failures = [*failures, unhealthy]
+            else:  # the records deleted: say so
+                rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, False)
         # states unread: the lock task may have run, so release if held (a release only ever frees this run's lock)
         lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id),
-                                             crumbs is not None and run_report.succeeded(crumbs, self.final_task_id))
+                                             any(f.task_id == self.lock_task_id and f.refused for f in failures))
         if lock_error:
             failures = [*failures, TaskFailure(self.task_id, error=lock_error)]
-        rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))
         first = first_failure(failures)
         outcome = outcome_of(failures, unfinished) if unreadable is None else "failed"
         items: list[str] = []
@@ -123,6 +141,8 @@ class RunOutcomeOperator(ClusterOperator):
         else:
             line, down = run_report.cluster_line(profile)
             items.append(line)
+        if health:
+            items.append(health)
         items += rolls
         items.append(lock_line)
         next_step = advice(outcome, ti.dag_id, ti.run_id, down)

@@ -103,8 +103,7 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         """Airflow's handling of the answer (Reject skips everything after this task); on Reject, also release the
         cluster lock if this run holds it: a run resumed by clearing only its failed tasks re-took the lock in a
-        roll task, and neither ``final_health`` (skipped) nor ``run_outcome`` (its teardown succeeded before
-        and is not run again) would release it."""
+        roll task, and ``run_outcome`` (its teardown succeeded before and is not run again) would not release it."""
         result = super().execute_complete(context, event)
         if self.REJECT in (event.get("chosen_options") or []):
             cluster = (context.get("params") or {}).get("cluster")

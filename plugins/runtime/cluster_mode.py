@@ -1,6 +1,6 @@
 """The cluster mode of a run (:class:`kafka_ops.roll_spec.ClusterMode`), decided once, under the cluster lock.
 
-``lock_cluster`` asks the cluster which mode it is in right after it took the lock (nothing else can change the
+``check_and_lock`` asks the cluster which mode it is in right after it took the lock (nothing else can change the
 mode while the run holds it) and keeps the answer as its XCom ``cluster_mode``; every later task that takes a
 mode-dependent path (a roll's plan, the upgrade's checks, the metadata.version step) reads it from there
 (:func:`run_mode`), so the whole run follows one path and the log says where it was decided. A task of a DAG
@@ -22,7 +22,7 @@ from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll_spec import ClusterMode
 
 #: The task that decides the mode (``groups.cluster_guard``) and the XCom key it keeps it under.
-LOCK_TASK_ID = "lock_cluster"
+LOCK_TASK_ID = "check_and_lock"
 MODE_KEY = "cluster_mode"
 #: The ZooKeeper-to-KRaft migration's check, whose decision (``migrating``) overrides the lock's, and a revert's
 #: deprovisioning of the controllers, whose decision (``zookeeper``) overrides the check's once it ran.
@@ -36,7 +36,7 @@ def mode_of(kraft: bool) -> ClusterMode:
 
 
 def decided_mode(context: Any) -> ClusterMode | None:
-    """The mode decided for this run: the migration's check's (in a DAG that has one), else ``lock_cluster``'s; None
+    """The mode decided for this run: the migration's check's (in a DAG that has one), else ``check_and_lock``'s; None
     when neither decided (no lock task, or it could not ask)."""
     ti = context.get("ti")
     pull = getattr(ti, "xcom_pull", None)

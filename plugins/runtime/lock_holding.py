@@ -107,7 +107,7 @@ def release_held(profile: ClusterProfile, context: Any, log: Any, why: str) -> b
 
 def release_lock(profile: ClusterProfile, holder: str, log: Any, timeout_s: float = 300) -> bool:
     """Release the cluster's lock if ``holder`` holds it: what ``run_outcome``, the teardown of every operation's
-    ``lock_cluster``, does first (after failures too). Retries transient errors of the lock store (ZooKeeper, or
+    ``check_and_lock``, does (after failures too). Retries transient errors of the lock store (ZooKeeper, or
     the cluster for a lock topic) every 5 s for ``timeout_s`` seconds.
 
     :param profile: the cluster's profile (its ``lock_in`` names the lock store).

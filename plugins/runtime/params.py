@@ -59,7 +59,7 @@ def unknown_conf_keys(conf: Mapping[str, Any] | None, params: Iterable[str]) -> 
 
 #: Bounds of a number param that Airflow's trigger form enforces by *changing* the value (its number field
 #: clamps -5 to a minimum of 10, 999999999 to a maximum of 86400): the form's schema leaves them out, keeps them
-#: under :data:`BOUNDS_KEY` (a keyword JSON Schema ignores), and ``check_params`` refuses a value outside them
+#: under :data:`BOUNDS_KEY` (a keyword JSON Schema ignores), and ``check_and_lock`` refuses a value outside them
 #: with a message (:func:`out_of_range`), so a typed value is never changed silently.
 CLAMPED_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 BOUNDS_KEY = "x-kafka-ops-bounds"

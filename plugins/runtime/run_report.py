@@ -112,8 +112,9 @@ def cluster_line(profile: ClusterProfile) -> tuple[str, list[int]]:
 def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -> tuple[list[str], list[str]]:
     """One line per roll: what it did (``roll 'restart': done [0, 2] of [0, 2, 1]; left broker 1 stopped at
     12:00:03``), from its record (``runtime.roll_store``); a roll without a record finished (its record was
-    deleted by ``final_health``), was a dry run, or was not planned. Also the ids of the rolls whose record has a
-    node not done (a run that ends so did not finish its work, whatever its task states say)."""
+    deleted by ``run_outcome`` once the cluster was healthy), was a dry run, or was not planned. Also the ids of the
+    rolls whose record has a node not done (a run that ends so did not finish its work, whatever its task states
+    say)."""
     from kafka_ops.roll import clock
 
     from runtime.roll_store import RollStore
@@ -129,7 +130,7 @@ def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -
         if record is None:
             lines.append(f"roll {roll_id!r}: " + ("dry run, nothing restarted (plan and steps in its tasks' logs)"
                                                   if dry_run else "not planned" if failed
-                                                  else "finished (final_health deleted its record)"))
+                                                  else "finished (its record deleted once the cluster was healthy)"))
             continue
         if not record.order:
             lines.append(f"roll {roll_id!r}: nothing to roll (ZooKeeper mode or the run's roles)")

@@ -201,8 +201,8 @@ def param(name: str, description: str | None = None, **schema: Any) -> Param:
         raise ValueError(f"setting {name!r} is not a param (an operation builder sets it)")
     shown, bounds = form_schema({**setting.schema, **schema})
     text = description or setting.description
-    if bounds:  # the form would clamp a number to its bounds: check_params refuses it instead (runtime.params)
-        text += f" ({bounds}; a value outside is refused by check_params)"
+    if bounds:  # the form would clamp a number to its bounds: check_and_lock refuses it instead (runtime.params)
+        text += f" ({bounds}; a value outside is refused by check_and_lock)"
     return Param(setting.default, description=text, **shown)
 
 

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from airflow_env import clear_and_resume, published_labels, roll_records, run_dag, xcom_value
+from airflow_env import clear_and_resume, published_labels, roll_records, run_dag
 from batch_checks import assert_one_election_per_batch, batches_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
-from runtime.roll_store import key as record_key
 from timed_faults import FaultAfterTrigger
 
 from sandbox.traffic_watch import watched_traffic
@@ -119,11 +118,8 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
     assert marks.read_text().split() == [str(b) for b in order], "the {broker_id} placeholder was filled"
     assert result.mapped_states() == ["success"] * len(before)
     assert result.state_of("run_outcome") == "success" and lock_holder(shared) is None
-    # final_health deleted the run's roll record once the cluster was healthy (nothing is left to resume) and
-    # released the lock: the run_outcome teardown found it released
-    assert xcom_value(DAG_ID, result.run_id, "final_health")["lock_released"] is True
-    forgotten = xcom_value(DAG_ID, result.run_id, "final_health")["forgotten"]
-    assert record_key(DAG_ID, result.run_id, "restart") in forgotten, forgotten
+    # run_outcome deleted the run's roll record once the cluster was healthy (nothing is left to resume) and
+    # released the lock
     assert roll_records(DAG_ID, result.run_id) == [], "the succeeded run left no roll record"
     spans = sorted((ti.start_date, ti.end_date) for ti in result.task_instances
                    if ti.task_id == "restart.broker" and ti.state == "success")
@@ -165,7 +161,7 @@ def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(sha
     now = starts(shared)
     assert {b: now[b] - started_before[b] for b in (0, 1)} == {0: 1, 1: 1}
     assert any(seen), "the lock topic existed while the run held the lock"
-    # released by final_health (each broker's metadata cache follows the deletion within a second or so)
+    # released by run_outcome (each broker's metadata cache follows the deletion within a second or so)
     wait_for(lambda: LOCK_TOPIC not in client.list_topics(timeout=10).topics, 15, what="the lock topic gone")
     assert lock_holder(shared) is None, "nothing in ZooKeeper's lock node"
     # the lock topic itself is leaderless for a moment right after its creation and during its deletion
@@ -244,18 +240,18 @@ def test_broker_instances_are_labelled_before_they_run(shared):
     "conf, failed_task, expected",
     [
         ({"cluster": "kafka_sandbox", "brokers": [7]}, "restart.plan", "unknown broker ids [7]"),
-        ({"cluster": "no_such_cluster"}, "check_params", "no_such_cluster"),
+        ({"cluster": "no_such_cluster"}, "check_and_lock", "no_such_cluster"),
         ({"cluster": "kafka_sandbox", "consumer_groups": ["nobody-consumes-this"]}, "restart.plan",
          "nobody-consumes-this"),
-        ({"cluster": "kafka_sandbox", "broker": [1], "dry_run": True}, "check_params",
+        ({"cluster": "kafka_sandbox", "broker": [1], "dry_run": True}, "check_and_lock",
          "unknown param 'broker'; did you mean 'brokers'?"),
-        ({"cluster": "kafka_sandbox", "pre_stop": "true; touch /tmp/kafka-ops-adhoc"}, "check_params",
+        ({"cluster": "kafka_sandbox", "pre_stop": "true; touch /tmp/kafka-ops-adhoc"}, "check_and_lock",
          "is not a command named in connection 'kafka_sandbox'"),
         # a number outside its bounds is refused, never clamped (the form's schema has no bounds to clamp to)
-        ({"cluster": "kafka_sandbox", "healthcheck_timeout_s": -5}, "check_params",
+        ({"cluster": "kafka_sandbox", "healthcheck_timeout_s": -5}, "check_and_lock",
          "param healthcheck_timeout_s: -5 is less than the minimum of 10"),
         ({"cluster": "kafka_sandbox", "healthcheck_interval_s": 5, "healthcheck_timeout_s": 10,
-          "lag_ok_consecutive": 3}, "check_params", "healthcheck_timeout_s 10 cannot pass the lag gate"),
+          "lag_ok_consecutive": 3}, "check_and_lock", "healthcheck_timeout_s 10 cannot pass the lag gate"),
     ],
 )
 def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, expected, capfd, caplog):
@@ -275,8 +271,8 @@ def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, e
     assert registrations(shared) == before
     assert lock_holder(shared) is None, "the lock is not left behind"
     # refused before the lock: the teardown does not ask the lock store; refused after it: the teardown released it
-    assert ("cluster lock: never taken (lock_cluster did not run)" if failed_task == "check_params" else
-            "cluster lock released") in out, out[-3000:]
+    assert ("cluster lock: never taken (check_and_lock refused the run first)" if failed_task == "check_and_lock"
+            else "cluster lock released") in out, out[-3000:]
 
 
 def test_param_schema_rejects_malformed_values(shared):
@@ -317,7 +313,7 @@ def test_lock_held_by_another_operation_fails_fast(shared, capfd, caplog):
         before = registrations(shared)
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "lock_wait": "fail", **FAST})
         assert result.state == "failed"
-        assert result.state_of("lock_cluster") == "failed"
+        assert result.state_of("check_and_lock") == "failed"
         assert "kafka_decommission/manual__other" in output(capfd, caplog)
         assert registrations(shared) == before
         assert lock_holder(shared) == "kafka_decommission/manual__other", "never releases another run's lock"
@@ -445,7 +441,7 @@ def test_cleared_run_resumes_without_restarting_finished_brokers(fresh_sandbox, 
 @pytest.mark.extended
 def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_sandbox, monkeypatch, tmp_path,
                                                           capfd, caplog):
-    """Clearing only the failed tasks does not re-run lock_cluster: the broker step itself checks the lock."""
+    """Clearing only the failed tasks does not re-run check_and_lock: the broker step itself checks the lock."""
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
     first, second, flag, failed = _fail_at_second_broker(sandbox, monkeypatch, tmp_path)
@@ -458,7 +454,7 @@ def test_resumed_run_fails_when_another_run_took_the_lock(fresh_sandbox, use_san
     try:
         resumed = clear_and_resume(DAG_ID, failed.run_id, only_failed=True)
         assert resumed.state == "failed"
-        assert resumed.state_of("lock_cluster") == "success", "the lock task was not cleared"
+        assert resumed.state_of("check_and_lock") == "success", "the lock task was not cleared"
         assert resumed.mapped_states()[1] == "failed"
         assert "kafka_upgrade/manual__other" in output(capfd, caplog)
         assert registrations(sandbox) == down, "nothing was started or stopped without the lock"

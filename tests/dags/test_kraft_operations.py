@@ -194,7 +194,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert "KRaft cluster" in text, "the plan says which path it takes"
     assert "cluster kafka_sandbox: KRaft mode (metadata quorum leader" in text, "the lock step says the mode"
     # the mode was decided once, under the lock, and the preflight asked every node's host: controllers too
-    assert xcom_value("kafka_rolling_restart", result.run_id, "lock_cluster", "cluster_mode") == "kraft"
+    assert xcom_value("kafka_rolling_restart", result.run_id, "check_and_lock", "cluster_mode") == "kraft"
     assert xcom_value("kafka_rolling_restart", result.run_id, "preflight") == {"hosts": 10, "problems": {}}
     # a restart keeps each voter's metadata log: the same voters, with the same directory ids; 103 is still an observer
     assert voter_set(kraft) == voters_before
@@ -376,7 +376,7 @@ def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd
     try:
         failed = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "lock_wait": "fail",
                                                    "roles": "brokers", **FAST})
-        assert failed.state == "failed" and failed.state_of("lock_cluster") == "failed", failed.states
+        assert failed.state == "failed" and failed.state_of("check_and_lock") == "failed", failed.states
         assert other in capfd.readouterr().out + caplog.text
         release_after_s = 12.0
 
@@ -395,7 +395,7 @@ def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd
         with KafkaLockStore(profile) as store:
             store.release(other)
     assert waited.state == "success", waited.states
-    lock_ti = next(ti for ti in waited.task_instances if ti.task_id == "lock_cluster")
+    lock_ti = next(ti for ti in waited.task_instances if ti.task_id == "check_and_lock")
     assert (lock_ti.end_date - lock_ti.start_date).total_seconds() >= release_after_s - 3
     assert time.monotonic() - began >= release_after_s
     assert waited.mapped_labels("controllers.controller") == [], "roles=brokers restarts no controller"

@@ -123,7 +123,7 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     for roll in ("pin", "ibp", "lmf"):
         assert result.state_of(f"{roll}.plan") == "success" and result.state_of(f"{roll}.broker") == "skipped"
         assert result.mapped_states(f"{roll}.broker") == []
-    assert result.state_of("final_health") == "success"
+    assert result.state_of("run_outcome") == "success"
 
     # metadata.version finalized at 4.1-IV1 (27) on every broker
     assert finalized(kraft) == {b: 27 for b in kraft.broker_ids}

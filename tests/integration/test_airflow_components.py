@@ -76,13 +76,18 @@ def point_connections(mp: pytest.MonkeyPatch, sb: RunningSandbox) -> None:
 
 def op_context(run_id: str, dag_id: str = "kafka_rolling_restart", **params) -> dict:
     """The part of a task context the operators read: ``params`` (cluster = the sandbox, lock_wait = wait,
-    overridden by ``params``), ``dag.dag_id`` and ``run_id`` (the lock holder), ``ti``."""
+    overridden by ``params``), ``dag.dag_id`` and ``run_id`` (the lock holder), ``dag.params`` (the declared ones,
+    which ``check_and_lock`` checks the run's against), ``ti``."""
+    from airflow.sdk.definitions.param import Param, ParamsDict
+
     xcom: dict[tuple[str, str], object] = {}
     ti = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id="t", map_index=-1, xcom=xcom,
                          xcom_push=lambda key, value: xcom.__setitem__(("t", key), value),
                          xcom_pull=lambda task_ids, key="return_value", **_: xcom.get((task_ids, key)))
-    return {"params": {"cluster": CONN, "lock_wait": "wait", "dry_run": False, **params},
-            "dag": SimpleNamespace(dag_id=dag_id), "run_id": run_id, "ti": ti, "dag_run": None}
+    values = {"cluster": CONN, "lock_wait": "wait", "dry_run": False, **params}
+    declared = ParamsDict({name: Param(value) for name, value in values.items()})
+    return {"params": values, "dag": SimpleNamespace(dag_id=dag_id, params=declared), "run_id": run_id, "ti": ti,
+            "dag_run": None}
 
 
 RELEASED = ("cluster lock released", None)
@@ -565,7 +570,7 @@ def test_cluster_lock_semantics_in_a_lock_topic(free_lock_topic: RunningSandbox)
 
 def test_lock_operators_keep_the_lock_in_the_cluster_without_zookeeper(free_lock_topic: RunningSandbox) -> None:
     run_a, run_b = op_context("manual__a"), op_context("manual__b")
-    take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
+    take = LockClusterOperator(task_id="check_and_lock", settings=LOCK_SETTINGS, operation="rolling restart",
                                interval_s=0.2)
     assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
     assert run_a["ti"].xcom == {("t", "cluster_mode"): "zookeeper"}, "the run's mode, decided under the lock"
@@ -586,7 +591,7 @@ def test_lock_operators_keep_the_lock_in_the_cluster_without_zookeeper(free_lock
 
 def test_lock_and_unlock_operators(free_lock: RunningSandbox) -> None:
     run_a, run_b = op_context("manual__a"), op_context("manual__b")
-    take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
+    take = LockClusterOperator(task_id="check_and_lock", settings=LOCK_SETTINGS, operation="rolling restart",
                                interval_s=0.2)
 
     assert take.execute(run_a) == "kafka_rolling_restart/manual__a"
@@ -664,7 +669,7 @@ def test_lock_operators_on_a_misconfigured_lock_store_or_connection(
     """A profile that asks for a ZooKeeper lock without a ZooKeeper, or a connection that does not exist:
     the lock task fails at once naming the problem (never waited out), and the teardown has nothing to do."""
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_NOZK", kafka_env_with(free_lock, zookeeper=None, lock_store="zookeeper"))
-    take = LockClusterOperator(task_id="lock_cluster", settings=LOCK_SETTINGS, operation="rolling restart",
+    take = LockClusterOperator(task_id="check_and_lock", settings=LOCK_SETTINGS, operation="rolling restart",
                                lock_timeout_s=60, interval_s=1)
     began = time.monotonic()
     with pytest.raises(AirflowFailException, match=r"cluster 'kafka_nozk': connection 'kafka_nozk': lock_store "
@@ -736,7 +741,7 @@ def test_waiting_on_an_unreachable_cluster_polls_through_the_errors(caplog: pyte
 
 
 def health_op(kind: str = "healthy", timeout_s: float = 30) -> WaitForClusterOperator:
-    return WaitForClusterOperator(task_id="final_health", kind=kind, settings={
+    return WaitForClusterOperator(task_id="health_gate", kind=kind, settings={
         "cluster": FromParam("cluster"), "dry_run": FromParam("dry_run"), "healthcheck_interval_s": 0.5,
         "healthcheck_timeout_s": timeout_s})
 

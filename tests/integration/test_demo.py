@@ -26,15 +26,15 @@ def test_progress_lines_per_broker_only_when_changed() -> None:
     printer = progress.ProgressPrinter()
     tis = [
         _ti("restart.plan", "success"),
-        _ti("lock_cluster", "success"),
-        _ti("check_params", "success"),
+        _ti("check_and_lock", "success"),
+        _ti("preflight", "success"),
         _ti("restart.broker", "success", 0, "broker 1 (1/2)"),
         _ti("restart.broker", "running", 1, "broker 2 (2/2) · caught up?"),
-        _ti("final_health", None),
+        _ti("run_outcome", None),
     ]
     assert printer.changes(tis) == [
-        "check_params: done",
-        "lock_cluster: done",
+        "check_and_lock: done",
+        "preflight: done",
         "restart.plan: done",
         "restart: broker 1 (1/2): done",
         "restart: broker 2 (2/2) · caught up?: running",
@@ -43,7 +43,7 @@ def test_progress_lines_per_broker_only_when_changed() -> None:
     tis[4].update(state="failed", rendered_map_index="broker 2 (2/2)")
     assert printer.changes(tis) == ["restart: broker 2 (2/2): FAILED"]
     assert progress.label(tis[4]) == "restart.broker (broker 2 (2/2))"
-    assert progress.label(tis[1]) == "lock_cluster"
+    assert progress.label(tis[1]) == "check_and_lock"
 
 
 def test_progress_before_rendering_and_after_a_failure() -> None:

@@ -268,8 +268,8 @@ def test_a_negative_timeout_typed_in_the_form_and_a_typo_are_refused_with_a_note
     page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
 ) -> None:
     """-5 typed into the ``healthcheck_timeout_s`` field stays -5 (no bounds in the form's schema, so no clamping)
-    and reaches the run as typed, as does a misspelt key added in the conf JSON; ``check_params`` refuses both in
-    one line, before the lock, and the note (shown on the run's page) names both and advises a new run."""
+    and reaches the run as typed, as does a misspelt key added in the conf JSON; ``check_and_lock`` refuses both in
+    one line, before it asks for the lock, and the note (shown on the run's page) names both and advises a new run."""
     dialog = open_trigger_form(page)
     timeout = dialog.get_by_role("spinbutton", name="healthcheck_timeout_s")
     timeout.fill("-5")
@@ -296,16 +296,16 @@ def test_a_negative_timeout_typed_in_the_form_and_a_typo_are_refused_with_a_note
     run = wait_for_run(client, run_id)
     tis = states(client, run_id)
     failed = sorted(task for (task, _), ti in tis.items() if ti["state"] == "failed")
-    assert run["state"] == "failed" and failed == ["check_params", "run_outcome"], \
+    assert run["state"] == "failed" and failed == ["check_and_lock", "run_outcome"], \
         {k: ti["state"] for k, ti in tis.items()}
-    assert tis[("lock_cluster", -1)]["state"] in ("upstream_failed", "skipped", None), "refused before the lock"
     note = wait_until("the run's note", 30, lambda: client.get_run(DAG_ID, run_id).get("note"))
+    assert "cluster lock: never taken (check_and_lock refused the run first)" in note, "refused before the lock"
     first = note.splitlines()[0]
-    assert first.startswith("**Refused**: rolling restart on kafka_sandbox: check_params: "), note
+    assert first.startswith("**Refused**: rolling restart on kafka_sandbox: check_and_lock: "), note
     assert "'brokerz'" in first and "did you mean 'brokers'" in first, note
     assert "healthcheck_timeout_s: -5 is less than the minimum of 10" in first and "trigger a new run" in note, note
     assert_one_plain_failure_line(
-        client.task_log(DAG_ID, run_id, "check_params", tis[("check_params", -1)]["try_number"], -1), "'brokerz'")
+        client.task_log(DAG_ID, run_id, "check_and_lock", tis[("check_and_lock", -1)]["try_number"], -1), "'brokerz'")
     open_run_grid(page, run_id)
     expect(page.get_by_text("healthcheck_timeout_s: -5 is less than the minimum of 10").first).to_be_visible(
         timeout=20_000)

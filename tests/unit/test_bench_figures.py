@@ -24,8 +24,8 @@ def marks(stop_sent: float, gone: float, start_sent: float, registered: float, c
 
 
 def test_the_wall_time_splits_into_airflows_start_our_fixed_part_and_the_brokers() -> None:
-    tis = [ti("check_params", 2.0, 2.5), ti("lock_cluster", 3.0, 3.5), ti("restart.plan", 4.0, 4.5),
-           ti("restart.broker", 5.0, 15.0, 0), ti("restart.broker", 15.5, 25.0, 1), ti("final_health", 25.5, 26.0),
+    tis = [ti("check_and_lock", 2.0, 3.5), ti("restart.plan", 4.0, 4.5),
+           ti("restart.broker", 5.0, 15.0, 0), ti("restart.broker", 15.5, 25.0, 1), ti("run_outcome", 25.5, 27.0),
            ti("controllers.controller", 0, 0, -1, "skipped")]
     rows = [{"map_index": 0, "rendered_map_index": "broker 0 (1/2)", "marks": marks(6, 8, 9, 12, 13, 14)},
             {"map_index": 1, "rendered_map_index": "broker 1 (2/2)", "marks": marks(16, 18, 19, 22, 23, 24)}]
@@ -43,7 +43,7 @@ def test_the_wall_time_splits_into_airflows_start_our_fixed_part_and_the_brokers
 
 
 def test_a_kraft_controllers_roll_is_neither_fixed_nor_a_brokers() -> None:
-    tis = [ti("check_params", 1.0, 1.5), ti("controllers.controller", 2.0, 12.0, 0),
+    tis = [ti("check_and_lock", 1.0, 1.5), ti("controllers.controller", 2.0, 12.0, 0),
            ti("controllers.controller", 12.0, 22.0, 1), ti("restart.broker", 23.0, 33.0, 0)]
     rows = [{"map_index": 0, "marks": marks(24, 26, 27, 30, 31, 32)}]
     out = summarize("success", T0, T0 + 34.0, tis, rows)
@@ -52,15 +52,15 @@ def test_a_kraft_controllers_roll_is_neither_fixed_nor_a_brokers() -> None:
 
 
 def test_a_run_that_stopped_nothing_has_no_fixed_part() -> None:
-    out = summarize("failed", T0, T0 + 5.0, [ti("check_params", 1.0, 2.0, state="failed")], [])
+    out = summarize("failed", T0, T0 + 5.0, [ti("check_and_lock", 1.0, 2.0, state="failed")], [])
     assert out["first_stop_s"] is None and out["fixed_s"] is None
-    assert out["failed"] == ["check_params[-1]"]
+    assert out["failed"] == ["check_and_lock[-1]"]
 
 
 def test_the_imbalance_bench_reads_the_gate_from_the_broker_tasks_marks() -> None:
     from imbalance_gate import broker_task_seconds, gate_seconds
 
-    tis = [ti("check_params", 1.0, 1.5), ti("restart.broker", 5.0, 20.0, 0)]
+    tis = [ti("check_and_lock", 1.0, 1.5), ti("restart.broker", 5.0, 20.0, 0)]
     passed = summarize("success", T0, T0 + 25.0, tis,
                        [{"map_index": 0, "rendered_map_index": "broker 2 (1/1)",
                          "marks": {"began": T0 + 5.2, **marks(8.4, 10, 11, 14, 15, 16)}}])

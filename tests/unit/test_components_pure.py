@@ -160,39 +160,74 @@ def test_wait_for_cluster_needs_a_cluster_wide_probe(kind: str) -> None:
     from operators.cluster_checks import WaitForClusterOperator
 
     with pytest.raises(ValueError, match=f"kind must be a cluster-wide probe, got '{kind}'"):
-        WaitForClusterOperator(task_id="final_health", kind=kind, settings={})
+        WaitForClusterOperator(task_id="health_gate", kind=kind, settings={})
     assert WaitForClusterOperator(task_id="ok", kind="healthy", settings={}).kind == "healthy"
 
 
-def test_final_health_forgets_the_rolls_and_releases_the_lock_only_once_the_cluster_is_healthy(monkeypatch) -> None:
+def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_did_its_work(monkeypatch) -> None:
+    """The teardown's final health check: after a run whose tasks all succeeded and whose rolls finished, it waits
+    until the cluster is healthy, then deletes the roll records, then releases the lock. A cluster still unhealthy
+    fails the run there and keeps the records (clearing the task checks again); the lock is released all the same.
+    A run with a failed task, or a roll left unfinished, is not checked (its records are what a resume reads)."""
     from airflow.sdk.exceptions import AirflowFailException
-    from operators import cluster_checks
+    from kafka_ops.run_outcome import TaskFailure
+    from operators import run_outcome
 
     events: list = []
-    verdicts = iter([AirflowFailException("gave up waiting until the cluster is healthy: 2 under-replicated"),
-                     "healthy: nothing offline, nothing under-replicated"])
+    verdicts: list = []
 
-    def wait(self, context):
-        verdict = next(verdicts)
+    def wait(op, kind):
+        assert kind == "healthy"
+        verdict = verdicts.pop(0)
         if isinstance(verdict, Exception):
             raise verdict
         events.append("healthy")
         return verdict
 
-    monkeypatch.setattr(cluster_checks.WaitForClusterOperator, "execute", wait)
-    monkeypatch.setattr(cluster_checks, "forget", lambda context, ids: events.append(("forget", ids)) or list(ids))
-    monkeypatch.setattr(cluster_checks, "release_held",
-                        lambda profile, context, log, why: events.append(("release", profile, why)) or True)
-    monkeypatch.setattr(cluster_checks.FinalHealthOperator, "profile", "profile of kafka_prod")
-    op = cluster_checks.FinalHealthOperator(task_id="final_health", roll_ids=["controllers", "restart"], settings={})
-    assert op.kind == "healthy"
-    with pytest.raises(AirflowFailException, match="2 under-replicated"):
-        op.execute({})
-    assert events == [], "a run whose cluster is not healthy keeps its roll records (clearing resumes it)"
-    assert op.execute({}) == {"health": "healthy: nothing offline, nothing under-replicated",
-                              "forgotten": ["controllers", "restart"], "lock_released": True}
-    assert events == ["healthy", ("forget", ["controllers", "restart"]),
-                      ("release", "profile of kafka_prod", "the run succeeded")]
+    unfinished: list[str] = []
+    failures: list = []
+    notes: list = []
+    monkeypatch.setattr(run_outcome, "wait_for_cluster", wait)
+    monkeypatch.setattr(run_outcome, "forget", lambda context, ids: events.append(("forget", ids)) or list(ids))
+    monkeypatch.setattr(run_outcome, "release_lock",
+                        lambda profile, holder, log, timeout_s: events.append(("release", holder)) or True)
+    monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
+    monkeypatch.setattr(run_outcome.run_report, "task_states",
+                        lambda context: [{"task_id": "check_and_lock", "map_index": -1, "state": "success"}])
+    monkeypatch.setattr(run_outcome.run_report, "failed_tasks", lambda context, crumbs, exclude: list(failures))
+    monkeypatch.setattr(run_outcome.run_report, "roll_lines",
+                        lambda context, ids, dry, failed: ([f"roll {i!r}" for i in ids], list(unfinished)))
+    monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
+    monkeypatch.setattr(run_outcome, "note_outcome", lambda context, first, items, log: notes.append((first, items)))
+    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1")
+    context = {"params": {}, "ti": ti, "dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__1"}
+    op = run_outcome.RunOutcomeOperator(task_id="run_outcome", settings={"cluster": "kafka_prod"},
+                                        operation="rolling restart", roll_ids=["controllers", "restart"])
+    verdicts[:] = [AirflowFailException("gave up after 900 s waiting until the cluster is healthy: 2 under-replicated")]
+    with pytest.raises(AirflowFailException, match="the run failed at run_outcome: final health: gave up after 900 s"
+                                                   ".*2 under-replicated"):
+        op.execute(context)
+    assert events == [("release", "kafka_rolling_restart/manual__1")], \
+        "a run whose cluster is not healthy keeps its roll records (clearing resumes it); its lock is released"
+    assert notes[-1][0].startswith("**Failed**: rolling restart on kafka_prod: run_outcome: final health: gave up")
+    events.clear()
+    verdicts[:] = ["healthy: nothing offline, nothing under-replicated"]
+    assert op.execute(context) == "succeeded"
+    assert events == ["healthy", ("forget", ["controllers", "restart"]), ("release", "kafka_rolling_restart/manual__1")]
+    assert notes[-1] == ("**Succeeded**: rolling restart on kafka_prod",
+                         ["cluster kafka_prod: fine",
+                          "final health: healthy: nothing offline, nothing under-replicated", "roll 'controllers'",
+                          "roll 'restart'", "cluster lock released"])
+    # not after a failure, nor after a roll left unfinished (verdicts is empty: a wait would fail the test)
+    events.clear()
+    failures[:] = [TaskFailure("restart.broker", 1, error="broker 1 did not come back", at=5.0)]
+    with pytest.raises(AirflowFailException, match="the run failed at restart.broker"):
+        op.execute(context)
+    failures.clear()
+    unfinished[:] = ["restart"]
+    with pytest.raises(AirflowFailException, match="the run stopped"):
+        op.execute(context)
+    assert events == [("release", "kafka_rolling_restart/manual__1")] * 2
 
 
 def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None:
@@ -203,12 +238,11 @@ def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None
     assert op.max_active_tis_per_dagrun == 1 and op.retries == 0
 
 
-def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(monkeypatch) -> None:
-    """The teardown releases the lock if this run still holds it; the note's lock line names who released it
-    (itself, or ``final_health`` once the cluster was healthy); a lock it cannot release fails the run (the note,
-    with the hand-break hint, is written first); a run refused before its lock task ran does not ask the lock store,
-    nor does a run whose final task succeeded and released it; a run whose task states cannot be read releases a
-    lock it may hold. The task states are read once."""
+def test_run_outcome_releases_the_lock_and_says_so(monkeypatch) -> None:
+    """The teardown releases the lock if this run still holds it and says so in the note; a lock it cannot release
+    fails the run (the note, with the hand-break hint, is written first); a run refused before its lock was taken
+    does not ask the lock store; a run whose task states cannot be read releases a lock it may hold. The task
+    states are read once."""
     from airflow.sdk.exceptions import AirflowFailException
     from operators import run_outcome
     from runtime.failure_record import FAILURE_KEY
@@ -225,7 +259,7 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     xcoms: dict = {}
     notes: list = []
     reads: list = []
-    crumbs: list | None = [{"task_id": "lock_cluster", "map_index": -1, "state": "success"}]
+    crumbs: list | None = [{"task_id": "check_and_lock", "map_index": -1, "state": "success"}]
 
     def breadcrumbs(dag_id, run_id):
         reads.append(run_id)
@@ -234,6 +268,8 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
         return crumbs
 
     monkeypatch.setattr(run_outcome, "release_lock", release_lock)
+    monkeypatch.setattr(run_outcome, "wait_for_cluster", lambda op, kind: "healthy")
+    monkeypatch.setattr(run_outcome, "forget", lambda context, ids: [])
     monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
     monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
@@ -247,26 +283,10 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     answers[:] = [True]
     assert op.execute(context) == "succeeded"
     assert notes[-1] == ("**Succeeded**: rolling restart on kafka_prod", ["cluster kafka_prod: fine",
+                                                                            "final health: healthy",
                                                                             "cluster lock released"])
     assert reads == ["manual__1"], "the task states are read once"
     answers[:] = [False]
-    xcoms[("final_health", "return_value")] = {"health": "ok", "forgotten": ["restart"], "lock_released": True}
-    assert op.execute(context) == "succeeded"
-    assert notes[-1][1][-1] == "cluster lock released by final_health once the cluster was healthy"
-    # final_health succeeded in its latest try and released the lock: the lock store is not asked again
-    crumbs.append({"task_id": "final_health", "map_index": -1, "state": "success"})
-    answers[:] = []
-    assert op.execute(context) == "succeeded"
-    assert notes[-1][1][-1] == "cluster lock released by final_health once the cluster was healthy"
-    # cleared and not run again (its old XCom still there), the lock maybe taken again by the cleared lock task:
-    # asked, and released
-    crumbs[-1] = {"task_id": "final_health", "map_index": -1, "state": "upstream_failed"}
-    answers[:] = [True]
-    op.execute(context)
-    assert notes[-1][1][-1] == "cluster lock released" and answers == []
-    crumbs.pop()
-    answers[:] = [False]
-    xcoms.clear()
     op.execute(context)
     assert notes[-1][1][-1] == ("cluster lock not held by this run at its end (never taken, or released by the task "
                                 "that failed)")
@@ -277,13 +297,16 @@ def test_run_outcome_releases_the_lock_first_and_says_which_task_released_it(mon
     assert first.startswith("**Failed**: rolling restart on kafka_prod: run_outcome: gave up after 300 s")
     assert "cluster lock NOT released" in items and "zkCli.sh delete" in first
     # refused before the lock: the lock store is not asked (release_lock would fail: no answer queued)
-    crumbs[:] = [{"task_id": "check_params", "map_index": -1, "state": "failed"},
-                 {"task_id": "lock_cluster", "map_index": -1, "state": "upstream_failed"}]
-    xcoms[("check_params", FAILURE_KEY)] = {"error": "unknown param 'broker'", "refused": True, "at": 1.0}
-    with pytest.raises(AirflowFailException, match="the run refused at check_params: unknown param 'broker'"):
+    crumbs[:] = [{"task_id": "check_and_lock", "map_index": -1, "state": "failed"}]
+    xcoms[("check_and_lock", FAILURE_KEY)] = {"error": "unknown param 'broker'", "refused": True, "at": 1.0}
+    with pytest.raises(AirflowFailException, match="the run refused at check_and_lock: unknown param 'broker'"):
         op.execute(context)
-    assert notes[-1][0] == "**Refused**: rolling restart on kafka_prod: check_params: unknown param 'broker'"
-    assert "cluster lock: never taken (lock_cluster did not run)" in notes[-1][1]
+    assert notes[-1][0] == "**Refused**: rolling restart on kafka_prod: check_and_lock: unknown param 'broker'"
+    assert "cluster lock: never taken (check_and_lock refused the run first)" in notes[-1][1]
+    crumbs[:] = []  # not run at all (Airflow failed the run before it started)
+    xcoms.clear()
+    op.execute(context)
+    assert "cluster lock: never taken (check_and_lock did not run)" in notes[-1][1]
     # the states unreadable: the lock task may have run, so a lock this run holds is released
     crumbs = None
     answers[:] = [True]
@@ -301,18 +324,16 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     with DAG(dag_id="roll_shape", schedule=None, params={}) as dag:
         outcome = cluster_guard(broker_roll("restart"), operation="rolling restart")
     ids = set(dag.task_dict)
-    assert ids == {"check_params", "lock_cluster", "restart.plan", "restart.broker", "final_health", "run_outcome"}
+    assert ids == {"check_and_lock", "restart.plan", "restart.broker", "run_outcome"}
     tasks = dag.task_dict
 
     def downstream(task_id: str) -> set[str]:
         return set(tasks[task_id].downstream_task_ids)
 
-    assert downstream("check_params") == {"lock_cluster"}
-    assert downstream("lock_cluster") == {"restart.plan", "run_outcome"}
+    assert downstream("check_and_lock") == {"restart.plan", "run_outcome"}
     assert downstream("restart.plan") == {"restart.broker"}
-    assert downstream("restart.broker") == {"final_health"}
-    assert downstream("final_health") == {"run_outcome"}
-    assert tasks["lock_cluster"].is_setup and outcome.upstream_task_ids == {"final_health", "lock_cluster"}
+    assert downstream("restart.broker") == {"run_outcome"}
+    assert tasks["check_and_lock"].is_setup and outcome.upstream_task_ids == {"restart.broker", "check_and_lock"}
     # the run's one leaf and the lock's teardown (it releases the lock, after failures too): it fails the run when
     # it fails, and runs after a refusal before the lock
     assert outcome.task_id == "run_outcome" and outcome.is_teardown and outcome.on_failure_fail_dagrun
@@ -320,7 +341,6 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     broker = tasks["restart.broker"]
     assert broker.partial_kwargs.get("max_active_tis_per_dagrun", getattr(broker, "max_active_tis_per_dagrun",
                                                                              None)) == 1
-    assert tasks["final_health"].roll_ids == ["restart"]
 
 
 # --- runtime: roll store key, grid label -----------------------------------------------------------
@@ -395,7 +415,6 @@ def test_cluster_guard_finds_the_rolls_it_wraps_and_refuses_a_roll_id_used_twice
 
     with DAG(dag_id="rolls_found", schedule=None, params={}) as dag:
         cluster_guard([controller_roll("ctl"), broker_roll("first"), broker_roll("second")], operation="test")
-    assert dag.task_dict["final_health"].roll_ids == ["ctl", "first", "second"]
     assert dag.task_dict["run_outcome"].roll_ids == ["ctl", "first", "second"]
     # Airflow refuses two groups of one id; a roll id twice comes from a group of another name around a roll
     from airflow.sdk import TaskGroup
@@ -422,15 +441,15 @@ def test_a_side_by_side_part_waits_for_the_part_before_and_the_next_part_waits_f
                        task_in(brk, "broker")], operation="test")
     tasks = dag.task_dict
     ahead = {"check", "ctl.plan", "brk.plan"}
-    assert set(tasks["lock_cluster"].downstream_task_ids) == {*ahead, "run_outcome"}
+    assert set(tasks["check_and_lock"].downstream_task_ids) == {*ahead, "run_outcome"}
     for task_id in ahead:
         assert "ctl.controller" in tasks[task_id].downstream_task_ids
         assert not set(tasks[task_id].downstream_task_ids) & ahead, f"{task_id} waits for none of the others"
     assert set(tasks["ctl.controller"].downstream_task_ids) == {"brk.broker"}
     assert set(tasks["brk.broker"].upstream_task_ids) == {"brk.plan", "ctl.controller"}
     assert tasks["brk.broker"].partial_kwargs["trigger_rule"] == "none_failed"
-    assert set(tasks["brk.broker"].downstream_task_ids) == {"final_health"}
-    assert tasks["final_health"].roll_ids == ["ctl", "brk"], "the plans are found inside a side-by-side part"
+    assert set(tasks["brk.broker"].downstream_task_ids) == {"run_outcome"}
+    assert tasks["run_outcome"].roll_ids == ["ctl", "brk"], "the plans are found inside a side-by-side part"
 
     with DAG(dag_id="no_such_task", schedule=None, params={}):
         with pytest.raises(KeyError, match=r"task group 'r' has no task 'steps' \(it has \['r.broker', 'r.plan'\]\)"):

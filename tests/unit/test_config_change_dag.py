@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CHAIN = ["check_params", "lock_cluster", "plan_config", "apply_config", "restart.plan", "restart.broker",
-         "final_health", "run_outcome"]
+CHAIN = ["check_and_lock", "plan_config", "apply_config", "restart.plan", "restart.broker", "run_outcome"]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +34,8 @@ def test_the_config_change_plans_applies_then_rolls(dag):
     roll = t["restart.broker"].partial_kwargs
     assert roll["needs_action"] is needs_restart and roll["facts"] is facts and roll["before_start"] is None
     assert t["restart.plan"].settings["brokers"] == [], "every broker planned; the rule leaves the others alone"
-    assert t["final_health"].roll_ids == ["restart"]
-    assert t["lock_cluster"].operation == "config change"
+    assert t["run_outcome"].roll_ids == ["restart"]
+    assert t["check_and_lock"].operation == "config change"
 
 
 def test_the_form_asks_changes_and_scope_after_cluster_and_dry_run(dag):

@@ -486,28 +486,25 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     dag = bag.dags["kafka_rolling_restart"]
     t = dag.task_dict
     ahead = {"preflight", "controllers.plan", "restart.plan"}  # side by side: none touches a node
-    chain = ["check_params", "lock_cluster", ahead, "controllers.controller", "restart.broker", "final_health",
-             "run_outcome"]
+    chain = ["check_and_lock", ahead, "controllers.controller", "restart.broker", "run_outcome"]
     assert set(t) == {*ahead, *(c for c in chain if isinstance(c, str))}
     for before, after in zip(chain, chain[1:], strict=False):
         for b in (before if isinstance(before, set) else {before}):
             for a in (after if isinstance(after, set) else {after}):
                 assert a in t[b].downstream_task_ids, (b, a)
     assert not {a for a in ahead for b in ahead if b in t[a].downstream_task_ids}, "the three wait for none other"
-    assert t["lock_cluster"].downstream_task_ids == {*ahead, "run_outcome"}
+    assert t["check_and_lock"].downstream_task_ids == {*ahead, "run_outcome"}
     assert "restart.broker" in t["controllers.controller"].downstream_task_ids
     rules = {task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule)) for task_id, task in t.items()}
-    assert rules == {"check_params": "all_success", "lock_cluster": "all_success", "preflight": "all_success",
-                     "controllers.plan": "all_success",
+    assert rules == {"check_and_lock": "all_success", "preflight": "all_success", "controllers.plan": "all_success",
                      "controllers.controller": "all_success", "restart.plan": "all_success",
-                     "restart.broker": "none_failed", "final_health": "none_failed",
-                     "run_outcome": "all_done"}
-    assert t["run_outcome"].is_teardown and t["lock_cluster"].is_setup
+                     "restart.broker": "none_failed", "run_outcome": "all_done"}
+    assert t["run_outcome"].is_teardown and t["check_and_lock"].is_setup
     ctrl = t["controllers.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["retries"] == 0
     assert ctrl.partial_kwargs["map_index_template"] == "{{ task.item['grid_label'] }}"
     assert t["controllers.plan"].labels_for == "controllers.controller"
-    assert t["final_health"].roll_ids == ["controllers", "restart"]
+    assert t["run_outcome"].roll_ids == ["controllers", "restart"]
     assert dag.params["roles"] == "all" and dag.params["controllers"] == []
     assert dag.params.get_param("roles").schema["enum"] == ["all", "brokers", "controllers"]
 

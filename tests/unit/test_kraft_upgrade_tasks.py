@@ -342,11 +342,11 @@ def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capf
         capfd.readouterr().out
     with pytest.raises(ValueError, match="modes must be a non-empty set of"):
         roll_plan.RollPlanOperator(task_id="plan", roll_id="x", settings={}, modes={"kraft-only"})
-    # the mode lock_cluster decided for the run is taken as it is: no DescribeQuorum asked again
-    ti = SimpleNamespace(xcom_pull=lambda task_ids, key: "kraft" if (task_ids, key) == ("lock_cluster",
+    # the mode check_and_lock decided for the run is taken as it is: no DescribeQuorum asked again
+    ti = SimpleNamespace(xcom_pull=lambda task_ids, key: "kraft" if (task_ids, key) == ("check_and_lock",
                                                                                         "cluster_mode") else None)
     assert op.execute({"params": {}, "ti": ti}) == []
-    assert "cluster mode: KRaft mode (decided under the lock by lock_cluster)" in capfd.readouterr().out
+    assert "cluster mode: KRaft mode (decided under the lock by check_and_lock)" in capfd.readouterr().out
 
 
 def test_a_retry_acts_on_the_answer_an_earlier_try_received_instead_of_asking_again(monkeypatch):
@@ -387,8 +387,8 @@ def test_a_retry_acts_on_the_answer_an_earlier_try_received_instead_of_asking_ag
 
 
 def test_a_reject_releases_the_lock_this_run_holds(monkeypatch):
-    """A run resumed by clearing only its failed tasks re-took the lock in a roll task; a Reject then skips
-    final_health and its run_outcome teardown succeeded before: the approval releases the lock itself."""
+    """A run resumed by clearing only its failed tasks re-took the lock in a roll task; a Reject then skips what
+    follows and its run_outcome teardown succeeded before: the approval releases the lock itself."""
     from airflow.providers.standard.operators.hitl import ApprovalOperator
     from operators import upgrade_approval
 

@@ -1,4 +1,4 @@
-"""Params refused instead of changed: number bounds kept out of the trigger form and checked by check_params
+"""Params refused instead of changed: number bounds kept out of the trigger form and checked by check_and_lock
 (runtime.params), and combinations that can never pass (kafka_ops.param_rules)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def test_the_form_schema_has_no_bounds_to_clamp_to_and_the_description_names_the
     assert form_schema(listed) == (listed, ""), "a list's items are typed as JSON, never clamped"
     timeout = param("healthcheck_timeout_s")
     assert "minimum" not in timeout.schema and timeout.schema[BOUNDS_KEY] == {"minimum": 10, "maximum": 86400}
-    assert "(10 to 86400; a value outside is refused by check_params)" in timeout.description
+    assert "(10 to 86400; a value outside is refused by check_and_lock)" in timeout.description
 
 
 def test_values_outside_their_bounds_are_named() -> None:

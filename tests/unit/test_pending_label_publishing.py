@@ -40,7 +40,7 @@ def test_label_for_picks_the_task_and_index_or_nothing():
 
 def test_the_policy_leaves_alone_what_it_must_not_touch_without_a_query():
     run = SimpleNamespace(id=1)  # not bound to a session: a query would fail (and be swallowed)
-    unmapped = SimpleNamespace(task_id="lock_cluster", map_index=-1, _rendered_map_index=None)
+    unmapped = SimpleNamespace(task_id="check_and_lock", map_index=-1, _rendered_map_index=None)
     labelled = SimpleNamespace(task_id="restart.broker", map_index=0, _rendered_map_index="broker 3 (1/2) · gate")
     for ti in (unmapped, labelled):
         label_new_instance(ti, run)

@@ -95,10 +95,10 @@ def test_run_directory_is_named_by_dag_and_run(tmp_path: Path, monkeypatch: pyte
 @pytest.mark.parametrize("dag_file, expected", [
     ("kafka_scale_out", ["validate", "preflight", "start_new_brokers", "health_gate", "reassign.snapshot",
                          "reassign.plan", "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
-                         "reassign.preferred_leaders", "final_health"]),
+                         "reassign.preferred_leaders", "run_outcome"]),
     ("kafka_decommission", ["validate", "preflight", "health_gate", "lead_away", "reassign.snapshot", "reassign.plan",
                             "reassign.check_plan", "reassign.wave", "reassign.remove_throttles",
-                            "reassign.preferred_leaders", "stop_brokers", "final_health"]),
+                            "reassign.preferred_leaders", "stop_brokers", "run_outcome"]),
 ])
 def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str]) -> None:
     import importlib.util
@@ -112,7 +112,7 @@ def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str])
     # a failed wave must fail what follows although remove_throttles runs whatever happened
     assert dag.task_dict["reassign.remove_throttles"].trigger_rule == "all_done"
     assert "reassign.wave" in dag.task_dict["reassign.preferred_leaders"].upstream_task_ids
-    assert dag.task_dict["run_outcome"].is_teardown and dag.task_dict["lock_cluster"].is_setup
+    assert dag.task_dict["run_outcome"].is_teardown and dag.task_dict["check_and_lock"].is_setup
 
 
 # --- runtime.reassignments: the admin API or ZooKeeper's /admin/reassign_partitions ----------------

@@ -52,13 +52,13 @@ def test_the_mode_a_describe_quorum_answer_means_and_only_a_quorum_has_controlle
 
 
 def test_the_mode_decided_under_the_lock_is_taken_as_it_is(caplog) -> None:
-    xcom = {("lock_cluster", "cluster_mode"): "kraft"}
+    xcom = {("check_and_lock", "cluster_mode"): "kraft"}
     context = {"ti": SimpleNamespace(xcom_pull=lambda task_ids, key: xcom.get((task_ids, key)))}
     asked = []
     with caplog.at_level(logging.INFO, logger="test"):
         assert run_mode(context, lambda: asked.append(1) or False, LOG) is ClusterMode.KRAFT
     assert asked == [], "no DescribeQuorum when the run decided its mode"
-    assert "KRaft mode (decided under the lock by lock_cluster)" in caplog.text
+    assert "KRaft mode (decided under the lock by check_and_lock)" in caplog.text
 
 
 @pytest.mark.parametrize("ti", [None, SimpleNamespace(), SimpleNamespace(xcom_pull=lambda task_ids, key: None),

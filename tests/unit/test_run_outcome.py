@@ -25,9 +25,10 @@ def test_the_outcome_follows_from_the_first_failure() -> None:
     assert outcome_of([]) == "succeeded"
     assert outcome_of([BROKER_1, BROKER_2]) == "failed"
     assert outcome_of([BROKER_2]) == "stopped", "failed from outside: no error recorded"
-    refused = TaskFailure("check_params", error="unknown param 'brokr'; did you mean 'brokers'?", refused=True, at=5.0)
+    refused = TaskFailure("check_and_lock", error="unknown param 'brokr'; did you mean 'brokers'?", refused=True,
+                          at=5.0)
     assert outcome_of([refused]) == "refused"
-    later = TaskFailure("final_health", error="offline partitions", at=30.0)
+    later = TaskFailure("run_outcome", error="final health: offline partitions", at=30.0)
     assert first_failure([later, BROKER_2, BROKER_1]) == BROKER_1, "the earliest recorded failure"
     assert first_failure([BROKER_2, TaskFailure("a.b", 0)]).task_id == "a.b", "none recorded: by task and index"
     assert first_failure([]) is None
@@ -45,9 +46,9 @@ def test_the_first_line_names_the_task_and_its_reason() -> None:
         "**Failed**: rolling restart on c: restart.broker[1] (broker 1 (2/3)): broker 1: 2 under-replicated partitions")
     stopped = headline("stopped", "rolling restart", "c", BROKER_2, False)
     assert stopped.startswith("**Stopped**") and ": restart.broker was failed from outside" in stopped
-    long = TaskFailure("check_params", error="x" * 1000, refused=True, at=1.0)
+    long = TaskFailure("check_and_lock", error="x" * 1000, refused=True, at=1.0)
     refused = headline("refused", "scale-out", "c", long, False)
-    assert refused.startswith("**Refused**: scale-out on c: check_params: xxx")
+    assert refused.startswith("**Refused**: scale-out on c: check_and_lock: xxx")
     assert len(refused) < 400 and refused.endswith("...")
 
 

@@ -73,7 +73,7 @@ def test_a_failed_runs_records_stay_while_it_may_be_resumed_then_go():
     (-3, "param keep_days: -3 is less than the minimum of 1"), (None, "param keep_days: None is not a number"),
     ("14", "param keep_days: '14' is not a number"), (True, "param keep_days: True is not a number")])
 def test_keep_days_below_one_or_not_a_number_is_refused(value, said):
-    """Through the form schema's bounds, as check_params refuses the operations' numbers."""
+    """Through the form schema's bounds, as check_and_lock refuses the operations' numbers."""
     with pytest.raises(RunRefused, match=re.escape(said + " (nothing was deleted)")):
         keep_days_of(value, param("keep_days").schema)
 

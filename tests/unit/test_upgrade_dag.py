@@ -8,10 +8,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CHAIN = ["check_params", "lock_cluster", "check_upgrade", "preflight", "pin.plan", "pin.broker",
+CHAIN = ["check_and_lock", "check_upgrade", "preflight", "pin.plan", "pin.broker",
          "controller_binaries.plan", "controller_binaries.controller", "binaries.plan", "binaries.broker",
-         "approve_protocol_bump", "ibp.plan", "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version",
-         "final_health", "run_outcome"]
+         "approve_protocol_bump", "ibp.plan", "ibp.broker", "lmf.plan", "lmf.broker", "metadata_version", "run_outcome"]
 
 
 def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
@@ -27,7 +26,7 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
         assert after in t[before].downstream_task_ids, (before, after)
     rules = {task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule)) for task_id, task in t.items()}
     after_a_maybe_empty_roll = {"controller_binaries.plan", "binaries.plan", "approve_protocol_bump", "lmf.plan",
-                                "metadata_version", "final_health"}
+                                "metadata_version"}
     assert {k for k, v in rules.items() if v == "none_failed"} == after_a_maybe_empty_roll, rules
     assert rules["run_outcome"] == "all_done" and t["run_outcome"].is_teardown
     assert t["approve_protocol_bump"].ignore_downstream_trigger_rules, "Reject skips every task after it"
@@ -39,7 +38,7 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert t["controller_binaries.plan"].settings["controllers"] == []
     ctrl = t["controller_binaries.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["before_start"] is not None
-    assert t["final_health"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
+    assert t["run_outcome"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
     assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
     assert dag.params["metadata_version"] is None

@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MIGRATE = ["check_params", "lock_cluster", "check_migration", "provision_controllers", "migrate_brokers.plan",
+MIGRATE = ["check_and_lock", "check_migration", "provision_controllers", "migrate_brokers.plan",
            "migrate_brokers.broker", "wait_migrated", "approve_kraft_brokers", "kraft_brokers.plan",
            "kraft_brokers.broker", "wait_kraft_brokers", "approve_finalize", "finalize.plan", "finalize.controller",
-           "wait_finalized", "final_health", "run_outcome"]
-REVERT = ["check_params", "lock_cluster", "check_migration", "zookeeper_brokers.plan", "zookeeper_brokers.broker",
-          "deprovision_controllers", "drop_flag.plan", "drop_flag.broker", "wait_zookeeper", "final_health",
-          "run_outcome"]
+           "wait_finalized", "run_outcome"]
+REVERT = ["check_and_lock", "check_migration", "zookeeper_brokers.plan", "zookeeper_brokers.broker",
+          "deprovision_controllers", "drop_flag.plan", "drop_flag.broker", "wait_zookeeper", "run_outcome"]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +51,7 @@ def test_each_roll_has_its_rule_facts_and_edit(dags):
     assert t["migrate_brokers.broker"].partial_kwargs["facts"] is migration_steps.broker_facts
     assert t["finalize.controller"].partial_kwargs["facts"] is migration_steps.controller_facts
     assert t["migrate_brokers.plan"].settings["brokers"] == [], "every broker planned; the rule decides"
-    assert t["final_health"].roll_ids == ["migrate_brokers", "kraft_brokers", "finalize"]
+    assert t["run_outcome"].roll_ids == ["migrate_brokers", "kraft_brokers", "finalize"]
     r = dags["kafka_zk_to_kraft_revert"].task_dict
     assert r["zookeeper_brokers.broker"].partial_kwargs["needs_action"] is migration.needs_zookeeper
     assert r["drop_flag.broker"].partial_kwargs["needs_action"] is migration.needs_flag_removed

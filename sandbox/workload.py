@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sandbox import settings, state
@@ -46,26 +46,51 @@ def topic_plan(brokers: int) -> dict[str, tuple[int, int, int]]:
     return {name: (p, min(rf, brokers), size) for name, (p, rf, size) in settings.WORKLOAD_TOPICS.items()}
 
 
+#: Seconds between tries of a CreateTopics that Kafka answered with a transient error.
+CREATE_RETRY_S = 1.0
+#: CreateTopics errors tried again besides those librdkafka marks retriable: the request timed out (Kafka's
+#: REQUEST_TIMED_OUT, librdkafka's own timeout) or went to a controller that no longer is one.
+CREATE_TRANSIENT = {KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.NOT_CONTROLLER,
+                    KafkaError._TRANSPORT}
+
+
 def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0) -> list[str]:
     """Create the workload topics that do not exist yet (CreateTopics: Kafka assigns the replicas, rack-aware);
-    returns the topics created.
+    returns the topics that did not exist when it was called. A transient error (:data:`CREATE_TRANSIENT`, or one
+    librdkafka marks retriable; ``REQUEST_TIMED_OUT``: a KRaft broker forwards CreateTopics to the active
+    controller, which on a loaded machine may answer after the broker gave up) is tried again for the topics still
+    missing, every :data:`CREATE_RETRY_S`, until ``timeout_s``.
 
     Raises:
-        KafkaException: a topic could not be created (other than "already exists").
+        KafkaException: a topic could not be created (other than "already exists"), or a retriable error lasted
+            until ``timeout_s``.
     """
+    deadline = time.monotonic() + timeout_s
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
-    existing = set(admin.list_topics(timeout=timeout_s).topics)
-    new = [NewTopic(name, partitions, rf) for name, (partitions, rf, _) in topic_plan(brokers).items()
-           if name not in existing]
-    if not new:
-        return []
-    for future in admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s).values():
-        try:
-            future.result()
-        except KafkaException as exc:
-            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                raise
-    return [t.topic for t in new]
+    plan = topic_plan(brokers)
+    missing_at_first: list[str] | None = None
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+        existing = set(admin.list_topics(timeout=left).topics)
+        if missing_at_first is None:
+            missing_at_first = [name for name in plan if name not in existing]
+        new = [NewTopic(name, partitions, rf) for name, (partitions, rf, _) in plan.items() if name not in existing]
+        retry: KafkaException | None = None
+        for future in admin.create_topics(new, operation_timeout=left, request_timeout=left).values() if new else ():
+            try:
+                future.result()
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.name() == "TOPIC_ALREADY_EXISTS":
+                    continue
+                transient = error.retriable() or error.code() in CREATE_TRANSIENT
+                if not transient or time.monotonic() >= deadline:
+                    raise
+                retry = exc
+        if retry is None:
+            return missing_at_first
+        log.info("creating the workload topics: %s; trying again", retry)
+        time.sleep(CREATE_RETRY_S)
 
 
 def seed(bootstrap_servers: str, brokers: int, timeout_s: float = SEED_TIMEOUT_S) -> int:

@@ -117,6 +117,57 @@ def test_topic_plan_caps_the_replication_factor_at_the_broker_count() -> None:
     assert workload.topic_plan(3)["orders"] == settings.WORKLOAD_TOPICS["orders"]
 
 
+def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refusal(monkeypatch) -> None:
+    """CreateTopics answered REQUEST_TIMED_OUT (a KRaft broker's forward to a slow controller; the sandbox's up failed
+    on it once on 2 cores) is tried again for the topics still missing; every topic missing at the call is reported
+    created, also one whose timed-out create went through; a refusal (a bad replication factor) fails at once."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    monkeypatch.setattr(workload, "CREATE_RETRY_S", 0.0)
+    plan = sorted(workload.topic_plan(3))
+    went_through, lost = plan[0], plan[1]  # both timed out; the first was created all the same
+    exists: set[str] = {"__consumer_offsets"}
+    calls: list[list[str]] = []
+    refuse: list[int] = []
+
+    class Admin:
+        def __init__(self, conf):
+            pass
+
+        def list_topics(self, timeout):
+            return SimpleNamespace(topics=dict.fromkeys(exists))
+
+        def create_topics(self, new, operation_timeout, request_timeout):
+            calls.append(sorted(t.topic for t in new))
+            futures = {}
+            for topic in new:
+                future: Future = Future()
+                if refuse:
+                    future.set_exception(KafkaException(KafkaError(refuse[0])))
+                elif len(calls) == 1 and topic.topic in (went_through, lost):
+                    if topic.topic == went_through:
+                        exists.add(topic.topic)
+                    future.set_exception(KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT)))
+                else:
+                    exists.add(topic.topic)
+                    future.set_result(None)
+                futures[topic.topic] = future
+            return futures
+
+    monkeypatch.setattr(workload, "AdminClient", Admin)
+    assert sorted(workload.create_topics("b:9092", 3, timeout_s=10)) == plan
+    assert calls == [plan, [lost]], "tried again for the topic still missing only"
+    exists.clear()
+    calls.clear()
+    refuse.append(KafkaError.INVALID_REPLICATION_FACTOR)
+    with pytest.raises(KafkaException):
+        workload.create_topics("b:9092", 3, timeout_s=10)
+    assert len(calls) == 1, "a refusal is not tried again"
+
+
 def test_stall_file_holds_a_deadline(tmp_path) -> None:
     workdir = Workdir.at(tmp_path)
     assert workload.stalled_until(workdir, "auditor") is None

@@ -275,6 +275,24 @@ def test_bad_params_fail_before_anything_is_touched(shared, conf, failed_task, e
             else "cluster lock released") in out, out[-3000:]
 
 
+def test_a_host_without_the_stop_command_stops_the_roll_before_any_broker(shared, monkeypatch, capfd, caplog):
+    """ZooKeeper mode: the empty controller roll is skipped by its plan as soon as that ends, which may be before the
+    preflight ends; the broker roll still waits for the preflight, whose refusal (a stop command whose program no
+    host has) stops the run with no broker touched."""
+    with_profile(monkeypatch, commands={"absent_stop": "/opt/kafka-ops-absent/bin/kafka-stop"})
+    before = registrations(shared)
+    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "stop_command": "absent_stop", **FAST})
+    assert result.state == "failed" and result.state_of("preflight") == "failed", result.states
+    assert result.state_of("controllers.plan") == "success" and result.state_of("restart.plan") == "success"
+    assert result.state_of("controllers.controller") == "skipped", "skipped by its empty plan"
+    assert set(result.mapped_states()) <= {"upstream_failed", None}, "no broker task ran"
+    out = output(capfd, caplog)
+    assert "/opt/kafka-ops-absent/bin/kafka-stop" in out and "not found on the PATH" in out, out[-3000:]
+    assert re.search(r"\*\*Refused\*\*: rolling restart on kafka_sandbox: preflight: ", out), out[-3000:]
+    assert registrations(shared) == before
+    assert lock_holder(shared) is None, "the lock is not left behind"
+
+
 def test_param_schema_rejects_malformed_values(shared):
     from airflow.sdk.exceptions import ParamValidationError
 

@@ -20,7 +20,7 @@ from kafka_ops.cluster import Broker, ClusterState
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, Voter
 from operators import metadata_version as step
-from operators import roll_plan, upgrade_checks
+from operators import node_roll, roll_plan, upgrade_checks
 from operators.upgrade_approval import ProtocolBumpApprovalOperator
 from runtime import profiles
 
@@ -347,6 +347,18 @@ def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capf
                                                                                         "cluster_mode") else None)
     assert op.execute({"params": {}, "ti": ti}) == []
     assert "cluster mode: KRaft mode (decided under the lock by check_and_lock)" in capfd.readouterr().out
+    # in a DAG the plan names its mapped task: an empty plan skips it at once (not one scheduler loop later); the
+    # plan task itself succeeds (Airflow's DownstreamTasksSkipped)
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+    published: list = []
+    monkeypatch.setattr(node_roll, "publish", lambda context, task_id, items: published.append(task_id) or items)
+    named = roll_plan.RollPlanOperator(task_id="plan", roll_id="ibp", settings={"cluster": "kafka_kraft"},
+                                       modes={"zookeeper"}, labels_for="ibp.broker")
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        named.execute({"params": {}, "ti": ti})
+    assert skipped.value.tasks == ["ibp.broker"] and published == ["ibp.broker"]
+    assert "roll 'ibp' has nothing to do: ibp.broker is skipped now" in capfd.readouterr().out
 
 
 def test_a_retry_acts_on_the_answer_an_earlier_try_received_instead_of_asking_again(monkeypatch):

@@ -68,15 +68,15 @@ def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0)
     deadline = time.monotonic() + timeout_s
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     plan = topic_plan(brokers)
-    missing_at_first: list[str] | None = None
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    missing_at_first = [name for name in plan if name not in existing]
     while True:
-        left = max(1.0, deadline - time.monotonic())
-        existing = set(admin.list_topics(timeout=left).topics)
-        if missing_at_first is None:
-            missing_at_first = [name for name in plan if name not in existing]
         new = [NewTopic(name, partitions, rf) for name, (partitions, rf, _) in plan.items() if name not in existing]
+        if not new:
+            return missing_at_first
+        left = max(1.0, deadline - time.monotonic())
         retry: KafkaException | None = None
-        for future in admin.create_topics(new, operation_timeout=left, request_timeout=left).values() if new else ():
+        for future in admin.create_topics(new, operation_timeout=left, request_timeout=left).values():
             try:
                 future.result()
             except KafkaException as exc:
@@ -91,6 +91,7 @@ def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0)
             return missing_at_first
         log.info("creating the workload topics: %s; trying again", retry)
         time.sleep(CREATE_RETRY_S)
+        existing = set(admin.list_topics(timeout=max(1.0, deadline - time.monotonic())).topics)
 
 
 def seed(bootstrap_servers: str, brokers: int, timeout_s: float = SEED_TIMEOUT_S) -> int:

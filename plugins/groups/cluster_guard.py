@@ -72,10 +72,11 @@ def cluster_guard(body: Any, *, operation: str, settings: Mapping[str, Any] | No
     :param settings: overrides of :data:`GUARD_SETTINGS` (a DAG without command params passes ``{"pre_stop":
         None, ...}``).
 
-    The parts of ``body`` are chained as given: a part that may follow an empty roll (a zero-length mapped task is
-    *skipped*) sets its own trigger rule (``none_failed``). ``run_outcome`` runs whatever the body's states
-    (``all_done``); it judges the run by them. Two side-by-side parts cannot follow one another (Airflow chains no
-    list to a list).
+    The parts of ``body`` are chained as given, and the part after the one that follows a side-by-side part waits
+    for that side-by-side part too (an empty roll's plan skips its mapped task before its siblings end). A part that
+    may follow an empty roll (a *skipped* mapped task) sets its own trigger rule (``none_failed``). ``run_outcome``
+    runs whatever the body's states (``all_done``); it judges the run by them. Two side-by-side parts cannot follow
+    one another (Airflow chains no list to a list).
     """
     cfg = {**GUARD_SETTINGS, **(settings or {})}
     parts = list(body) if isinstance(body, (list, tuple)) else [body]
@@ -86,6 +87,12 @@ def cluster_guard(body: Any, *, operation: str, settings: Mapping[str, Any] | No
     lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after
+    # a roll's plan inside a side-by-side part skips the next part (its empty mapped task) as it ends, maybe before
+    # its siblings end (operators.node_roll.RollPlanBase): the part after that waits for every sibling itself
+    for siblings, after in zip(parts, parts[2:], strict=False):
+        if isinstance(siblings, (list, tuple)):
+            for sibling in siblings:
+                sibling >> after
     parts[-1] >> outcome
     # check_and_lock's teardown and the run's one leaf (on_failure_fail_dagrun); all_done: it runs after a refusal
     # in check_and_lock as well (it releases only this run's lock), and after any failure of the body

@@ -74,7 +74,4 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
              task_in(brokers, "broker")],
             operation="rolling restart",
         )
-        # an empty controller roll (ZooKeeper mode, roles=brokers) is skipped by its plan as it ends, maybe before
-        # the preflight does: the broker roll waits for the preflight itself (its plan it follows anyway)
-        preflight >> task_in(brokers, "broker")
     return dag

@@ -20,7 +20,6 @@ from runtime.cluster_mode import MODE_KEY, describe_mode
 from runtime.lock_holding import LockHeldByOther, holder_of, take
 from runtime.params import FromParam
 from runtime.run_note import note_run
-from runtime.settings_table import value_or_default
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
 from operators.cluster_checks import refuse_bad_params
@@ -51,7 +50,7 @@ class LockClusterOperator(ClusterOperator):
         self.lock_interval_s = interval_s  # not interval_s: resolve() sets that to healthcheck_interval_s
 
     def execute(self, context: Any) -> str:
-        cfg = self.resolve(context)
+        self.resolve(context)
         refuse_bad_params(self, context)  # raises RunRefused before the lock is asked for
         profile = self.profile
         holder = holder_of(context)
@@ -68,7 +67,7 @@ class LockClusterOperator(ClusterOperator):
                 return Check(True, f"locked for {holder}")
             self._waited = True
             message = f"cluster {profile.cluster} is busy: {other.describe()}"
-            if value_or_default("lock_wait", cfg) == "fail":
+            if self.setting("lock_wait") == "fail":
                 raise LockHeldByOther(message + " (lock_wait=fail)")
             return Check(False, message)
 

@@ -585,7 +585,8 @@ class RollPlanBase(ClusterOperator):
         mapped task over an empty list is skipped one scheduler loop later (0.2-0.5 s on the demo's Airflow) and
         what follows waits one loop more (a ZooKeeper-mode rolling restart's empty controller roll, the upgrade's
         phases that plan nothing). What follows the mapped task may then start before the plan's side-by-side
-        siblings end: it must wait for them itself (the rolling restart's broker task waits for the preflight).
+        siblings end: it must wait for them itself (``groups.cluster_guard`` wires that: the rolling restart's broker
+        task waits for the preflight).
     """
 
     ui_color = "#eeeeee"

@@ -42,6 +42,20 @@ def test_the_wall_time_splits_into_airflows_start_our_fixed_part_and_the_brokers
     assert line[5:] == ["27.0", "4.0", "6.0", "2.0", "12.0", "2.2", "2.0", "4.0", "7.0", "3.0"]
 
 
+def test_a_broker_tasks_steps_are_the_gaps_between_the_marks_it_reached() -> None:
+    from restart_overhead import mark_steps
+
+    steps = mark_steps({"began": 1.0, "stop_sent": 1.25, "gone": 2.0, "start_sent": 2.5, "registered": 4.0,
+                        "caught_up": 4.5, "leadership": 4.75, "done": 5.0})
+    assert steps == [("began->stop_sent", 0.25), ("stop_sent->gone", 0.75), ("gone->start_sent", 0.5),
+                     ("start_sent->registered", 1.5), ("registered->caught_up", 0.5),
+                     ("caught_up->leadership", 0.25), ("leadership->done", 0.25)]
+    # a combined node's quorum mark goes between registered and caught up; a mark not reached is left out
+    assert mark_steps({"began": 0.0, "registered": 1.0, "caught_up": 3.0, "quorum": 2.0}) == [
+        ("began->registered", 1.0), ("registered->quorum", 1.0), ("quorum->caught_up", 1.0)]
+    assert mark_steps({}) == []
+
+
 def test_a_kraft_controllers_roll_is_neither_fixed_nor_a_brokers() -> None:
     tis = [ti("check_and_lock", 1.0, 1.5), ti("controllers.controller", 2.0, 12.0, 0),
            ti("controllers.controller", 12.0, 22.0, 1), ti("restart.broker", 23.0, 33.0, 0)]

@@ -497,7 +497,8 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     assert "restart.broker" in t["controllers.controller"].downstream_task_ids
     # an empty controller roll is skipped by its plan as that ends, maybe before the preflight: the broker roll
     # waits for the preflight itself
-    assert t["restart.broker"].upstream_task_ids == {"preflight", "restart.plan", "controllers.controller"}
+    assert t["restart.broker"].upstream_task_ids == {"preflight", "controllers.plan", "restart.plan",
+                                                     "controllers.controller"}
     rules = {task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule)) for task_id, task in t.items()}
     assert rules == {"check_and_lock": "all_success", "preflight": "all_success", "controllers.plan": "all_success",
                      "controllers.controller": "all_success", "restart.plan": "all_success",

@@ -118,6 +118,8 @@ class RunOutcomeOperator(ClusterOperator):
             health, unhealthy = self.final_health(context)
             if unhealthy is not None:
                 failures = [*failures, unhealthy]
+            else:  # read again: a dry run's record says "dry run", a real one's "finished", no longer its steps
+                rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, False)
         # states unread: the lock task may have run, so release if held (a release only ever frees this run's lock)
         lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id),
                                              any(f.task_id == self.lock_task_id and f.refused for f in failures))

@@ -50,9 +50,13 @@ def test_one_election_for_the_batch_while_the_metadata_lags(op, monkeypatch, cap
     clock = [100.0]
     monkeypatch.setattr(broker_roll.time, "monotonic", lambda: clock[0])
     with caplog.at_level(logging.INFO):
-        assert not op._leadership(1).ok  # elects the batch's 4 partitions
+        first = op._leadership(1)  # elects the batch's 4 partitions
+        assert not first.ok
+        # the election answered: the next look comes at once, not after the wait's ramp
+        assert first.retry_in_s == broker_roll.AFTER_ELECTION_S < 0.1
         clock[0] += 0.2
-        assert not op._leadership(1).ok  # the metadata still shows the old leaders: no second election
+        again = op._leadership(1)  # the metadata still shows the old leaders: no second election
+        assert not again.ok and again.retry_in_s is None  # nothing elected: the wait's own pause
         assert not op._leadership(4).ok
         assert op.prober.admin.elections == [[("t", 0), ("t", 1), ("t", 2), ("t", 3)]]
         said = capsys.readouterr().out + caplog.text
@@ -68,7 +72,8 @@ def test_a_partition_whose_election_failed_is_asked_again_at_the_next_look(op, m
     admin = op.prober.admin
     admin.elect_preferred_leaders = lambda partitions: (admin.elections.append(list(partitions)) or {
         f"{t}-{p}": ("PREFERRED_LEADER_NOT_AVAILABLE" if p == 3 else None) for t, p in partitions})
-    op._leadership(1)
+    failed = op._leadership(1)
+    assert failed.retry_in_s is None  # an election that failed somewhere: the wait's own pause before asking again
     clock[0] += 0.2
     op._leadership(1)
     assert admin.elections == [[("t", 0), ("t", 1), ("t", 2), ("t", 3)], [("t", 3)]]

@@ -447,13 +447,16 @@ class KafkaAdminHook(ClusterProfileHook):
         ``kafka-leader-election.sh --election-type PREFERRED`` does).
 
         :param partitions: (topic, partition) pairs; None = every partition in the cluster.
-        :param timeout_s: how long to wait for the answer, seconds (default: request_timeout_s).
+        :param timeout_s: how long to wait for the answer, seconds; None: until librdkafka gives up on the
+            request (``socket.timeout.ms``, set from request_timeout_s), plus 5 s. A caller that polls (the roll's
+            leadership wait) passes less: the election may still take effect after, which its next look sees.
         :returns: ``"topic-partition"`` -> None when elected or already led by the preferred leader
             (ELECTION_NOT_NEEDED), else the error text (e.g. PREFERRED_LEADER_NOT_AVAILABLE while the
             preferred replica is not in the ISR yet: waiting may fix it).
-        :raises confluent_kafka.KafkaException: the request as a whole failed.
+        :raises confluent_kafka.KafkaException: the request as a whole failed (librdkafka's own timeout included).
+        :raises TimeoutError: no answer within ``timeout_s`` (the request stays sent).
         """
-        timeout = timeout_s or self.request_timeout_s
+        wait_s = self.request_timeout_s + 5 if timeout_s is None else timeout_s
         tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         if tps == []:
             return {}
@@ -462,7 +465,7 @@ class KafkaAdminHook(ClusterProfileHook):
         # uses socket.timeout.ms (set from request_timeout_s in get_conn) and we bound the wait here.
         with self._client() as admin:
             self.requests["ElectLeaders"] += 1
-            result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout + 5)
+            result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=wait_s)
         out: dict[str, str | None] = {}
         for tp, err in result.items():
             name = f"{tp.topic}-{tp.partition}"

@@ -337,3 +337,30 @@ def test_request_counts_at_2000_topics_of_5_partitions(fake: type[FakeAdmin]) ->
     for _ in range(3):
         assert poll_cost(cached)[1] == {"Metadata": 1, "DescribeCluster": 1}
     assert poll_cost(cached, configs=False)[1] == {"Metadata": 1, "DescribeCluster": 1}
+
+
+# --- ElectLeaders: how long the hook waits for the answer ------------------------------------------------------------
+
+class Unanswered(Future):
+    """An ElectLeaders answer that never comes: ``result`` records the time it was given and times out at once."""
+
+    waited: list[float | None] = []
+
+    def result(self, timeout: float | None = None) -> Any:
+        Unanswered.waited.append(timeout)
+        raise TimeoutError
+
+
+def test_an_election_waits_for_its_answer_at_most_the_callers_timeout(fake) -> None:
+    """``elect_preferred_leaders(timeout_s=...)`` gives up on an answer that does not come after ``timeout_s`` (the
+    roll's leadership wait looks at the metadata again instead of stalling until librdkafka's own 15 s); without
+    it, the hook waits librdkafka's request timeout (``socket.timeout.ms``, here 1 s) plus 5 s."""
+    hook, admin = make_hook(False, {})
+    admin.elect_leaders = lambda election_type, partitions: Unanswered()
+    Unanswered.waited = []
+    with pytest.raises(TimeoutError):
+        hook.elect_preferred_leaders([("t", 0)], timeout_s=0.05)
+    with pytest.raises(TimeoutError):
+        hook.elect_preferred_leaders([("t", 0)])
+    assert Unanswered.waited == [0.05, 6.0] and hook.requests["ElectLeaders"] == 2
+    assert admin.conf["socket.timeout.ms"] == 1000

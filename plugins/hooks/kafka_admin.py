@@ -465,7 +465,12 @@ class KafkaAdminHook(ClusterProfileHook):
         # uses socket.timeout.ms (set from request_timeout_s in get_conn) and we bound the wait here.
         with self._client() as admin:
             self.requests["ElectLeaders"] += 1
-            result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=wait_s)
+            try:
+                result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=wait_s)
+            except TimeoutError:
+                which = "every partition" if tps is None else f"{len(tps)} partitions"
+                raise TimeoutError(f"no ElectLeaders answer within {wait_s:g} s for {which} (the election may "
+                                   "still take effect)") from None
         out: dict[str, str | None] = {}
         for tp, err in result.items():
             name = f"{tp.topic}-{tp.partition}"

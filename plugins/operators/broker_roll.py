@@ -350,7 +350,9 @@ class BrokerRollOperator(NodeRollOperator):
         if not partitions:
             return False
         names = [f"{t}-{p}" for t, p in partitions]
-        errors = {n: e for n, e in self.prober.admin.elect_preferred_leaders(partitions).items() if e}
+        # no answer within ELECTION_ANSWER_S: a TimeoutError, transient: the gate looks again
+        answer = self.prober.admin.elect_preferred_leaders(partitions, timeout_s=ELECTION_ANSWER_S)
+        errors = {n: e for n, e in answer.items() if e}
         self.log.info("gate %s: leader imbalance: elected the preferred leaders of %d partitions (%s%s)%s", who,
                       len(names), ", ".join(names[:10]), f", ... {len(names) - 10} more" if len(names) > 10 else "",
                       f"; not elected: {dict(list(errors.items())[:5])}" if errors else "")

@@ -56,11 +56,6 @@ ELECTED_GRACE_S = 5.0
 #: metadata shows them a few milliseconds later. Measured on 3 brokers: the leadership step (caught up ->
 #: leadership) took 0.18-0.23 s with the ramp's 0.1 s pause after the election.
 AFTER_ELECTION_S = 0.02
-#: Seconds the leadership wait waits for an ElectLeaders answer before it looks at the metadata again (the partitions
-#: then count as elected: not asked again for :data:`ELECTED_GRACE_S`). The answer normally comes within 0.1 s; once
-#: in about 45 broker restarts on 2 cores (Kafka 3.6, ZooKeeper mode, the brokers' own rebalance every 5 s) none came
-#: until librdkafka gave up after 15 s (``socket.timeout.ms``), while the metadata showed the leaders back 4 s later.
-ELECTION_ANSWER_S = 3.0
 
 
 def voters_of(nodes: Mapping[int, dict]) -> list[int]:
@@ -350,9 +345,8 @@ class BrokerRollOperator(NodeRollOperator):
         if not partitions:
             return False
         names = [f"{t}-{p}" for t, p in partitions]
-        # no answer within ELECTION_ANSWER_S: a TimeoutError, transient: the gate looks again
-        answer = self.prober.admin.elect_preferred_leaders(partitions, timeout_s=ELECTION_ANSWER_S)
-        errors = {n: e for n, e in answer.items() if e}
+        # no answer in time (hooks.kafka_admin.ELECTION_ANSWER_S): a TimeoutError, transient: the gate looks again
+        errors = {n: e for n, e in self.prober.admin.elect_preferred_leaders(partitions).items() if e}
         self.log.info("gate %s: leader imbalance: elected the preferred leaders of %d partitions (%s%s)%s", who,
                       len(names), ", ".join(names[:10]), f", ... {len(names) - 10} more" if len(names) > 10 else "",
                       f"; not elected: {dict(list(errors.items())[:5])}" if errors else "")
@@ -419,11 +413,10 @@ class BrokerRollOperator(NodeRollOperator):
             return Check(False, verdict.message())
         who = batch_label(list(self._nodes))  # the batch in its order, as its Grid label
         try:
-            answer = self.prober.admin.elect_preferred_leaders(todo, timeout_s=ELECTION_ANSWER_S)
-        except TimeoutError:
-            self._elected.update((tp, now) for tp in todo)  # sent: it may still take effect, the metadata will say
-            self.log.info("%s: asked for the preferred leaders of %d partitions; no answer within %.0f s: looking "
-                          "at the metadata again", who, len(todo), ELECTION_ANSWER_S)
+            answer = self.prober.admin.elect_preferred_leaders(todo)
+        except TimeoutError as exc:  # sent: it may still take effect, the metadata will say; not asked again yet
+            self._elected.update((tp, now) for tp in todo)
+            self.log.info("%s: %s: looking at the metadata again", who, exc)
             return Check(False, verdict.message())
         errors = {k: v for k, v in answer.items() if v}
         self._elected.update((tp, now) for tp in todo if f"{tp[0]}-{tp[1]}" not in errors)

@@ -73,7 +73,10 @@ class StandaloneRecord:
 # the api-server stalled for 79 s), and fewer of them run at once. The scheduler looks for the next task every
 # 0.2 s when it found nothing to do (Airflow's default 1 s): a roll is a chain of short tasks, each waiting for the
 # one before; the gap between two of them fell from 0.3-1.5 s to 0.1-0.5 s (a 3-broker roll has 12 tasks). The
-# price: an idle scheduler uses 5.5 CPU seconds a minute instead of 1.6 (measured, 2 cores).
+# price: an idle scheduler uses 5.5 CPU seconds a minute instead of 1.6 (measured, 2 cores). Shorter did not help on
+# 2 cores: at 0.05 s a 3-broker roll took 17.0 s (median of 5; 15.2-17.7) against 16.3 s (15.9-16.6) at 0.2 s,
+# the machine 89-91% busy during the rolls against 66-69% (bench/side_by_side.py, 2026-11-30): the scheduler's
+# extra loops took the CPU the brokers' JVMs start on.
 # The dag-processor parses a DAG file again once it is older than ``min_file_process_interval`` (Airflow's default
 # 30 s) or as soon as the file changed (its ``file_parsing_sort_mode`` ``modified_time``): the default re-parsed
 # the eight unchanged DAG files every 30 s, each in a process of its own writing to the metadata database, and

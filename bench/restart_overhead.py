@@ -32,6 +32,9 @@ The table:
   gate, the SSH commands, the waits' polls; "exit to next launch" is ours too: the gone wait and the start command);
 - ratio = wall / sum of unavoidable; overhead per broker = (wall - airflow - fixed - ctrl_s - unavoidable) /
   brokers: the per-broker tasks' own cost (Airflow's task start, the gate, the SSH commands, the waits' polls).
+- the machine's CPU during the run (``bench/cpu_share.py``: every process sampled every 0.5 s, about 1% of a core),
+  by what took it: the Kafka JVMs, the bench's clients, Airflow's scheduler, api-server, PostgreSQL and tasks; on a
+  machine of few cores a broker's start is CPU-bound, so these say what a faster roll would take CPU from;
 - ``--mode kraft``: a KRaft sandbox (``--controllers``, default 3; Kafka 4.0.0); the roll restarts the
   controllers first (``roles=all``, unless ``--conf`` says otherwise): ``ctrl_s`` is the controllers' roll,
   from its first task's start to its last task's end, and is left out of ``fixed``.
@@ -61,6 +64,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from cpu_share import CpuSampler, describe  # noqa: E402
+
 from sandbox import restart_timeline  # noqa: E402
 from sandbox.layout import Workdir  # noqa: E402
 from sandbox.traffic_watch import watched_traffic  # noqa: E402
@@ -374,11 +379,12 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
         chosen = RUNNERS[runner](root, workdir, dag_id, root / "run.log")
         bootstrap = json.loads((workdir / "env.json").read_text())["bootstrap_servers"]
         with watched_traffic(workdir, bootstrap, list(range(size)), rate_per_s=rate_per_s) if traffic \
-                else nullcontext() as watched:
+                else nullcontext() as watched, CpuSampler() as cpu:
             result = chosen.run(conf)
         ok = True
         kafka_own(workdir, size, result["brokers"])
-        out = {"size": size, "mode": mode, "runner": chosen.name, **result}
+        out = {"size": size, "mode": mode, "runner": chosen.name, **result,
+               "cpu": describe(cpu.shares(result["began"], result["ended"]), result["wall_s"])}
         if watched is not None:
             out.update(traffic_result(watched))
         return out
@@ -460,6 +466,8 @@ def table(results: list[dict[str, Any]]) -> str:
         if steps:
             detail.append(f"  {r['size']} brokers, task timeline (start s from the call, duration s): "
                           + ", ".join(f"{t['task']} {t['start_s']:.1f}+{t['duration_s']:.1f}" for t in steps))
+        if r.get("cpu"):
+            detail.append(f"  {r['size']} brokers, the machine's CPU during the run: {r['cpu']}")
         if r["failed"]:
             detail.append(f"  {r['size']} brokers: FAILED tasks {', '.join(r['failed'])}")
         for key, client in (("traffic", "confluent-kafka"), ("traffic_kafka_python", "kafka-python")):

@@ -194,3 +194,54 @@ def test_the_side_by_side_bench_names_the_threads_that_took_the_clients_cpu() ->
     lines = side_by_side.table([row, quiet]).splitlines()
     named = [line for line in lines if "the clients took" in line]
     assert named == ['3 brokers, compared, wall 26.0 s: the clients took 30.6 CPU s, most in {"kp-consumer": 13.7}']
+
+
+def test_the_cpu_shares_count_each_process_over_the_window_only() -> None:
+    from cpu_share import CpuSampler
+
+    kafka = "java -Xmx320m -cp libs/* kafka.Kafka server.properties"
+    pg = "postgres: airflow airflow [local] SELECT"
+    sampler = CpuSampler()
+    sampler.samples = [
+        (T0, {1: (kafka, 10.0), 2: ("airflow scheduler", 5.0), 3: (pg, 1.0)}),
+        (T0 + 1, {1: (kafka, 11.0), 2: ("airflow scheduler", 5.5), 3: (pg, 1.2), 4: (kafka, 0.5)}),
+        # the scheduler's sample is its last: it ended inside the window
+        # pid 1 exited and waits to be reaped: its command line is gone, its CPU time is not
+        (T0 + 2, {1: ("<java>", 12.0), 3: (pg, 1.4), 4: (kafka, 1.5), 5: ("airflow worker -- LocalExecutor", 0.3)}),
+        (T0 + 3, {1: (kafka, 20.0), 3: (pg, 9.0), 4: (kafka, 9.5)}),  # after the window
+    ]
+    shares = sampler.shares(T0 + 0.5, T0 + 1.5)
+    # from the sample at T0 to the one at T0 + 2: the pre-existing JVM's 2.0, the new one's whole 1.5
+    assert shares == pytest.approx({"Kafka JVMs": 3.5, "Airflow scheduler": 0.5, "PostgreSQL": 0.4,
+                                    "Airflow tasks and workers": 0.3})
+    assert list(shares)[0] == "Kafka JVMs"  # the biggest first
+    with pytest.raises(ValueError, match="do not span"):
+        sampler.shares(T0 - 1, T0 + 1)
+    with pytest.raises(ValueError, match="do not span"):
+        sampler.shares(T0 + 1, T0 + 4)
+    with pytest.raises(ValueError, match="empty window"):
+        sampler.shares(T0 + 1, T0 + 1)
+
+
+def test_the_cpu_shares_name_what_took_the_cpu() -> None:
+    from cpu_share import OTHER, category, describe
+
+    assert category("postgres: airflow airflow [local] UPDATE") == "PostgreSQL"  # not an Airflow process
+    assert category("/usr/bin/java -cp /opt/zk/* org.apache.zookeeper.server.quorum.QuorumPeerMain z.cfg") == \
+        "ZooKeeper"
+    assert category("/work/.venv/bin/python /work/.venv/bin/airflow api-server") == "Airflow api-server"
+    assert category("airflow worker -- LocalExecutor: <idle>") == "Airflow tasks and workers"
+    assert category("/usr/sbin/sshd -D -f sshd_config") == "sshd"
+    assert category("[ksoftirqd/0]") == "kernel threads"
+    assert category("/bin/sleep 5") == OTHER
+    line = describe({"Kafka JVMs": 17.4, "Airflow scheduler": 2.0, "other": 0.01}, wall_s=16.1, cores=2)
+    assert line == "19.4 of 32.2 CPU s (2 cores x 16.1 s, 60% busy): Kafka JVMs 17.4, Airflow scheduler 2.0"
+
+
+def test_the_overhead_bench_prints_where_the_cpu_went() -> None:
+    tis = [ti("check_and_lock", 2.0, 3.5), ti("restart.broker", 5.0, 15.0, 0), ti("run_outcome", 15.5, 17.0)]
+    rows = [{"map_index": 0, "rendered_map_index": "broker 0 (1/1)", "marks": marks(6, 8, 9, 12, 13, 14)}]
+    result = {**summarize("success", T0, T0 + 17.0, tis, rows), "size": 1,
+              "cpu": "19.4 of 34.0 CPU s (2 cores x 17.0 s, 57% busy): Kafka JVMs 17.4, Airflow scheduler 2.0"}
+    assert ("  1 brokers, the machine's CPU during the run: 19.4 of 34.0 CPU s (2 cores x 17.0 s, 57% busy): "
+            "Kafka JVMs 17.4, Airflow scheduler 2.0") in table([result]).splitlines()

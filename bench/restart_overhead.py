@@ -383,8 +383,11 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             result = chosen.run(conf)
         ok = True
         kafka_own(workdir, size, result["brokers"])
-        out = {"size": size, "mode": mode, "runner": chosen.name, **result,
-               "cpu": describe(cpu.shares(result["began"], result["ended"]), result["wall_s"])}
+        try:
+            cpu_line = describe(cpu.shares(result["began"], result["ended"]), result["wall_s"])
+        except ValueError as exc:  # the samples do not span the run: say so, keep the run's figures
+            cpu_line = f"not read ({exc})"
+        out = {"size": size, "mode": mode, "runner": chosen.name, **result, "cpu": cpu_line}
         if watched is not None:
             out.update(traffic_result(watched))
         return out

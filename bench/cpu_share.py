@@ -1,5 +1,6 @@
 """Where a machine's CPU went while a roll ran: every process's CPU time (user + system, seconds) sampled in the
-background (``psutil``), summed by what the process is (a Kafka node's JVM, Airflow's scheduler, ...) over a window.
+background (``psutil``), summed by what the process is (a Kafka node's JVM, Airflow's scheduler, ...) over a window;
+or, the same way, this process's threads by name (``bench/side_by_side.py``: the client traffic's threads).
 
 On a machine of few cores the roll's time is partly the machine's: a restarted broker's JVM start is CPU-bound and
 shares the cores with the running brokers, the client traffic and Airflow. The shares say which of them a faster
@@ -13,10 +14,12 @@ so the shares of such processes are lower bounds.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 
@@ -41,6 +44,8 @@ OTHER = "other"
 KTHREADD_PID = 2
 #: Seconds between two samples.
 INTERVAL_S = 0.5
+#: Clock ticks a second, the unit of ``/proc/<pid>/task/<tid>/stat``'s CPU times.
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 def category(cmdline: str) -> str:
@@ -52,13 +57,18 @@ def category(cmdline: str) -> str:
     return OTHER
 
 
-def snapshot() -> dict[int, tuple[str, float]]:
-    """pid -> (label, CPU seconds used so far, user + system) of every process that can be read. The label is the
-    command line; a kernel thread's is its name in brackets (``"[ksoftirqd/0]"``); a process whose command line is
-    gone (a zombie not reaped yet) has its name in angle brackets (``"<java>"``), which :meth:`CpuSampler.shares`
-    replaces with the command line an earlier sample saw."""
+#: A reading: ``{key: (label, CPU seconds so far)}``, a key naming one process or thread for its whole life (an id
+#: the kernel gives again later comes with another start time).
+Reading = dict[tuple[int, float], tuple[str, float]]
+
+
+def snapshot() -> Reading:
+    """Every process that can be read, keyed by (pid, start time): its label and CPU seconds used so far (user +
+    system). The label is the command line; a kernel thread's is its name in brackets (``"[ksoftirqd/0]"``); a
+    process whose command line is gone (a zombie not reaped yet) has its name in angle brackets (``"<java>"``), which
+    :meth:`CpuSampler.spent` replaces with the command line an earlier sample saw."""
     out = {}
-    for proc in psutil.process_iter(["cmdline", "cpu_times", "name", "ppid"]):
+    for proc in psutil.process_iter(["cmdline", "cpu_times", "name", "ppid", "create_time"]):
         info = proc.info
         times, cmdline = info.get("cpu_times"), info.get("cmdline")
         if times is None:
@@ -69,63 +79,86 @@ def snapshot() -> dict[int, tuple[str, float]]:
             label = f"[{info.get('name') or '?'}]"
         else:
             label = f"<{info.get('name') or '?'}>"
-        out[proc.pid] = (label, times.user + times.system)
+        out[(proc.pid, info.get("create_time") or 0.0)] = (label, times.user + times.system)
     return out
 
 
-@dataclass
+def own_threads() -> Reading:
+    """This process's live threads (``/proc/self/task``), keyed by (thread id, start time in clock ticks): Python
+    threads labelled by their ``threading`` name, native ones by their kernel name (librdkafka's ``rdk:broker1``),
+    with their CPU seconds so far."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    found = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            comm = (task / "comm").read_text().strip()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # from field 3 (state) on: utime, stime, starttime = 14, 15, 22
+        tid = int(task.name)
+        found[(tid, float(fields[19]))] = (names.get(tid, comm), (int(fields[11]) + int(fields[12])) / TICKS_PER_S)
+    return found
+
+
 class CpuSampler:
-    """Samples :func:`snapshot` every :data:`INTERVAL_S` seconds in a daemon thread while started; use as a context
-    manager. ``samples``: (epoch seconds, snapshot) in time order."""
+    """Takes a reading (:func:`snapshot` by default, or e.g. :func:`own_threads`) when entered, every
+    ``interval_s`` seconds in a daemon thread, and when left; use as a context manager. ``samples``: (epoch seconds,
+    reading) in time order. A process or thread that ends between two readings keeps its last one: what it used
+    after it is lost (its share is a lower bound)."""
 
-    interval_s: float = INTERVAL_S
-    samples: list[tuple[float, dict[int, tuple[str, float]]]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self, read: Callable[[], Reading] = snapshot, interval_s: float = INTERVAL_S) -> None:
+        self.read, self.interval_s = read, interval_s
+        self.samples: list[tuple[float, Reading]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
 
+    def _take(self) -> None:
+        self.samples.append((time.time(), self.read()))
+
     def _loop(self) -> None:
-        while True:
-            self.samples.append((time.time(), snapshot()))
-            if self._stop.wait(self.interval_s):
-                self.samples.append((time.time(), snapshot()))
-                return
+        while not self._stop.wait(self.interval_s):
+            self._take()
 
     def __enter__(self) -> CpuSampler:
+        self._take()  # before the caller's window begins
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._take()
 
-    def shares(self, began: float, ended: float) -> dict[str, float]:
-        """CPU seconds per category between epoch seconds ``began`` and ``ended`` (see the module docstring), the
-        biggest first.
+    def spent(self, began: float | None = None, ended: float | None = None,
+              group: Callable[[str], str] = category) -> dict[str, float]:
+        """CPU seconds per ``group(label)`` (a :data:`CATEGORIES` name by default) between epoch seconds ``began``
+        and ``ended`` (None: the first / last sample; see the module docstring), the biggest first.
 
         :raises ValueError: ``ended <= began``, or no sample at or before ``began`` / at or after ``ended`` (the
             sampler started too late or stopped too early).
         """
+        began = self.samples[0][0] if began is None else began
+        ended = self.samples[-1][0] if ended is None else ended
         if ended <= began:
             raise ValueError(f"an empty window ({began} .. {ended})")
-        before = [snap for t, snap in self.samples if t <= began]
+        before = [reading for t, reading in self.samples if t <= began]
         if not before or self.samples[-1][0] < ended:
             raise ValueError("the samples do not span the window")
         start = before[-1]
-        last: dict[int, tuple[str, float]] = {}
-        for t, snap in self.samples:
-            for pid, (label, cpu) in snap.items():
-                if label.startswith("<") and pid in last:  # a zombie: the command line it had
-                    label = last[pid][0]
-                last[pid] = (label, cpu)  # a process that ended inside the window keeps its last sample
+        last: Reading = {}
+        for t, reading in self.samples:
+            for key, (label, cpu) in reading.items():
+                if label.startswith("<") and key in last:  # a zombie: the command line it had
+                    label = last[key][0]
+                last[key] = (label, cpu)  # one that ended inside the window keeps its last reading
             if t >= ended:
                 break
         totals: dict[str, float] = {}
-        for pid, (cmdline, cpu) in last.items():
-            used = cpu - start[pid][1] if pid in start else cpu  # absent at the start: born inside the window
+        for key, (label, cpu) in last.items():
+            used = cpu - start[key][1] if key in start else cpu  # absent at the start: born inside the window
             if used > 0:
-                name = category(cmdline)
+                name = group(label)
                 totals[name] = totals.get(name, 0.0) + used
         return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 

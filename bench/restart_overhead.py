@@ -358,7 +358,8 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             mode: str = "zookeeper", controllers: int = 3, rate_per_s: float = 500.0,
             dag_id: str = DAG_ID, runner: str = "dagtest") -> dict[str, Any]:
     """Sandbox of ``size`` brokers up -> one DAG run (``runner``: :data:`RUNNERS`) -> sandbox down. Returns the
-    run's :func:`summarize` result plus ``size`` (and, with ``traffic``, what an idempotent ``acks=all`` producer and
+    run's :func:`summarize` result plus ``size``, ``cpu`` (where the machine's CPU went during the run,
+    ``cpu_share.describe``) (and, with ``traffic``, what an idempotent ``acks=all`` producer and
     a reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the runner's
     output is in ``<base>/<size>/run.log`` (``<base>/<size>-2/`` for the same size's second run, and so on).
     ``rate_per_s``: the confluent-kafka producer's messages per second (the kafka-python one sends a fifth of it).
@@ -384,7 +385,7 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
         ok = True
         kafka_own(workdir, size, result["brokers"])
         try:
-            cpu_line = describe(cpu.shares(result["began"], result["ended"]), result["wall_s"])
+            cpu_line = describe(cpu.spent(result["began"], result["ended"]), result["wall_s"])
         except ValueError as exc:  # the samples do not span the run: say so, keep the run's figures
             cpu_line = f"not read ({exc})"
         out = {"size": size, "mode": mode, "runner": chosen.name, **result, "cpu": cpu_line}

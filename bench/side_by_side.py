@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "plugins"))  # the Burrow hook and the lag gate's window rule (consumers_at_rest)
+from cpu_share import CpuSampler, own_threads  # noqa: E402
 from restart_overhead import RUNNERS, _sandbox, traffic_result, up_sandbox  # noqa: E402
 
 from sandbox.cli import key_value  # noqa: E402
@@ -130,36 +129,22 @@ class CpuDuring:
     """What a turn cost the machine's CPU: ``busy`` (0..1 of every core, ``/proc/stat``) and ``clients_s``, the CPU
     seconds of this process (the client traffic's producers and readers run in its threads; the other tool and
     Airflow run in processes of their own), and ``threads``: the threads that took the most of it, by name (a
-    Python thread's name, or the kernel's name of a native one, e.g. librdkafka's ``rdk:broker1``)."""
+    Python thread's name, or the kernel's name of a native one, e.g. librdkafka's ``rdk:broker1``), read every
+    :data:`THREAD_SAMPLE_S` (``cpu_share.own_threads``): the traffic's threads end, and leave /proc, before the turn
+    does."""
 
     def __enter__(self) -> CpuDuring:
-        self._stat, self._own, self._first = _proc_stat(), time.process_time(), _thread_cpu()
-        self._last = dict(self._first)
-        self._done = threading.Event()
-        self._sampler = threading.Thread(target=self._sample, name="cpu-sampler", daemon=True)
-        self._sampler.start()
+        self._stat, self._own = _proc_stat(), time.process_time()
+        self._threads = CpuSampler(read=own_threads, interval_s=THREAD_SAMPLE_S).__enter__()
         return self
 
-    def _sample(self) -> None:
-        """Keep each thread's last CPU figure (every :data:`THREAD_SAMPLE_S`: a thread that ends loses its last
-        fraction of it): the traffic's threads end, and leave /proc, before the turn does."""
-        while not self._done.wait(THREAD_SAMPLE_S):
-            self._last.update(_thread_cpu())
-
     def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._sampler.join()
-        self._last.update(_thread_cpu())
+        self._threads.__exit__(*exc)
         (total0, idle0), (total1, idle1) = self._stat, _proc_stat()
         self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
         self.clients_s = time.process_time() - self._own
-        spent: dict[str, float] = {}
-        for tid, (name, seconds) in self._last.items():
-            before = self._first.get(tid)
-            used = seconds - (before[1] if before and before[0] == name else 0.0)
-            spent[name] = spent.get(name, 0.0) + used
-        self.threads = dict(sorted(((n, round(s, 1)) for n, s in spent.items() if s >= 0.5),
-                                   key=lambda item: -item[1])[:THREADS_SHOWN])
+        spent = self._threads.spent(group=lambda name: name)
+        self.threads = {name: round(s, 1) for name, s in list(spent.items())[:THREADS_SHOWN] if s >= 0.5}
 
     def result(self) -> dict[str, Any]:
         return {"cpu_busy": self.busy, "clients_cpu_s": self.clients_s, "cpu_threads": self.threads}
@@ -167,24 +152,6 @@ class CpuDuring:
 
 THREADS_SHOWN = 4
 THREAD_SAMPLE_S = 0.5
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-def _thread_cpu() -> dict[int, tuple[str, float]]:
-    """``{thread id: (name, CPU seconds so far)}`` for this process's live threads (``/proc/self/task``): Python
-    threads by their ``threading`` name, native ones by their kernel name; a thread gone is not counted."""
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    found = {}
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-            comm = (task / "comm").read_text().strip()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        tid = int(task.name)
-        found[tid] = (names.get(tid, comm), (int(fields[11]) + int(fields[12])) / TICKS_PER_S)
-    return found
 
 
 def cpu_busy(span_s: float = CPU_SPAN_S) -> float:

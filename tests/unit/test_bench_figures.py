@@ -201,26 +201,46 @@ def test_the_cpu_shares_count_each_process_over_the_window_only() -> None:
 
     kafka = "java -Xmx320m -cp libs/* kafka.Kafka server.properties"
     pg = "postgres: airflow airflow [local] SELECT"
+    old, new, sched, db, worker = (1, 50.0), (4, 61.0), (2, 40.0), (3, 45.0), (5, 61.5)  # (pid, start time)
     sampler = CpuSampler()
     sampler.samples = [
-        (T0, {1: (kafka, 10.0), 2: ("airflow scheduler", 5.0), 3: (pg, 1.0)}),
-        (T0 + 1, {1: (kafka, 11.0), 2: ("airflow scheduler", 5.5), 3: (pg, 1.2), 4: (kafka, 0.5)}),
-        # the scheduler's sample is its last: it ended inside the window
-        # pid 1 exited and waits to be reaped: its command line is gone, its CPU time is not
-        (T0 + 2, {1: ("<java>", 12.0), 3: (pg, 1.4), 4: (kafka, 1.5), 5: ("airflow worker -- LocalExecutor", 0.3)}),
-        (T0 + 3, {1: (kafka, 20.0), 3: (pg, 9.0), 4: (kafka, 9.5)}),  # after the window
+        (T0, {old: (kafka, 10.0), sched: ("airflow scheduler", 5.0), db: (pg, 1.0)}),
+        (T0 + 1, {old: (kafka, 11.0), sched: ("airflow scheduler", 5.5), db: (pg, 1.2), new: (kafka, 0.5)}),
+        # the scheduler's reading at T0 + 1 is its last: it ended inside the window; the old JVM exited and waits to
+        # be reaped: its command line is gone, its CPU time is not
+        (T0 + 2, {old: ("<java>", 12.0), db: (pg, 1.4), new: (kafka, 1.5), worker: ("airflow worker -- x", 0.3),
+                  (1, 62.0): ("/bin/sh -c true", 0.1)}),  # pid 1 again: another process, counted from its start
+        (T0 + 3, {old: (kafka, 20.0), db: (pg, 9.0), new: (kafka, 9.5)}),  # after the window
     ]
-    shares = sampler.shares(T0 + 0.5, T0 + 1.5)
-    # from the sample at T0 to the one at T0 + 2: the pre-existing JVM's 2.0, the new one's whole 1.5
+    shares = sampler.spent(T0 + 0.5, T0 + 1.5)
+    # from the reading at T0 to the one at T0 + 2: the old JVM's 2.0, the new one's whole 1.5
     assert shares == pytest.approx({"Kafka JVMs": 3.5, "Airflow scheduler": 0.5, "PostgreSQL": 0.4,
-                                    "Airflow tasks and workers": 0.3})
+                                    "Airflow tasks and workers": 0.3, "other": 0.1})
     assert list(shares)[0] == "Kafka JVMs"  # the biggest first
+    assert sampler.spent(group=lambda label: label.split()[0])["java"] == pytest.approx(20.0 - 10.0 + 9.5)
     with pytest.raises(ValueError, match="do not span"):
-        sampler.shares(T0 - 1, T0 + 1)
+        sampler.spent(T0 - 1, T0 + 1)
     with pytest.raises(ValueError, match="do not span"):
-        sampler.shares(T0 + 1, T0 + 4)
+        sampler.spent(T0 + 1, T0 + 4)
     with pytest.raises(ValueError, match="empty window"):
-        sampler.shares(T0 + 1, T0 + 1)
+        sampler.spent(T0 + 1, T0 + 1)
+
+
+def test_the_cpu_sampler_reads_when_entered_and_left() -> None:
+    """A window that begins as the sampler is entered and ends as it is left is spanned (no waiting for the sampling
+    thread's first reading), and this process's threads are read by name."""
+    import time
+
+    from cpu_share import CpuSampler, own_threads
+
+    with CpuSampler(read=own_threads, interval_s=60) as sampler:
+        began = time.time()
+        until = time.thread_time() + 0.1
+        while time.thread_time() < until:
+            pass
+        ended = time.time()
+    assert len(sampler.samples) == 2
+    assert sampler.spent(began, ended, group=lambda name: name)["MainThread"] >= 0.09
 
 
 def test_the_cpu_shares_name_what_took_the_cpu() -> None:

@@ -23,6 +23,7 @@ Pure: no Airflow, no I/O. Times are ms since the epoch.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -57,6 +58,10 @@ class BrokerProgress:
     #: How to undo what the roll's before-start step changed on the node (``{"what", "command"}``,
     #: ``kafka_ops.roll_spec.WayBack``), kept through the later phases; None = nothing to undo.
     way_back: Mapping[str, str] | None = None
+    #: While the node soaks after it is back (``soak_s``): when the soak ends (epoch ms). It is ``done`` already (a run
+    #: stopped during the soak must not restart it again), but the next batch waits until then
+    #: (:func:`turn`); the mark after the soak drops it. None = not soaking.
+    soak_until_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -124,9 +129,10 @@ class RollRecord:
         return self.phase(broker_id) == "done"
 
     def mark(self, broker_id: int, phase: str, at_ms: int, reason: str = "", took_s: float = 0.0,
-             way_back: Mapping[str, str] | None = None) -> RollRecord:
+             way_back: Mapping[str, str] | None = None, soak_until_ms: int | None = None) -> RollRecord:
         """A copy with ``broker_id`` at ``phase``; ``way_back`` (see :class:`BrokerProgress`) replaces the node's,
-        else the one it had is kept.
+        else the one it had is kept; ``soak_until_ms`` (epoch ms) marks it soaking until then (not kept by the next
+        mark).
 
         :raises ValueError: going back to an earlier phase (a roll never un-does progress), or an
             unknown phase.
@@ -140,8 +146,14 @@ class RollRecord:
         kept = way_back if way_back is not None else (before.way_back if before else None)
         brokers = dict(self.brokers)
         brokers[int(broker_id)] = BrokerProgress(int(broker_id), phase, int(at_ms), reason, float(took_s),
-                                                 None if kept is None else dict(kept))
+                                                 None if kept is None else dict(kept),
+                                                 None if soak_until_ms is None else int(soak_until_ms))
         return replace(self, brokers=brokers)
+
+    def soak_left_ms(self, broker_id: int, now_ms: int) -> int:
+        """How much longer ``broker_id`` soaks at ``now_ms`` (epoch ms), ms; 0 = not soaking."""
+        p = self.progress(broker_id)
+        return max(0, p.soak_until_ms - now_ms) if p is not None and p.soak_until_ms is not None else 0
 
     def last_action_ms(self) -> int | None:
         """When this roll last recorded progress on any broker (epoch ms: a stop, a start, back in every ISR), or
@@ -165,7 +177,8 @@ class RollRecord:
             "consumer_groups": None if self.consumer_groups is None else list(self.consumer_groups),
             "brokers": {
                 str(b): {"phase": p.phase, "at_ms": p.at_ms, "reason": p.reason, "took_s": p.took_s,
-                         **({"way_back": dict(p.way_back)} if p.way_back else {})}
+                         **({"way_back": dict(p.way_back)} if p.way_back else {}),
+                         **({"soak_until_ms": p.soak_until_ms} if p.soak_until_ms is not None else {})}
                 for b, p in sorted(self.brokers.items())
             },
             "lag_ok": None if self.lag_ok is None else {"polls": self.lag_ok.polls, "at_ms": self.lag_ok.at_ms},
@@ -180,7 +193,8 @@ class RollRecord:
         try:
             brokers = {
                 int(b): BrokerProgress(int(b), p["phase"], int(p["at_ms"]), p.get("reason", ""),
-                                       float(p.get("took_s", 0)), _way_back(p.get("way_back")))
+                                       float(p.get("took_s", 0)), _way_back(p.get("way_back")),
+                                       None if p.get("soak_until_ms") is None else int(p["soak_until_ms"]))
                 for b, p in (data.get("brokers") or {}).items()
             }
             groups = data.get("consumer_groups")
@@ -270,14 +284,23 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool, node: str
     return Decision("act", f"{who}: {step}")
 
 
-def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "broker") -> Decision:
+def soak_left_ms(position: int, record: RollRecord, now_ms: int) -> int:
+    """How much longer the nodes of the batches before ``position`` soak at ``now_ms`` (epoch ms), ms (0: none
+    soaks)."""
+    return max((record.soak_left_ms(b, now_ms) for batch in record.batches[:position] for b in batch), default=0)
+
+
+def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "broker",
+         now_ms: int | None = None) -> Decision:
     """May the batch at ``position`` (0-based, in :attr:`RollRecord.batches`; in a serial roll a batch is one
     broker) begin?
 
-    Only when every broker of the batches before it is done in this roll: ``act``. When the previous
-    batch's task failed (or was marked failed): ``fail``, naming the unfinished broker, so a failed broker
-    stops the roll before the next one is touched. Otherwise ``skip`` = not yet (still going). ``node``
-    names the nodes in the reasons (``"controller"`` for a roll of KRaft controllers).
+    Only when every broker of the batches before it is done in this roll, and none of them soaks any more
+    (``soak_s``: :attr:`BrokerProgress.soak_until_ms` after ``now_ms``, epoch ms, default now): ``act``. When the
+    previous batch's task failed (or was marked failed) with a broker unfinished: ``fail``, naming it, so a failed
+    broker stops the roll before the next one is touched. Otherwise ``skip`` = not yet (still going, or soaking: a
+    soak is waited out even when its task was stopped). ``node`` names the nodes in the reasons (``"controller"``
+    for a roll of KRaft controllers).
     """
     batches = record.batches
     if not 0 <= position < len(batches):
@@ -285,6 +308,12 @@ def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "
     pending = [b for batch in batches[:position] for b in batch if not record.is_done(b)]
     me = names(batches[position], node)
     if not pending:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        soaking = [b for batch in batches[:position] for b in batch if record.soak_left_ms(b, now) > 0]
+        if soaking:
+            until = max(record.progress(b).soak_until_ms for b in soaking)  # type: ignore[union-attr]
+            return Decision("skip", f"{me}: waiting for {names(soaking, node)} to end the soak (until "
+                                    f"{clock(until)})")
         return Decision("act", f"{me}: {'its' if len(batches[position]) == 1 else 'their'} turn "
                                f"({position + 1}/{len(batches)})")
     if previous_failed:

@@ -90,14 +90,16 @@ class RollStore:
         return updated
 
     def mark_all(self, record: RollRecord, broker_ids: Iterable[int], phase: str, reason: str = "",
-                 took_s: float = 0.0) -> RollRecord:
+                 took_s: float = 0.0, soak_s: float | None = None) -> RollRecord:
         """Record every broker of ``broker_ids`` at ``phase`` now in one save (a batch's brokers reach a phase
         together: one Variable write, not one per broker), and return the new record; no ids, no write.
+        ``soak_s``: they soak that many seconds from now (:attr:`kafka_ops.roll.BrokerProgress.soak_until_ms`).
 
         :raises ValueError: as :meth:`RollRecord.mark` (the record is not saved then)."""
         at, updated = now_ms(), record
+        until = None if soak_s is None else at + int(soak_s * 1000)
         for broker_id in broker_ids:
-            updated = updated.mark(broker_id, phase, at, reason, took_s)
+            updated = updated.mark(broker_id, phase, at, reason, took_s, soak_until_ms=until)
         if updated is not record:
             self.save(updated)
         return updated

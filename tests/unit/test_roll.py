@@ -412,3 +412,14 @@ def test_a_nodes_way_back_is_kept_through_later_phases_survives_json_and_goes_wi
     with pytest.raises(ValueError, match="way_back needs"):
         RollRecord.from_dict({**record.to_dict(), "brokers": {"0": {"phase": "prepared", "at_ms": 1,
                                                                     "way_back": {"what": "x"}}}})
+
+
+def test_a_soaking_broker_before_holds_the_next_one_until_the_soak_ends() -> None:
+    """``soak_s``: done (never restarted again by a resume) but still soaking: the next broker waits for the soak's
+    end, even when the soak's task failed (stopped from outside during the soak)."""
+    rec = record().mark(2, "done", T0, "restarted, back in every ISR; soaking", soak_until_ms=T0 + 30_000)
+    for failed in (False, True):
+        assert turn(1, rec, failed, now_ms=T0 + 1_000) == Decision(
+            "skip", "broker 0: waiting for broker 2 to end the soak (until 22:13:50 UTC)")
+    assert turn(1, rec, False, now_ms=T0 + 30_000) == Decision("act", "broker 0: its turn (2/3)")
+    assert turn(1, rec.mark(2, "done", T0 + 30_000, "restarted"), False, now_ms=T0 + 1_000).action == "act"

@@ -16,6 +16,7 @@ from typing import Any
 from airflow.sdk import TaskGroup
 from kafka_ops.roll_spec import RollSpec
 from operators.broker_roll import BrokerRollOperator
+from operators.node_roll import ACTIVE_PER_ROLL
 from operators.roll_plan import RollPlanOperator
 from runtime.params import FromParam
 
@@ -59,8 +60,9 @@ def broker_roll(spec: RollSpec | str, *, plan_trigger_rule: str = "all_success",
             task_id="broker", roll_id=spec.roll_id, settings=cfg, operation=spec.operation,
             before_start=spec.before_start, needs_action=spec.needs_action, facts=spec.facts,
             map_index_template=LABEL,
-            # one broker at a time: a running (or deferred) instance blocks the next, and the scheduler starts
-            # them in map-index order; no retries, since an instance waiting to retry would not block
-            max_active_tis_per_dagrun=1, retries=0, trigger_rule=broker_trigger_rule,
+            # one batch at a time: each instance acts only once the roll's record says the batches before it are
+            # done; the next one starts beside the acting one and waits in its task (operators.node_roll:
+            # ACTIVE_PER_ROLL); no retries, since an instance waiting to retry would let the next one start
+            max_active_tis_per_dagrun=ACTIVE_PER_ROLL, retries=0, trigger_rule=broker_trigger_rule,
         ).expand(batch=plan.output)
     return group

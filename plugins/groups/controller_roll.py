@@ -20,6 +20,7 @@ from typing import Any
 from airflow.sdk import TaskGroup
 from kafka_ops.roll_spec import RollSpec
 from operators.controller_roll import ControllerPlanOperator, ControllerRollOperator
+from operators.node_roll import ACTIVE_PER_ROLL
 from runtime.params import FromParam
 
 #: The settings a controller roll reads, by default from the DAG params of the same names.
@@ -58,8 +59,9 @@ def controller_roll(spec: RollSpec | str = "controllers", *, plan_trigger_rule: 
             task_id="controller", roll_id=spec.roll_id, settings=cfg, operation=spec.operation,
             before_start=spec.before_start, needs_action=spec.needs_action, facts=spec.facts,
             map_index_template=LABEL,
-            # one controller at a time: a running (or deferred) instance blocks the next, and the scheduler
-            # starts them in map-index order; no retries, since an instance waiting to retry would not block
-            max_active_tis_per_dagrun=1, retries=0,
+            # one controller at a time: each instance acts only once the roll's record says the ones before it
+            # are done; the next one starts beside the acting one and waits in its task (operators.node_roll:
+            # ACTIVE_PER_ROLL); no retries, since an instance waiting to retry would let the next one start
+            max_active_tis_per_dagrun=ACTIVE_PER_ROLL, retries=0,
         ).expand(item=plan.output)
     return group

@@ -105,12 +105,27 @@ class BrokerRollOperator(NodeRollOperator):
         burrow = BurrowHook.from_profile(profile) if groups and not self.dry_run else None
         self.lag = (LagWatch(burrow, groups, self.interval_s, record.lag_ok, since_ms=record.last_action_ms())
                     if burrow is not None else None)
-        with ClusterProber(profile) as self.prober:
+        prober, self._ahead = getattr(self, "_ahead", None) or ClusterProber(profile), None
+        with prober as self.prober:
             try:
                 yield
             finally:
                 if burrow is not None:
                     burrow.close()
+
+    def _warm_up(self, context: Any) -> None:
+        """While waiting for its turn: the admin client connected with the cluster's configs read (the gate's min ISR:
+        kept for the life of the client), the run's cluster mode read, and SSH connections to the batch's hosts
+        opening in the background; the batch's session then uses that client (:meth:`_session`)."""
+        prober = ClusterProber(self.profile)
+        try:
+            prober.state(configs=True)
+            self.mode(context, prober.admin)
+        except BaseException:
+            prober.close()
+            raise
+        self._ahead = prober
+        self._connect_ahead({int(b["id"]): b for b in self.batch["brokers"]})
 
     def _choose(self, store: RollStore, record: RollRecord, position: int) -> tuple[RollRecord, dict[int, dict]]:
         return record, {int(b["id"]): b for b in self.batch["brokers"] if not record.is_done(int(b["id"]))}

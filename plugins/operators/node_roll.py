@@ -4,9 +4,13 @@ task per batch of nodes, every step in that task:
 turn -> finished? -> window -> choose (which nodes, in which order) -> needs action? -> lock -> gate -> pre-stop
 -> stop -> gone -> before-start -> pre-start -> start -> back -> soak -> report.
 
-Why one task per batch: strictly one batch at a time comes from ``max_active_tis_per_dagrun=1`` on the mapped task
-(a running or deferred instance blocks the next; the scheduler starts them in map-index order), not from a sensor
-that polls the previous batch's state (reschedule sensors hit apache/airflow#71172). Waits poll in the task's own
+Why one task per batch: strictly one batch at a time comes from the roll's record, which every instance asks before
+it acts (:func:`kafka_ops.roll.turn`: every node of the batches before it done), with at most
+:data:`ACTIVE_PER_ROLL` instances at once (``max_active_tis_per_dagrun``; the scheduler starts them in map-index
+order): the one acting, and the next one started ahead, which waits *in its own process* for its turn
+(:meth:`NodeRollOperator._await_turn`) and goes on the moment the batch before it is done, without the scheduler's
+hop and its own task start in between. Not a sensor that polls the previous batch's state (reschedule sensors hit
+apache/airflow#71172). Waits poll in the task's own
 process (``runtime.waiting``), so no deferral race (apache/airflow#72716) can fail a step either; the Grid label
 shows the current step (``runtime.grid.show_step``). Every step that can skip asks :func:`kafka_ops.roll.decide`
 and logs its reason verbatim; the roll's record (``runtime.roll_store``) is written before and after each action,
@@ -31,7 +35,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, DownstreamTasksSkipped
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.roll import RollRecord, clock, decide, eta_s, names, turn
+from kafka_ops.roll import Decision, RollRecord, clock, decide, eta_s, names, soak_left_ms, turn
 from kafka_ops.roll_spec import (
     BeforeStart,
     ClusterMode,
@@ -69,6 +73,28 @@ START_STEP = (("start", "start_command"),)
 #: milliseconds (one metadata read each look); with 0.5 s first, each of those two waits took 0.5 s on real Kafka
 #: 3.6 / 4.0 (both checked "not yet" once, then passed at the next look).
 RAMP_FROM_S = 0.1
+#: Instances of a roll's mapped task that may run at once (``max_active_tis_per_dagrun``): the one acting on its
+#: nodes, and the next one, started ahead and waiting in its own process until the roll's record says every node
+#: before it is done (:meth:`NodeRollOperator._await_turn`). Started only after the previous batch was done, the
+#: next one paid the scheduler's hop and its own task start (0.35-0.45 s a batch on the demo's Airflow, measured
+#: 2026-11-30) between the previous batch's end and its gate. Acting stays one batch at a time: only the record
+#: decides, and ``retries=0`` (an instance waiting to retry would count as not running).
+ACTIVE_PER_ROLL = 2
+#: The previous instance's states in which the next one waits for its turn in its own process: under the scheduler
+#: the two start together or the next one starts while the previous one runs. Any other state of an unfinished
+#: previous batch (not started: ``dag.test`` runs instances in no fixed order) reschedules the waiting one; a
+#: deferred one (waiting for the maintenance window) sends the waiting one through the window gate itself.
+PREVIOUS_UNDER_WAY = frozenset({"running", "queued", "restarting"})
+#: How often a waiting instance reads the roll's record while the nodes before it are starting (their last phase
+#: before done: registered, caught up, preferred leaders back, soak), seconds: the delay between the previous batch
+#: done and this one's gate is half of it on average. One Variable read each (a few ms of the api-server's CPU).
+TURN_POLL_STARTING_S = 0.2
+#: ... for at most this long after their start was sent, then every :data:`TURN_POLL_S` (a long soak is not read five
+#: times a second), seconds.
+TURN_FAST_FOR_S = 60.0
+#: How often a waiting instance reads the record otherwise, and the previous instance's state (a failed one fails
+#: the waiting one at once, nothing of its batch touched), seconds.
+TURN_POLL_S = 1.0
 
 
 class NodeExited(Exception):
@@ -117,7 +143,7 @@ class NodeRollOperator(ClusterOperator):
         facts: Facts | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("max_active_tis_per_dagrun", 1)  # set these in .partial() too when mapping:
+        kwargs.setdefault("max_active_tis_per_dagrun", ACTIVE_PER_ROLL)  # set these in .partial() too when mapping:
         kwargs.setdefault("retries", 0)  # an up_for_retry instance would let the next batch start
         super().__init__(settings=settings, **kwargs)
         self.roll_id = roll_id
@@ -218,10 +244,97 @@ class NodeRollOperator(ClusterOperator):
     def _sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
-    def _previous_failed(self, context: Any, position: int) -> bool:
+    def _monotonic(self) -> float:
+        return time.monotonic()
+
+    def _previous_state(self, context: Any, position: int) -> str | None:
+        """The state of this task's instance at ``position - 1`` in this run (None: not set, or position 0)."""
+        if position <= 0:
+            return None
         ti = context["ti"]
         states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id])
-        return states.get(ti.run_id, {}).get(f"{ti.task_id}_{position - 1}") in FAILED_STATES
+        state = states.get(ti.run_id, {}).get(f"{ti.task_id}_{position - 1}")
+        return None if state is None else str(getattr(state, "value", state))
+
+    def _await_turn(self, context: Any, store: RollStore, record: RollRecord,
+                    position: int) -> tuple[RollRecord, Decision]:
+        """Wait in this process until the batch at ``position`` may begin (:func:`kafka_ops.roll.turn`: every node of
+        the batches before it done in the roll's record, and their soak over) and return (the record read then,
+        ``turn``'s decision: ``act``, or ``fail`` when the previous instance failed or was marked failed first with a
+        node unfinished). A soak alone is waited out here whatever the state of its task (read again right after
+        its end).
+
+        While the previous instance is under way (:data:`PREVIOUS_UNDER_WAY`; :data:`ACTIVE_PER_ROLL` lets the
+        scheduler start this one beside it) the record is read every :data:`TURN_POLL_STARTING_S` while the nodes
+        before it are starting (then every :data:`TURN_POLL_S`), the previous state every :data:`TURN_POLL_S`. A
+        deferred previous instance waits for the maintenance window: this one goes through the window gate too
+        (deferred as well while the window is closed). An unfinished previous batch whose instance is in no such state
+        (not started: ``dag.test``) reschedules this task in 2 s, as before.
+
+        :raises AirflowFailException: the record went missing or no longer has this position (its plan changed).
+        :raises AirflowRescheduleException: the previous batch is unfinished and its instance not under way.
+        """
+        state = self._previous_state(context, position)
+        state_read = self._monotonic()
+        waited: float | None = None
+        said = ""
+        while True:
+            decision = turn(position, record, state in FAILED_STATES, node=self.node)
+            if decision.action != "skip":
+                if waited is not None:
+                    self.log.info("%s: waited %.1f s for its turn", names(self._planned(record, position), self.node),
+                                  self._monotonic() - waited)
+                return record, decision
+            if any(not record.is_done(n) for batch in record.batches[:position] for n in batch):
+                # the nodes before it are the previous instance's to finish (a soak alone is waited out here,
+                # whatever its task's state)
+                if state == "deferred":
+                    window_gate(self, context, what=self._what(), policy=str(self.setting("window_policy")),
+                                dry_run=self.dry_run, label=self._show)
+                elif state not in PREVIOUS_UNDER_WAY:
+                    self.log.info("%s", decision.reason)
+                    raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=2))
+            if waited is None:
+                waited = self._monotonic()
+                self.log.info("%s (started ahead of its turn: it waits in its task)", decision.reason)
+                self._warm_up_quietly(context)
+            if decision.reason != said:
+                said = decision.reason
+                self._show(said.split(": ", 1)[-1])
+            self._sleep(self._turn_poll_s(record, position))
+            record = store.load()
+            if record is None or not 0 <= position < len(record.batches):
+                raise AirflowFailException(f"roll {self.roll_id!r}: its record changed while this task waited for its "
+                                           "turn (no longer planning this position): clear the plan task")
+            if self._monotonic() - state_read >= TURN_POLL_S:
+                state, state_read = self._previous_state(context, position), self._monotonic()
+
+    def _warm_up(self, context: Any) -> None:
+        """Called once when this task begins to wait for its turn (:meth:`_await_turn`): open what the batch will
+        use first (the node kind's clients, the cluster's mode, the configs its gate reads, the SSH connections to its
+        hosts), so that its gate comes right after its turn instead of after those connections. Nothing here may
+        act on the cluster or write the roll's record. Default: nothing."""
+
+    def _warm_up_quietly(self, context: Any) -> None:
+        """:meth:`_warm_up`, best effort: a failure is logged and left to the batch's own steps, which open the same
+        things again and report it where it matters."""
+        try:
+            self._warm_up(context)
+        except Exception as exc:  # noqa: BLE001 - the steps after the turn meet the same error and say so
+            self.log.info("while waiting for its turn, could not open the batch's clients ahead: %s", exc)
+
+    @staticmethod
+    def _turn_poll_s(record: RollRecord, position: int) -> float:
+        """The pause before the next read of the record while waiting for the turn at ``position``, seconds."""
+        soak_ms = soak_left_ms(position, record, now_ms())
+        if soak_ms:  # the next read right after the soak's end (its task marks the nodes done again by then)
+            return min(TURN_POLL_S, max(TURN_POLL_STARTING_S / 4, soak_ms / 1000))
+        pending = [record.progress(n) for batch in record.batches[:position] for n in batch if not record.is_done(n)]
+        starting = [p for p in pending if p is not None and p.phase == "starting"]
+        if starting and len(starting) == len(pending) and \
+                now_ms() - min(p.at_ms for p in starting) <= TURN_FAST_FOR_S * 1000:
+            return TURN_POLL_STARTING_S
+        return TURN_POLL_S
 
     def _wait(self, check: Callable[[], Check], what: str, not_yet: str | None = None, ramp: bool = True) -> Check:
         """Wait for ``check``; ``ramp`` polls quickly first (every 0.1 s, then a quarter of the time waited, up to the
@@ -300,12 +413,9 @@ class NodeRollOperator(ClusterOperator):
         if not 0 <= position < len(record.batches):
             raise AirflowFailException(f"roll {self.roll_id!r} has {len(record.batches)} {self.node} batches; this "
                                        f"task is position {position + 1}: its plan changed, clear the plan task")
-        decision = turn(position, record, position > 0 and self._previous_failed(context, position), node=self.node)
+        record, decision = self._await_turn(context, store, record, position)
         if decision.action == "fail":
             raise AirflowFailException(decision.reason)
-        if decision.action == "skip":  # only outside the scheduler's map-index order (e.g. dag.test)
-            self.log.info("%s", decision.reason)
-            raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=2))
         planned = self._planned(record, position)
         finished = [n for n in planned if record.is_done(n)]
         for nid in finished:
@@ -420,7 +530,8 @@ class NodeRollOperator(ClusterOperator):
         self._wait_back(record, nodes)
         if soak > 0:
             # back in every ISR: a run stopped during the soak must not leave the node recorded as starting
-            record = store.mark_all(record, nodes, "done", "restarted, back in every ISR; soaking")
+            # the next batch waits for the soak's end (kafka_ops.roll.turn), also if this task is stopped meanwhile
+            record = store.mark_all(record, nodes, "done", "restarted, back in every ISR; soaking", soak_s=soak)
             self._show(f"soak {soak:.0f} s")
             self.log.info("%s: soaking %.0f s", names(list(nodes), self.node), soak)
             self._sleep(soak)

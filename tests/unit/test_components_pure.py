@@ -231,11 +231,13 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
 
 
 def test_broker_roll_operator_runs_one_batch_at_a_time_without_retries() -> None:
+    """At most the acting instance and the next one (waiting in its task for its turn) at once; no retries."""
     from operators.broker_roll import BrokerRollOperator
+    from operators.node_roll import ACTIVE_PER_ROLL
 
     op = BrokerRollOperator(task_id="broker", roll_id="restart", batch={"batch": 1, "batches": 1, "label": "broker 1",
                                                                          "brokers": [{"id": 1}]}, settings={})
-    assert op.max_active_tis_per_dagrun == 1 and op.retries == 0
+    assert ACTIVE_PER_ROLL == 2 and op.max_active_tis_per_dagrun == ACTIVE_PER_ROLL and op.retries == 0
 
 
 def test_run_outcome_releases_the_lock_and_says_so(monkeypatch) -> None:
@@ -340,7 +342,7 @@ def test_broker_roll_and_cluster_guard_build_the_operation_graph() -> None:
     assert outcome.trigger_rule == "all_done" and outcome.roll_ids == ["restart"]
     broker = tasks["restart.broker"]
     assert broker.partial_kwargs.get("max_active_tis_per_dagrun", getattr(broker, "max_active_tis_per_dagrun",
-                                                                             None)) == 1
+                                                                             None)) == 2
 
 
 # --- runtime: roll store key, grid label -----------------------------------------------------------

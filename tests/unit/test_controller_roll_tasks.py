@@ -505,7 +505,7 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
                      "restart.broker": "none_failed", "run_outcome": "all_done"}
     assert t["run_outcome"].is_teardown and t["check_and_lock"].is_setup
     ctrl = t["controllers.controller"]
-    assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["retries"] == 0
+    assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 2 and ctrl.partial_kwargs["retries"] == 0
     assert ctrl.partial_kwargs["map_index_template"] == "{{ task.item['grid_label'] }}"
     assert t["controllers.plan"].labels_for == "controllers.controller"
     assert t["run_outcome"].roll_ids == ["controllers", "restart"]

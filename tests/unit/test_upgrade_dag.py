@@ -37,7 +37,7 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert t["controller_binaries.plan"].settings["roles"] == "all"
     assert t["controller_binaries.plan"].settings["controllers"] == []
     ctrl = t["controller_binaries.controller"]
-    assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 1 and ctrl.partial_kwargs["before_start"] is not None
+    assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 2 and ctrl.partial_kwargs["before_start"] is not None
     assert t["run_outcome"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
     assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"

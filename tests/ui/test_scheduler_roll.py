@@ -128,3 +128,44 @@ def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: Runni
     assert all(shown[i].startswith(labels[i]) for i in labels), (shown, labels)
     assert waiting and {i: labels[i] for i in waiting} == waiting, "waiting instances had their final labels"
     sandbox.wait_healthy(timeout_s=120)
+
+
+def test_a_broker_task_waiting_for_its_turn_fails_untouched_when_the_one_before_fails(airflow_ui: RunningAirflow,
+                                                                                       sandbox) -> None:
+    """Under the scheduler the second broker's task starts while the first one works and waits in its task for its
+    turn. The first one's gate fails (a broker outside the roll stopped behind the run's back: its partitions
+    under-replicated until ``healthcheck_timeout_s``): the waiting task fails at once, its broker untouched, and no
+    broker of the run is restarted."""
+    sandbox.wait_healthy(timeout_s=120)
+    client = airflow_ui.client
+    brokers = sorted(sandbox.registered_brokers())
+    down, rolled = brokers[-1], brokers[:2]
+    starts_before = sandbox.starts(brokers)
+    rc, _, err = sandbox.ssh(down, "kafka-service stop")
+    assert rc == 0, err
+    try:
+        run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "consumer_groups": None,
+                                         "healthcheck_interval_s": 1,
+                                         "healthcheck_timeout_s": 12})["dag_run_id"]
+        run = wait_until(f"run {run_id} to end", 600,
+                         lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
+                         poll_s=2.0)
+        tis = {(t["task_id"], t["map_index"]): t for t in client.task_instances(DAG_ID, run_id)}
+        assert run["state"] == "failed", {k: t["state"] for k, t in tis.items()}
+        first, second = tis[("restart.broker", 0)], tis[("restart.broker", 1)]
+        assert first["state"] == "failed" and second["state"] == "failed", (first, second)
+        assert _at(second["start_date"]) < _at(first["end_date"]), "the second task started while the first worked"
+        said = " ".join(str(e.get("event", "")) for e in client.task_log(DAG_ID, run_id, "restart.broker",
+                                                                          second["try_number"], 1))
+        assert "waiting for broker" in said and "started ahead of its turn" in said, said[-2000:]
+        one, two = (int(t["rendered_map_index"].split()[1]) for t in (first, second))
+        assert sorted([one, two]) == rolled
+        assert f"broker {two} NOT touched: broker {one} (before it in roll 'restart') did not finish" in said, \
+            said[-2000:]
+        assert "Running command" not in said, "no command was sent by the waiting task"
+    finally:
+        rc, _, err = sandbox.ssh(down, "kafka-service start")
+        assert rc == 0, err
+    assert sandbox.starts(brokers) == {b: starts_before[b] + (b == down) for b in brokers}, \
+        "no broker of the run was restarted (only the one stopped behind its back was started again)"
+    sandbox.wait_healthy(timeout_s=120)

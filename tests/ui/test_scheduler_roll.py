@@ -71,8 +71,10 @@ def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: Runni
     sandbox.wait_healthy(timeout_s=120)
     before = _registrations(sandbox)
     client = airflow_ui.client
+    # a soak keeps the last broker's task from starting for a while: the next task starts beside the acting one,
+    # so without it the last one started about 4 s after the first broker's, before the browser read the labels
     run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "healthcheck_interval_s": 2,
-                                     "lag_ok_consecutive": 2})["dag_run_id"]
+                                     "lag_ok_consecutive": 2, "soak_s": 15})["dag_run_id"]
     waiting: dict[int, str] = {}  # map index -> label shown while the instance waited for its turn
 
     def last_waits() -> bool:

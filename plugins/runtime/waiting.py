@@ -3,7 +3,8 @@
 One loop for every wait of an operation (gate, broker gone, registered, caught up, leadership, final
 health, the lock). It runs in the task's own process: no deferral and no reschedule, so the scheduler
 races of Airflow 3.3 around deferred and rescheduled tasks (apache/airflow#71172, #72716) cannot fail a
-step, at the cost of one worker slot held while the operation runs (as kafka_roller holds one process).
+step, at the cost of a worker slot held while the operation runs (as kafka_roller holds one process; a roll holds
+two: the acting batch's task and the next one, waiting for its turn).
 Transient errors (:mod:`runtime.failures`) are logged and polled through up to the deadline; fatal ones
 fail at once. A wait logs at INFO (what it waits for and what is still wrong): waiting is the normal course of an
 operation; a person is needed only when the deadline passes, and then the task fails with the reason.

@@ -240,7 +240,8 @@ def test_the_cpu_sampler_reads_when_entered_and_left() -> None:
             pass
         ended = time.time()
     assert len(sampler.samples) == 2
-    assert sampler.spent(began, ended, group=lambda name: name)["MainThread"] >= 0.09
+    # /proc counts a thread's CPU in clock ticks (10 ms): 0.1 s burnt reads as 0.09-0.11 s (0.0899... seen once)
+    assert sampler.spent(began, ended, group=lambda name: name)["MainThread"] >= 0.08
 
 
 def test_the_cpu_shares_name_what_took_the_cpu() -> None:

@@ -284,10 +284,20 @@ def decide(step: str, broker_id: int, record: RollRecord, alive: bool, node: str
     return Decision("act", f"{who}: {step}")
 
 
+def before(position: int, record: RollRecord) -> list[int]:
+    """The nodes of the batches before ``position``, in roll order."""
+    return [b for batch in record.batches[:position] for b in batch]
+
+
+def unfinished_before(position: int, record: RollRecord) -> list[int]:
+    """The nodes of the batches before ``position`` not done in this roll, in roll order."""
+    return [b for b in before(position, record) if not record.is_done(b)]
+
+
 def soak_left_ms(position: int, record: RollRecord, now_ms: int) -> int:
     """How much longer the nodes of the batches before ``position`` soak at ``now_ms`` (epoch ms), ms (0: none
     soaks)."""
-    return max((record.soak_left_ms(b, now_ms) for batch in record.batches[:position] for b in batch), default=0)
+    return max((record.soak_left_ms(b, now_ms) for b in before(position, record)), default=0)
 
 
 def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "broker",
@@ -305,15 +315,15 @@ def turn(position: int, record: RollRecord, previous_failed: bool, node: str = "
     batches = record.batches
     if not 0 <= position < len(batches):
         raise ValueError(f"position {position} outside the roll's {len(batches)} batches")
-    pending = [b for batch in batches[:position] for b in batch if not record.is_done(b)]
+    pending = unfinished_before(position, record)
     me = names(batches[position], node)
     if not pending:
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        soaking = [b for batch in batches[:position] for b in batch if record.soak_left_ms(b, now) > 0]
-        if soaking:
-            until = max(record.progress(b).soak_until_ms for b in soaking)  # type: ignore[union-attr]
+        left = soak_left_ms(position, record, now)
+        if left:
+            soaking = [b for b in before(position, record) if record.soak_left_ms(b, now)]
             return Decision("skip", f"{me}: waiting for {names(soaking, node)} to end the soak (until "
-                                    f"{clock(until)})")
+                                    f"{clock(now + left)})")
         return Decision("act", f"{me}: {'its' if len(batches[position]) == 1 else 'their'} turn "
                                f"({position + 1}/{len(batches)})")
     if previous_failed:

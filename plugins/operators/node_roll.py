@@ -35,7 +35,17 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, DownstreamTasksSkipped
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.roll import Decision, RollRecord, clock, decide, eta_s, names, soak_left_ms, turn
+from kafka_ops.roll import (
+    Decision,
+    RollRecord,
+    clock,
+    decide,
+    eta_s,
+    names,
+    soak_left_ms,
+    turn,
+    unfinished_before,
+)
 from kafka_ops.roll_spec import (
     BeforeStart,
     ClusterMode,
@@ -285,7 +295,7 @@ class NodeRollOperator(ClusterOperator):
                     self.log.info("%s: waited %.1f s for its turn", names(self._planned(record, position), self.node),
                                   self._monotonic() - waited)
                 return record, decision
-            if any(not record.is_done(n) for batch in record.batches[:position] for n in batch):
+            if unfinished_before(position, record):
                 # the nodes before it are the previous instance's to finish (a soak alone is waited out here,
                 # whatever its task's state)
                 if state == "deferred":
@@ -329,7 +339,7 @@ class NodeRollOperator(ClusterOperator):
         soak_ms = soak_left_ms(position, record, now_ms())
         if soak_ms:  # the next read right after the soak's end (its task marks the nodes done again by then)
             return min(TURN_POLL_S, max(TURN_POLL_STARTING_S / 4, soak_ms / 1000))
-        pending = [record.progress(n) for batch in record.batches[:position] for n in batch if not record.is_done(n)]
+        pending = [record.progress(n) for n in unfinished_before(position, record)]
         starting = [p for p in pending if p is not None and p.phase == "starting"]
         if starting and len(starting) == len(pending) and \
                 now_ms() - min(p.at_ms for p in starting) <= TURN_FAST_FOR_S * 1000:

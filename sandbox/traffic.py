@@ -205,8 +205,8 @@ class Traffic:
                     last_commit = time.monotonic()
                     positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
                     if positions:
-                        try:
-                            self.consumer.commit(offsets=positions, asynchronous=False)
+                        try:  # asynchronous: a synchronous commit could hang on a moving coordinator
+                            self.consumer.commit(offsets=positions, asynchronous=True)
                         except KafkaException as exc:
                             log.info("consumer: commit failed: %s", exc)
                 continue

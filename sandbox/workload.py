@@ -8,8 +8,9 @@ runs, until SIGTERM:
 - a producer (``acks=all``) writing ``settings.PRODUCE_MSGS_PER_S`` messages per second to each workload
   topic, spread over its partitions;
 - one consumer per group of ``settings.WORKLOAD_GROUPS``: a member of that consumer group (``subscribe``),
-  reading its topics and committing the offsets it reached every ``settings.WORKLOAD_COMMIT_INTERVAL_S`` to
-  the group coordinator (``__consumer_offsets``), which Burrow's ``kafka`` consumer module reads.
+  reading its topics and committing (asynchronously) the offsets it reached every
+  ``settings.WORKLOAD_COMMIT_INTERVAL_S`` to the group coordinator (``__consumer_offsets``), which Burrow's
+  ``kafka`` consumer module reads.
 
 ``sandbox lag GROUP --stall-seconds S`` writes ``DIR/workload/stall-<group>`` holding a deadline (epoch
 seconds); until then that group's member pauses its partitions (it reads nothing) but keeps committing the
@@ -22,6 +23,7 @@ member resumes, catches up, and the group is OK again.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import signal
 import sys
@@ -36,6 +38,10 @@ from sandbox.layout import Workdir
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 SEED_TIMEOUT_S = 60.0
+#: Seconds the loop may go without a round before every thread's stack is written to the workload's log
+#: (``faulthandler``): a hung workload stops producing and committing, which Burrow rates STOP, so its log has
+#: to say where it hung.
+LOOP_STALL_DUMP_S = 30.0
 
 log = logging.getLogger("sandbox.workload")
 
@@ -159,10 +165,19 @@ class GroupMember:
             "bootstrap.servers": bootstrap_servers, "group.id": group, "client.id": f"sandbox-{group}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 2,
             "session.timeout.ms": 20000, "heartbeat.interval.ms": 2000,
+            "on_commit": self._committed,
         })
         self.consumer.subscribe(topics)
         self.frozen: dict[tuple[str, int], int] | None = None  # the offsets a stalled member re-commits
         self.last_commit = 0.0
+        self.commit_failures = 0
+
+    def _committed(self, err, _partitions) -> None:
+        """librdkafka's commit result (served by ``consume``): a failure is logged, the next round commits
+        again (e.g. the coordinator moving during a restart)."""
+        if err is not None:
+            self.commit_failures += 1
+            log.info("group %s: commit failed: %s", self.group, err)
 
     def _positions(self) -> list[TopicPartition]:
         assignment = self.consumer.assignment()
@@ -194,9 +209,11 @@ class GroupMember:
             offsets = self._positions()
         if not offsets:
             return
+        # Asynchronous: a synchronous commit waits for the group coordinator without serving the group's
+        # rebalance, and a broker restart that moves the coordinator could hang the whole workload there.
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:  # e.g. the coordinator moving during a restart: the next round retries
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:  # refused before it was sent; the next round commits again
             log.info("group %s: commit failed: %s", self.group, exc.args[0])
 
     def close(self) -> None:
@@ -241,14 +258,17 @@ class Workload:
         last_report = began
         try:
             while not self.stopping.is_set():
+                faulthandler.dump_traceback_later(LOOP_STALL_DUMP_S, exit=False)
                 now = time.monotonic()
                 self.produce_due(now - began)
                 for group, member in self.members.items():
                     member.tick(stalled_until(self.workdir, group) is not None, now)
                 if now - last_report >= 60:
                     last_report = now
-                    log.info("produced %d rounds; %d delivery failures", self.sent, self.failed)
+                    log.info("produced %d rounds; %d delivery failures; commit failures %s", self.sent,
+                             self.failed, {g: m.commit_failures for g, m in self.members.items()})
         finally:
+            faulthandler.cancel_dump_traceback_later()
             self.producer.flush(5)
             for member in self.members.values():
                 member.close()

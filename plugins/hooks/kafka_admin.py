@@ -561,11 +561,12 @@ class KafkaAdminHook(ClusterProfileHook):
         finally:
             client.close()
 
-    def _ask_controller(self, address: str, request: Any) -> Any:
-        """Send ``request`` (a kafka-python request object) to a KRaft controller at ``address`` (``host:port`` of
-        its CONTROLLER listener) and return the response. Controllers serve no Metadata, so kafka-python's clients
-        cannot bootstrap from them; the request goes over the connection to the bootstrap address itself (what
-        Kafka's ``--bootstrap-controller`` tools do, KIP-919), with the profile's client security settings.
+    def _ask_at(self, address: str, request: Any) -> Any:
+        """Send ``request`` (a kafka-python request object) to the node at ``address`` (``host:port``) itself and
+        return the response. For a KRaft controller (its CONTROLLER listener): controllers serve no Metadata, so
+        kafka-python's clients cannot bootstrap from them; the request goes over the connection to the bootstrap
+        address itself (what Kafka's ``--bootstrap-controller`` tools do, KIP-919). For a broker: the answer is that
+        broker's own, not whichever broker a client picks. With the profile's client security settings.
 
         :raises kafka.errors.KafkaError: not reachable or no answer within the request timeout.
         """
@@ -586,6 +587,21 @@ class KafkaAdminHook(ClusterProfileHook):
             manager.close()
             client._net.close() if hasattr(client._net, "close") else None
 
+    def controller_named_by(self, address: str) -> int:
+        """The controller id that the broker at ``address`` (``host:port``) names in its own Metadata answer (v1+),
+        ``-1`` when it names none. In ZooKeeper mode that is the controller whose UpdateMetadata the broker last
+        applied: the one its controlled shutdown (``controlled.shutdown.enable``) asks. After ``/controller`` moved,
+        a broker that still names the old one would send its ControlledShutdown there, and after
+        ``controlled.shutdown.max.retries`` failures it stops uncleanly (Kafka's ``KafkaServer.controlledShutdown``).
+
+        :raises kafka.errors.KafkaError: not reachable or no answer within the request timeout.
+        """
+        from kafka.protocol.metadata import MetadataRequest
+
+        response = self._ask_at(address, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        controller = getattr(response, "controller_id", None)
+        return -1 if controller is None else int(controller)
+
     def controller_api_versions(self, address: str) -> dict[str, Any]:
         """A KRaft controller's ApiVersions (v3+, sent to ``address``): ``{"zk_migration_ready": bool (KIP-866:
         true while its ``zookeeper.metadata.migration.enable`` is on and it can migrate), "metadata_version":
@@ -596,7 +612,7 @@ class KafkaAdminHook(ClusterProfileHook):
         from kafka.errors import for_code
         from kafka.protocol.metadata import ApiVersionsRequest
 
-        response = self._ask_controller(address, ApiVersionsRequest(client_software_name="kafka-ops",
+        response = self._ask_at(address, ApiVersionsRequest(client_software_name="kafka-ops",
                                                                     client_software_version="1", min_version=3))
         error = for_code(response.error_code)
         if error.errno != 0:
@@ -620,7 +636,7 @@ class KafkaAdminHook(ClusterProfileHook):
         last: Exception = KafkaError("no controller address given")
         for address in addresses:
             try:
-                response = self._ask_controller(address, DescribeQuorumRequest(topics=[
+                response = self._ask_at(address, DescribeQuorumRequest(topics=[
                     topic(topic_name="__cluster_metadata", partitions=[topic.PartitionData(partition_index=0)])]))
             except KafkaError as exc:
                 last = exc

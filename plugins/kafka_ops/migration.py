@@ -457,3 +457,24 @@ def revert_refusal(view: MigrationView) -> str | None:
         return (f"controllers {finalized} run without the migration flag: the migration was finalized (phase 4), "
                 "there is no way back to ZooKeeper mode")
     return None
+
+
+def broker_controller_settled(holder: int, named: Mapping[int, int | None]) -> tuple[bool, str]:
+    """Whether a ZooKeeper-mode controller that just took ``/controller`` (broker ``holder``) is known to every
+    broker: ``named`` maps each live broker id to the controller id its own Metadata answer names (None: it did not
+    answer). A revert deletes ``/controller``; the broker that takes it then sends every broker UpdateMetadata, and
+    until a broker applied it, its controlled shutdown goes to the stopped KRaft controller it still names and, after
+    ``controlled.shutdown.max.retries`` failures, it stops uncleanly (Kafka's ``KafkaServer.controlledShutdown``):
+    its partitions go offline until the controller sees it gone. So the next roll's first stop waits for this.
+
+    Returns (settled, what was seen).
+    """
+    if holder < 0:
+        return False, "no broker holds /controller yet"
+    silent = sorted(b for b, c in named.items() if c is None)
+    behind = {b: c for b, c in sorted(named.items()) if c is not None and c != holder}
+    if not silent and not behind:
+        return True, f"/controller held by broker {holder}, and every broker names it ({len(named)} brokers)"
+    parts = [f"broker {b} names controller {c}" for b, c in behind.items()]
+    parts += [f"broker {b} did not answer Metadata" for b in silent]
+    return False, f"/controller held by broker {holder}; " + "; ".join(parts)

@@ -348,11 +348,30 @@ class DeprovisionControllersOperator(ClusterOperator):
                         zk.delete(path)
 
             def broker_controls() -> Check:
-                view_now, _ = steps.read_view(profile, admin, ids)
-                holder = int((view_now.controller_znode or {}).get("brokerid", -1))
-                return Check(holder in ids, f"/controller held by {holder}")
+                holder = int((steps.znodes(profile)["controller"] or {}).get("brokerid", -1))
+                if holder not in ids:
+                    return Check(False, f"/controller held by {holder}")
+                addresses = {b.id: f"{b.host}:{b.port}"
+                             for b in admin.cluster_state(configs=False, describe_cluster=False).brokers}
+                named = {b: self._controller_named_by(admin, addresses.get(b)) for b in ids}
+                return Check(*migration.broker_controller_settled(holder, named))
 
-            self.wait(broker_controls, "a broker to become the controller again (/controller)", ramp_from_s=0.5)
+            settled = self.wait(broker_controls, "a broker to become the controller again (/controller), known "
+                                "to every broker", ramp_from_s=0.5)
+            self.log.info("ZooKeeper-mode controller: %s", settled.message)
         context["ti"].xcom_push(key=MODE_KEY, value="zookeeper")
         self.log.info("run's cluster mode from here: ZooKeeper mode (no KRaft controller runs)")
         return {"deprovisioned": done}
+
+    @staticmethod
+    def _controller_named_by(admin: KafkaAdminHook, address: str | None) -> int | None:
+        """The controller id the broker at ``address`` names (its own Metadata), None when it has no address (not
+        in the Metadata) or does not answer."""
+        from kafka.errors import KafkaError
+
+        if address is None:
+            return None
+        try:
+            return admin.controller_named_by(address)
+        except KafkaError:
+            return None

@@ -191,6 +191,9 @@ def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     text = output(capfd, caplog)
     assert reverted.state == "success", failure_lines(text)
     assert_no_acknowledged_message_lost(traffic)
+    # the roll that drops the flag began only once every broker knew the new controller (else a controlled shutdown
+    # could go to the stopped KRaft controller and end unclean)
+    assert re.search(r"ZooKeeper-mode controller: /controller held by broker \d, and every broker names it", text)
     assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 0, 101: 0, 102: 0}, "one roll: the flag removed"
     zk = znodes(sandbox)

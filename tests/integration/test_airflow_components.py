@@ -266,6 +266,19 @@ def test_cluster_state_brokers_racks_controller_and_min_isr(shared: RunningSandb
     assert audit.topics == ["audit"] and len(audit.partitions) == 3 and audit.broker_ids == [0, 1, 2]
 
 
+def test_each_broker_names_the_controller_that_holds_the_controller_znode(shared: RunningSandbox) -> None:
+    from kafka.errors import KafkaConnectionError
+
+    with shared.zk() as zk:
+        zk_controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    with KafkaAdminHook(CONN) as hook:
+        named = {b: hook.controller_named_by(f"{shared.broker(b)['host']}:{shared.broker(b)['port']}")
+                 for b in (0, 1, 2)}
+        assert named == {0: zk_controller, 1: zk_controller, 2: zk_controller}
+        with pytest.raises(KafkaConnectionError):
+            hook.controller_named_by("127.0.0.1:1")
+
+
 def test_cluster_state_sees_a_topic_min_insync_override(shared: RunningSandbox) -> None:
     def overrides() -> dict[str, int]:
         with KafkaAdminHook(CONN) as hook:

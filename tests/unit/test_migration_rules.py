@@ -227,3 +227,16 @@ def test_each_step_end_is_read_from_the_view():
     assert not view([Z, Z, Z], [A, A, A], migrated=True).shows("zookeeper"), "/migration left behind"
     with pytest.raises(ValueError):
         view([Z], [A, A, A]).shows("done")
+
+
+def test_a_new_zookeeper_controller_is_settled_once_every_broker_names_it():
+    settled = migration.broker_controller_settled
+    assert settled(-1, {0: 100, 1: 100}) == (False, "no broker holds /controller yet")
+    ok, seen = settled(0, {0: 0, 1: 0, 2: 0})
+    assert ok and seen == "/controller held by broker 0, and every broker names it (3 brokers)"
+    # broker 1 has not applied the new controller's UpdateMetadata: it still names the stopped KRaft controller
+    ok, seen = settled(0, {0: 0, 1: 100, 2: 0})
+    assert not ok and seen == "/controller held by broker 0; broker 1 names controller 100"
+    ok, seen = settled(2, {0: 2, 1: None, 2: 2})
+    assert not ok and seen == "/controller held by broker 2; broker 1 did not answer Metadata"
+    assert settled(2, {0: -1, 1: 2, 2: 2})[0] is False, "a broker naming no controller yet is not settled"

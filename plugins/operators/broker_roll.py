@@ -39,6 +39,7 @@ from runtime.params import is_true
 from runtime.roll_store import RollStore
 from runtime.start_dependencies import Dependency, dependencies
 from runtime.waiting import Check
+from runtime.warming_prober import WarmingProber
 
 from operators.node_roll import NodeRollOperator
 
@@ -105,7 +106,8 @@ class BrokerRollOperator(NodeRollOperator):
         burrow = BurrowHook.from_profile(profile) if groups and not self.dry_run else None
         self.lag = (LagWatch(burrow, groups, self.interval_s, record.lag_ok, since_ms=record.last_action_ms())
                     if burrow is not None else None)
-        prober, self._ahead = getattr(self, "_ahead", None) or ClusterProber(profile), None
+        ahead, self._ahead = getattr(self, "_ahead", None), None
+        prober = (ahead.take(self.log) if ahead is not None else None) or ClusterProber(profile)
         with prober as self.prober:
             try:
                 yield
@@ -114,17 +116,18 @@ class BrokerRollOperator(NodeRollOperator):
                     burrow.close()
 
     def _warm_up(self, context: Any) -> None:
-        """While waiting for its turn: the admin client connected with the cluster's configs read (the gate's min ISR:
-        kept for the life of the client), the run's cluster mode read, and SSH connections to the batch's hosts
-        opening in the background; the batch's session then uses that client (:meth:`_session`)."""
+        """While waiting for its turn: the run's cluster mode read (here, in the task's thread), the admin client
+        connected with the cluster's configs read (the gate's min ISR: kept for the life of the client) in a thread of
+        its own (:class:`runtime.warming_prober.WarmingProber`: a request to the broker being restarted must not hold
+        the turn), and SSH connections to the batch's hosts opening in the background; the batch's session then uses
+        that client if its look has answered (:meth:`_session`)."""
         prober = ClusterProber(self.profile)
         try:
-            prober.state(configs=True)
             self.mode(context, prober.admin)
         except BaseException:
             prober.close()
             raise
-        self._ahead = prober
+        self._ahead = WarmingProber(prober)
         self._connect_ahead({int(b["id"]): b for b in self.batch["brokers"]})
 
     def _choose(self, store: RollStore, record: RollRecord, position: int) -> tuple[RollRecord, dict[int, dict]]:

@@ -111,6 +111,11 @@ class Workdir:
     def workload_log(self) -> Path:
         return self.workload / "workload.log"
 
+    @property
+    def workload_heartbeat(self) -> Path:
+        """Holds the epoch seconds of the workload loop's latest round (written at most every second)."""
+        return self.workload / "heartbeat"
+
     def stall_file(self, group: str) -> Path:
         """Holds the deadline (epoch seconds) until which ``group`` does not commit."""
         return self.workload / f"stall-{group}"

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import paramiko
 from kazoo.client import KazooClient
 
-from sandbox import burrow, kafka_release, node_log, procs
+from sandbox import burrow, kafka_release, node_log, procs, workload
 from sandbox.layout import PROJECT_ROOT, HostDir, Workdir
 
 T = TypeVar("T")
@@ -53,6 +53,10 @@ def run_cli(
 def wait_for(condition: Callable[[], T], timeout_s: float, what: str, poll_s: float = 0.2) -> T:
     """:func:`sandbox.procs.wait_for` (a truthy result before the deadline, else ``procs.Timeout``)."""
     return procs.wait_for(condition, timeout_s, what, poll_s=poll_s)
+
+
+class SandboxBroken(RuntimeError):
+    """The sandbox lost a part that waiting cannot bring back (its workload died or hung)."""
 
 
 @dataclass
@@ -152,11 +156,18 @@ class RunningSandbox:
         return self.health().brokers
 
     def wait_healthy(self, timeout_s: float = 60.0, brokers: list[int] | None = None) -> None:
-        """Wait until ``brokers`` (default: the non-spare brokers) are live and URP = 0."""
+        """Wait until ``brokers`` (default: the non-spare brokers) are live and URP = 0.
+
+        :raises SandboxBroken: at once, when the workload is dead or hung (``sandbox.workload.problem``).
+        :raises procs.Timeout: not healthy within ``timeout_s``.
+        """
         expected = (
             brokers if brokers is not None else [b["id"] for b in self.env["brokers"]][: self.active_count]
         )
         last: dict[str, Any] = {}
+        stopped = workload.problem(Workdir.at(self.workdir))
+        if stopped:  # waiting cannot mend it: say so now, not at each lag gate's timeout
+            raise SandboxBroken(stopped)
 
         def healthy() -> bool:
             last["h"] = self.health()

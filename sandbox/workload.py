@@ -33,7 +33,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sandbox import settings, state
+from sandbox import procs, settings, state
 from sandbox.layout import Workdir
 
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -42,6 +42,8 @@ SEED_TIMEOUT_S = 60.0
 #: (``faulthandler``): a hung workload stops producing and committing, which Burrow rates STOP, so its log has
 #: to say where it hung.
 LOOP_STALL_DUMP_S = 30.0
+#: Seconds between two writes of the loop's heartbeat file (``Workdir.workload_heartbeat``).
+HEARTBEAT_EVERY_S = 1.0
 
 log = logging.getLogger("sandbox.workload")
 
@@ -132,6 +134,33 @@ def seed(bootstrap_servers: str, brokers: int, timeout_s: float = SEED_TIMEOUT_S
         raise RuntimeError(f"seeding the workload topics: {left} records unacknowledged after {timeout_s:.0f} s, "
                            f"{len(failed)} failed (e.g. {failed[:1]})")
     return sent
+
+
+#: Seconds without a heartbeat after which a running workload counts as hung (its loop never blocks that long).
+STALE_AFTER_S = 30.0
+
+
+def problem(workdir: Workdir, now: float | None = None, stale_after_s: float = STALE_AFTER_S) -> str | None:
+    """Why the workload of ``workdir`` does not serve its consumer groups, or None when it does (or when it wrote no
+    heartbeat yet, e.g. a sandbox from before the heartbeat). A dead or hung workload stops producing and committing
+    together: Burrow then rates every group STOP/ERR for good, and every lag gate waits until its timeout. The text
+    ends with the log's last lines (a hung loop's stacks are there after ``LOOP_STALL_DUMP_S``)."""
+    if procs.alive_from_pid_file(workdir.workload_pid, must_contain="sandbox.workload") is None:
+        found = f"the workload of {workdir.root} is not running"
+    else:
+        try:
+            beat = float(workdir.workload_heartbeat.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        age = (now or time.time()) - beat
+        if age <= stale_after_s:
+            return None
+        found = f"the workload of {workdir.root} runs but its loop has not gone round for {age:.0f} s (hung)"
+    try:
+        tail = workdir.workload_log.read_text(errors="replace").splitlines()[-40:]
+    except FileNotFoundError:
+        tail = []
+    return found + "; its log ends:\n" + "\n".join(tail)
 
 
 def stalled_until(workdir: Workdir, group: str, now: float | None = None) -> float | None:
@@ -253,13 +282,23 @@ class Workload:
             self.sent += 1
         self.producer.poll(0)
 
+    def beat(self) -> None:
+        """Write the loop's heartbeat (epoch seconds) for whoever checks that the workload still runs."""
+        tmp = self.workdir.workload_heartbeat.with_suffix(".tmp")
+        tmp.write_text(f"{time.time():.3f}\n")
+        tmp.replace(self.workdir.workload_heartbeat)
+
     def run(self) -> None:
         began = time.monotonic()
         last_report = began
+        last_beat = began - HEARTBEAT_EVERY_S
         try:
             while not self.stopping.is_set():
                 faulthandler.dump_traceback_later(LOOP_STALL_DUMP_S, exit=False)
                 now = time.monotonic()
+                if now - last_beat >= HEARTBEAT_EVERY_S:
+                    last_beat = now
+                    self.beat()
                 self.produce_due(now - began)
                 for group, member in self.members.items():
                     member.tick(stalled_until(self.workdir, group) is not None, now)

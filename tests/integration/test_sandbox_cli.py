@@ -13,8 +13,8 @@ import time
 import paramiko
 import pytest
 
-from sandbox import burrow, procs, settings
-from sandbox.layout import PROJECT_ROOT
+from sandbox import burrow, procs, settings, workload
+from sandbox.layout import PROJECT_ROOT, Workdir
 from sandbox.testing import RunningSandbox, run_cli, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -176,6 +176,15 @@ def test_plugin_hooks_reach_burrow_through_the_airflow_env_connections(
 
     statuses = wait_for(all_ok, 30, "every group OK through BurrowHook")
     assert [s.group for s in statuses] == sandbox.env["consumer_groups"]
+
+
+def test_the_workload_beats_and_is_judged_alive(sandbox: RunningSandbox) -> None:
+    workdir = Workdir.at(sandbox.workdir)
+    first = float(workdir.workload_heartbeat.read_text())
+    assert time.time() - first < workload.STALE_AFTER_S
+    # the loop goes round: the heartbeat moves on within a few seconds
+    wait_for(lambda: float(workdir.workload_heartbeat.read_text()) > first, 10, "the workload's next heartbeat")
+    assert workload.problem(workdir) is None
 
 
 def test_burrow_lists_the_groups_with_status_ok(sandbox: RunningSandbox) -> None:

@@ -7,6 +7,7 @@ import json
 import shlex
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -175,6 +176,28 @@ def test_stall_file_holds_a_deadline(tmp_path) -> None:
     assert workload.stalled_until(workdir, "auditor") == pytest.approx(deadline, abs=0.01)
     assert workload.stalled_until(workdir, "auditor", now=deadline + 1) is None
     assert workload.stalled_until(workdir, "analytics") is None
+
+
+def test_a_dead_or_hung_workload_is_named_with_its_log(tmp_path) -> None:
+    workdir = Workdir.at(tmp_path)
+    workdir.workload.mkdir(parents=True)
+    workdir.workload_log.write_text("workload started\nThread 0x1 (most recent call first):\n  File consume\n")
+    found = workload.problem(workdir)
+    assert found.startswith(f"the workload of {tmp_path} is not running; its log ends:\n") and "File consume" in found
+    # a live process whose command line names the workload
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "sandbox.workload"])
+    try:
+        workdir.workload_pid.write_text(f"{proc.pid}\n")
+        assert workload.problem(workdir) is None, "no heartbeat yet: nothing to judge"
+        workdir.workload_heartbeat.write_text("1000.0\n")
+        assert workload.problem(workdir, now=1029.0) is None
+        hung = workload.problem(workdir, now=1031.0)
+        assert hung.startswith(f"the workload of {tmp_path} runs but its loop has not gone round for 31 s (hung)")
+        assert hung.endswith("  File consume")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert workload.problem(workdir, now=1001.0).startswith(f"the workload of {tmp_path} is not running")
 
 
 def test_wait_for_returns_the_value_or_times_out_or_aborts() -> None:

@@ -426,7 +426,11 @@ def start(
     elapsed = time.monotonic() - began
     if result.returncode != 0:
         raise RuntimeError(f"sandbox up failed (exit {result.returncode}):\n{result.stderr}")
-    return RunningSandbox.load(workdir, up_seconds=elapsed, up_output=result.stderr)
+    try:
+        return RunningSandbox.load(workdir, up_seconds=elapsed, up_output=result.stderr)
+    except BaseException:  # nobody holds a handle to stop it: stop it here rather than leave it running
+        run_cli("down", "--workdir", str(workdir), "--kill")
+        raise
 
 
 def stop(sandbox: RunningSandbox, kill: bool = False) -> subprocess.CompletedProcess:

@@ -121,6 +121,22 @@ def last_run(log: Path) -> Run | None:
     return found[-1] if found else None
 
 
+_AUTO_ELECTION = re.compile(r"^\[([^\]]+)\] INFO \[Controller id=\d+\] Starting replica leader election \(PREFERRED\) "
+                            r"for partitions (\S+) triggered by AutoTriggered", re.M)
+
+
+def automatic_elections(text: str, since: float) -> list[tuple[float, list[str]]]:
+    """The ZooKeeper-mode controller's own preferred-leader elections (``auto.leader.rebalance.enable``: every
+    ``leader.imbalance.check.interval.seconds``, and 5 s after a controller's failover) in a node log's ``text`` at or
+    after ``since`` (epoch seconds) that elected at least one partition: ``[(time, ["topic-partition", ...])]``."""
+    found = []
+    for m in _AUTO_ELECTION.finditer(text):
+        at = parse_time(m.group(1))
+        if at >= since and m.group(2):
+            found.append((at, m.group(2).split(",")))
+    return found
+
+
 def restart_windows(log: Path, since: float) -> list[tuple[float, float]]:
     """``(shutdown begun, started again)`` epoch seconds of each restart whose shutdown began after ``since``;
     a node not started again yet ends its window at +inf."""

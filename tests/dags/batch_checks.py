@@ -17,12 +17,19 @@ def batches_of(labels: list[str | None]) -> list[list[int]]:
     return batches
 
 
-def assert_one_election_per_batch(batches: list[list[int]], log: str) -> None:
+def assert_one_election_per_batch(batches: list[list[int]], log: str, kafka_elected: int | None = None) -> None:
     """Every batch of two or more brokers logged exactly one preferred-leader election of a positive number of
-    partitions, and none of its brokers elected on its own."""
-    for batch in (b for b in batches if len(b) > 1):
+    partitions, and none of its brokers elected on its own. ``kafka_elected``: the position in ``batches`` of a batch
+    whose leaders Kafka's own controller elected before the roll could (a ZooKeeper-mode controller runs its automatic
+    preferred election 5 s after its failover, so the batch that restarted the controller can find its leaderships
+    back already): that batch may log no election of its own."""
+    for i, batch in enumerate(batches):
+        if len(batch) < 2:
+            continue
         label = ", ".join(map(str, batch))
         elected = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", log)
+        if not elected and i == kafka_elected:
+            continue
         assert len(elected) == 1 and int(elected[0]) > 0, f"one election for brokers {label} together: {elected}"
         alone = [b for b in batch if f"broker {b}: elected preferred leaders" in log]
         assert alone == [], f"brokers of batch {label} elected on their own: {alone}"

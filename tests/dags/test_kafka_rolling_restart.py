@@ -773,7 +773,7 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     from hooks.kafka_admin import KafkaAdminHook
     from kafka_ops import health
 
-    from sandbox import restart_timeline, settings
+    from sandbox import node_log, restart_timeline, settings
     from sandbox.layout import Workdir
 
     sandbox = fresh_sandbox(brokers=6, racks=3)
@@ -815,7 +815,11 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     out = output(capfd, caplog)
     assert (f"{', '.join(map(str, last))}: broker {first_controller} is the controller: it stops once the others "
             "are gone") in out
-    assert_one_election_per_batch(batches, out)
+    # the new controller's automatic preferred election, 5 s after its failover, may have given the last batch its
+    # leaderships back before the roll's leadership step looked (Kafka's log says so)
+    new_controller = sandbox.host_dir(controller(sandbox)).server_log.read_text(errors="replace")
+    by_kafka = node_log.automatic_elections(new_controller, began[first_controller])
+    assert_one_election_per_batch(batches, out, kafka_elected=len(batches) - 1 if by_kafka else None)
     with KafkaAdminHook("kafka_sandbox") as hook:
         assert health.leader_imbalance(hook.cluster_state(configs=True)).ok, "every broker leads its partitions"
 

@@ -141,3 +141,23 @@ def test_the_logs_are_read_from_the_sandbox_host_directories(tmp_path: Path) -> 
     assert sorted(logs) == [0, 1, 2] and logs == three_brokers()
     found = restarts_of(logs, since=0)
     assert [r.broker for r in found] == [0, 1] and found[0].caught_up == at("10:01:07,500")
+
+
+def test_the_controllers_own_preferred_elections_are_found_after_a_time():
+    text = (
+        "[2026-11-30 10:01:46,100] INFO [Controller id=0] Starting replica leader election (PREFERRED) for partitions  "
+        "triggered by AutoTriggered (kafka.controller.KafkaController)\n"
+        "[2026-11-30 10:02:18,141] INFO [Controller id=5] Starting replica leader election (PREFERRED) for partitions  "
+        "triggered by ZkTriggered (kafka.controller.KafkaController)\n"
+        "[2026-11-30 10:02:23,156] INFO [Controller id=5] Starting replica leader election (PREFERRED) for partitions "
+        "clicks-7,orders-10 triggered by AutoTriggered (kafka.controller.KafkaController)\n"
+        "[2026-11-30 10:02:30,000] INFO [Controller id=5] Starting replica leader election (PREFERRED) for partitions "
+        "audit-1 triggered by AdminClientTriggered (kafka.controller.KafkaController)\n"
+    )
+    since = node_log.parse_time("2026-11-30 10:02:00,000")
+    assert node_log.automatic_elections(text, since) == [
+        (node_log.parse_time("2026-11-30 10:02:23,156"), ["clicks-7", "orders-10"])]
+    assert node_log.automatic_elections(text, node_log.parse_time("2026-11-30 10:02:24,000")) == []
+    # an empty automatic election (nothing imbalanced) is no election
+    assert node_log.automatic_elections(text, 0) == [(node_log.parse_time("2026-11-30 10:02:23,156"),
+                                                      ["clicks-7", "orders-10"])]

@@ -166,8 +166,9 @@ def stall_group(workdir: Workdir, group: str, seconds: float, say: Say = say_to_
         )
     if seconds <= 0:
         raise SandboxError(f"--stall-seconds must be positive (got {seconds})")
-    if not procs.alive_from_pid_file(workdir.workload_pid):
-        raise SandboxError(f"the workload of {workdir.root} is not running (see {workdir.workload_log})")
+    broken = workload.problem(workdir)
+    if broken:  # dead or hung: it would never read the stall file
+        raise SandboxError(broken)
     deadline = workload.stall(workdir, group, seconds)
     until = time.strftime("%H:%M:%S", time.localtime(deadline))
     say(f"group {group} stops committing for {seconds:g} s (until {until})")

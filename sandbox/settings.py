@@ -60,7 +60,11 @@ JVM_OPTS = ("-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryErro
 
 # --- what the sandbox's server.properties set differently from Kafka's defaults ------------------------
 ZK_SESSION_TIMEOUT_MS = 6000  # Kafka 18000: a crashed ZooKeeper-mode broker loses leadership after 6 s
-BROKER_SESSION_TIMEOUT_MS = 6000  # Kafka 9000: a KRaft broker silent this long is fenced
+#: Kafka 9000: a KRaft broker silent this long is fenced. The active controller enforces it (a controller setting);
+#: the brokers read it too (their heartbeat's request timeout and registration retries are half of it). The
+#: controller also refuses a restarted broker's new registration (DUPLICATE_BROKER_REGISTRATION) until the session
+#: of the incarnation that shut down has run out: a KRaft broker's restart takes at least this long after its stop.
+BROKER_SESSION_TIMEOUT_MS = 6000
 MIN_INSYNC_REPLICAS = 2  # Kafka 1; what production clusters with RF 3 use, and what the roll's gates guard
 
 #: Settings of every broker, both modes. Small thread pools and partition counts for 2 cores; short
@@ -93,6 +97,7 @@ KRAFT_BROKER_CONFIG: dict[str, str] = {
 }
 #: KRaft controllers.
 CONTROLLER_CONFIG: dict[str, str] = {
+    "broker.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),  # where it takes effect (see above)
     "num.network.threads": "1",
     "num.io.threads": "2",
     "background.threads": "2",

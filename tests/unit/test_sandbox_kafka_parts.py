@@ -152,6 +152,10 @@ def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
                                                               host="127.0.0.111", quorum=voters,
                                                               log_dir=tmp_path, brokers=3))
     assert controller["listeners"] == "CONTROLLER://127.0.0.111:9093" and "broker.rack" not in controller
+    # the active controller enforces broker.session.timeout.ms (fencing, and a restarted broker's re-registration);
+    # the brokers read it too (heartbeat request timeout, registration retries)
+    session = str(settings.BROKER_SESSION_TIMEOUT_MS)
+    assert controller["broker.session.timeout.ms"] == session == broker["broker.session.timeout.ms"]
     combined = javaproperties.loads(kafka_config.kraft_node(node_id=1, role="broker,controller", rack="r1", host="h",
                                                             quorum=voters, log_dir=tmp_path, brokers=3))
     assert combined["process.roles"] == "broker,controller"

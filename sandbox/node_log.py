@@ -115,10 +115,25 @@ def runs(log: Path) -> list[Run]:
     return runs_of_text(text)
 
 
+_MARKER_TEXT = b"] kafka-service: start "
+
+
 def last_run(log: Path) -> Run | None:
-    """The latest start recorded in ``log``, or None."""
-    found = runs(log)
-    return found[-1] if found else None
+    """The latest start recorded in ``log``, or None. Parses only the text from the last marker on (``runs`` parses
+    every start: 57 ms of CPU for a 2.4 MB log of a session's shared sandbox, where ``kafka-service start`` looks
+    every 0.1 s while its JVM starts)."""
+    try:
+        data = log.read_bytes()
+    except FileNotFoundError:
+        return None
+    end = len(data)
+    while (hit := data.rfind(_MARKER_TEXT, 0, end)) >= 0:
+        line = data.rfind(b"\n", 0, hit) + 1
+        found = runs_of_text(data[line:].decode(errors="replace"))
+        if found:  # else the text was inside some other line: look further back
+            return found[-1]
+        end = hit
+    return None
 
 
 _AUTO_ELECTION = re.compile(r"^\[([^\]]+)\] INFO \[Controller id=\d+\] Starting replica leader election \(PREFERRED\) "

@@ -33,6 +33,9 @@ from sandbox import node_log, procs, settings
 from sandbox.layout import HOST_DIR_ENV, WORKDIR_ENV, HostDir
 
 EXIT_INACTIVE = 3
+#: Seconds between ``start``'s looks for Kafka's "started" line (what a systemd unit of Type=notify reports at once);
+#: each look parses only this start's lines (``node_log.last_run``).
+START_POLL_S = 0.1
 LAUNCHER = "bin/kafka-server-start.sh"
 
 
@@ -137,7 +140,7 @@ def start(host: HostDir, wait_s: float = settings.START_WAIT_S) -> str:
             raise ServiceError(f"{who} failed: {reason} (see {host.server_log})")
         if run is not None and run.started:
             return f"{who} active (pid {pid}, Kafka {release.name}, started in {run.started - run.began:.1f} s)"
-        time.sleep(0.2)
+        time.sleep(START_POLL_S)
     return f"{who} started (pid {pid}), not registered yet after {wait_s:.0f} s (see {host.server_log})"
 
 

@@ -257,6 +257,21 @@ def test_kraft_starts_and_a_start_still_running(tmp_path) -> None:
     assert node_log.runs(tmp_path / "missing.log") == [] and node_log.last_run(tmp_path / "missing.log") is None
 
 
+def test_the_last_start_is_read_from_its_own_marker_on(tmp_path) -> None:
+    """``last_run`` parses only the text from the last marker (``kafka-service start`` looks every 0.1 s): the same
+    answer as the last of ``runs``, also when the marker's text appears inside another line after it, and None
+    before the first marker."""
+    log = tmp_path / "server.log"
+    log.write_text(KRAFT_LOG + "[2026-11-25 13:00:32,000] INFO a client sent ] kafka-service: start x (pid 1) "
+                   "in a request\n[2026-11-25 13:00:33,000] INFO [KafkaRaftServer nodeId=1] Kafka Server started "
+                   "(kafka.server.KafkaRaftServer)\n")
+    last = node_log.last_run(log)
+    assert last == node_log.runs(log)[-1]
+    assert (last.pid, last.started) == (13500, node_log.parse_time("2026-11-25 13:00:33,000"))
+    log.write_text("[2026-11-25 12:00:00,000] INFO no start yet\n")
+    assert node_log.last_run(log) is None
+
+
 def test_the_burrow_changes_apply_once_to_debians_source(tmp_path) -> None:
     cluster = tmp_path / "core/internal/cluster/kafka_cluster.go"
     client = tmp_path / "core/internal/consumer/kafka_client.go"

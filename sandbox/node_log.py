@@ -146,8 +146,8 @@ def automatic_elections(text: str, since: float) -> list[tuple[float, list[str]]
     after ``since`` (epoch seconds) that elected at least one partition: ``[(time, ["topic-partition", ...])]``."""
     found = []
     for m in _AUTO_ELECTION.finditer(text):
-        at = parse_time(m.group(1))
-        if at >= since and m.group(2):
+        at = parse_time(m.group(1))  # an election of no partitions ("for partitions  triggered") does not match
+        if at >= since:
             found.append((at, m.group(2).split(",")))
     return found
 

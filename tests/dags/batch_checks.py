@@ -4,6 +4,7 @@ preferred-leader elections from the roll's log (both modes)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 
 
 def batches_of(labels: list[str | None]) -> list[list[int]]:
@@ -17,18 +18,17 @@ def batches_of(labels: list[str | None]) -> list[list[int]]:
     return batches
 
 
-def assert_one_election_per_batch(batches: list[list[int]], log: str, kafka_elected: int | None = None) -> None:
+def assert_one_election_per_batch(batches: list[list[int]], log: str,
+                                  kafka_led: AbstractSet[int] = frozenset()) -> None:
     """Every batch of two or more brokers logged exactly one preferred-leader election of a positive number of
-    partitions, and none of its brokers elected on its own. ``kafka_elected``: the position in ``batches`` of a batch
-    whose leaders Kafka's own controller elected before the roll could (a ZooKeeper-mode controller runs its automatic
-    preferred election 5 s after its failover, so the batch that restarted the controller can find its leaderships
-    back already): that batch may log no election of its own."""
-    for i, batch in enumerate(batches):
-        if len(batch) < 2:
-            continue
+    partitions, and none of its brokers elected on its own. ``kafka_led``: brokers whose preferred leaderships
+    Kafka's own controller gave back (a ZooKeeper-mode controller runs its automatic preferred election 5 s after its
+    failover, so the batch that restarted the controller can find its leaderships back before the roll looks): a
+    batch holding one of them may log no election of its own."""
+    for batch in (b for b in batches if len(b) > 1):
         label = ", ".join(map(str, batch))
         elected = re.findall(rf"brokers {label}: elected preferred leaders of (\d+) partitions", log)
-        if not elected and i == kafka_elected:
+        if not elected and kafka_led & set(batch):
             continue
         assert len(elected) == 1 and int(elected[0]) > 0, f"one election for brokers {label} together: {elected}"
         alone = [b for b in batch if f"broker {b}: elected preferred leaders" in log]

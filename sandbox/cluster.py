@@ -364,7 +364,8 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                         for c in info.controller_hosts]
     for spec in controller_specs:
         if info.kraft:
-            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_config, brokers=len(active))
+            hosts.prepare_controller(workdir, spec, info.kafka_version, info.quorum_config, brokers=len(active),
+                                     extra=info.broker_config)
         else:  # hosts a migration provisions: no server.properties, nothing started
             hosts.prepare_bare(workdir, spec, info.kafka_version)
     for spec in specs:

@@ -135,16 +135,17 @@ def controller_specs(controllers: int, address_base: str) -> list[BrokerSpec]:
 
 
 def prepare_controller(workdir: Workdir, spec: BrokerSpec, kafka_version: str, quorum: dict[str, str],
-                       brokers: int) -> HostDir:
+                       brokers: int, extra: dict[str, str] | None = None) -> HostDir:
     """Create a KRaft controller host: server.properties (``process.roles=controller``; ``quorum``: the quorum keys,
-    ``SandboxState.quorum_config``), the release, data/
+    ``SandboxState.quorum_config``; ``extra``: the brokers' ``up --broker-config``, of which a controller takes
+    ``min.insync.replicas``), the release, data/
     and logs/ (its storage is formatted by ``kafka-storage format`` before the first start)."""
     host = workdir.host(spec.id)
     _make_dirs(host)
     install_kafka(host, kafka_version)
     host.server_properties.write_text(kafka_config.kraft_node(
         node_id=spec.id, role="controller", rack=None, host=spec.host, quorum=quorum,
-        log_dir=host.data, brokers=brokers))
+        log_dir=host.data, brokers=brokers, extra=extra))
     return host
 
 

@@ -29,6 +29,8 @@ from sandbox import settings
 VOTERS_KEY = "controller.quorum.voters"
 #: A dynamic quorum's key (KIP-853): where a node first finds the quorum.
 BOOTSTRAP_KEY = "controller.quorum.bootstrap.servers"
+#: The brokers' key that a controller's file carries too (ELR copies it to the cluster level, KIP-966).
+MIN_INSYNC = "min.insync.replicas"
 
 
 def _dumps(props: dict[str, str]) -> str:
@@ -73,7 +75,8 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: 
     """A KRaft node's ``server.properties``: ``role`` ``"broker"``, ``"controller"`` or ``"broker,controller"`` (a
     combined node: both listeners, a broker's settings); ``quorum`` is how the node finds the quorum: one of
     :func:`static_quorum` / :func:`dynamic_quorum`; ``extra``: a broker's settings of the caller's
-    (``up --broker-config``), last: they win (a controller gets none of them).
+    (``up --broker-config``), last: they win (a controller gets only their ``min.insync.replicas``: turning ELR on
+    copies the active controller's value to the cluster level, see :data:`settings.CONTROLLER_CONFIG`).
 
     Raises:
         ValueError: another role, or ``quorum`` not exactly one of the two quorum keys.
@@ -93,6 +96,8 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: 
     if role == "controller":
         props["listeners"] = f"CONTROLLER://{host}:{settings.CONTROLLER_PORT}"
         props.update(settings.CONTROLLER_CONFIG)
+        if MIN_INSYNC in (extra or {}):  # the brokers' min.insync.replicas: ELR copies the controller's (settings)
+            props[MIN_INSYNC] = extra[MIN_INSYNC]
     else:
         props.update({
             "listeners": f"PLAINTEXT://{host}:{settings.BROKER_PORT}" + (

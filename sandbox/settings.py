@@ -98,6 +98,9 @@ KRAFT_BROKER_CONFIG: dict[str, str] = {
 #: KRaft controllers.
 CONTROLLER_CONFIG: dict[str, str] = {
     "broker.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),  # where it takes effect (see above)
+    # the brokers' value: turning ELR on (KIP-966; on by default in new 4.1 clusters) makes the active controller
+    # write its own static min.insync.replicas as the cluster-level one, which outranks the brokers' files
+    "min.insync.replicas": str(MIN_INSYNC_REPLICAS),
     "num.network.threads": "1",
     "num.io.threads": "2",
     "background.threads": "2",

@@ -349,6 +349,56 @@ class KafkaAdminHook(ClusterProfileHook):
                     for name, e in by_broker[str(b)].items()}
                 for b in ids}
 
+    def broker_config_layers(self, name: str, broker_ids: Iterable[int]) -> dict[int, dict[str, str | None]]:
+        """Each broker's value of the broker config ``name`` and the layers it comes from, as the broker itself
+        answers DescribeConfigs v1+ with synonyms (KIP-226): broker id -> ``{"value": effective, "<source>":
+        value, ...}`` with the sources that hold it, highest precedence first (``DYNAMIC_BROKER_CONFIG``,
+        ``DYNAMIC_DEFAULT_BROKER_CONFIG``, ``STATIC_BROKER_CONFIG``, ``DEFAULT_CONFIG``).
+
+        :raises kafka.errors.KafkaError: a broker not in the metadata or not answering.
+        :raises RuntimeError: a broker's answer without ``name``.
+        """
+        from kafka.admin import ConfigResource as KpResource
+        from kafka.admin import ConfigResourceType
+
+        ids = [int(b) for b in broker_ids]
+        client = self._kafka_python_admin()
+        try:
+            self.requests["DescribeConfigs"] += len(ids)
+            found = client.describe_configs([KpResource(ConfigResourceType.BROKER, str(b), [name]) for b in ids],
+                                            include_synonyms=True, config_filter="all")
+        finally:
+            client.close()
+        by_broker = found.get("broker", {})
+        missing = [b for b in ids if name not in by_broker.get(str(b), {})]
+        if missing:
+            raise RuntimeError(f"DescribeConfigs returned no {name} for brokers {missing}")
+        return {b: _layers(by_broker[str(b)][name]) for b in ids}
+
+    def controller_config_layers(self, address: str, node_id: int, name: str) -> dict[str, str | None]:
+        """A KRaft controller's value of ``name`` and its layers (as :meth:`broker_config_layers`), asked of the
+        controller at ``address`` (``host:port`` of its CONTROLLER listener) itself: DescribeConfigs of BROKER
+        resource ``node_id``, which controllers answer for their own configs (KIP-919, Kafka 3.7+).
+
+        :raises kafka.errors.KafkaError: not reachable, no answer, or an error code in the answer.
+        """
+        from kafka.admin import ConfigSourceType
+        from kafka.errors import for_code
+        from kafka.protocol.admin import DescribeConfigsRequest
+
+        response = self._ask_at(address, DescribeConfigsRequest(
+            resources=[(ResourceType.BROKER.value, str(int(node_id)), [name])], include_synonyms=True,
+            min_version=1))
+        result = response.to_dict()["results"][0]
+        error = for_code(result["error_code"])
+        if error.errno != 0:
+            raise error(f"DescribeConfigs of controller {node_id} at {address}: {result.get('error_message')}")
+        entry = next((c for c in result["configs"] if c["name"] == name), None)
+        if entry is None:
+            raise for_code(-1)(f"controller {node_id} at {address} returned no {name}")
+        return _layers({"value": entry["value"], "synonyms": [
+            {"value": s["value"], "source": ConfigSourceType(s["source"]).name} for s in entry["synonyms"]]})
+
     def alter_broker_configs(self, changes: Mapping[str, str | None], broker_id: int | None, *,
                              validate_only: bool = False) -> None:
         """IncrementalAlterConfigs of dynamic broker configs (KIP-339: only these keys change): ``{key: value}``
@@ -840,6 +890,16 @@ class KafkaAdminHook(ClusterProfileHook):
                 f"IncrementalAlterConfigs refused for {len(errors)} resources: "
                 + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())[:20])
             )
+
+
+def _layers(entry: Mapping[str, Any]) -> dict[str, str | None]:
+    """``{"value": effective, "<source>": value, ...}`` from one DescribeConfigs entry with synonyms (kafka-python's
+    shape: ``{"value", "synonyms": [{"value", "source": "STATIC_BROKER_CONFIG"}, ...]}``); the first synonym of a
+    source wins (Kafka lists them highest precedence first)."""
+    out: dict[str, str | None] = {"value": entry.get("value")}
+    for synonym in entry.get("synonyms") or []:
+        out.setdefault(str(synonym["source"]), synonym.get("value"))
+    return out
 
 
 def _incremental(kind: ResourceType, name: str, configs: Mapping[str, str], op: AlterConfigOpType) -> ConfigResource:

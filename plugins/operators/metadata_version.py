@@ -12,7 +12,9 @@ same (param ``release_features``, on by default; ``kraft.version`` is never chan
 1. reads every broker's own ApiVersions (``KafkaAdminHook.broker_features``): the finalized levels and the
    ranges its running binaries support;
 2. refuses, sending nothing, a level a broker's binaries do not support (all short brokers named:
-   ``kafka_ops.metadata_version.check_bump``, ``kafka_ops.release_features.plan``) or below the finalized one;
+   ``kafka_ops.metadata_version.check_bump``, ``kafka_ops.release_features.plan``) or below the finalized one,
+   and a raise of ``eligible.leader.replicas.version`` to 1 that would change the brokers' ``min.insync.replicas``
+   (Kafka then copies the active controller's static value to the cluster level: ``kafka_ops.elr_min_isr``);
 3. sends one UpdateFeatures (UPGRADE) with ``metadata.version`` and the features below their defaults to the
    active controller (through a broker), which applies all or none, and whose own check covers the controllers
    (a refusal such as ``Controller 100 only supports versions 7-25`` fails the task with the node named:
@@ -32,7 +34,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops import release_features, upgrade
+from kafka_ops import elr_min_isr, release_features, upgrade
 from kafka_ops.metadata_version import (
     FEATURE,
     MetadataVersion,
@@ -44,6 +46,7 @@ from kafka_ops.metadata_version import (
     short_nodes_in,
 )
 from kafka_ops.release_features import change_lines
+from runtime.elr_layers import read_min_isr_layers
 from runtime.lock_holding import ensure_held
 from runtime.params import is_true
 from runtime.waiting import Check
@@ -128,17 +131,21 @@ class MetadataVersionOperator(ClusterOperator):
             supported = {b: (f["supported"][1] if f["supported"] else 0) for b, f in features.items()}
             reasons = (check_bump(current, goal, supported) if current != goal else []) + (
                 fplan.refusals if fplan else [])
+            elr_refusal = self._elr_refusal(admin, changes) if elr_min_isr.enables_elr(changes) else None
             if dry_run:
                 verdict = admin.update_features(updates, validate_only=True)
                 self.log.info("DRY RUN: would send UpdateFeatures %s (UPGRADE); the brokers' binaries now: %s; the "
-                              "controller's check (validate_only) answers: %s", _levels_text(updates),
-                              "; ".join(reasons) or "every broker supports it", verdict)
+                              "controller's check (validate_only) answers: %s%s", _levels_text(updates),
+                              "; ".join(reasons) or "every broker supports it", verdict,
+                              f"; but it would be refused: {elr_refusal}" if elr_refusal else "")
                 return {"action": "dry run", **result}
             if reasons:
                 raise AirflowFailException(
                     f"{line} not sent (nothing was touched): " + "; ".join(reasons) + f" (each broker's running "
                     f"binaries, from its ApiVersions): roll the binaries of Kafka {target} first (phase binaries) "
                     "so that every broker and controller runs them")
+            if elr_refusal:
+                raise AirflowFailException(f"{line} not sent (nothing was touched): {elr_refusal}")
             ensure_held(profile, context, self.operation, self.log)
             self.log.info("sending UpdateFeatures %s (UPGRADE) to the active controller", _levels_text(updates))
             answer = admin.update_features(updates)
@@ -161,6 +168,17 @@ class MetadataVersionOperator(ClusterOperator):
         if fplan.unknown:
             self.log.warning("%s", fplan.unknown)
         return fplan
+
+    def _elr_refusal(self, admin: KafkaAdminHook, changes: dict[str, list[int]]) -> str | None:
+        """Why raising ``eligible.leader.replicas.version`` to 1 must not be sent (it would change the brokers'
+        ``min.insync.replicas``: :mod:`kafka_ops.elr_min_isr`), None when it may; logs what each broker uses and
+        what ELR leaves. Read again here: the cluster may have changed since the preflight."""
+        state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's brokers")
+        quorum = self.ask(admin.describe_quorum, "the metadata quorum")
+        layers = self.ask(lambda: read_min_isr_layers(admin, self.profile, state.brokers, quorum),
+                          "each broker's min.insync.replicas and the active controller's")
+        self.log.info("%s", elr_min_isr.summary(layers))
+        return elr_min_isr.refusal(layers)
 
     def _refused(self, line: str, answer: str, target: str) -> str:
         named = short_nodes_in(answer)

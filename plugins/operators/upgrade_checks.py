@@ -13,18 +13,24 @@ over SSH, refuse bad input, and log what each phase will do to each node.
   refused besides the above over brokers and controllers: a malformed ``metadata_version``, a level above
   what the target release supports, a level below the cluster's finalized one
   (``kafka_ops.upgrade.check_metadata_version``), ``metadata_version`` without ``binaries`` while a node's
-  release does not support the level.
+  release does not support the level; a raise of ``eligible.leader.replicas.version`` to 1 that would change the
+  brokers' ``min.insync.replicas`` (Kafka copies the active controller's static value to the cluster level:
+  ``kafka_ops.elr_min_isr``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
-from kafka_ops import release_features, upgrade
+from kafka_ops import elr_min_isr, release_features, upgrade
+from kafka_ops.cluster import Broker
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
-from kafka_ops.quorum import observer_controllers
+from kafka_ops.profile import ClusterProfile
+from kafka_ops.quorum import Quorum, observer_controllers
+from runtime.elr_layers import read_min_isr_layers
 from runtime.failures import RunRefused
 from runtime.params import is_true
 from runtime.upgrade_steps import host_state
@@ -115,6 +121,8 @@ class UpgradeChecksOperator(ClusterOperator):
                 if is_true(cfg.get("release_features", True)):
                     mv_info["features"] = release_features.plan(
                         goal, release_features.cluster_levels(features), {}).changes()
+                if "metadata_version" in phases and elr_min_isr.enables_elr(mv_info["features"]):
+                    refusals += self._elr_refusals(profile, state.brokers, quorum)
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
         elif not kraft:
@@ -135,6 +143,15 @@ class UpgradeChecksOperator(ClusterOperator):
         return {"mode": KRAFT if kraft else ZOOKEEPER,
                 "nodes": {str(n): f for n, f in sorted(found.items())},
                 "metadata_version": mv_info}
+
+    def _elr_refusals(self, profile: ClusterProfile, brokers: Sequence[Broker], quorum: Quorum) -> list[str]:
+        """Turning ELR on would change the brokers' ``min.insync.replicas`` (:mod:`kafka_ops.elr_min_isr`): the
+        refusal, else nothing; logs what each broker uses and what ELR leaves."""
+        with KafkaAdminHook(profile=profile) as admin:
+            layers = read_min_isr_layers(admin, profile, brokers, quorum)
+        self.log.info("%s", elr_min_isr.summary(layers))
+        reason = elr_min_isr.refusal(layers)
+        return [reason] if reason else []
 
     def _log_phases(self, target: str, phases: list[str], found: dict[int, dict], kraft: bool,
                     mv_info: dict | None) -> None:

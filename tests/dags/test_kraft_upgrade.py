@@ -68,6 +68,26 @@ def kafka_features(sandbox, version: str | None = None) -> dict[str, str]:
     return {f["Feature"]: f["FinalizedVersionLevel"] for f in fields if "Feature" in f}
 
 
+def cluster_level_min_insync(sandbox) -> str | None:
+    """The cluster-level ``min.insync.replicas`` as Kafka's own ``kafka-configs.sh --entity-default`` prints it
+    (None when unset)."""
+    described = sandbox.kafka_tool("kafka-configs.sh", "--bootstrap-server", sandbox.bootstrap_servers,
+                                   "--entity-type", "brokers", "--entity-default", "--describe")
+    assert described.returncode == 0, described.stderr
+    found = [line.split("=", 1)[1].split()[0] for line in described.stdout.splitlines()
+             if line.strip().startswith("min.insync.replicas=")]
+    return found[0] if found else None
+
+
+def broker_min_insync(sandbox, broker: int, value: str | None) -> None:
+    """Set (or delete, ``value`` None) broker ``broker``'s own dynamic ``min.insync.replicas`` with
+    ``kafka-configs.sh --entity-name``."""
+    change = ["--add-config", f"min.insync.replicas={value}"] if value else ["--delete-config", "min.insync.replicas"]
+    done = sandbox.kafka_tool("kafka-configs.sh", "--bootstrap-server", sandbox.bootstrap_servers, "--entity-type",
+                              "brokers", "--entity-name", str(broker), "--alter", *change)
+    assert done.returncode == 0, done.stderr
+
+
 def release_everywhere(sandbox, version: str, switch: bool = False) -> None:
     """What configuration management does first: ``version`` unpacked beside the running release on every broker
     and controller host; ``switch`` also points the ``kafka`` symlink at it (installed, but nothing restarted)."""
@@ -137,6 +157,10 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     assert {f: features_after[f] for f in ("group.version", "transaction.version", "kraft.version")} == \
         {f: features_before[f] for f in ("group.version", "transaction.version", "kraft.version")}
     assert "eligible.leader.replicas.version 0 -> 1" in text
+    # turning ELR on made Kafka write the active controller's static min.insync.replicas as the cluster-level one;
+    # the upgrade checked first that it is the brokers' value, so topics keep needing 2 in-sync replicas
+    assert "min.insync.replicas stays 2 when ELR is turned on (the active controller" in text
+    assert cluster_level_min_insync(kraft) == "2"
     assert "KRaft cluster (it answers DescribeQuorum)" in text, "check_upgrade says which path it takes"
     assert "KRaft: metadata.version replaces inter.broker.protocol.version" in text
     assert watcher.ever_offline() == [], "no partition offline during the upgrade"
@@ -168,9 +192,24 @@ def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
     assert "nothing was touched" in text
     assert refused.state_of("controller_binaries.plan") != "success", "no controller roll was planned"
 
-    # a dry run of the real upgrade: logs what it would send, touches nothing
+    # a broker's own min.insync.replicas, which turning ELR on would remove (Kafka keeps only the cluster-level
+    # value, here the active controller's static 2): refused before anything is touched, broker 1 named
     release_everywhere(kraft, TARGET)
     links = {n: os.readlink(kraft.host_dir(n).path / "kafka") for n in nodes(kraft)}
+    broker_min_insync(kraft, 1, "3")
+    try:
+        refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, **FAST})
+    finally:
+        broker_min_insync(kraft, 1, None)
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
+    text = output(capfd, caplog)
+    assert "raising eligible.leader.replicas.version to 1 (ELR, KIP-966) would change min.insync.replicas of every " \
+           "topic without its own: Kafka sets the cluster-level min.insync.replicas (none is set) to the active " \
+           "controller" in text
+    assert "static value, 2, and removes broker-level values; broker 1 uses 3 now" in text
+    assert cluster_level_min_insync(kraft) is None
+
+    # a dry run of the real upgrade: logs what it would send, touches nothing
     dry = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": TARGET, "dry_run": True, **FAST})
     assert dry.state == "success", dry.states
     text = output(capfd, caplog)

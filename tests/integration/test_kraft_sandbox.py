@@ -120,6 +120,51 @@ def test_kafkas_own_tools_describe_the_quorum_and_the_features(healthy: RunningS
         wait_for(lambda g=group: healthy.group_status(g) == "OK", 30, what=f"{group} OK")
 
 
+def test_min_insync_replicas_is_read_from_each_broker_and_from_the_active_controller_itself(healthy: RunningSandbox
+                                                                                            ) -> None:
+    """What the upgrade judges before it turns ELR on (KIP-966 copies the active controller's static
+    min.insync.replicas to the cluster level): read from the real nodes, and as Kafka's own kafka-configs.sh reads
+    it; a cluster-level value set with that tool is seen as the one Kafka keeps."""
+    from hooks.kafka_admin import KafkaAdminHook
+    from kafka_ops.elr_min_isr import MinIsrLayers, refusal
+    from kafka_ops.profile import ClusterProfile
+    from runtime.elr_layers import read_min_isr_layers
+
+    hosts = {c["id"]: c["host"] for c in healthy.env["controllers"]}
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", healthy.bootstrap_servers, {
+        "controller_hosts": {str(i): h for i, h in hosts.items()}})
+
+    def read() -> tuple[MinIsrLayers, int]:
+        with KafkaAdminHook(profile=profile) as hook:
+            state = hook.cluster_state(configs=False)
+            quorum = hook.describe_quorum()
+            return read_min_isr_layers(hook, profile, state.brokers, quorum), quorum.leader_id
+
+    layers, leader = read()
+    assert layers == MinIsrLayers(brokers={0: 2, 1: 2, 2: 2}, cluster_default=None, controller_id=leader,
+                                  controller_static=settings.MIN_INSYNC_REPLICAS)
+    assert refusal(layers) is None
+    described = healthy.kafka_tool("kafka-configs.sh", "--bootstrap-controller", f"{hosts[leader]}:9093",
+                                   "--entity-type", "brokers", "--entity-name", str(leader), "--describe", "--all")
+    assert described.returncode == 0, described.stderr
+    line = next(x for x in described.stdout.splitlines() if x.strip().startswith("min.insync.replicas="))
+    assert f"STATIC_BROKER_CONFIG:min.insync.replicas={settings.MIN_INSYNC_REPLICAS}" in line, line
+
+    def configs(*args: str) -> None:
+        done = healthy.kafka_tool("kafka-configs.sh", "--bootstrap-server", healthy.bootstrap_servers,
+                                  "--entity-type", "brokers", "--entity-default", "--alter", *args)
+        assert done.returncode == 0, done.stderr
+
+    configs("--add-config", "min.insync.replicas=3")
+    try:
+        layers = wait_for(lambda: (found := read()[0]).cluster_default == 3 and found, 30,
+                          what="the cluster-level value on every broker")
+        assert layers.brokers == {0: 3, 1: 3, 2: 3} and layers.after() == 3 and refusal(layers) is None
+    finally:
+        configs("--delete-config", "min.insync.replicas")
+    wait_for(lambda: read()[0].cluster_default is None, 30, what="the cluster-level value gone")
+
+
 def test_stopping_the_active_controller_moves_leadership_and_it_rejoins(healthy: RunningSandbox) -> None:
     client = KafkaAdminClient(bootstrap_servers=healthy.bootstrap_servers)
     before = quorum(client)

@@ -56,6 +56,11 @@ class FakeFeatures:
         self.sent: list[Any] = []
         self.applied: dict[str, int] = {}
         self.lagging_polls = 0  # brokers answer the old levels this many more times after an update
+        # min.insync.replicas: each broker's layers (DescribeConfigs synonyms) and each controller's own answer
+        self.broker_layers = {b: {"value": "2", "STATIC_BROKER_CONFIG": "2", "DEFAULT_CONFIG": "1"} for b in (0, 1, 2)}
+        self.controller_layers: dict[int, dict | Exception] = {
+            c: {"value": "2", "STATIC_BROKER_CONFIG": "2", "DEFAULT_CONFIG": "1"} for c in (100, 101, 102)}
+        self.asked_controllers: list[tuple[str, int]] = []
 
     def update(self, levels: dict[str, int], validate_only: bool = False) -> str:
         self.sent.append((dict(levels), validate_only))
@@ -120,6 +125,18 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
 
         def describe_quorum(self) -> Quorum:
             return Quorum(101, 3, 500, tuple(Voter(c, 500) for c in (100, 101, 102)), ())
+
+        def broker_config_layers(self, name: str, brokers: Any) -> dict[int, dict]:
+            assert name == "min.insync.replicas"
+            return {b: dict(fake.broker_layers[b]) for b in brokers}
+
+        def controller_config_layers(self, address: str, node_id: int, name: str) -> dict:
+            assert name == "min.insync.replicas"
+            fake.asked_controllers.append((address, node_id))
+            found = fake.controller_layers[node_id]
+            if isinstance(found, Exception):
+                raise found
+            return dict(found)
 
     for module in (step, roll_plan, upgrade_checks):
         monkeypatch.setattr(module, "KafkaAdminHook", Admin)
@@ -215,6 +232,64 @@ def test_a_dry_run_asks_the_controller_to_validate_only(cluster, capfd):
     out = capfd.readouterr().out
     assert "DRY RUN: would send UpdateFeatures eligible.leader.replicas.version=1, metadata.version=27 (UPGRADE)" in out
     assert "Broker 0 only supports versions 7-25" in out and cluster.finalized[0] == 25
+
+
+def test_turning_elr_on_is_refused_when_it_would_change_the_brokers_min_insync_replicas(cluster, capfd):
+    """Kafka writes the active controller's static min.insync.replicas as the cluster-level one when ELR goes on
+    (none set); controllers that leave it at Kafka's default 1 under brokers with 2 would lower it silently."""
+    cluster.controller_layers[101] = {"value": "1", "DEFAULT_CONFIG": "1"}
+    with pytest.raises(AirflowFailException) as failed:
+        run_step()
+    message = str(failed.value)
+    assert message.startswith("metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27); eligible.leader.replicas.version "
+                              "0 -> 1 not sent (nothing was touched): raising eligible.leader.replicas.version to 1 "
+                              "(ELR, KIP-966) would change min.insync.replicas of every topic without its own: Kafka "
+                              "sets the cluster-level min.insync.replicas (none is set) to the active controller "
+                              "101's static value, 1, and removes broker-level values; brokers 0, 1, 2 use 2 now")
+    assert 'kafka_config_change with scope "cluster" and changes {"min.insync.replicas": "2"}' in message
+    assert cluster.sent == [] and cluster.finalized == {0: 25, 1: 25, 2: 25}
+    assert cluster.asked_controllers == [("h101:9093", 101)], "the quorum leader, at its CONTROLLER listener"
+    assert "min.insync.replicas would become 1 when ELR is turned on" in capfd.readouterr().out
+    # a dry run says so too, and sends only its validate_only request
+    assert run_step(dry_run=True)["action"] == "dry run"
+    assert "but it would be refused: raising eligible.leader.replicas.version to 1" in capfd.readouterr().out
+    assert cluster.sent == [({"metadata.version": 27, "eligible.leader.replicas.version": 1}, True)]
+    # the operator sets the cluster-level value (kafka_config_change, scope cluster): Kafka keeps it, the step goes on
+    cluster.sent.clear()
+    for b in (0, 1, 2):
+        cluster.broker_layers[b] = {"value": "2", "DYNAMIC_DEFAULT_BROKER_CONFIG": "2", "STATIC_BROKER_CONFIG": "2",
+                                    "DEFAULT_CONFIG": "1"}
+    assert run_step()["action"] == "bumped"
+    assert "min.insync.replicas stays 2 when ELR is turned on (the cluster-level value, kept): brokers 0, 1, 2 use 2" \
+        in capfd.readouterr().out
+
+
+def test_an_elr_outcome_that_cannot_be_known_is_refused_and_no_elr_raise_reads_nothing(cluster):
+    from kafka.errors import KafkaConnectionError
+
+    cluster.controller_layers[101] = KafkaConnectionError("no answer from h101:9093")
+    with pytest.raises(AirflowFailException, match=r"to the active controller 101's static value, which could not "
+                                                   r"be read \(KafkaConnectionError: .*no answer from h101:9093\); "
+                                                   r"brokers 0, 1, 2 use 2 now"):
+        run_step()
+    assert cluster.sent == []
+    # without the release's features (ELR stays off) nothing about min.insync.replicas is asked
+    cluster.asked_controllers.clear()
+    assert run_step(release_features=False)["action"] == "bumped" and cluster.asked_controllers == []
+
+
+def test_check_upgrade_refuses_an_elr_raise_that_changes_a_brokers_min_insync_replicas(cluster, hosts, capfd):
+    # a per-broker dynamic value (kafka-configs --entity-name 0), which turning ELR on removes
+    cluster.broker_layers[0] = {"value": "3", "DYNAMIC_BROKER_CONFIG": "3", "STATIC_BROKER_CONFIG": "2",
+                                "DEFAULT_CONFIG": "1"}
+    with pytest.raises(AirflowFailException) as failed:
+        check()
+    assert "upgrade to '4.1.0' refused (nothing was touched)" in str(failed.value)
+    assert "the active controller 101's static value, 2, and removes broker-level values; broker 0 uses 3 now" \
+        in str(failed.value)
+    assert "min.insync.replicas would become 2 when ELR is turned on" in capfd.readouterr().out
+    # without the metadata_version phase no feature is raised: nothing to judge
+    assert check(phases=["binaries"])["mode"] == "kraft"
 
 
 def test_the_step_does_nothing_in_zookeeper_mode_or_when_not_requested(cluster, capfd):

@@ -134,6 +134,8 @@ def test_broker_config_of_the_caller_comes_last_and_wins(tmp_path) -> None:
                                                               quorum=voters, log_dir=tmp_path, brokers=3,
                                                               extra=extra))
     assert "leader.imbalance.check.interval.seconds" not in controller
+    # but the brokers' min.insync.replicas: turning ELR on copies the active controller's to the cluster level
+    assert controller["min.insync.replicas"] == "1"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["up", "--broker-config", "no-equals-sign"])
 
@@ -156,6 +158,10 @@ def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
     # the brokers read it too (heartbeat request timeout, registration retries)
     session = str(settings.BROKER_SESSION_TIMEOUT_MS)
     assert controller["broker.session.timeout.ms"] == session == broker["broker.session.timeout.ms"]
+    # ELR (KIP-966) writes the active controller's static min.insync.replicas as the cluster-level value, which
+    # outranks the brokers' files: the controllers carry the brokers' value
+    min_isr = str(settings.MIN_INSYNC_REPLICAS)
+    assert controller["min.insync.replicas"] == min_isr == broker["min.insync.replicas"]
     combined = javaproperties.loads(kafka_config.kraft_node(node_id=1, role="broker,controller", rack="r1", host="h",
                                                             quorum=voters, log_dir=tmp_path, brokers=3))
     assert combined["process.roles"] == "broker,controller"

@@ -118,10 +118,12 @@ def test_topic_plan_caps_the_replication_factor_at_the_broker_count() -> None:
     assert workload.topic_plan(3)["orders"] == settings.WORKLOAD_TOPICS["orders"]
 
 
-def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refusal(monkeypatch) -> None:
+@pytest.mark.parametrize("transient", ["REQUEST_TIMED_OUT", "_DESTROY_BROKER"])
+def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refusal(monkeypatch, transient) -> None:
     """CreateTopics answered REQUEST_TIMED_OUT (a KRaft broker's forward to a slow controller; the sandbox's up failed
-    on it once on 2 cores) is tried again for the topics still missing; every topic missing at the call is reported
-    created, also one whose timed-out create went through; a refusal (a bad replication factor) fails at once."""
+    on it once on 2 cores), or failed with the connection librdkafka dropped under it (_DESTROY_BROKER, once too), is
+    tried again for the topics still missing; every topic missing at the call is reported created, also one whose
+    failed create went through; a refusal (a bad replication factor) fails at once."""
     from concurrent.futures import Future
     from types import SimpleNamespace
 
@@ -151,7 +153,7 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
                 elif len(calls) == 1 and topic.topic in (went_through, lost):
                     if topic.topic == went_through:
                         exists.add(topic.topic)
-                    future.set_exception(KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT)))
+                    future.set_exception(KafkaException(KafkaError(getattr(KafkaError, transient))))
                 else:
                     exists.add(topic.topic)
                     future.set_result(None)

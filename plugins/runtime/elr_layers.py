@@ -1,0 +1,63 @@
+"""Read where a KRaft cluster's ``min.insync.replicas`` comes from, for :mod:`kafka_ops.elr_min_isr` (what turning
+ELR on would change): each broker's value and layers (DescribeConfigs with synonyms, sent to each broker) and the
+active controller's static value (DescribeConfigs sent to that controller itself, KIP-919)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops import controller_roll as controller_rules
+from kafka_ops.cluster import Broker
+from kafka_ops.elr_min_isr import CONFIG, MinIsrLayers
+from kafka_ops.migration import controller_port
+from kafka_ops.profile import ClusterProfile
+from kafka_ops.quorum import Quorum
+
+CLUSTER_LEVEL = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+STATIC = "STATIC_BROKER_CONFIG"
+DEFAULT = "DEFAULT_CONFIG"
+
+
+def controller_address(node_id: int, brokers: Sequence[Broker], quorum: Quorum, profile: ClusterProfile) -> str:
+    """``host:port`` where node ``node_id`` answers for its own configs: a combined node's broker listener (it is in
+    the brokers' metadata), else its CONTROLLER listener: the profile's ``controller_hosts`` host with the port of
+    ``controller_properties`` (default 9093), or DescribeQuorum v2's endpoint.
+
+    :raises ValueError: no host known for the controller (the profile field to set named).
+    """
+    combined = next((b for b in brokers if b.id == node_id), None)
+    if combined is not None:
+        return f"{combined.host}:{combined.port}"
+    host, source = controller_rules.resolve_hosts([node_id], profile.controller_hosts, quorum, profile.cluster)[node_id]
+    if source.startswith("profile"):
+        return f"{host}:{controller_port(profile.controller_properties)}"
+    endpoint = next(e for e in quorum.endpoints if e.node_id == node_id and e.host == host)
+    return f"{host}:{endpoint.port}"
+
+
+def read_min_isr_layers(admin: KafkaAdminHook, profile: ClusterProfile, brokers: Sequence[Broker],
+                        quorum: Quorum) -> MinIsrLayers:
+    """Each broker's ``min.insync.replicas`` now, the cluster-level value (None when unset) and the active
+    controller's static one (None with the reason when it cannot be read: no host known, no answer).
+
+    :raises kafka.errors.KafkaError: a broker not answering DescribeConfigs.
+    """
+    layers = admin.broker_config_layers(CONFIG, [b.id for b in brokers])
+    cluster_level = next((int(v) for found in layers.values() if (v := found.get(CLUSTER_LEVEL)) is not None), None)
+    static: int | None = None
+    error = ""
+    leader = quorum.leader_id
+    try:
+        if leader < 0:
+            raise ValueError("the quorum has no leader")
+        found = admin.controller_config_layers(controller_address(leader, brokers, quorum, profile), leader, CONFIG)
+        value = found.get(STATIC, found.get(DEFAULT))
+        if value is None:
+            raise ValueError(f"its DescribeConfigs answer names no static or default {CONFIG}")
+        static = int(value)
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the outcome unknown, which the rule refuses
+        error = f"{type(exc).__name__}: {exc}"
+    return MinIsrLayers(brokers={b: int(found["value"]) for b, found in layers.items()},
+                        cluster_default=cluster_level, controller_id=leader, controller_static=static,
+                        controller_error=error)

@@ -1,0 +1,53 @@
+"""kafka_ops.elr_min_isr: what turning ELR on (KIP-966) does to min.insync.replicas, and the upgrade's refusal."""
+
+from __future__ import annotations
+
+from kafka_ops.elr_min_isr import MinIsrLayers, enables_elr, refusal, summary
+
+
+def test_only_a_raise_from_0_turns_elr_on():
+    assert enables_elr({"eligible.leader.replicas.version": [0, 1]})
+    assert not enables_elr({"eligible.leader.replicas.version": [1, 2]}), "on already: Kafka writes nothing"
+    assert not enables_elr({"group.version": [0, 1]})
+    assert not enables_elr({})
+
+
+def test_the_cluster_level_value_is_kept_and_wins_over_the_controllers():
+    layers = MinIsrLayers(brokers={0: 2, 1: 2}, cluster_default=2, controller_id=100, controller_static=1)
+    assert layers.after() == 2 and layers.changed() == {} and refusal(layers) is None
+    assert summary(layers) == ("min.insync.replicas stays 2 when ELR is turned on (the cluster-level value, kept): "
+                               "brokers 0, 1 use 2")
+
+
+def test_without_a_cluster_level_value_the_active_controllers_static_one_is_copied():
+    same = MinIsrLayers(brokers={0: 2, 1: 2, 2: 2}, cluster_default=None, controller_id=101, controller_static=2)
+    assert same.after() == 2 and refusal(same) is None
+    lower = MinIsrLayers(brokers={0: 2, 1: 2, 2: 2}, cluster_default=None, controller_id=101, controller_static=1)
+    assert lower.changed() == {0: 2, 1: 2, 2: 2}
+    message = refusal(lower)
+    assert message is not None
+    assert ("Kafka sets the cluster-level min.insync.replicas (none is set) to the active controller 101's static "
+            "value, 1, and removes broker-level values; brokers 0, 1, 2 use 2 now") in message
+    assert "--entity-default --alter --add-config min.insync.replicas=2" in message
+    assert summary(lower).startswith("min.insync.replicas would become 1 when ELR is turned on (the active "
+                                     "controller 101's static value, which Kafka writes as the cluster-level one)")
+
+
+def test_a_raise_is_refused_too_and_only_the_brokers_that_change_are_named():
+    layers = MinIsrLayers(brokers={0: 2, 1: 3, 2: 2, 3: 1}, cluster_default=None, controller_id=100,
+                          controller_static=2)
+    assert layers.changed() == {1: 3, 3: 1}
+    message = refusal(layers)
+    assert message is not None and "broker 3 uses 1; broker 1 uses 3 now" in message
+    assert "min.insync.replicas=3" in message, "the advice keeps the strictest value the brokers use"
+
+
+def test_an_unknown_outcome_is_refused_with_the_reason():
+    layers = MinIsrLayers(brokers={0: 2}, cluster_default=None, controller_id=102, controller_static=None,
+                          controller_error="KafkaConnectionError: no answer")
+    assert layers.after() is None and layers.changed() == {0: 2}
+    message = refusal(layers)
+    assert message is not None
+    assert ("to the active controller 102's static value, which could not be read (KafkaConnectionError: no answer); "
+            "broker 0 uses 2 now") in message
+    assert summary(layers).startswith("min.insync.replicas would become unknown")

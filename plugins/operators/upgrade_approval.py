@@ -87,6 +87,8 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
             raises = change_lines(levels.get("features") or {})
             also = (f" In the same request, the release's other features go to their defaults for it: "
                     f"{', '.join(raises)} (param release_features)." if raises else "")
+            if levels.get("elr_min_insync"):  # ELR turned on: what it leaves of min.insync.replicas (check_upgrade)
+                also += f" ELR (KIP-966): {levels['elr_min_insync']}."
             self.body = (f"Every controller and broker runs the new binaries. metadata.version {label(current)} -> "
                          f"{label(target)} (UpdateFeatures, KIP-584 / KIP-778): after the bump no node can start on "
                          f"binaries older than Kafka {target.release}, and {back}.{also} Approve to finalize it; "

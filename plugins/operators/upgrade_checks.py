@@ -50,7 +50,8 @@ class UpgradeChecksOperator(ClusterOperator):
                               "features": {"eligible.leader.replicas.version": [0, 1]}} | None}
 
     ``features``: the release's other features the metadata_version step will raise, [from, to] (empty with
-    ``release_features`` false).
+    ``release_features`` false); ``elr_min_insync`` (only when ``eligible.leader.replicas.version`` goes from 0 to 1):
+    what turning ELR on leaves of the brokers' ``min.insync.replicas``, a line the approval quotes.
 
     :param settings: ``cluster``, ``target_version``, ``phases``, ``install_command``, ``metadata_version``,
         ``release_features`` (values or ``FromParam``).
@@ -122,7 +123,8 @@ class UpgradeChecksOperator(ClusterOperator):
                     mv_info["features"] = release_features.plan(
                         goal, release_features.cluster_levels(features), {}).changes()
                 if "metadata_version" in phases and elr_min_isr.enables_elr(mv_info["features"]):
-                    refusals += self._elr_refusals(profile, state.brokers, quorum)
+                    mv_info["elr_min_insync"], reason = self._elr_check(profile, state.brokers, quorum)
+                    refusals += [reason] if reason else []
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
         elif not kraft:
@@ -144,14 +146,14 @@ class UpgradeChecksOperator(ClusterOperator):
                 "nodes": {str(n): f for n, f in sorted(found.items())},
                 "metadata_version": mv_info}
 
-    def _elr_refusals(self, profile: ClusterProfile, brokers: Sequence[Broker], quorum: Quorum) -> list[str]:
-        """Turning ELR on would change the brokers' ``min.insync.replicas`` (:mod:`kafka_ops.elr_min_isr`): the
-        refusal, else nothing; logs what each broker uses and what ELR leaves."""
+    def _elr_check(self, profile: ClusterProfile, brokers: Sequence[Broker], quorum: Quorum) -> tuple[str, str | None]:
+        """What turning ELR on leaves of the brokers' ``min.insync.replicas`` (:func:`kafka_ops.elr_min_isr.summary`,
+        logged, and for the approval) and the refusal when it would change one (:mod:`kafka_ops.elr_min_isr`)."""
         with KafkaAdminHook(profile=profile) as admin:
             layers = read_min_isr_layers(admin, profile, brokers, quorum)
-        self.log.info("%s", elr_min_isr.summary(layers))
-        reason = elr_min_isr.refusal(layers)
-        return [reason] if reason else []
+        line = elr_min_isr.summary(layers)
+        self.log.info("%s", line)
+        return line, elr_min_isr.refusal(layers)
 
     def _log_phases(self, target: str, phases: list[str], found: dict[int, dict], kraft: bool,
                     mv_info: dict | None) -> None:

@@ -333,6 +333,12 @@ def test_the_approval_asks_about_metadata_version_on_kraft(monkeypatch):
     _, op = approval({"phases": ALL}, {**KRAFT_CHECKED, "metadata_version": levels}, monkeypatch)
     assert ("In the same request, the release's other features go to their defaults for it: "
             "eligible.leader.replicas.version 0 -> 1 (param release_features).") in op.body
+    assert "ELR (KIP-966)" not in op.body, "a checks result without the ELR line quotes none"
+    elr = "min.insync.replicas stays 2 when ELR is turned on (the cluster-level value, kept): brokers 0, 1, 2 use 2"
+    _, op = approval({"phases": ALL}, {**KRAFT_CHECKED, "metadata_version": {**levels, "elr_min_insync": elr}},
+                     monkeypatch)
+    assert op.body.endswith(f"(param release_features). ELR (KIP-966): {elr}. Approve to finalize it; Reject to end "
+                            "the run here, on the new binaries with metadata.version unchanged.")
     assert op.ignore_downstream_trigger_rules, "Reject skips the none_failed tasks after it too"
     for params, checked in (({"phases": ALL, "approve_protocol_bump": True}, KRAFT_CHECKED),
                             ({"phases": ["binaries", "ibp"]}, KRAFT_CHECKED),
@@ -369,7 +375,9 @@ def check(**settings: Any) -> dict:
 def test_check_upgrade_reads_controllers_too_and_returns_the_levels(cluster, hosts, capfd):
     found = check()
     assert found["mode"] == "kraft" and found["metadata_version"] == {
-        "current": 25, "target": 27, "features": {"eligible.leader.replicas.version": [0, 1]}}
+        "current": 25, "target": 27, "features": {"eligible.leader.replicas.version": [0, 1]},
+        "elr_min_insync": "min.insync.replicas stays 2 when ELR is turned on (the active controller 101's static "
+                          "value, which Kafka writes as the cluster-level one): brokers 0, 1, 2 use 2"}
     assert check(release_features=False)["metadata_version"]["features"] == {}
     assert {n: f["role"] for n, f in found["nodes"].items()} == {
         "0": "broker", "1": "broker", "2": "broker", "100": "controller", "101": "controller", "102": "controller"}

@@ -21,19 +21,18 @@ DEFAULT = "DEFAULT_CONFIG"
 
 def controller_address(node_id: int, brokers: Sequence[Broker], quorum: Quorum, profile: ClusterProfile) -> str:
     """``host:port`` where node ``node_id`` answers for its own configs: a combined node's broker listener (it is in
-    the brokers' metadata), else its CONTROLLER listener: the profile's ``controller_hosts`` host with the port of
-    ``controller_properties`` (default 9093), or DescribeQuorum v2's endpoint.
+    the brokers' metadata), else its CONTROLLER listener: the host of the profile's ``controller_hosts`` (else
+    DescribeQuorum v2's endpoint), the port DescribeQuorum v2 names for that node (Kafka's own, 3.8+), else the
+    port of the profile's ``controller_properties``, else 9093.
 
     :raises ValueError: no host known for the controller (the profile field to set named).
     """
     combined = next((b for b in brokers if b.id == node_id), None)
     if combined is not None:
         return f"{combined.host}:{combined.port}"
-    host, source = controller_rules.resolve_hosts([node_id], profile.controller_hosts, quorum, profile.cluster)[node_id]
-    if source.startswith("profile"):
-        return f"{host}:{controller_port(profile.controller_properties)}"
-    endpoint = next(e for e in quorum.endpoints if e.node_id == node_id and e.host == host)
-    return f"{host}:{endpoint.port}"
+    host, _ = controller_rules.resolve_hosts([node_id], profile.controller_hosts, quorum, profile.cluster)[node_id]
+    named = [e.port for e in quorum.endpoints if e.node_id == node_id and e.port > 0]
+    return f"{host}:{named[0] if named else controller_port(profile.controller_properties)}"
 
 
 def read_min_isr_layers(admin: KafkaAdminHook, profile: ClusterProfile, brokers: Sequence[Broker],

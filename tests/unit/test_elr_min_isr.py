@@ -51,3 +51,24 @@ def test_an_unknown_outcome_is_refused_with_the_reason():
     assert ("to the active controller 102's static value, which could not be read (KafkaConnectionError: no answer); "
             "broker 0 uses 2 now") in message
     assert summary(layers).startswith("min.insync.replicas would become unknown")
+
+
+def test_the_active_controller_is_asked_where_it_listens():
+    from kafka_ops.cluster import Broker
+    from kafka_ops.profile import ClusterProfile
+    from kafka_ops.quorum import Endpoint, Quorum, Voter
+    from runtime.elr_layers import controller_address
+
+    brokers = (Broker(0, "b0", 9092), Broker(1, "b1", 9092))
+    profile = ClusterProfile.from_connection_fields("k", "b0:9092", {"controller_hosts": {"100": "ctrl-100"}})
+    voters = tuple(Voter(c, 5) for c in (1, 100, 101))
+    bare = Quorum(100, 3, 5, voters, ())
+    assert controller_address(1, brokers, bare, profile) == "b1:9092", "a combined node: its broker listener"
+    assert controller_address(100, brokers, bare, profile) == "ctrl-100:9093", "the profile's host, port 9093"
+    named = Quorum(100, 3, 5, voters, (), (Endpoint(100, "CONTROLLER", "10.0.0.100", 9094),
+                                         Endpoint(101, "CONTROLLER", "ctrl-101.dc", 9095)))
+    assert controller_address(100, brokers, named, profile) == "ctrl-100:9094", "the port Kafka names for it"
+    assert controller_address(101, brokers, named, profile) == "ctrl-101.dc:9095", "no profile host: Kafka's"
+    with_file = ClusterProfile.from_connection_fields("k", "b0:9092", {
+        "controller_hosts": {"100": "ctrl-100"}, "controller_properties": {"listeners": "CONTROLLER://0.0.0.0:9097"}})
+    assert controller_address(100, brokers, bare, with_file) == "ctrl-100:9097"

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 FEATURE = "eligible.leader.replicas.version"
 CONFIG = "min.insync.replicas"
-KAFKA_DEFAULT = 1  # Kafka's default for min.insync.replicas (TopicConfig / ServerLogConfigs)
 
 
 def enables_elr(changes: Mapping[str, Sequence[int]]) -> bool:

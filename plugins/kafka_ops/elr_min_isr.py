@@ -22,8 +22,9 @@ no broker-level one can be set (:func:`kafka_ops.config_change.elr_refusals`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FEATURE = "eligible.leader.replicas.version"
 CONFIG = "min.insync.replicas"
@@ -48,6 +49,8 @@ class MinIsrLayers:
     :param controller_id: the active controller (the quorum leader), whose static value Kafka copies.
     :param controller_static: that controller's static value (source ``STATIC_BROKER_CONFIG``, else
         ``DEFAULT_CONFIG``), None when it could not be read (``controller_error`` says why).
+    :param own: broker id -> its own dynamic value (``kafka-configs.sh --entity-name <id>``, source
+        ``DYNAMIC_BROKER_CONFIG``), for the brokers that have one: Kafka removes them.
     """
 
     brokers: Mapping[int, int]
@@ -55,6 +58,7 @@ class MinIsrLayers:
     controller_id: int
     controller_static: int | None = None
     controller_error: str = ""
+    own: Mapping[int, int] = field(default_factory=dict)
 
     def after(self) -> int | None:
         """Every broker's value once ELR is on: the cluster-level value if set (Kafka keeps it), else the active
@@ -74,9 +78,17 @@ class MinIsrLayers:
         return {b: v for b, v in sorted(self.brokers.items()) if after is None or v != after}
 
 
-def _advice(value: str) -> str:
-    return (f"make the value explicit first: set the cluster-level {CONFIG} to what the brokers should keep (DAG "
-            f"kafka_config_change with scope \"cluster\" and changes {{\"{CONFIG}\": \"{value}\"}}, or "
+def _advice(layers: MinIsrLayers) -> str:
+    """How to make the value explicit: the cluster-level value the brokers without their own value use now (the
+    most common of them; ties: the higher), and the brokers' own values to delete first."""
+    shared = [v for b, v in layers.brokers.items() if b not in layers.own] or list(layers.brokers.values())
+    value = max(Counter(shared).items(), key=lambda item: (item[1], item[0]))[0]
+    own = sorted(layers.own)
+    delete = (f"delete the own {CONFIG} of broker{'s' if len(own) > 1 else ''} {', '.join(map(str, own))} if it "
+              f"should not go (Kafka removes it; kafka-configs.sh --entity-type brokers --entity-name <id> --alter "
+              f"--delete-config {CONFIG}), and " if own else "")
+    return (f"make the value explicit first: {delete}set the cluster-level {CONFIG} to what the brokers should keep "
+            f"(DAG kafka_config_change with scope \"cluster\" and changes {{\"{CONFIG}\": \"{value}\"}}, or "
             f"kafka-configs.sh --entity-type brokers --entity-default --alter --add-config {CONFIG}={value}), or set "
             f"{CONFIG} in the controllers' server.properties and roll them; or leave the feature where it is (param "
             "release_features false)")
@@ -103,17 +115,16 @@ def refusal(layers: MinIsrLayers) -> str | None:
     if not changed:
         return None
     now = _by_value(changed)
-    keep = str(max(changed.values()))
     after = layers.after()
     if after is None:
         return (f"raising {FEATURE} to 1 (ELR, KIP-966) makes Kafka set the cluster-level {CONFIG} (none is set) "
                 f"to the active controller {layers.controller_id}'s static value, which could not be read "
-                f"({layers.controller_error or 'no answer'}); {now} now; {_advice(keep)}")
+                f"({layers.controller_error or 'no answer'}); {now} now; {_advice(layers)}")
     where = ("Kafka keeps the cluster-level value" if layers.cluster_default is not None else
              f"Kafka sets the cluster-level {CONFIG} (none is set) to the active controller "
              f"{layers.controller_id}'s static value")
     return (f"raising {FEATURE} to 1 (ELR, KIP-966) would change {CONFIG} of every topic without its own: {where}, "
-            f"{after}, and removes broker-level values; {now} now; {_advice(keep)}")
+            f"{after}, and removes broker-level values; {now} now; {_advice(layers)}")
 
 
 def summary(layers: MinIsrLayers) -> str:

@@ -14,6 +14,7 @@ from kafka_ops.migration import controller_port
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum
 
+OWN = "DYNAMIC_BROKER_CONFIG"  # kafka-configs.sh --entity-name <id>
 CLUSTER_LEVEL = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 STATIC = "STATIC_BROKER_CONFIG"
 DEFAULT = "DEFAULT_CONFIG"
@@ -59,4 +60,5 @@ def read_min_isr_layers(admin: KafkaAdminHook, profile: ClusterProfile, brokers:
         error = f"{type(exc).__name__}: {exc}"
     return MinIsrLayers(brokers={b: int(found["value"]) for b, found in layers.items()},
                         cluster_default=cluster_level, controller_id=leader, controller_static=static,
-                        controller_error=error)
+                        controller_error=error,
+                        own={b: int(v) for b, found in layers.items() if (v := found.get(OWN)) is not None})

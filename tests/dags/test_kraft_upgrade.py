@@ -207,6 +207,7 @@ def test_refusals_and_a_dry_run_touch_nothing(kraft, capfd, caplog):
            "topic without its own: Kafka sets the cluster-level min.insync.replicas (none is set) to the active " \
            "controller" in text
     assert "static value, 2, and removes broker-level values; broker 1 uses 3 now" in text
+    assert "delete the own min.insync.replicas of broker 1 if it should not go" in text
     assert cluster_level_min_insync(kraft) is None
 
     # a dry run of the real upgrade: logs what it would send, touches nothing

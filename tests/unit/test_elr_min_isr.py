@@ -39,7 +39,24 @@ def test_a_raise_is_refused_too_and_only_the_brokers_that_change_are_named():
     assert layers.changed() == {1: 3, 3: 1}
     message = refusal(layers)
     assert message is not None and "broker 3 uses 1; broker 1 uses 3 now" in message
-    assert "min.insync.replicas=3" in message, "the advice keeps the strictest value the brokers use"
+    assert "--add-config min.insync.replicas=2)" in message, "the value most brokers use, not the strictest one"
+    assert "--delete-config" not in message, "no broker has its own value"
+
+
+def test_brokers_own_values_which_kafka_removes_are_named_in_the_advice():
+    # broker 1 has its own 3 (kafka-configs --entity-name 1), the others 2 from their files; a cluster-level 3 would
+    # make every topic need 3 in-sync replicas: the advice keeps the others' 2 and says to delete broker 1's own
+    layers = MinIsrLayers(brokers={0: 2, 1: 3, 2: 2}, cluster_default=None, controller_id=100, controller_static=2,
+                          own={1: 3})
+    message = refusal(layers)
+    assert message is not None and "broker 1 uses 3 now" in message
+    assert ("make the value explicit first: delete the own min.insync.replicas of broker 1 if it should not go "
+            "(Kafka removes it; kafka-configs.sh --entity-type brokers --entity-name <id> --alter --delete-config "
+            "min.insync.replicas), and set the cluster-level min.insync.replicas to what the brokers should keep") \
+        in message
+    assert "--add-config min.insync.replicas=2)" in message
+    tie = MinIsrLayers(brokers={0: 2, 1: 3}, cluster_default=None, controller_id=100, controller_static=1)
+    assert "--add-config min.insync.replicas=3)" in (refusal(tie) or ""), "a tie: the higher value"
 
 
 def test_an_unknown_outcome_is_refused_with_the_reason():

@@ -287,6 +287,7 @@ def test_check_upgrade_refuses_an_elr_raise_that_changes_a_brokers_min_insync_re
     assert "upgrade to '4.1.0' refused (nothing was touched)" in str(failed.value)
     assert "the active controller 101's static value, 2, and removes broker-level values; broker 0 uses 3 now" \
         in str(failed.value)
+    assert "delete the own min.insync.replicas of broker 0 if it should not go" in str(failed.value)
     assert "min.insync.replicas would become 2 when ELR is turned on" in capfd.readouterr().out
     # without the metadata_version phase no feature is raised: nothing to judge
     assert check(phases=["binaries"])["mode"] == "kraft"

@@ -42,6 +42,7 @@ def read_min_isr_layers(admin: KafkaAdminHook, profile: ClusterProfile, brokers:
     controller's static one (None with the reason when it cannot be read: no host known, no answer).
 
     :raises kafka.errors.KafkaError: a broker not answering DescribeConfigs.
+    :raises RuntimeError: a broker's answer without ``min.insync.replicas``.
     """
     layers = admin.broker_config_layers(CONFIG, [b.id for b in brokers])
     cluster_level = next((int(v) for found in layers.values() if (v := found.get(CLUSTER_LEVEL)) is not None), None)

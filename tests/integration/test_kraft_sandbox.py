@@ -157,9 +157,10 @@ def test_min_insync_replicas_is_read_from_each_broker_and_from_the_active_contro
 
     configs("--add-config", "min.insync.replicas=3")
     try:
-        layers = wait_for(lambda: (found := read()[0]).cluster_default == 3 and found, 30,
+        # each broker applies the new metadata record from its own copy of the log, a moment apart
+        layers = wait_for(lambda: (found := read()[0]).brokers == {0: 3, 1: 3, 2: 3} and found, 30,
                           what="the cluster-level value on every broker")
-        assert layers.brokers == {0: 3, 1: 3, 2: 3} and layers.after() == 3 and refusal(layers) is None
+        assert layers.cluster_default == 3 and layers.after() == 3 and refusal(layers) is None
     finally:
         configs("--delete-config", "min.insync.replicas")
     wait_for(lambda: read()[0].cluster_default is None, 30, what="the cluster-level value gone")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -190,6 +191,9 @@ def test_a_dead_or_hung_workload_is_named_with_its_log(tmp_path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "sandbox.workload"])
     try:
         workdir.workload_pid.write_text(f"{proc.pid}\n")
+        # until the child has exec'd, /proc shows the forking test's command line (on a loaded machine, a moment)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        procs.wait_for(lambda: b"sandbox.workload" in cmdline.read_bytes(), 10, "the child's own command line")
         assert workload.problem(workdir) is None, "no heartbeat yet: nothing to judge"
         workdir.workload_heartbeat.write_text("1000.0\n")
         assert workload.problem(workdir, now=1029.0) is None

@@ -328,6 +328,21 @@ class KafkaAdminHook(ClusterProfileHook):
 
         :raises kafka.errors.KafkaError: a broker not in the metadata or not answering.
         """
+        return {b: {name: DescribedConfig(name=name, value=e.get("value"), read_only=bool(e.get("read_only")),
+                                          source=str(e.get("config_source") or DEFAULT_CONFIG),
+                                          sensitive=bool(e.get("is_sensitive")), type=e.get("config_type"))
+                    for name, e in entries.items()}
+                for b, entries in self._describe_brokers(broker_ids).items()}
+
+    def _describe_brokers(self, broker_ids: Iterable[int], name: str | None = None,
+                          synonyms: bool = False) -> dict[int, dict[str, dict[str, Any]]]:
+        """DescribeConfigs of each broker's BROKER resource, sent to that broker (kafka-python): broker id -> config
+        name -> kafka-python's entry (``value``, ``read_only``, ``config_source``, ``synonyms`` with ``synonyms``);
+        every config, or ``name`` only.
+
+        :raises kafka.errors.KafkaError: a broker not in the metadata or not answering.
+        :raises RuntimeError: a broker's answer without any config (or without ``name``).
+        """
         from kafka.admin import ConfigResource as KpResource
         from kafka.admin import ConfigResourceType
 
@@ -335,19 +350,16 @@ class KafkaAdminHook(ClusterProfileHook):
         client = self._kafka_python_admin()
         try:
             self.requests["DescribeConfigs"] += len(ids)
-            found = client.describe_configs([KpResource(ConfigResourceType.BROKER, str(b)) for b in ids],
-                                            config_filter="all")
+            found = client.describe_configs(
+                [KpResource(ConfigResourceType.BROKER, str(b), None if name is None else [name]) for b in ids],
+                include_synonyms=synonyms, config_filter="all")
         finally:
             client.close()
         by_broker = found.get("broker", {})
-        missing = [b for b in ids if str(b) not in by_broker]
+        missing = [b for b in ids if not by_broker.get(str(b)) or (name is not None and name not in by_broker[str(b)])]
         if missing:
-            raise RuntimeError(f"DescribeConfigs returned nothing for brokers {missing}")
-        return {b: {name: DescribedConfig(name=name, value=e.get("value"), read_only=bool(e.get("read_only")),
-                                          source=str(e.get("config_source") or DEFAULT_CONFIG),
-                                          sensitive=bool(e.get("is_sensitive")), type=e.get("config_type"))
-                    for name, e in by_broker[str(b)].items()}
-                for b in ids}
+            raise RuntimeError(f"DescribeConfigs returned {'no ' + name if name else 'nothing'} for brokers {missing}")
+        return {b: by_broker[str(b)] for b in ids}
 
     def broker_config_layers(self, name: str, broker_ids: Iterable[int]) -> dict[int, dict[str, str | None]]:
         """Each broker's value of the broker config ``name`` and the layers it comes from, as the broker itself
@@ -358,22 +370,7 @@ class KafkaAdminHook(ClusterProfileHook):
         :raises kafka.errors.KafkaError: a broker not in the metadata or not answering.
         :raises RuntimeError: a broker's answer without ``name``.
         """
-        from kafka.admin import ConfigResource as KpResource
-        from kafka.admin import ConfigResourceType
-
-        ids = [int(b) for b in broker_ids]
-        client = self._kafka_python_admin()
-        try:
-            self.requests["DescribeConfigs"] += len(ids)
-            found = client.describe_configs([KpResource(ConfigResourceType.BROKER, str(b), [name]) for b in ids],
-                                            include_synonyms=True, config_filter="all")
-        finally:
-            client.close()
-        by_broker = found.get("broker", {})
-        missing = [b for b in ids if name not in by_broker.get(str(b), {})]
-        if missing:
-            raise RuntimeError(f"DescribeConfigs returned no {name} for brokers {missing}")
-        return {b: _layers(by_broker[str(b)][name]) for b in ids}
+        return {b: _layers(entries[name]) for b, entries in self._describe_brokers(broker_ids, name, True).items()}
 
     def controller_config_layers(self, address: str, node_id: int, name: str) -> dict[str, str | None]:
         """A KRaft controller's value of ``name`` and its layers (as :meth:`broker_config_layers`), asked of the

@@ -26,8 +26,19 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kafka_ops.config_change import (
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    MIN_INSYNC_REPLICAS,
+    STATIC_BROKER_CONFIG,
+)
+
 FEATURE = "eligible.leader.replicas.version"
-CONFIG = "min.insync.replicas"
+CONFIG = MIN_INSYNC_REPLICAS
+#: One node's answer for ``min.insync.replicas`` with synonyms: ``{"value": effective, "<source>": value, ...}``
+#: (``KafkaAdminHook.broker_config_layers`` / ``controller_config_layers``).
+Layers = Mapping[str, "str | None"]
 
 
 def enables_elr(changes: Mapping[str, Sequence[int]]) -> bool:
@@ -59,6 +70,27 @@ class MinIsrLayers:
     controller_static: int | None = None
     controller_error: str = ""
     own: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_answers(cls, brokers: Mapping[int, Layers], controller_id: int, controller: Layers | None,
+                     controller_error: str = "") -> MinIsrLayers:
+        """Read from DescribeConfigs answers with synonyms: each broker's own (its value, its own dynamic value,
+        the cluster-level one any broker reports) and the active controller's (``controller``, None when it could
+        not be asked: ``controller_error`` says why), whose static value is the ``STATIC_BROKER_CONFIG`` synonym,
+        else ``DEFAULT_CONFIG``.
+
+        :raises ValueError: a value that is not an integer.
+        """
+        cluster_level = next((int(v) for found in brokers.values()
+                              if (v := found.get(DYNAMIC_DEFAULT_BROKER_CONFIG)) is not None), None)
+        static = None if controller is None else controller.get(STATIC_BROKER_CONFIG, controller.get(DEFAULT_CONFIG))
+        if controller is not None and static is None:
+            controller_error = f"its DescribeConfigs answer names no static or default {CONFIG}"
+        own = {b: int(v) for b, found in brokers.items() if (v := found.get(DYNAMIC_BROKER_CONFIG)) is not None}
+        return cls(brokers={b: int(found["value"]) for b, found in brokers.items()},
+                   cluster_default=cluster_level, controller_id=controller_id,
+                   controller_static=None if static is None else int(static), controller_error=controller_error,
+                   own=own)
 
     def after(self) -> int | None:
         """Every broker's value once ELR is on: the cluster-level value if set (Kafka keeps it), else the active

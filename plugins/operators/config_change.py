@@ -19,6 +19,7 @@ from typing import Any
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import config_change
 from kafka_ops.config_change import CLUSTER, alter_requests, file_change_text, not_applied
+from kafka_ops.elr_min_isr import FEATURE as ELR_FEATURE
 from runtime.config_steps import read_properties_text, write_changes
 from runtime.failures import RunRefused
 from runtime.lock_holding import ensure_held
@@ -26,7 +27,6 @@ from runtime.waiting import Check
 
 from operators.cluster_operator import ClusterOperator
 
-ELR_FEATURE = "eligible.leader.replicas.version"
 OPERATION = "config change"
 
 

@@ -30,11 +30,13 @@ run passes through); features are only raised, never lowered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import elr_min_isr, release_features, upgrade
+from kafka_ops.cluster import Broker
 from kafka_ops.metadata_version import (
     FEATURE,
     MetadataVersion,
@@ -46,7 +48,7 @@ from kafka_ops.metadata_version import (
     short_nodes_in,
 )
 from kafka_ops.release_features import change_lines
-from runtime.elr_layers import read_min_isr_layers
+from runtime.elr_layers import elr_check
 from runtime.lock_holding import ensure_held
 from runtime.params import is_true
 from runtime.waiting import Check
@@ -102,7 +104,8 @@ class MetadataVersionOperator(ClusterOperator):
                 goal = upgrade.metadata_target(target, cfg.get("metadata_version"))
             except MetadataVersionError as exc:
                 raise AirflowFailException(f"param metadata_version: {exc} (nothing was touched)") from exc
-            brokers = self.ask(lambda: admin.cluster_state(configs=False).broker_ids, "the cluster's brokers")
+            state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's brokers")
+            brokers = state.broker_ids
             features = self.ask(lambda: admin.broker_features(brokers), "each broker's ApiVersions (features)")
             for b, f in sorted(features.items()):
                 span = "-".join(map(str, f["supported"])) if f["supported"] else "nothing"
@@ -131,7 +134,7 @@ class MetadataVersionOperator(ClusterOperator):
             supported = {b: (f["supported"][1] if f["supported"] else 0) for b, f in features.items()}
             reasons = (check_bump(current, goal, supported) if current != goal else []) + (
                 fplan.refusals if fplan else [])
-            elr_refusal = self._elr_refusal(admin, changes) if elr_min_isr.enables_elr(changes) else None
+            elr_refusal = self._elr_refusal(admin, state.brokers) if elr_min_isr.enables_elr(changes) else None
             if dry_run:
                 verdict = admin.update_features(updates, validate_only=True)
                 self.log.info("DRY RUN: would send UpdateFeatures %s (UPGRADE); the brokers' binaries now: %s; the "
@@ -169,16 +172,15 @@ class MetadataVersionOperator(ClusterOperator):
             self.log.warning("%s", fplan.unknown)
         return fplan
 
-    def _elr_refusal(self, admin: KafkaAdminHook, changes: dict[str, list[int]]) -> str | None:
+    def _elr_refusal(self, admin: KafkaAdminHook, brokers: Sequence[Broker]) -> str | None:
         """Why raising ``eligible.leader.replicas.version`` to 1 must not be sent (it would change the brokers'
-        ``min.insync.replicas``: :mod:`kafka_ops.elr_min_isr`), None when it may; logs what each broker uses and
-        what ELR leaves. Read again here: the cluster may have changed since the preflight."""
-        state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's brokers")
+        ``min.insync.replicas``: :mod:`kafka_ops.elr_min_isr`), None when it may; logs what ELR leaves. Read again
+        here, not taken from the preflight: the cluster may have changed during the rolls."""
         quorum = self.ask(admin.describe_quorum, "the metadata quorum")
-        layers = self.ask(lambda: read_min_isr_layers(admin, self.profile, state.brokers, quorum),
-                          "each broker's min.insync.replicas and the active controller's")
-        self.log.info("%s", elr_min_isr.summary(layers))
-        return elr_min_isr.refusal(layers)
+        line, reason = self.ask(lambda: elr_check(admin, self.profile, brokers, quorum),
+                                "each broker's min.insync.replicas and the active controller's")
+        self.log.info("%s", line)
+        return reason
 
     def _refused(self, line: str, answer: str, target: str) -> str:
         named = short_nodes_in(answer)

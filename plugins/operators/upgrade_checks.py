@@ -30,7 +30,7 @@ from kafka_ops.cluster import Broker
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, observer_controllers
-from runtime.elr_layers import read_min_isr_layers
+from runtime.elr_layers import elr_check
 from runtime.failures import RunRefused
 from runtime.params import is_true
 from runtime.upgrade_steps import host_state
@@ -147,13 +147,12 @@ class UpgradeChecksOperator(ClusterOperator):
                 "metadata_version": mv_info}
 
     def _elr_check(self, profile: ClusterProfile, brokers: Sequence[Broker], quorum: Quorum) -> tuple[str, str | None]:
-        """What turning ELR on leaves of the brokers' ``min.insync.replicas`` (:func:`kafka_ops.elr_min_isr.summary`,
-        logged, and for the approval) and the refusal when it would change one (:mod:`kafka_ops.elr_min_isr`)."""
+        """What turning ELR on leaves of the brokers' ``min.insync.replicas`` (logged, and for the approval) and the
+        refusal when it would change one (``runtime.elr_layers.elr_check``)."""
         with KafkaAdminHook(profile=profile) as admin:
-            layers = read_min_isr_layers(admin, profile, brokers, quorum)
-        line = elr_min_isr.summary(layers)
+            line, reason = elr_check(admin, profile, brokers, quorum)
         self.log.info("%s", line)
-        return line, elr_min_isr.refusal(layers)
+        return line, reason
 
     def _log_phases(self, target: str, phases: list[str], found: dict[int, dict], kraft: bool,
                     mv_info: dict | None) -> None:

@@ -9,15 +9,10 @@ from collections.abc import Sequence
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops.cluster import Broker
-from kafka_ops.elr_min_isr import CONFIG, MinIsrLayers
+from kafka_ops.elr_min_isr import CONFIG, MinIsrLayers, refusal, summary
 from kafka_ops.migration import controller_port
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum
-
-OWN = "DYNAMIC_BROKER_CONFIG"  # kafka-configs.sh --entity-name <id>
-CLUSTER_LEVEL = "DYNAMIC_DEFAULT_BROKER_CONFIG"
-STATIC = "STATIC_BROKER_CONFIG"
-DEFAULT = "DEFAULT_CONFIG"
 
 
 def controller_address(node_id: int, brokers: Sequence[Broker], quorum: Quorum, profile: ClusterProfile) -> str:
@@ -39,27 +34,26 @@ def controller_address(node_id: int, brokers: Sequence[Broker], quorum: Quorum, 
 def read_min_isr_layers(admin: KafkaAdminHook, profile: ClusterProfile, brokers: Sequence[Broker],
                         quorum: Quorum) -> MinIsrLayers:
     """Each broker's ``min.insync.replicas`` now, the cluster-level value (None when unset) and the active
-    controller's static one (None with the reason when it cannot be read: no host known, no answer).
+    controller's static one (None with the reason when it cannot be read: no leader, no host known, no answer).
 
     :raises kafka.errors.KafkaError: a broker not answering DescribeConfigs.
     :raises RuntimeError: a broker's answer without ``min.insync.replicas``.
     """
-    layers = admin.broker_config_layers(CONFIG, [b.id for b in brokers])
-    cluster_level = next((int(v) for found in layers.values() if (v := found.get(CLUSTER_LEVEL)) is not None), None)
-    static: int | None = None
-    error = ""
+    answers = admin.broker_config_layers(CONFIG, [b.id for b in brokers])
     leader = quorum.leader_id
     try:
         if leader < 0:
             raise ValueError("the quorum has no leader")
         found = admin.controller_config_layers(controller_address(leader, brokers, quorum, profile), leader, CONFIG)
-        value = found.get(STATIC, found.get(DEFAULT))
-        if value is None:
-            raise ValueError(f"its DescribeConfigs answer names no static or default {CONFIG}")
-        static = int(value)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the outcome unknown, which the rule refuses
-        error = f"{type(exc).__name__}: {exc}"
-    return MinIsrLayers(brokers={b: int(found["value"]) for b, found in layers.items()},
-                        cluster_default=cluster_level, controller_id=leader, controller_static=static,
-                        controller_error=error,
-                        own={b: int(v) for b, found in layers.items() if (v := found.get(OWN)) is not None})
+        return MinIsrLayers.from_answers(answers, leader, None, f"{type(exc).__name__}: {exc}")
+    return MinIsrLayers.from_answers(answers, leader, found)
+
+
+def elr_check(admin: KafkaAdminHook, profile: ClusterProfile, brokers: Sequence[Broker],
+              quorum: Quorum) -> tuple[str, str | None]:
+    """What turning ELR on leaves of the brokers' ``min.insync.replicas`` (a log line:
+    :func:`kafka_ops.elr_min_isr.summary`) and why it must not be sent (:func:`kafka_ops.elr_min_isr.refusal`, None
+    when it may). Raises as :func:`read_min_isr_layers`."""
+    layers = read_min_isr_layers(admin, profile, brokers, quorum)
+    return summary(layers), refusal(layers)

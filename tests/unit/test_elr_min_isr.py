@@ -89,3 +89,21 @@ def test_the_active_controller_is_asked_where_it_listens():
     with_file = ClusterProfile.from_connection_fields("k", "b0:9092", {
         "controller_hosts": {"100": "ctrl-100"}, "controller_properties": {"listeners": "CONTROLLER://0.0.0.0:9097"}})
     assert controller_address(100, brokers, bare, with_file) == "ctrl-100:9097"
+
+
+def test_layers_are_read_from_describe_configs_answers_with_synonyms():
+    static_only = {"value": "2", "STATIC_BROKER_CONFIG": "2", "DEFAULT_CONFIG": "1"}
+    answers = {0: static_only,
+               1: {"value": "3", "DYNAMIC_BROKER_CONFIG": "3", "DYNAMIC_DEFAULT_BROKER_CONFIG": "2",
+                   "STATIC_BROKER_CONFIG": "2", "DEFAULT_CONFIG": "1"},
+               2: {"value": "2", "DYNAMIC_DEFAULT_BROKER_CONFIG": "2", "DEFAULT_CONFIG": "1"}}
+    layers = MinIsrLayers.from_answers(answers, 100, {"value": "1", "DEFAULT_CONFIG": "1"})
+    assert layers == MinIsrLayers(brokers={0: 2, 1: 3, 2: 2}, cluster_default=2, controller_id=100,
+                                  controller_static=1, own={1: 3}), "the controller's Kafka default when it sets none"
+    assert MinIsrLayers.from_answers({0: static_only}, 101, {"value": "2", "STATIC_BROKER_CONFIG": "2",
+                                                             "DEFAULT_CONFIG": "1"}).controller_static == 2
+    unread = MinIsrLayers.from_answers({0: static_only}, 101, None, "KafkaConnectionError: no answer")
+    assert unread.controller_static is None and unread.controller_error == "KafkaConnectionError: no answer"
+    assert unread.cluster_default is None and unread.own == {}
+    odd = MinIsrLayers.from_answers({0: static_only}, 101, {"value": "2"})
+    assert odd.controller_static is None and "names no static or default min.insync.replicas" in odd.controller_error

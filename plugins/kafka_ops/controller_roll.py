@@ -12,7 +12,8 @@ leader, is the *active controller*. Brokers (and controllers that are not voters
   of the roll remain);
 - a controller goes down only when, without it, a majority of the voters stays caught up
   (:func:`kafka_ops.quorum.can_restart_controller`: KIP-595's caught-up voter, Strimzi's ``KafkaQuorumCheck``,
-  within ``controller.quorum.fetch.timeout.ms``);
+  within ``controller.quorum.fetch.timeout.ms``), and only while no partition is offline or under-replicated
+  (:func:`partitions_gate`: a planned roll does not go on while the cluster is degraded);
 - *gone* (:func:`service_state`): the host's service status command says the process stopped. DescribeQuorum
   cannot say it: a stopped voter stays a voter, only its ``LastFetchTimestamp`` stops advancing (and a
   stopped *leader* is replaced after ``controller.quorum.fetch.timeout.ms`` plus an election);
@@ -29,7 +30,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_ops.health import Verdict
+from kafka_ops.cluster import ClusterState
+from kafka_ops.health import Verdict, combine, offline_partitions, under_replicated_partitions
 from kafka_ops.quorum import (
     DEFAULT_FETCH_TIMEOUT_MS,
     Quorum,
@@ -294,6 +296,22 @@ def service_state(exit_code: int, output: str) -> str:
     if first and first[0].lower().rstrip(":") in _IN_TRANSITION:
         return "transition"
     return "stopped"
+
+
+def partitions_gate(state: ClusterState, controller_id: int) -> Verdict:
+    """The partitions' part of a controller's gate: no partition offline and none under-replicated (the broker
+    gate's own checks, :func:`kafka_ops.health.offline_partitions` and
+    :func:`kafka_ops.health.under_replicated_partitions`, read from the Metadata of the whole cluster).
+
+    A controller holds no partition replica, yet a planned roll does not go on while the cluster is degraded: a
+    broker that is down, crashed or behind shows as its partitions under-replicated (offline when it held the last
+    in-sync replica), and the active controller's stop suspends the leader elections and ISR changes those
+    partitions wait for until a new quorum leader is elected. A leader imbalance does not hold a controller (its
+    stop moves no partition leadership). Reasons as in the broker gate, e.g. ``"urp (3): orders-3:
+    under-replicated, isr [1, 3] of replicas [1, 2, 3] (missing [2]); ..."``.
+    """
+    return combine([offline_partitions(state), under_replicated_partitions(state)],
+                   rule=f"partitions before controller {controller_id}")
 
 
 def observer_gate(quorum: Quorum, controller_id: int) -> Verdict:

@@ -4,7 +4,8 @@ roles, the quorum, the order, the hosts; frozen in the roll's record) and :class
 
 Each controller task: turn -> the active controller still last? (DescribeQuorum read again: the quorum leader
 may have moved since the plan; ``kafka_ops.controller_roll.leader_last``) -> needs action? -> gate (a
-caught-up majority of the voters without it, ``kafka_ops.quorum.can_restart_controller``) -> stop -> gone
+caught-up majority of the voters without it, ``kafka_ops.quorum.can_restart_controller``; no partition offline or
+under-replicated, ``kafka_ops.controller_roll.partitions_gate``) -> stop -> gone
 (the service status command says stopped) -> before-start -> start -> back (a voter again, fetching since its
 start, caught up, a leader elected) -> soak. The loop (turn, record, resume, lock, decisions, report) is the one
 every node roll runs (``operators.node_roll``), with ``alive`` = the service status command says it runs; the
@@ -248,7 +249,9 @@ class ControllerRollOperator(NodeRollOperator):
         """Wait until the quorum can do without the controller (a caught-up majority of the voters stays,
         Strimzi's rule) and it is not the quorum leader while other controllers of the roll remain (then
         :class:`LeaderMoved`); a controller that is an observer (its step's ``"observer"``) only needs a quorum
-        leader (``kafka_ops.controller_roll.observer_gate``). A dry run looks once and logs the verdict."""
+        leader (``kafka_ops.controller_roll.observer_gate``). Either way, no partition may be offline or
+        under-replicated (``kafka_ops.controller_roll.partitions_gate``: one Metadata request). A dry run looks once
+        and logs the verdict."""
         cid = gated[0]
         others = [c for c in record.order[position + 1:] if not record.is_done(c)]
         observer = bool(nodes[cid].get("observer"))
@@ -257,19 +260,25 @@ class ControllerRollOperator(NodeRollOperator):
             quorum = self.admin.describe_quorum()
             if observer:
                 verdict = rules.observer_gate(quorum, cid)
-                return Check(verdict.ok, verdict.message() if not verdict.ok else
-                             f"controller {cid} is an observer, not a voter: its stop leaves the quorum's majority "
-                             f"as it is ({rules.describe_quorum_line(quorum)})")
-            later = rules.must_go_later(quorum, cid, others)
-            if later:
-                raise LeaderMoved(later)
-            verdict = can_restart_controller(quorum, cid, self.fetch_timeout_ms)
-            if not verdict.ok:
-                return Check(False, verdict.message())
-            leader = "; it is the quorum leader, the last of the roll: its stop moves leadership to another voter" \
-                if quorum.leader_id == cid else ""
-            return Check(True, f"a caught-up majority of the voters stays without it{leader} "
-                               f"({rules.describe_quorum_line(quorum)})")
+                if not verdict.ok:
+                    return Check(False, verdict.message())
+                said = (f"controller {cid} is an observer, not a voter: its stop leaves the quorum's majority as it "
+                        f"is ({rules.describe_quorum_line(quorum)})")
+            else:
+                later = rules.must_go_later(quorum, cid, others)
+                if later:
+                    raise LeaderMoved(later)
+                verdict = can_restart_controller(quorum, cid, self.fetch_timeout_ms)
+                if not verdict.ok:
+                    return Check(False, verdict.message())
+                leader = "; it is the quorum leader, the last of the roll: its stop moves leadership to another " \
+                    "voter" if quorum.leader_id == cid else ""
+                said = (f"a caught-up majority of the voters stays without it{leader} "
+                        f"({rules.describe_quorum_line(quorum)})")
+            partitions = rules.partitions_gate(self.admin.cluster_state(configs=False), cid)
+            if not partitions.ok:
+                return Check(False, partitions.message())
+            return Check(True, f"{said}; no partition offline or under-replicated")
 
         if self.dry_run:
             try:

@@ -112,8 +112,8 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     never lost for more than an election and its leader moved once, its voter set (ids and directory ids, by Kafka's
     own ``kafka-metadata-quorum``) unchanged, no partition offline or under min ISR, every node started exactly
     once, every acknowledged message read back, one preferred-leader election per batch. A refused plan first
-    touches nothing. (The static quorum, ``controller.quorum.voters``, is the ``kraft`` fixture's, which the other
-    KRaft tests roll.)"""
+    touches nothing, nor does a controller roll while a broker is down (its gate holds on the URPs). (The static
+    quorum, ``controller.quorum.voters``, is the ``kraft`` fixture's, which the other KRaft tests roll.)"""
     from sandbox import settings, state
     from sandbox.layout import Workdir
 
@@ -142,6 +142,22 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert refused.state_of("controllers.plan") == "success"
     assert "unknown broker ids [77]" in capfd.readouterr().out + caplog.text
     assert kraft.starts(nodes) == before, "nothing was restarted"
+    # a broker down (stopped by someone else) holds the controllers' gates too, the quorum being fine: the run
+    # stops before a controller is touched and names the under-replicated partitions
+    code, out, err = kraft.ssh(brokers[-1], "kafka-service stop")
+    assert code == 0, (out, err)
+    wait_for(lambda: snapshot(admin(kraft.bootstrap_servers)).under_replicated, 30, what="URP after the stop")
+    held = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "controllers", **FAST,
+                                             "healthcheck_timeout_s": 10})
+    text = capfd.readouterr().out + caplog.text
+    assert held.state == "failed" and held.state_of("controllers.controller", 0) == "failed", held.states
+    assert f"waiting until controller {watcher_id} may be stopped: partitions before controller {watcher_id}: " \
+           f"urp (" in text and f"(missing [{brokers[-1]}])" in text
+    assert kraft.starts(nodes) == before, "no controller was restarted while the cluster was degraded"
+    code, out, err = kraft.ssh(brokers[-1], "kafka-service start")
+    assert code == 0, (out, err)
+    kraft.wait_healthy(timeout_s=120)
+    before = kraft.starts(nodes)
     began = time.monotonic()
     with watched_traffic(kraft.workdir, kraft.bootstrap_servers, brokers) as traffic, \
             MetadataWatcher(kraft.bootstrap_servers, interval_s=0.25) as watcher, \

@@ -6,6 +6,7 @@ servers."""
 from __future__ import annotations
 
 import pytest
+from kafka_ops.cluster import Broker, ClusterState, Partition
 from kafka_ops.controller_roll import (
     controller_back,
     controller_items,
@@ -13,6 +14,7 @@ from kafka_ops.controller_roll import (
     leader_last,
     must_go_later,
     observer_gate,
+    partitions_gate,
     plan_controllers,
     reorder_steps,
     resolve_hosts,
@@ -436,3 +438,16 @@ def test_turns_name_controllers():
     assert failed.action == "fail" and failed.reason.startswith("controller 101 NOT touched: controller 102 "
                                                                 "(before it in roll 'controllers') did not finish")
     assert turn(1, record(), False).reason == "broker 102: waiting for broker 100 to finish", "brokers as before"
+
+
+def test_the_partitions_gate_holds_on_offline_and_under_replicated_partitions_not_on_a_leader_imbalance():
+    brokers = tuple(Broker(b, f"b{b}", 9092) for b in (1, 2, 3))
+    # every partition led by a broker that is not its preferred leader: an imbalance, which a controller ignores
+    imbalanced = ClusterState(brokers, tuple(Partition("t", i, 3, (1, 2, 3), (1, 2, 3)) for i in range(4)))
+    assert partitions_gate(imbalanced, 100).ok
+    assert partitions_gate(imbalanced, 100).message() == "partitions before controller 100: OK"
+    down = ClusterState(brokers[:2], (Partition("t", 0, 1, (1, 2, 3), (1, 2)), Partition("u", 0, -1, (3,), (3,))))
+    verdict = partitions_gate(down, 101)
+    assert not verdict.ok
+    assert verdict.message() == ("partitions before controller 101: offline (1): u-0: leader -1 (offline), isr [3] | "
+                                 "urp (1): t-0: under-replicated, isr [1, 2] of replicas [1, 2, 3] (missing [3])")

@@ -57,6 +57,7 @@ class FakeQuorum:
         self.ssh = 0
         self.fail_start: set[int] = set()
         self.on_describe: list[Any] = []
+        self.partitions: tuple[Partition, ...] = ()  # what the Metadata answer says (none: healthy)
 
     def quorum(self) -> Quorum:
         for hook in list(self.on_describe):
@@ -140,7 +141,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeQuorum:
             return fake.quorum()
 
         def cluster_state(self, configs: bool = True, **_: Any) -> ClusterState:
-            return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in fake.brokers), ())
+            return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in fake.brokers), fake.partitions)
 
     class Shell:
         def __init__(self, ssh_conn_id: str, host: str) -> None:
@@ -307,6 +308,28 @@ def test_the_gate_refuses_while_another_voter_is_behind_and_touches_nothing(clus
            "caught up (needs 2" in text
     assert "lagging: 101" in text and text.endswith("(controller 100 not stopped by this roll)")
     assert restarts(cluster.events) == ["released"]
+
+
+def test_the_gate_holds_while_a_partition_is_under_replicated_or_offline_and_touches_nothing(cluster, capfd):
+    """A broker down (here: missing from the ISRs) holds every controller's gate, the quorum being fine: the run
+    stops before a controller is touched, naming the partitions; once the ISRs are full again the roll goes on."""
+    items = plan()
+    cluster.partitions = (Partition("orders", 0, 1, (1, 2, 3), (1,)), Partition("audit", 0, -1, (3,), ()))
+    with pytest.raises(AirflowFailException) as err:
+        controller(items[0], healthcheck_timeout_s=0.2)
+    text = str(err.value)
+    assert "waiting until controller 100 may be stopped: partitions before controller 100: offline (1): audit-0: " \
+           "leader -1 (offline), isr [] | urp (2): audit-0: under-replicated, isr [] of replicas [3] (missing [3]); " \
+           "orders-0: under-replicated, isr [1] of replicas [1, 2, 3] (missing [2, 3])" in text, text
+    assert text.endswith("(controller 100 not stopped by this roll)")
+    assert restarts(cluster.events) == ["released"]
+    cluster.partitions = (Partition("orders", 0, 1, (1, 2, 3), (1, 2, 3)),)
+    controller(items[0])
+    assert restarts(cluster.events) == ["released", ("stop", 100), ("start", 100)], cluster.events
+    out = capfd.readouterr().out
+    assert "controller 100 may be stopped: yes (a caught-up majority of the voters stays without it (KRaft " \
+           "cluster: quorum leader 102" in out, out
+    assert "; no partition offline or under-replicated)" in out, out
 
 
 def test_a_controller_down_that_this_roll_did_not_stop_fails_its_gate(cluster):

@@ -390,8 +390,10 @@ def start(
     combined: int = 0,
     quorum: str = "static",
     observer_controllers: int = 0,
+    broker_config: dict[str, str] | None = None,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
+    ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``).
 
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
@@ -421,6 +423,8 @@ def start(
         args += ["--quorum", quorum]
     if observer_controllers:
         args += ["--observer-controllers", str(observer_controllers)]
+    for key, value in (broker_config or {}).items():
+        args += ["--broker-config", f"{key}={value}"]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

@@ -147,7 +147,7 @@ def fresh_sandbox(
     def make(
         brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
         mode: str = "zookeeper", controllers: int = 3, combined: int = 0, quorum: str = "static",
-        observer_controllers: int = 0,
+        observer_controllers: int = 0, broker_config: dict[str, str] | None = None,
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -165,6 +165,7 @@ def fresh_sandbox(
             combined=combined,
             quorum=quorum,
             observer_controllers=observer_controllers,
+            broker_config=broker_config,
         )
         started.append(running)
         return running

@@ -55,6 +55,9 @@ _TOPIC_CONFIG_BATCH = 200
 #: ZooKeeper mode) none came until librdkafka gave up after 15 s (``socket.timeout.ms``), while the metadata showed
 #: the leaders back 4 s later, and the roll stood still that long.
 ELECTION_ANSWER_S = 3.0
+#: Seconds every broker has to answer :meth:`KafkaAdminHook.unanswered_brokers` (a gate's "every broker answers").
+#: A healthy broker answers ApiVersions in milliseconds; one that takes this long is hung or starved.
+ANSWER_TIMEOUT_S = 5.0
 
 
 def _int_config(value: str | None, default: int, name: str) -> int:
@@ -796,6 +799,45 @@ class KafkaAdminHook(ClusterProfileHook):
             return {int(b): manager.run(ask, int(b)) for b in broker_ids}
         finally:
             client.close()
+
+    def unanswered_brokers(self, brokers: Mapping[int, str], timeout_s: float = ANSWER_TIMEOUT_S) -> dict[int, str]:
+        """The brokers that do not answer: ``brokers`` maps broker id -> its advertised ``host:port`` (as Metadata
+        lists it); each is sent an ApiVersions request on a connection of its own (no bootstrap through other
+        brokers, which could be the hung one), all at once, and must answer within ``timeout_s`` seconds. Returns
+        broker id -> why (``"no answer within 5.0 s"``, or the connection's error); ``{}`` = every one answered.
+
+        Why ask: a hung broker (a long GC pause, a stalled disk, a frozen VM) stays registered and in every ISR until
+        its session expires (``zookeeper.session.timeout.ms``, 18 s by default; KRaft ``broker.session.timeout.ms``,
+        9 s) or its partitions' leaders drop it from the ISR (``replica.lag.time.max.ms``, 30 s): for that long the
+        metadata calls the cluster healthy, yet the leaders a stop moves may land on it. ApiVersions is the cheapest
+        request every broker serves (KIP-35). With the profile's client security settings.
+
+        :raises ValueError: ``timeout_s`` <= 0.
+        """
+        from concurrent.futures import ThreadPoolExecutor, wait
+
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if not brokers:
+            return {}
+        asker = KafkaAdminHook(profile=self.profile, request_timeout_s=timeout_s)
+        pool = ThreadPoolExecutor(max_workers=min(len(brokers), 16), thread_name_prefix="broker-answer")
+        try:
+            sent = {pool.submit(asker._ask_at, address, ApiVersionsRequest(min_version=0, max_version=0)): int(b)
+                    for b, address in brokers.items()}
+            done, _ = wait(sent, timeout=timeout_s)
+            missing: dict[int, str] = {}
+            for future, b in sent.items():
+                if future not in done:
+                    missing[b] = f"no answer within {timeout_s:.1f} s"
+                elif future.exception() is not None:
+                    exc = future.exception()
+                    missing[b] = f"{type(exc).__name__}: {exc}"
+            return dict(sorted(missing.items()))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[dict[str, Any]]:
         """Replica sizes per broker and log dir (DescribeLogDirs, KIP-113; kafka-python).

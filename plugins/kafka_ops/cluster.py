@@ -61,6 +61,11 @@ class Broker:
         if self.id < 0:
             raise ValueError(f"broker id must be >= 0, got {self.id}")
 
+    @property
+    def address(self) -> str:
+        """``host:port`` of the advertised listener (``[host]:port`` for an IPv6 literal), what a client connects to."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
     def to_dict(self) -> dict[str, Any]:
         """``{"id", "host", "port", "rack"}`` (the planner's ``brokers.json`` entry shape)."""
         return {"id": self.id, "host": self.host, "port": self.port, "rack": self.rack}

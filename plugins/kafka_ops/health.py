@@ -14,12 +14,14 @@ Rules and where they come from:
 * :func:`can_restart` - stopping the broker drops no partition below ``min.insync.replicas``
   (Strimzi KafkaRoller's ``canRoll`` / KafkaAvailability rule).
 * :func:`consumer_lag` - every watched group is OK in Burrow (kafka_roller's ``consumer_health``).
+* :func:`brokers_answer` - every broker a stop relies on answers a request sent to it (a hung broker stays in the
+  metadata until its session expires).
 * :func:`cluster_health` and :func:`restart_gate` combine them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka_ops.cluster import ClusterState, Partition
@@ -134,6 +136,22 @@ def under_replicated_partitions(state: ClusterState) -> Verdict:
             f"(missing {_ids(missing)})"
         )
     return _verdict("urp", reasons)
+
+
+def brokers_answer(unanswered: Mapping[int, str]) -> Verdict:
+    """Every broker a stop relies on answers a request sent to it (``unanswered``: broker id -> why not, as
+    ``hooks.kafka_admin.KafkaAdminHook.unanswered_brokers`` reports them; empty = all answered).
+
+    The metadata cannot show a hung broker (a long GC pause, a stalled disk, a frozen VM) until its session expires
+    (``zookeeper.session.timeout.ms``, 18 s by default; KRaft ``broker.session.timeout.ms``, 9 s) or the leaders drop
+    it from their ISRs (``replica.lag.time.max.ms``, 30 s); until then a stop's controlled shutdown may move
+    leadership onto it, and the min-ISR check counts it in-sync. Reason format: ``"broker 3 does not answer (no
+    answer within 5.0 s): it is still in the metadata, so it looks in-sync; a hung broker stays there until its
+    session expires"``.
+    """
+    return _verdict("answers", [
+        f"broker {b} does not answer ({why}): it is still in the metadata, so it looks in-sync; a hung broker stays "
+        "there until its session expires" for b, why in sorted(unanswered.items())])
 
 
 def broker_caught_up(state: ClusterState, broker_id: int) -> Verdict:

@@ -278,7 +278,9 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _gate(self, record: RollRecord, position: int, nodes: Mapping[int, dict], gated: list[int],
               stopped: list[int]) -> None:
-        """Cluster healthy and min-ISR safe without ``gated`` now (one fresh OK), and, when groups are watched,
+        """Cluster healthy and min-ISR safe without ``gated`` now (one fresh OK; then every other broker answers a
+        request sent to it, ``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync), and, when groups
+        are watched,
         Burrow OK ``lag_ok_consecutive`` polls in a row, polls ``healthcheck_interval_s`` apart (restarts cause lag
         spikes: kafka_roller's consumer_health retries), or one OK whose window of commits since the roll last
         touched a broker spans that time; the streak the previous batch saw while its brokers came back counts
@@ -298,6 +300,13 @@ class BrokerRollOperator(NodeRollOperator):
         voters = [b for b in voters_of(nodes) if b in ids and b not in stopped]  # combined nodes to stop
         would_elect: list[str] = []  # a dry run: what a real run's gate would elect first
 
+        def answers(state: ClusterState, verdicts: list[health.Verdict]) -> list[health.Verdict]:
+            # once the rest passes (one request each, not at every look): the brokers the stop relies on answer
+            if not all(v.ok for v in verdicts):
+                return []
+            others = {b.id: b.address for b in state.brokers if b.id not in ids}
+            return [health.brokers_answer(prober.admin.unanswered_brokers(others))]
+
         def cluster_check() -> health.Verdict:
             state = prober.state(configs=True)
             missing = [b for b in ids if not state.has_broker(b)]
@@ -310,12 +319,13 @@ class BrokerRollOperator(NodeRollOperator):
                     count = len(health.imbalance_elections(state))
                     would_elect[:] = [f"a real run elects the preferred leaders of {count} partitions first "
                                       f"({imbalance.message()})"]
-                    return health.combine(safety, rule=f"gate {who}")
+                    return health.combine(safety + answers(state, safety), rule=f"gate {who}")
                 if self._elect_for_imbalance(who, state):
                     state = prober.state(configs=True)
                     safety, imbalance = stop_gate(state, ids, stopped)
                     safety = safety + self._quorum_gate(voters)
-            return health.combine(safety + ([imbalance] if imbalance is not None else []), rule=f"gate {who}")
+            verdicts = safety + ([imbalance] if imbalance is not None else [])
+            return health.combine(verdicts + answers(state, verdicts), rule=f"gate {who}")
 
         def check() -> Check:
             cluster = cluster_check()

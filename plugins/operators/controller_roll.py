@@ -22,6 +22,7 @@ from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as rules
+from kafka_ops.health import brokers_answer
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import (
     Quorum,
@@ -250,7 +251,8 @@ class ControllerRollOperator(NodeRollOperator):
         Strimzi's rule) and it is not the quorum leader while other controllers of the roll remain (then
         :class:`LeaderMoved`); a controller that is an observer (its step's ``"observer"``) only needs a quorum
         leader (``kafka_ops.controller_roll.observer_gate``). Either way, no partition may be offline or
-        under-replicated (``kafka_ops.controller_roll.partitions_gate``: one Metadata request). A dry run looks once
+        under-replicated (``kafka_ops.controller_roll.partitions_gate``: one Metadata request) and every broker answers
+        (``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync). A dry run looks once
         and logs the verdict."""
         cid = gated[0]
         others = [c for c in record.order[position + 1:] if not record.is_done(c)]
@@ -275,10 +277,14 @@ class ControllerRollOperator(NodeRollOperator):
                     "voter" if quorum.leader_id == cid else ""
                 said = (f"a caught-up majority of the voters stays without it{leader} "
                         f"({rules.describe_quorum_line(quorum)})")
-            partitions = rules.partitions_gate(self.admin.cluster_state(configs=False), cid)
+            state = self.admin.cluster_state(configs=False)
+            partitions = rules.partitions_gate(state, cid)
             if not partitions.ok:
                 return Check(False, partitions.message())
-            return Check(True, f"{said}; no partition offline or under-replicated")
+            answers = brokers_answer(self.admin.unanswered_brokers({b.id: b.address for b in state.brokers}))
+            if not answers.ok:
+                return Check(False, answers.message())
+            return Check(True, f"{said}; no partition offline or under-replicated; every broker answers")
 
         if self.dry_run:
             try:

@@ -930,3 +930,52 @@ def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(
     assert all(leaders[tp] == imbalanced for tp in reordered), {tp: leaders[tp] for tp in reordered}
     after = starts(sandbox)
     assert {b: after[b] - before[b] for b in after} == {b: int(b == target) for b in after}, (before, after)
+
+
+def test_a_hung_broker_holds_the_gate_until_it_answers_again(fresh_sandbox, use_sandbox, capfd, caplog):
+    """A broker hung (SIGSTOP: a long GC pause or a frozen VM from outside) stays registered and in every ISR until
+    its ZooKeeper session expires or the leaders drop it (here both 60 s, as long as a slow production cluster
+    takes): the metadata calls the cluster healthy. The gate of another broker holds, naming it, and the broker is
+    stopped only after the hung one answers again (it is thawed once the gate named it); the roll then ends as
+    usual, that broker restarted exactly once."""
+    import threading
+
+    sandbox = fresh_sandbox(broker_config={"zookeeper.session.timeout.ms": "60000", "replica.lag.time.max.ms": "60000"})
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=60)
+    active = controller(sandbox)
+    hung, rolled = [b for b in sandbox.broker_ids if b != active][:2]  # the controller answers the DescribeCluster
+    named = f"broker {hung} does not answer (no answer within 5.0 s): it is still in the metadata"
+    before = starts(sandbox)
+    seen: list[str] = []  # the run's output so far (read off capfd while it runs)
+    thawed_at: list[float] = []
+    stop = threading.Event()
+
+    def thaw_once_named() -> None:
+        deadline = time.monotonic() + 50  # inside the 60 s session, named or not
+        while not stop.is_set() and time.monotonic() < deadline and named not in "".join(seen):
+            seen.append(capfd.readouterr().out)
+            stop.wait(0.5)
+        stop.wait(3)  # the gate keeps holding a few looks after it named the broker
+        thawed_at.append(time.time())
+        assert sandbox.cli("thaw", str(hung)).returncode == 0
+
+    done = sandbox.cli("freeze", str(hung))
+    assert done.returncode == 0, done.stderr
+    thaw = threading.Thread(target=thaw_once_named, daemon=True)
+    thaw.start()
+    try:
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [rolled], **FAST})
+    finally:
+        stop.set()
+        thaw.join(30)
+        if not thawed_at:
+            sandbox.cli("thaw", str(hung))
+    out = "".join(seen) + output(capfd, caplog)
+    assert result.state == "success", result.states
+    assert named in out, "the gate named the hung broker"
+    stopped_at = sandbox.shutdown_times(rolled)[-1]
+    assert thawed_at and stopped_at > thawed_at[0], \
+        f"broker {rolled} was stopped {thawed_at[0] - stopped_at:.1f} s before broker {hung} answered again"
+    now = starts(sandbox)
+    assert {b: now[b] - before[b] for b in before} == {b: int(b == rolled) for b in before}

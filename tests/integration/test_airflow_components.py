@@ -1076,6 +1076,31 @@ def test_partition_reassignment_through_the_hook(destructible: RunningSandbox) -
           f"{time.monotonic() - back:.1f} s")
 
 
+@pytest.mark.destructive
+def test_a_hung_broker_is_named_while_the_metadata_still_lists_it(destructible: RunningSandbox) -> None:
+    """A broker's JVM stopped (SIGSTOP: what a long GC pause or a frozen VM looks like from outside) keeps its
+    ZooKeeper session for 6 s (the sandbox's ``zookeeper.session.timeout.ms``; Kafka's default is 18 s): the
+    metadata lists it, in every ISR, while it answers nothing. ``unanswered_brokers`` names it within its timeout
+    (each broker asked on a connection of its own, so the hung one cannot stall the others' answers), a stopped one
+    at once by its refused connection, and none once all answer again."""
+    sb = destructible
+    hook = KafkaAdminHook(bootstrap_servers=sb.bootstrap_servers, request_timeout_s=15)
+    addresses = {b: f"{sb.broker(b)['host']}:{sb.broker(b)['port']}" for b in sb.broker_ids}
+    assert hook.unanswered_brokers(addresses) == {}
+    hung = sb.broker_ids[-1]
+    with _frozen(sb, hung):
+        began = time.monotonic()
+        missing = hook.unanswered_brokers(addresses, timeout_s=2.0)
+        took = time.monotonic() - began
+        listed = sb.registered_brokers()
+        urp = snapshot(admin(sb.bootstrap_servers)).under_replicated
+    assert missing == {hung: "no answer within 2.0 s"}, missing
+    assert took < 3.5, f"the answers took {took:.1f} s: the hung broker held up the others"
+    assert hung in listed and urp == [], "the metadata still called the cluster healthy (the hook saw what it did not)"
+    sb.wait_healthy(timeout_s=60)
+    assert wait_for(lambda: hook.unanswered_brokers(addresses) == {}, 30, what="every broker answering again")
+
+
 # --- the preflight (shared sandbox: reads only) -------------------------------------------------------------
 
 

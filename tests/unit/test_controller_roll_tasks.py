@@ -58,6 +58,7 @@ class FakeQuorum:
         self.fail_start: set[int] = set()
         self.on_describe: list[Any] = []
         self.partitions: tuple[Partition, ...] = ()  # what the Metadata answer says (none: healthy)
+        self.hung: dict[int, str] = {}  # brokers that do not answer a request sent to them: id -> why
 
     def quorum(self) -> Quorum:
         for hook in list(self.on_describe):
@@ -142,6 +143,10 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeQuorum:
 
         def cluster_state(self, configs: bool = True, **_: Any) -> ClusterState:
             return ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in fake.brokers), fake.partitions)
+
+        def unanswered_brokers(self, brokers: dict[int, str]) -> dict[int, str]:
+            assert all(address == f"b{b}:9092" for b, address in brokers.items()), brokers
+            return {b: why for b, why in fake.hung.items() if b in brokers}
 
     class Shell:
         def __init__(self, ssh_conn_id: str, host: str) -> None:
@@ -329,7 +334,20 @@ def test_the_gate_holds_while_a_partition_is_under_replicated_or_offline_and_tou
     out = capfd.readouterr().out
     assert "controller 100 may be stopped: yes (a caught-up majority of the voters stays without it (KRaft " \
            "cluster: quorum leader 102" in out, out
-    assert "; no partition offline or under-replicated)" in out, out
+    assert "; no partition offline or under-replicated; every broker answers)" in out, out
+
+
+def test_the_gate_holds_while_a_broker_does_not_answer(cluster):
+    """A hung broker is still in the metadata (its partitions look in-sync): every broker must answer too."""
+    items = plan()
+    cluster.hung = {2: "no answer within 5.0 s"}
+    with pytest.raises(AirflowFailException) as err:
+        controller(items[0], healthcheck_timeout_s=0.2)
+    assert "answers: broker 2 does not answer (no answer within 5.0 s): it is still in the metadata" in str(err.value)
+    assert restarts(cluster.events) == ["released"]
+    cluster.hung = {}
+    controller(items[0])
+    assert restarts(cluster.events) == ["released", ("stop", 100), ("start", 100)], cluster.events
 
 
 def test_a_controller_down_that_this_roll_did_not_stop_fails_its_gate(cluster):

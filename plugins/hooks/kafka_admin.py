@@ -622,8 +622,11 @@ class KafkaAdminHook(ClusterProfileHook):
         """
         from kafka.net.compat import KafkaNetClient
 
-        config = {**self.profile.kafka_python_config(), "bootstrap_servers": address,
-                  "request_timeout_ms": int(self.request_timeout_s * 1000)}
+        timeout_ms = int(self.request_timeout_s * 1000)
+        # a node that accepts the connection but never answers (hung) holds it until the setup timeout (kafka-python:
+        # 10 s): no longer than the request may take
+        config = {**self.profile.kafka_python_config(), "bootstrap_servers": address, "request_timeout_ms": timeout_ms,
+                  "socket_connection_setup_timeout_ms": min(timeout_ms, 10_000)}
         client = KafkaNetClient(**config)
         manager = client._manager
         node = manager.cluster.bootstrap_brokers()[0]

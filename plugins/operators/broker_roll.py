@@ -280,11 +280,10 @@ class BrokerRollOperator(NodeRollOperator):
               stopped: list[int]) -> None:
         """Cluster healthy and min-ISR safe without ``gated`` now (one fresh OK; then every other broker answers a
         request sent to it, ``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync), and, when groups
-        are watched,
-        Burrow OK ``lag_ok_consecutive`` polls in a row, polls ``healthcheck_interval_s`` apart (restarts cause lag
-        spikes: kafka_roller's consumer_health retries), or one OK whose window of commits since the roll last
-        touched a broker spans that time; the streak the previous batch saw while its brokers came back counts
-        (``runtime.lag_watch``). ``stopped``: brokers of this batch this roll already stopped (a resumed
+        are watched, Burrow OK ``lag_ok_consecutive`` polls in a row, polls ``healthcheck_interval_s`` apart
+        (restarts cause lag spikes: kafka_roller's consumer_health retries), or one OK whose window of commits since
+        the roll last touched a broker spans that time; the streak the previous batch saw while its brokers came back
+        counts (``runtime.lag_watch``). ``stopped``: brokers of this batch this roll already stopped (a resumed
         batch): their URPs are expected, so only offline partitions and min ISR are judged."""
         prober, ids = self.prober, gated
         streak_needed = int(self.setting("lag_ok_consecutive"))

@@ -5,7 +5,8 @@ roles, the quorum, the order, the hosts; frozen in the roll's record) and :class
 Each controller task: turn -> the active controller still last? (DescribeQuorum read again: the quorum leader
 may have moved since the plan; ``kafka_ops.controller_roll.leader_last``) -> needs action? -> gate (a
 caught-up majority of the voters without it, ``kafka_ops.quorum.can_restart_controller``; no partition offline or
-under-replicated, ``kafka_ops.controller_roll.partitions_gate``) -> stop -> gone
+under-replicated, ``kafka_ops.controller_roll.partitions_gate``; every broker answers,
+``kafka_ops.health.brokers_answer``) -> stop -> gone
 (the service status command says stopped) -> before-start -> start -> back (a voter again, fetching since its
 start, caught up, a leader elected) -> soak. The loop (turn, record, resume, lock, decisions, report) is the one
 every node roll runs (``operators.node_roll``), with ``alive`` = the service status command says it runs; the

@@ -611,18 +611,19 @@ class KafkaAdminHook(ClusterProfileHook):
         finally:
             client.close()
 
-    def _ask_at(self, address: str, request: Any) -> Any:
+    def _ask_at(self, address: str, request: Any, timeout_s: float | None = None) -> Any:
         """Send ``request`` (a kafka-python request object) to the node at ``address`` (``host:port``) itself and
         return the response. For a KRaft controller (its CONTROLLER listener): controllers serve no Metadata, so
         kafka-python's clients cannot bootstrap from them; the request goes over the connection to the bootstrap
         address itself (what Kafka's ``--bootstrap-controller`` tools do, KIP-919). For a broker: the answer is that
         broker's own, not whichever broker a client picks. With the profile's client security settings.
+        ``timeout_s``: this request's timeout (default the hook's ``request_timeout_s``).
 
         :raises kafka.errors.KafkaError: not reachable or no answer within the request timeout.
         """
         from kafka.net.compat import KafkaNetClient
 
-        timeout_ms = int(self.request_timeout_s * 1000)
+        timeout_ms = int((timeout_s or self.request_timeout_s) * 1000)
         # a node that accepts the connection but never answers (hung) holds it until the setup timeout (kafka-python:
         # 10 s): no longer than the request may take
         config = {**self.profile.kafka_python_config(), "bootstrap_servers": address, "request_timeout_ms": timeout_ms,
@@ -825,19 +826,18 @@ class KafkaAdminHook(ClusterProfileHook):
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if not brokers:
             return {}
-        asker = KafkaAdminHook(profile=self.profile, request_timeout_s=timeout_s)
         pool = ThreadPoolExecutor(max_workers=min(len(brokers), 16), thread_name_prefix="broker-answer")
         try:
-            sent = {pool.submit(asker._ask_at, address, ApiVersionsRequest(min_version=0, max_version=0)): int(b)
-                    for b, address in brokers.items()}
+            sent = {pool.submit(self._ask_at, address, ApiVersionsRequest(min_version=0, max_version=0),
+                                timeout_s): int(b) for b, address in brokers.items()}
             done, _ = wait(sent, timeout=timeout_s)
             missing: dict[int, str] = {}
             for future, b in sent.items():
                 if future not in done:
                     missing[b] = f"no answer within {timeout_s:.1f} s"
-                elif future.exception() is not None:
-                    exc = future.exception()
-                    missing[b] = f"{type(exc).__name__}: {exc}"
+                elif (exc := future.exception()) is not None:
+                    text = str(exc)  # kafka-python's errors name their class already
+                    missing[b] = text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
             return dict(sorted(missing.items()))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -278,7 +278,7 @@ class ControllerRollOperator(NodeRollOperator):
                     "voter" if quorum.leader_id == cid else ""
                 said = (f"a caught-up majority of the voters stays without it{leader} "
                         f"({rules.describe_quorum_line(quorum)})")
-            state = self.admin.cluster_state(configs=False)
+            state = self.admin.cluster_state(configs=False, describe_cluster=False)  # Metadata: partitions, brokers
             partitions = rules.partitions_gate(state, cid)
             if not partitions.ok:
                 return Check(False, partitions.message())

@@ -351,8 +351,8 @@ class DeprovisionControllersOperator(ClusterOperator):
                 holder = int((steps.znodes(profile)["controller"] or {}).get("brokerid", -1))
                 if holder not in ids:
                     return Check(False, f"/controller held by {holder}")
-                addresses = {b.id: f"{b.host}:{b.port}"
-                             for b in admin.cluster_state(configs=False, describe_cluster=False).brokers}
+                brokers = admin.cluster_state(configs=False, describe_cluster=False).brokers
+                addresses = {b.id: b.address for b in brokers}
                 named = {b: self._controller_named_by(admin, addresses.get(b)) for b in ids}
                 return Check(*migration.broker_controller_settled(holder, named))
 

@@ -25,7 +25,7 @@ def controller_address(node_id: int, brokers: Sequence[Broker], quorum: Quorum, 
     """
     combined = next((b for b in brokers if b.id == node_id), None)
     if combined is not None:
-        return f"{combined.host}:{combined.port}"
+        return combined.address
     host, _ = controller_rules.resolve_hosts([node_id], profile.controller_hosts, quorum, profile.cluster)[node_id]
     named = [e.port for e in quorum.endpoints if e.node_id == node_id and e.port > 0]
     return f"{host}:{named[0] if named else controller_port(profile.controller_properties)}"

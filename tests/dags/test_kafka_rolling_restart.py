@@ -81,6 +81,53 @@ def output(capfd, caplog) -> str:
     return capfd.readouterr().out + caplog.text
 
 
+class ThawOnceLogged:
+    """A frozen process thawed (``thaw()``, once) by a thread as soon as ``text`` shows in the run's output, read off
+    ``capfd`` while the run goes on, then ``settle_s`` later; or after ``timeout_s`` (seconds), or when the body ends,
+    whichever comes first. ``output`` is what was read (``output(capfd, caplog)`` after the body gives the rest);
+    ``thawed_at`` the epoch seconds of the thaw (None before)."""
+
+    def __init__(self, capfd, caplog, text: str, thaw, timeout_s: float, settle_s: float = 0.0) -> None:
+        import threading
+
+        self._capfd, self._caplog, self._text, self._thaw = capfd, caplog, text, thaw
+        self._timeout_s, self._settle_s = timeout_s, settle_s
+        self._seen: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.thawed_at: float | None = None
+
+    @property
+    def output(self) -> str:
+        return "".join(self._seen)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self._timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self._seen.append(self._capfd.readouterr().out)
+            if self._text in self.output + self._caplog.text:
+                self._stop.wait(self._settle_s)
+                break
+            self._stop.wait(0.5)
+        self._thaw_once()
+
+    def _thaw_once(self) -> None:
+        with self._lock:
+            if self.thawed_at is None:
+                self.thawed_at = time.time()
+                self._thaw()
+
+    def __enter__(self) -> ThawOnceLogged:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._thaw_once()
+
+
 @pytest.fixture
 def shared(sandbox, use_sandbox):
     use_sandbox(sandbox.workdir)
@@ -675,35 +722,16 @@ def test_burrow_down_during_a_gate_is_waited_out(fresh_sandbox, use_sandbox, cap
     use_sandbox(sandbox.workdir)
     import os
     import signal
-    import threading
 
     burrow = _pid(sandbox, "burrow")
-    seen: list[str] = []
-    done = threading.Event()
-
-    def thaw_once_a_failed_check_was_logged() -> None:
-        deadline = time.monotonic() + 240
-        while not done.is_set() and time.monotonic() < deadline:
-            seen.append(capfd.readouterr().out)
-            if "trying again" in "".join(seen) + caplog.text:
-                break
-            done.wait(1.0)
-        os.kill(burrow, signal.SIGCONT)
-
     os.kill(burrow, signal.SIGSTOP)
-    thaw = threading.Thread(target=thaw_once_a_failed_check_was_logged, daemon=True)
-    thaw.start()
-    try:
-        before = registrations(sandbox)
+    before = registrations(sandbox)
+    with ThawOnceLogged(capfd, caplog, "trying again", lambda: os.kill(burrow, signal.SIGCONT), 240) as thawing:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [0], "consumer_groups": [],
                                   "healthcheck_interval_s": 2, "healthcheck_timeout_s": 180, "lag_ok_consecutive": 1})
-    finally:
-        done.set()
-        thaw.join(timeout=10)
-        os.kill(burrow, signal.SIGCONT)
     assert result.state == "success", result.states
     assert registrations(sandbox)[0] > before[0]
-    out = "".join(seen) + output(capfd, caplog)
+    out = thawing.output + output(capfd, caplog)
     assert "could not check" in out and "trying again" in out, "Burrow's outage was logged and waited out"
 
 
@@ -932,14 +960,13 @@ def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(
     assert {b: after[b] - before[b] for b in after} == {b: int(b == target) for b in after}, (before, after)
 
 
+@pytest.mark.extended  # flaky: a kafka-python bootstrap that picks the hung broker stalls a task 30 s (see its note)
 def test_a_hung_broker_holds_the_gate_until_it_answers_again(fresh_sandbox, use_sandbox, capfd, caplog):
     """A broker hung (SIGSTOP: a long GC pause or a frozen VM from outside) stays registered and in every ISR until
     its ZooKeeper session expires or the leaders drop it (here both 60 s, as long as a slow production cluster
     takes): the metadata calls the cluster healthy. The gate of another broker holds, naming it, and the broker is
     stopped only after the hung one answers again (it is thawed once the gate named it); the roll then ends as
     usual, that broker restarted exactly once."""
-    import threading
-
     sandbox = fresh_sandbox(broker_config={"zookeeper.session.timeout.ms": "60000", "replica.lag.time.max.ms": "60000"})
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=60)
@@ -947,35 +974,16 @@ def test_a_hung_broker_holds_the_gate_until_it_answers_again(fresh_sandbox, use_
     hung, rolled = [b for b in sandbox.broker_ids if b != active][:2]  # the controller answers the DescribeCluster
     named = f"broker {hung} does not answer (no answer within 5.0 s): it is still in the metadata"
     before = starts(sandbox)
-    seen: list[str] = []  # the run's output so far (read off capfd while it runs)
-    thawed_at: list[float] = []
-    stop = threading.Event()
-
-    def thaw_once_named() -> None:
-        deadline = time.monotonic() + 50  # inside the 60 s session, named or not
-        while not stop.is_set() and time.monotonic() < deadline and named not in "".join(seen):
-            seen.append(capfd.readouterr().out)
-            stop.wait(0.5)
-        stop.wait(3)  # the gate keeps holding a few looks after it named the broker
-        thawed_at.append(time.time())
-        assert sandbox.cli("thaw", str(hung)).returncode == 0
-
     done = sandbox.cli("freeze", str(hung))
     assert done.returncode == 0, done.stderr
-    thaw = threading.Thread(target=thaw_once_named, daemon=True)
-    thaw.start()
-    try:
+    # thawed 3 s after the gate named it (a few more looks held), at the latest 50 s on: inside the 60 s session
+    with ThawOnceLogged(capfd, caplog, named, lambda: sandbox.cli("thaw", str(hung)), 50, settle_s=3) as thawing:
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [rolled], **FAST})
-    finally:
-        stop.set()
-        thaw.join(30)
-        if not thawed_at:
-            sandbox.cli("thaw", str(hung))
-    out = "".join(seen) + output(capfd, caplog)
+    out = thawing.output + output(capfd, caplog)
     assert result.state == "success", result.states
     assert named in out, "the gate named the hung broker"
     stopped_at = sandbox.shutdown_times(rolled)[-1]
-    assert thawed_at and stopped_at > thawed_at[0], \
-        f"broker {rolled} was stopped {thawed_at[0] - stopped_at:.1f} s before broker {hung} answered again"
+    assert thawing.thawed_at is not None and stopped_at > thawing.thawed_at, \
+        f"broker {rolled} was stopped {thawing.thawed_at - stopped_at:.1f} s before broker {hung} answered again"
     now = starts(sandbox)
     assert {b: now[b] - before[b] for b in before} == {b: int(b == rolled) for b in before}

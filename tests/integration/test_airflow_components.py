@@ -1085,7 +1085,8 @@ def test_a_hung_broker_is_named_while_the_metadata_still_lists_it(destructible: 
     at once by its refused connection, and none once all answer again."""
     sb = destructible
     hook = KafkaAdminHook(bootstrap_servers=sb.bootstrap_servers, request_timeout_s=15)
-    addresses = {b: f"{sb.broker(b)['host']}:{sb.broker(b)['port']}" for b in sb.broker_ids}
+    addresses = {b.id: b.address for b in hook.cluster_state(configs=False, describe_cluster=False).brokers}
+    assert sorted(addresses) == sorted(sb.broker_ids), addresses
     assert hook.unanswered_brokers(addresses) == {}
     hung = sb.broker_ids[-1]
     with _frozen(sb, hung):
@@ -1099,6 +1100,9 @@ def test_a_hung_broker_is_named_while_the_metadata_still_lists_it(destructible: 
     assert hung in listed and urp == [], "the metadata still called the cluster healthy (the hook saw what it did not)"
     sb.wait_healthy(timeout_s=60)
     assert wait_for(lambda: hook.unanswered_brokers(addresses) == {}, 30, what="every broker answering again")
+    refused = hook.unanswered_brokers({**addresses, 99: "127.0.0.1:1"})  # nothing listens there
+    assert list(refused) == [99] and "ECONNREFUSED" in refused[99] and not refused[99].startswith(
+        "KafkaConnectionError: KafkaConnectionError"), refused
 
 
 # --- the preflight (shared sandbox: reads only) -------------------------------------------------------------

@@ -17,6 +17,7 @@ call (none while the topic set is unchanged).
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -540,11 +541,97 @@ class KafkaAdminHook(ClusterProfileHook):
     # -- kafka-python: what librdkafka lacks -----------------------------------------------------
 
     def _kafka_python_admin(self) -> Any:
+        """A kafka-python ``KafkaAdminClient`` that neither bootstraps through nor sends to a hung broker.
+
+        kafka-python bootstraps from one bootstrap server picked at random and gives that connection the whole
+        bootstrap timeout; afterwards a request for "any node" goes to a random broker of the metadata. A hung broker
+        (SIGSTOPped, a long GC pause: it accepts connections but answers nothing) therefore cost a call 30 s and
+        "Unable to bootstrap" when picked for the bootstrap, and 10 s (the connection setup timeout) and
+        RequestTimedOutError when picked for a request (kafka-python 3.0, shown on Kafka 3.6 with one of three
+        brokers frozen). So: the bootstrap servers are asked at once which answers first (:meth:`first_answering`),
+        the client bootstraps from that one alone, and a connection to it is opened before any request, so requests
+        for any node go there (kafka-python prefers a connected node without requests in flight), and on a KRaft
+        cluster those for the controller too (:meth:`_connect_first`). Requests for a given node (the ZooKeeper-mode
+        controller, one broker's configs) still go to that node. When none answers within
+        ``ANSWER_TIMEOUT_S`` (a slow cluster), the client bootstraps as kafka-python does from all of them.
+        """
         from kafka.admin import KafkaAdminClient
 
-        return KafkaAdminClient(
-            **self.profile.kafka_python_config(), request_timeout_ms=int(self.request_timeout_s * 1000)
-        )
+        config = self.profile.kafka_python_config()
+        servers = list(config["bootstrap_servers"])
+        first = servers[0] if len(servers) == 1 else self.first_answering(servers)
+        if first is not None:
+            config["bootstrap_servers"] = [first]
+        client = KafkaAdminClient(**config, request_timeout_ms=int(self.request_timeout_s * 1000))
+        if first is not None:
+            self._connect_first(client, first)
+        return client
+
+    def _connect_first(self, client: Any, address: str) -> None:
+        """Open ``client``'s connection to the broker advertised at ``address`` (the bootstrap server that
+        answered), so kafka-python sends requests for any node there. On a KRaft cluster (the broker offers
+        DescribeQuorum, as only KRaft brokers do) requests for "the controller" go there too: a KRaft broker's
+        Metadata names a random live broker as the controller, which may be the hung one, and every broker forwards
+        such requests to the active controller (KIP-590). In ZooKeeper mode they still go to the controller named.
+        Best effort: a bootstrap address that is not an advertised listener (an alias, a load balancer) matches no
+        broker and nothing is opened."""
+        from kafka.protocol.admin import DescribeQuorumRequest
+
+        manager = client._manager
+        node = next((b.node_id for b in manager.cluster.brokers()
+                     if Broker(b.node_id, b.host, b.port).address.lower() == address.lower()), None)
+        if node is None:
+            self.log.debug("bootstrap server %s is no broker's advertised address: no connection opened first", address)
+            return
+
+        async def connect() -> None:
+            await manager.get_connection(node)
+
+        try:
+            manager.run(connect)
+        except Exception as exc:  # noqa: BLE001 - only a preference; the request picks a node itself
+            self.log.debug("no connection to broker %s (%s) opened first: %s", node, address, exc)
+            return
+        offered = getattr(manager.broker_version_data, "api_versions", None) or {}
+        if DescribeQuorumRequest.API_KEY in offered:
+            client._controller_id = node
+
+    def first_answering(self, addresses: Iterable[str], timeout_s: float = ANSWER_TIMEOUT_S) -> str | None:
+        """The first of ``addresses`` (``host:port``) to answer an ApiVersions request (KIP-35) sent to each on a
+        connection of its own, all at once; None when none answers within ``timeout_s`` seconds. A hung node
+        costs nothing while another answers.
+
+        :raises ValueError: ``timeout_s`` <= 0.
+        """
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        addresses = list(addresses)
+        pool, futures = self._ask_each(addresses, timeout_s)
+        sent = dict(zip(futures, addresses, strict=True))
+        try:
+            pending, deadline = set(sent), time.monotonic() + timeout_s
+            while pending and (left := deadline - time.monotonic()) > 0:
+                done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+                answered = [sent[f] for f in done if f.exception() is None]
+                if answered:
+                    return answered[0]
+            return None
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _ask_each(self, addresses: list[str], timeout_s: float) -> tuple[Any, list[Any]]:
+        """Send ApiVersions (v0: every broker serves it) to each address on a connection of its own, in threads.
+        Returns ``(pool, futures)``, a future per address in their order; the caller shuts the pool down without
+        waiting for it (a hung node's thread ends with ``timeout_s``)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        pool = ThreadPoolExecutor(max_workers=max(1, min(len(addresses), 16)), thread_name_prefix="node-answer")
+        return pool, [pool.submit(self._ask_at, a, ApiVersionsRequest(min_version=0, max_version=0), timeout_s)
+                      for a in addresses]
 
     def list_partition_reassignments(self) -> list[dict[str, Any]]:
         """Ongoing partition reassignments (ListPartitionReassignments, KIP-455; kafka-python).
@@ -818,22 +905,22 @@ class KafkaAdminHook(ClusterProfileHook):
 
         :raises ValueError: ``timeout_s`` <= 0.
         """
-        from concurrent.futures import ThreadPoolExecutor, wait
+        from concurrent.futures import wait
 
-        from kafka.protocol.metadata import ApiVersionsRequest
+        from kafka.errors import KafkaTimeoutError, RequestTimedOutError
 
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if not brokers:
             return {}
-        pool = ThreadPoolExecutor(max_workers=min(len(brokers), 16), thread_name_prefix="broker-answer")
+        pool, futures = self._ask_each(list(brokers.values()), timeout_s)
         try:
-            sent = {pool.submit(self._ask_at, address, ApiVersionsRequest(min_version=0, max_version=0),
-                                timeout_s): int(b) for b, address in brokers.items()}
+            sent = {future: int(b) for future, b in zip(futures, brokers, strict=True)}
             done, _ = wait(sent, timeout=timeout_s)
             missing: dict[int, str] = {}
             for future, b in sent.items():
-                if future not in done:
+                # the request's own timeout is the same as the wait's: whichever ends first, the broker did not answer
+                if future not in done or isinstance(future.exception(), (RequestTimedOutError, KafkaTimeoutError)):
                     missing[b] = f"no answer within {timeout_s:.1f} s"
                 elif (exc := future.exception()) is not None:
                     text = str(exc)  # kafka-python's errors name their class already

@@ -960,7 +960,6 @@ def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(
     assert {b: after[b] - before[b] for b in after} == {b: int(b == target) for b in after}, (before, after)
 
 
-@pytest.mark.extended  # flaky: a kafka-python bootstrap that picks the hung broker stalls a task 30 s (see its note)
 def test_a_hung_broker_holds_the_gate_until_it_answers_again(fresh_sandbox, use_sandbox, capfd, caplog):
     """A broker hung (SIGSTOP: a long GC pause or a frozen VM from outside) stays registered and in every ISR until
     its ZooKeeper session expires or the leaders drop it (here both 60 s, as long as a slow production cluster

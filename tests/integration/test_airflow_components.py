@@ -1082,22 +1082,31 @@ def test_a_hung_broker_is_named_while_the_metadata_still_lists_it(destructible: 
     ZooKeeper session for 6 s (the sandbox's ``zookeeper.session.timeout.ms``; Kafka's default is 18 s): the
     metadata lists it, in every ISR, while it answers nothing. ``unanswered_brokers`` names it within its timeout
     (each broker asked on a connection of its own, so the hung one cannot stall the others' answers), a stopped one
-    at once by its refused connection, and none once all answer again."""
+    at once by its refused connection, and none once all answer again. Meanwhile the kafka-python calls bootstrap from
+    a broker that answers and send there."""
     sb = destructible
     hook = KafkaAdminHook(bootstrap_servers=sb.bootstrap_servers, request_timeout_s=15)
-    addresses = {b.id: b.address for b in hook.cluster_state(configs=False, describe_cluster=False).brokers}
+    state = hook.cluster_state(configs=False, describe_cluster=False)
+    addresses = {b.id: b.address for b in state.brokers}
     assert sorted(addresses) == sorted(sb.broker_ids), addresses
     assert hook.unanswered_brokers(addresses) == {}
-    hung = sb.broker_ids[-1]
+    hung = next(b for b in reversed(sb.broker_ids) if b != state.controller_id)  # the controller answers reassignments
     with _frozen(sb, hung):
         began = time.monotonic()
         missing = hook.unanswered_brokers(addresses, timeout_s=2.0)
         took = time.monotonic() - began
         listed = sb.registered_brokers()
         urp = snapshot(admin(sb.bootstrap_servers)).under_replicated
+        # kafka-python calls (DescribeQuorum, ListPartitionReassignments) neither bootstrap through the hung broker,
+        # though it is listed first, nor send to it as "any node" (a 2 s request timeout would fail them there)
+        live = next(b for b in sb.broker_ids if b != hung)
+        hung_first = KafkaAdminHook(bootstrap_servers=f"{addresses[hung]},{addresses[live]}", request_timeout_s=2)
+        assert hung_first.first_answering([addresses[hung], addresses[live]], timeout_s=2.0) == addresses[live]
+        answers = [(hung_first.quorum_if_kraft(), hung_first.list_partition_reassignments()) for _ in range(4)]
     assert missing == {hung: "no answer within 2.0 s"}, missing
     assert took < 3.5, f"the answers took {took:.1f} s: the hung broker held up the others"
     assert hung in listed and urp == [], "the metadata still called the cluster healthy (the hook saw what it did not)"
+    assert answers == [(None, [])] * 4, answers  # ZooKeeper mode: no quorum; no reassignment running
     sb.wait_healthy(timeout_s=60)
     assert wait_for(lambda: hook.unanswered_brokers(addresses) == {}, 30, what="every broker answering again")
     refused = hook.unanswered_brokers({**addresses, 99: "127.0.0.1:1"})  # nothing listens there

@@ -17,6 +17,7 @@ import pytest
 from broker_support import SLOT_KRAFT, QuickWatcher, module_sandbox
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from hooks.kafka_admin import KafkaAdminHook
 from kafka import KafkaAdminClient
 from observers import admin, wait_for
 
@@ -251,6 +252,32 @@ def test_a_broker_that_stops_heartbeating_is_fenced_and_unfenced_on_restart(heal
     assert not watcher.ever_offline(), watcher.ever_offline()[:2]  # RF 3 everywhere: others lead
     healthy.wait_healthy(timeout_s=60)
     client.close()
+
+
+def test_a_hung_broker_stalls_no_admin_call(healthy: RunningSandbox) -> None:
+    """A broker hung (SIGSTOP), listed first among the bootstrap servers and still registered (its session lasts
+    ``broker.session.timeout.ms``): the hook's kafka-python calls bootstrap from a broker that answers and send
+    there, also those for "the controller" (a KRaft broker's Metadata names a random live broker, maybe the hung
+    one; any broker forwards them, KIP-590). With a 2 s request timeout, a call sent to the hung broker fails."""
+    state = KafkaAdminHook(bootstrap_servers=healthy.bootstrap_servers).cluster_state(configs=False)
+    addresses = {b.id: b.address for b in state.brokers}
+    hung, live = 2, 0
+    hook = KafkaAdminHook(bootstrap_servers=f"{addresses[hung]},{addresses[live]}", request_timeout_s=2)
+    result = healthy.cli("freeze", str(hung))
+    assert result.returncode == 0, result.stderr
+    try:
+        def calls() -> tuple[bool, list, bool]:
+            return (hook.describe_quorum().leader_id in CONTROLLERS, hook.list_partition_reassignments(),
+                    hook.metadata_version()[0] is not None)
+
+        answers = [calls()]
+        listed = hung in admin(healthy.bootstrap_servers).list_topics(timeout=5).brokers  # within its 6 s session
+        answers += [calls() for _ in range(3)]
+    finally:
+        result = healthy.cli("thaw", str(hung))
+        assert result.returncode == 0, result.stderr
+    assert answers == [(True, [], True)] * 4, answers
+    assert listed, "the hung broker was fenced before the first calls ended: they did not face it"
 
 
 @pytest.mark.extended

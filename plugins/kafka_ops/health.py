@@ -154,6 +154,24 @@ def brokers_answer(unanswered: Mapping[int, str]) -> Verdict:
         "there until its session expires" for b, why in sorted(unanswered.items())])
 
 
+def start_needs_answer(unanswered: Sequence[str]) -> Verdict:
+    """What a stopped node registers with when it starts answers now (``unanswered``: one line per service that does
+    not, as ``runtime.start_dependencies`` words them, e.g. ``"ZooKeeper zk1:2181/kafka does not answer:
+    KazooTimeoutError: ..."``; empty = all answer; ``kafka_ops.start_needs`` says what that is by node and mode).
+
+    While ZooKeeper (ZooKeeper mode) or the KRaft quorum leader does not answer, the metadata keeps calling the
+    cluster healthy (nothing can change it), but a node stopped then stays down: a ZooKeeper-mode broker exits when it
+    cannot connect within ``zookeeper.connection.timeout.ms``, a KRaft broker when it cannot register within
+    ``initial.broker.registration.timeout.ms``; and no controller can move the stopped broker's leaders, so the
+    partitions it led stay unavailable until the service is back. Reason format: ``"ZooKeeper zk1:2181/kafka does
+    not answer: KazooTimeoutError: Connection time-out: a node stopped now could not register when started again,
+    and nothing could move its leaders meanwhile"``.
+    """
+    return _verdict("registers-with", [
+        f"{why}: a node stopped now could not register when started again, and nothing could move its leaders "
+        "meanwhile" for why in unanswered])
+
+
 def broker_caught_up(state: ClusterState, broker_id: int) -> Verdict:
     """Fails while ``broker_id`` is missing from the ISR of any partition it hosts.
 

@@ -279,7 +279,9 @@ class BrokerRollOperator(NodeRollOperator):
     def _gate(self, record: RollRecord, position: int, nodes: Mapping[int, dict], gated: list[int],
               stopped: list[int]) -> None:
         """Cluster healthy and min-ISR safe without ``gated`` now (one fresh OK; then every other broker answers a
-        request sent to it, ``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync), and, when groups
+        request sent to it, ``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync, and what the batch
+        registers with when started again answers, :meth:`_start_needs`: ZooKeeper or the KRaft quorum leader, whose
+        outage the metadata cannot show), and, when groups
         are watched, Burrow OK ``lag_ok_consecutive`` polls in a row, polls ``healthcheck_interval_s`` apart
         (restarts cause lag spikes: kafka_roller's consumer_health retries), or one OK whose window of commits since
         the roll last touched a broker spans that time; the streak the previous batch saw while its brokers came back
@@ -299,12 +301,18 @@ class BrokerRollOperator(NodeRollOperator):
         voters = [b for b in voters_of(nodes) if b in ids and b not in stopped]  # combined nodes to stop
         would_elect: list[str] = []  # a dry run: what a real run's gate would elect first
 
+        # what the batch registers with, asked at the gate's first look before the cluster is read (in ZooKeeper mode
+        # that read waits on ZooKeeper: the topic configs), kept for that look's answers()
+        asked_first: list[health.Verdict] = []
+
         def answers(state: ClusterState, verdicts: list[health.Verdict]) -> list[health.Verdict]:
-            # once the rest passes (one request each, not at every look): the brokers the stop relies on answer
+            # once the rest passes (one request each, not at every look): the brokers the stop relies on answer, and
+            # what a stopped broker registers with
             if not all(v.ok for v in verdicts):
                 return []
             others = {b.id: b.address for b in state.brokers if b.id not in ids}
-            return [health.brokers_answer(prober.admin.unanswered_brokers(others))]
+            needs = asked_first.pop() if asked_first else self._start_needs(nodes)
+            return [health.brokers_answer(prober.admin.unanswered_brokers(others)), needs]
 
         def cluster_check() -> health.Verdict:
             state = prober.state(configs=True)
@@ -326,8 +334,29 @@ class BrokerRollOperator(NodeRollOperator):
             verdicts = safety + ([imbalance] if imbalance is not None else [])
             return health.combine(verdicts + answers(state, verdicts), rule=f"gate {who}")
 
+        looked: list[bool] = []
+
         def check() -> Check:
-            cluster = cluster_check()
+            cluster = None
+            if not looked:
+                looked.append(True)
+                needs = self._start_needs(nodes)
+                if needs.ok:
+                    asked_first.append(needs)
+                else:
+                    cluster = health.combine([needs], rule=f"gate {who}")
+            try:
+                if cluster is None:  # a Verdict is false when it fails: no "or"
+                    cluster = cluster_check()
+            except Exception as exc:
+                # a ZooKeeper-mode broker reads topic configs from ZooKeeper: an outage fails the read; say so
+                needs = self._start_needs(nodes)
+                if needs.ok:
+                    raise
+                cluster = health.Verdict(False, [f"{needs.message()} (the cluster could not be read: "
+                                                 f"{describe(exc)})"], f"gate {who}")
+            finally:
+                asked_first.clear()
             if not cluster.ok:
                 if lag is not None:
                     lag.reset()

@@ -252,8 +252,9 @@ class ControllerRollOperator(NodeRollOperator):
         Strimzi's rule) and it is not the quorum leader while other controllers of the roll remain (then
         :class:`LeaderMoved`); a controller that is an observer (its step's ``"observer"``) only needs a quorum
         leader (``kafka_ops.controller_roll.observer_gate``). Either way, no partition may be offline or
-        under-replicated (``kafka_ops.controller_roll.partitions_gate``: one Metadata request) and every broker answers
-        (``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync). A dry run looks once
+        under-replicated (``kafka_ops.controller_roll.partitions_gate``: one Metadata request), every broker answers
+        (``kafka_ops.health.brokers_answer``: a hung broker still looks in-sync) and, while the cluster migrates,
+        ZooKeeper answers (:meth:`_start_needs`). A dry run looks once
         and logs the verdict."""
         cid = gated[0]
         others = [c for c in record.order[position + 1:] if not record.is_done(c)]
@@ -285,7 +286,11 @@ class ControllerRollOperator(NodeRollOperator):
             answers = brokers_answer(self.admin.unanswered_brokers({b.id: b.address for b in state.brokers}))
             if not answers.ok:
                 return Check(False, answers.message())
-            return Check(True, f"{said}; no partition offline or under-replicated; every broker answers")
+            needs = self._start_needs(nodes)  # migrating: ZooKeeper
+            if not needs.ok:
+                return Check(False, needs.message())
+            return Check(True, f"{said}; no partition offline or under-replicated; every broker answers"
+                               + "".join(f"; {d.short} answers" for d in self._gate_deps or ()))
 
         if self.dry_run:
             try:

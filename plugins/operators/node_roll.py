@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, DownstreamTasksSkipped
+from kafka_ops.health import Verdict, start_needs_answer
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import (
     Decision,
@@ -141,6 +142,8 @@ class NodeRollOperator(ClusterOperator):
     node = "node"
     #: The constructor argument holding the mapped item (``"batch"``, ``"item"``).
     item_field = "item"
+    #: What the gate asks before a stop (:meth:`_start_needs`), found at the task's first gate.
+    _gate_deps: list[Dependency] | None = None
 
     def __init__(
         self,
@@ -236,6 +239,17 @@ class NodeRollOperator(ClusterOperator):
         """What ``nodes`` register with when they start (``runtime.start_dependencies``: ZooKeeper, the KRaft
         quorum leader), for the run's cluster mode; [] = nothing to wait for."""
         return []
+
+    def _start_needs(self, nodes: Mapping[int, dict]) -> Verdict:
+        """For a gate: what ``nodes`` register with when started again (:meth:`_dependencies`, found once per task)
+        answers now, each asked once (``kafka_ops.health.start_needs_answer``). While it does not, the metadata still
+        calls the cluster healthy, but a node stopped then stays down (and its leaders with it) as long as the outage
+        lasts; the start would wait for it (:meth:`_start`), the stop must not happen. Raises what finding them raises
+        (the cluster mode's read)."""
+        deps = self._gate_deps if self._gate_deps is not None else self._dependencies(nodes)
+        if deps:  # none found (no running broker named ZooKeeper's address): found again at the next look
+            self._gate_deps = deps
+        return start_needs_answer([c.message for c in (d.answers() for d in deps) if not c.ok])
 
     def _now(self, record: RollRecord, ids: list[int]) -> dict[int, str]:
         """How each node of ``ids`` is now, for a failure's last words ("DOWN", "running")."""
@@ -417,6 +431,7 @@ class NodeRollOperator(ClusterOperator):
         self._store = store
         record = store.load()
         self._deps, self._first_start, self._pending_start = [], time.monotonic(), set()
+        self._gate_deps = None
         self._batch_nodes: dict[int, dict] = {}
         if record is None:
             raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run")

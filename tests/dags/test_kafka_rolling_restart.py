@@ -17,7 +17,7 @@ import pytest
 from airflow_env import clear_and_resume, published_labels, roll_records, run_dag
 from batch_checks import assert_one_election_per_batch, batches_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
-from timed_faults import FaultAfterTrigger
+from timed_faults import FaultAfterTrigger, ThawOnceLogged
 
 from sandbox.traffic_watch import watched_traffic
 
@@ -79,53 +79,6 @@ def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:
 
 def output(capfd, caplog) -> str:
     return capfd.readouterr().out + caplog.text
-
-
-class ThawOnceLogged:
-    """A frozen process thawed (``thaw()``, once) by a thread as soon as ``text`` shows in the run's output, read off
-    ``capfd`` while the run goes on, then ``settle_s`` later; or after ``timeout_s`` (seconds), or when the body ends,
-    whichever comes first. ``output`` is what was read (``output(capfd, caplog)`` after the body gives the rest);
-    ``thawed_at`` the epoch seconds of the thaw (None before)."""
-
-    def __init__(self, capfd, caplog, text: str, thaw, timeout_s: float, settle_s: float = 0.0) -> None:
-        import threading
-
-        self._capfd, self._caplog, self._text, self._thaw = capfd, caplog, text, thaw
-        self._timeout_s, self._settle_s = timeout_s, settle_s
-        self._seen: list[str] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.thawed_at: float | None = None
-
-    @property
-    def output(self) -> str:
-        return "".join(self._seen)
-
-    def _run(self) -> None:
-        deadline = time.monotonic() + self._timeout_s
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            self._seen.append(self._capfd.readouterr().out)
-            if self._text in self.output + self._caplog.text:
-                self._stop.wait(self._settle_s)
-                break
-            self._stop.wait(0.5)
-        self._thaw_once()
-
-    def _thaw_once(self) -> None:
-        with self._lock:
-            if self.thawed_at is None:
-                self.thawed_at = time.time()
-                self._thaw()
-
-    def __enter__(self) -> ThawOnceLogged:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self._thaw_once()
 
 
 @pytest.fixture
@@ -706,6 +659,38 @@ def test_zookeeper_frozen_40_s_right_after_a_stop_or_start_is_ridden_out(fresh_s
         assert "exited after its start while ZooKeeper" in out, "the exit was seen and blamed on the outage"
         assert "started again" in out
     assert lock_holder(sandbox) is None, "the lock was released"
+
+
+def test_zookeeper_that_does_not_answer_holds_the_gate_until_it_answers_again(fresh_sandbox, use_sandbox, monkeypatch,
+                                                                            capfd, caplog):
+    """ZooKeeper frozen (SIGSTOP) mid-roll, while the first broker soaks: nothing can change the metadata, which keeps
+    calling the cluster healthy, and every broker answers; but a broker stopped now could not register again (Kafka
+    exits after ``zookeeper.connection.timeout.ms``) and no controller could move its leaders. The second broker's
+    gate holds, naming ZooKeeper, and that broker is stopped only after ZooKeeper answers again (thawed once the gate
+    named it, inside the brokers' 30 s sessions); the roll then ends as usual, each broker restarted exactly once.
+    The lock lives in the cluster here: a lock in ZooKeeper holds the roll at its lock check already, and before the
+    lock is taken an outage holds the run anyway (in ZooKeeper mode both lock stores need ZooKeeper)."""
+    sandbox = fresh_sandbox(broker_config={"zookeeper.session.timeout.ms": "30000"})
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=60)
+    with_profile(monkeypatch, lock_store="kafka")
+    rolled = [b for b in sandbox.broker_ids if b != controller(sandbox)][:2]
+    named = "a node stopped now could not register when started again"
+    before = starts(sandbox)
+    with ThawOnceLogged(capfd, caplog, named, lambda: _cli_ok(sandbox, "thaw", "zookeeper"), 20, settle_s=1,
+                        freeze=("soaking", lambda: _cli_ok(sandbox, "freeze", "zookeeper"))) as thawing:
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "soak_s": 2,
+                                  "consumer_groups": None, **FAST})
+    out = thawing.output + output(capfd, caplog)
+    assert result.state == "success", result.states
+    second = brokers_in_order(result)[1]
+    assert thawing.frozen_at is not None and thawing.thawed_at is not None, "ZooKeeper was frozen and thawed"
+    assert "registers-with (1): ZooKeeper" in out and named in out, "the gate named ZooKeeper"
+    stopped_at = sandbox.shutdown_times(second)[-1]
+    assert stopped_at > thawing.thawed_at, \
+        f"broker {second} was stopped {thawing.thawed_at - stopped_at:.1f} s before ZooKeeper answered again"
+    now = starts(sandbox)
+    assert {b: now[b] - before[b] for b in before} == {b: int(b in rolled) for b in before}
 
 
 def _cli_ok(sandbox, *args: str) -> None:

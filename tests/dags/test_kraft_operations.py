@@ -18,7 +18,7 @@ from batch_checks import assert_one_election_per_batch, batches_of
 from kafka import KafkaAdminClient
 from kraft_support import CONTROLLERS, leader_of, quorum_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
-from timed_faults import FaultAfterTrigger
+from timed_faults import FaultAfterTrigger, ThawOnceLogged
 
 from sandbox.traffic_watch import watched_traffic
 
@@ -420,6 +420,44 @@ def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd
 
 
 @pytest.mark.extended
+def test_a_quorum_without_a_leader_holds_the_broker_gate_until_it_has_one_again(kraft, capfd, caplog):
+    """Two of the three controllers frozen (SIGSTOP) mid-roll, while the first broker soaks: the quorum has no leader,
+    yet the brokers keep their metadata (nothing can change it), so the cluster still looks healthy and every broker
+    answers; but a broker stopped now could not register again (it exits after
+    ``initial.broker.registration.timeout.ms``) and no controller could move its leaders: its partitions would be
+    unavailable for the outage. The second broker's gate holds, naming the missing quorum leader, and that broker is
+    stopped only after the controllers are thawed (once the gate named it); each broker restarted exactly once."""
+    brokers = [0, 1]
+    leader = leader_of(kraft)
+    frozen = [leader, next(c for c in CONTROLLERS if c != leader)]
+
+    def freeze() -> None:
+        for c in frozen:
+            done = kraft.cli("freeze", str(c))
+            assert done.returncode == 0, done.stderr
+
+    def thaw() -> None:
+        for c in frozen:
+            done = kraft.cli("thaw", str(c))
+            assert done.returncode == 0, done.stderr
+
+    named = "a node stopped now could not register when started again"
+    before = {b: starts(kraft, b, "broker") for b in kraft.broker_ids}
+    with ThawOnceLogged(capfd, caplog, named, thaw, 90, settle_s=1, freeze=("soaking", freeze)) as thawing:
+        result = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "brokers", "brokers": brokers,
+                                                   "soak_s": 2, "consumer_groups": None, **FAST})
+    out = thawing.output + capfd.readouterr().out + caplog.text
+    assert result.state == "success", result.states
+    assert thawing.frozen_at is not None and thawing.thawed_at is not None, "the controllers were frozen and thawed"
+    assert "registers-with" in out and "quorum" in out and named in out, "the gate named the missing quorum leader"
+    second = [int(label.split()[1]) for label in result.mapped_labels("restart.broker")][1]
+    stopped_at = kraft.shutdown_times(second)[-1]
+    assert stopped_at > thawing.thawed_at, \
+        f"broker {second} was stopped {thawing.thawed_at - stopped_at:.1f} s before the quorum had a leader again"
+    assert {b: starts(kraft, b, "broker") - before[b] for b in kraft.broker_ids} == \
+        {b: int(b in brokers) for b in kraft.broker_ids}
+
+
 def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft, monkeypatch, tmp_path, capfd,
                                                                            caplog):
     """The active controller (quorum leader) frozen (SIGSTOP) for 40 s right after the first broker stopped: the

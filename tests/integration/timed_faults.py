@@ -2,7 +2,8 @@
 run's named profile command touches right after its real action (``kafka-service stop && touch <file>``), or
 until a condition holds (a reassignment is under way), then applies a fault (``sandbox freeze zookeeper``),
 holds it ``hold_s`` seconds (the length of the outage the test is about, not a wait for a condition) and undoes
-it (``sandbox thaw zookeeper``)."""
+it (``sandbox thaw zookeeper``). :class:`ThawOnceLogged` freezes and thaws on what the run logs instead (thawed once
+the gate named the frozen process)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,65 @@ class FaultAfterTrigger:
     def held_s(self) -> float | None:
         """How long the fault was applied (s), None if it never was."""
         return None if self.began is None or self.ended is None else self.ended - self.began
+
+
+class ThawOnceLogged:
+    """A frozen process thawed (``thaw()``, once) by a thread as soon as ``text`` shows in the run's output, read off
+    ``capfd`` while the run goes on, then ``settle_s`` later; or after ``timeout_s`` (seconds), or when the body ends,
+    whichever comes first. ``output`` is what was read (``output(capfd, caplog)`` after the body gives the rest);
+    ``thawed_at`` the epoch seconds of the thaw (None before). With ``freeze=(text, action)`` the process is frozen
+    by the thread too, once that text shows (``frozen_at``; never frozen: never thawed), and ``timeout_s`` counts from
+    then."""
+
+    def __init__(self, capfd, caplog, text: str, thaw, timeout_s: float, settle_s: float = 0.0,
+                 freeze: tuple[str, object] | None = None) -> None:
+        import threading
+
+        self._capfd, self._caplog, self._text, self._thaw = capfd, caplog, text, thaw
+        self._timeout_s, self._settle_s, self._freeze = timeout_s, settle_s, freeze
+        self._seen: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.thawed_at: float | None = None
+        self.frozen_at: float | None = None if freeze else time.time()
+
+    @property
+    def output(self) -> str:
+        return "".join(self._seen)
+
+    def _seen_now(self, text: str) -> bool:
+        self._seen.append(self._capfd.readouterr().out)
+        return text in self.output + self._caplog.text
+
+    def _run(self) -> None:
+        if self._freeze is not None:
+            text, freeze = self._freeze
+            while not self._stop.is_set() and not self._seen_now(text):
+                self._stop.wait(0.2)
+            if self._stop.is_set():
+                return
+            freeze()
+            self.frozen_at = time.time()
+        deadline = time.monotonic() + self._timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if self._seen_now(self._text):
+                self._stop.wait(self._settle_s)
+                break
+            self._stop.wait(0.5)
+        self._thaw_once()
+
+    def _thaw_once(self) -> None:
+        with self._lock:
+            if self.thawed_at is None and self.frozen_at is not None:
+                self.thawed_at = time.time()
+                self._thaw()
+
+    def __enter__(self) -> ThawOnceLogged:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._thaw_once()

@@ -27,6 +27,8 @@ from operators import controller_roll as tasks
 from operators import node_roll, roll_plan
 from runtime import broker_commands, profiles
 from runtime.roll_store import RollStore, now_ms
+from runtime.start_dependencies import Dependency
+from runtime.waiting import Check
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = {"100": "h100", "101": "h101", "102": "h102"}
@@ -348,6 +350,30 @@ def test_the_gate_holds_while_a_broker_does_not_answer(cluster):
     cluster.hung = {}
     controller(items[0])
     assert restarts(cluster.events) == ["released", ("stop", 100), ("start", 100)], cluster.events
+
+
+def test_the_gate_of_a_migrating_controller_holds_while_zookeeper_does_not_answer(cluster, monkeypatch, capfd):
+    """During the migration a controller also connects to ZooKeeper (``kafka_ops.start_needs``): while ZooKeeper does
+    not answer (nothing can change the metadata either), no controller is stopped; once it answers, the gate says so."""
+    zookeeper = {"answer": "ZooKeeper zk:2181 does not answer: KazooTimeoutError: Connection time-out"}
+    found = []
+
+    def dependencies(self, nodes) -> list[Dependency]:
+        found.append(list(nodes))
+        return [Dependency("ZooKeeper zk:2181", "ZooKeeper",
+                           lambda: Check(not zookeeper["answer"], zookeeper["answer"] or "ZooKeeper answers"))]
+
+    monkeypatch.setattr(tasks.ControllerRollOperator, "_dependencies", dependencies)
+    items = plan()
+    with pytest.raises(AirflowFailException) as err:
+        controller(items[0], healthcheck_timeout_s=0.2)
+    assert "registers-with: ZooKeeper zk:2181 does not answer: KazooTimeoutError: Connection time-out: a node " \
+           "stopped now could not register when started again" in str(err.value), str(err.value)
+    assert restarts(cluster.events) == ["released"] and found == [[100]]
+    zookeeper["answer"] = ""
+    controller(items[0])
+    assert restarts(cluster.events) == ["released", ("stop", 100), ("start", 100)], cluster.events
+    assert "; every broker answers; ZooKeeper answers)" in capfd.readouterr().out
 
 
 def test_a_controller_down_that_this_roll_did_not_stop_fails_its_gate(cluster):

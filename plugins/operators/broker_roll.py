@@ -301,18 +301,13 @@ class BrokerRollOperator(NodeRollOperator):
         voters = [b for b in voters_of(nodes) if b in ids and b not in stopped]  # combined nodes to stop
         would_elect: list[str] = []  # a dry run: what a real run's gate would elect first
 
-        # what the batch registers with, asked at the gate's first look before the cluster is read (in ZooKeeper mode
-        # that read waits on ZooKeeper: the topic configs), kept for that look's answers()
-        asked_first: list[health.Verdict] = []
-
         def answers(state: ClusterState, verdicts: list[health.Verdict]) -> list[health.Verdict]:
             # once the rest passes (one request each, not at every look): the brokers the stop relies on answer, and
             # what a stopped broker registers with
             if not all(v.ok for v in verdicts):
                 return []
             others = {b.id: b.address for b in state.brokers if b.id not in ids}
-            needs = asked_first.pop() if asked_first else self._start_needs(nodes)
-            return [health.brokers_answer(prober.admin.unanswered_brokers(others)), needs]
+            return [health.brokers_answer(prober.admin.unanswered_brokers(others)), self._start_needs(nodes)]
 
         def cluster_check() -> health.Verdict:
             state = prober.state(configs=True)
@@ -334,29 +329,27 @@ class BrokerRollOperator(NodeRollOperator):
             verdicts = safety + ([imbalance] if imbalance is not None else [])
             return health.combine(verdicts + answers(state, verdicts), rule=f"gate {who}")
 
-        looked: list[bool] = []
+        looks: list[bool] = []
 
-        def check() -> Check:
-            cluster = None
-            if not looked:
-                looked.append(True)
+        def cluster_or_outage() -> health.Verdict:
+            # the first look asks what the batch registers with before it reads the cluster, and a read that fails
+            # asks it too: in ZooKeeper mode the read (the topic configs) waits on ZooKeeper, 15 s a look
+            if not looks:
+                looks.append(True)
                 needs = self._start_needs(nodes)
-                if needs.ok:
-                    asked_first.append(needs)
-                else:
-                    cluster = health.combine([needs], rule=f"gate {who}")
+                if not needs.ok:
+                    return health.combine([needs], rule=f"gate {who}")
             try:
-                if cluster is None:  # a Verdict is false when it fails: no "or"
-                    cluster = cluster_check()
+                return cluster_check()
             except Exception as exc:
-                # a ZooKeeper-mode broker reads topic configs from ZooKeeper: an outage fails the read; say so
                 needs = self._start_needs(nodes)
                 if needs.ok:
                     raise
-                cluster = health.Verdict(False, [f"{needs.message()} (the cluster could not be read: "
-                                                 f"{describe(exc)})"], f"gate {who}")
-            finally:
-                asked_first.clear()
+                return health.Verdict(False, [f"{needs.message()} (the cluster could not be read: {describe(exc)})"],
+                                      f"gate {who}")
+
+        def check() -> Check:
+            cluster = cluster_or_outage()
             if not cluster.ok:
                 if lag is not None:
                     lag.reset()

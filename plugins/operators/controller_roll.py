@@ -290,7 +290,7 @@ class ControllerRollOperator(NodeRollOperator):
             if not needs.ok:
                 return Check(False, needs.message())
             return Check(True, f"{said}; no partition offline or under-replicated; every broker answers"
-                               + "".join(f"; {d.short} answers" for d in self._gate_deps or ()))
+                               + "".join(f"; {d.short} answers" for d in self._registers_with(nodes)))
 
         if self.dry_run:
             try:

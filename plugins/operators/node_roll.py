@@ -142,8 +142,9 @@ class NodeRollOperator(ClusterOperator):
     node = "node"
     #: The constructor argument holding the mapped item (``"batch"``, ``"item"``).
     item_field = "item"
-    #: What the gate asks before a stop (:meth:`_start_needs`), found at the task's first gate.
-    _gate_deps: list[Dependency] | None = None
+    #: What the task's nodes register with (:meth:`_registers_with`), found once: the gate asks it before a stop,
+    #: the start waits for it.
+    _found_deps: list[Dependency] | None = None
 
     def __init__(
         self,
@@ -246,10 +247,14 @@ class NodeRollOperator(ClusterOperator):
         calls the cluster healthy, but a node stopped then stays down (and its leaders with it) as long as the outage
         lasts; the start would wait for it (:meth:`_start`), the stop must not happen. Raises what finding them raises
         (the cluster mode's read)."""
-        deps = self._gate_deps if self._gate_deps is not None else self._dependencies(nodes)
-        if deps:  # none found (no running broker named ZooKeeper's address): found again at the next look
-            self._gate_deps = deps
-        return start_needs_answer([c.message for c in (d.answers() for d in deps) if not c.ok])
+        return start_needs_answer([c.message for c in (d.answers() for d in self._registers_with(nodes)) if not c.ok])
+
+    def _registers_with(self, nodes: Mapping[int, dict]) -> list[Dependency]:
+        """:meth:`_dependencies`, found once per task (the gate and the start ask the same); none found (no running
+        broker named ZooKeeper's address) is found again at the next call."""
+        if not self._found_deps:
+            self._found_deps = self._dependencies(nodes)
+        return self._found_deps
 
     def _now(self, record: RollRecord, ids: list[int]) -> dict[int, str]:
         """How each node of ``ids`` is now, for a failure's last words ("DOWN", "running")."""
@@ -431,7 +436,7 @@ class NodeRollOperator(ClusterOperator):
         self._store = store
         record = store.load()
         self._deps, self._first_start, self._pending_start = [], time.monotonic(), set()
-        self._gate_deps = None
+        self._found_deps = None
         self._batch_nodes: dict[int, dict] = {}
         if record is None:
             raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run")
@@ -569,7 +574,7 @@ class NodeRollOperator(ClusterOperator):
         while that service does not answer is sent again once it answers, within ``healthcheck_timeout_s`` of the
         first start (``kafka_ops.start_needs.start_again``); one that fails while it answers stops the roll."""
         record = self._commands(context, cfg, store, record, nodes, PRE_START_STEP, who)
-        deps = [] if self.dry_run or not self._to_start(record, nodes) else self._dependencies(nodes)
+        deps = [] if self.dry_run or not self._to_start(record, nodes) else self._registers_with(nodes)
         if deps:
             self._await_dependencies(deps, nodes, "before starting")
         began = time.monotonic()

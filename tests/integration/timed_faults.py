@@ -74,7 +74,7 @@ class ThawOnceLogged:
     then."""
 
     def __init__(self, capfd, caplog, text: str, thaw, timeout_s: float, settle_s: float = 0.0,
-                 freeze: tuple[str, object] | None = None) -> None:
+                 freeze: tuple[str, Callable[[], object]] | None = None) -> None:
         import threading
 
         self._capfd, self._caplog, self._text, self._thaw = capfd, caplog, text, thaw

@@ -3,7 +3,11 @@ their own logs, and the active controller from DescribeQuorum (kafka-python)."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from kafka import KafkaAdminClient
+from kafka.errors import KafkaError
 
 CONTROLLERS = [100, 101, 102]  # `sandbox up --mode kraft --controllers 3`
 
@@ -13,13 +17,35 @@ def controller_shutdowns(sandbox) -> list[int]:
     return sandbox.shutdown_order(CONTROLLERS)
 
 
+def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:
+    """DescribeQuorum (kafka-python) through the first broker of the sandbox that answers, each asked alone in turn
+    until ``deadline_s``: a client of all of them may send it to a broker a roll just stopped (its metadata still
+    names it), which refuses the connection.
+
+    :raises KafkaError: no broker answered within ``deadline_s`` (the last error).
+    """
+    deadline = time.monotonic() + deadline_s
+    while True:
+        for address in sandbox.bootstrap_servers.split(","):
+            try:
+                client = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=5000)
+            except KafkaError:
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            try:
+                return client.describe_metadata_quorum()
+            except KafkaError:
+                if time.monotonic() >= deadline:
+                    raise
+            finally:
+                client.close()
+        time.sleep(0.2)
+
+
 def leader_of(sandbox) -> int:
-    """The quorum leader (the active controller) DescribeQuorum names now."""
-    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
-    try:
-        return client.describe_metadata_quorum()["topics"][0]["partitions"][0]["leader_id"]
-    finally:
-        client.close()
+    """The quorum leader (the active controller) DescribeQuorum names now (:func:`describe_quorum`)."""
+    return describe_quorum(sandbox)["topics"][0]["partitions"][0]["leader_id"]
 
 
 def quorum_of(sandbox):
@@ -27,8 +53,4 @@ def quorum_of(sandbox):
     directory ids on a dynamic quorum)."""
     from kafka_ops.quorum import Quorum
 
-    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers)
-    try:
-        return Quorum.from_describe(client.describe_metadata_quorum())
-    finally:
-        client.close()
+    return Quorum.from_describe(describe_quorum(sandbox))

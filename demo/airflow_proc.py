@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -26,6 +27,10 @@ from demo.errors import DemoError
 MARKER_ENV = "KOPS_DEMO_AIRFLOW_HOME"
 EXEC_WAIT_S = 30.0  # at most, for a started process to show its environment (see wait_marked)
 RECORD_NAME = "demo-standalone.json"
+#: The settings standalone was started with, as ``export`` lines for ``demo/airflow`` (the Airflow CLI against the
+#: demo): without them the CLI would read and write an empty SQLite database in the home instead of the demo's
+#: PostgreSQL ("Database migration required"). Readable by the owner alone (it holds the API user's password).
+CLI_ENV_NAME = "demo.env"
 LOG_NAME = "standalone.log"
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 # the DAGs' service user: run notes (role "user" may edit DAG runs) and the roll-records cleanup (role "op" lists
@@ -155,6 +160,17 @@ def env_digest(env: dict[str, str]) -> str:
 NOT_INHERITED = ("PYTHONDONTWRITEBYTECODE",)
 
 
+def write_cli_env(home: Path, extra: dict[str, str]) -> Path:
+    """Write ``home/demo.env`` (:data:`CLI_ENV_NAME`): one ``export NAME='value'`` line (shell-quoted) per variable
+    of ``extra`` (:func:`demo_env`) but PATH and the process marker, mode 0600. Returns its path."""
+    path = home / CLI_ENV_NAME
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(extra.items()) if k not in ("PATH", MARKER_ENV)]
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text("# written by the demo when it started Airflow; read by demo/airflow\n" + "\n".join(lines) + "\n")
+    return path
+
+
 def standalone_env(extra: dict[str, str]) -> dict[str, str]:
     """The environment of ``airflow standalone``: ours minus inherited ``AIRFLOW_CONN_*`` and
     :data:`NOT_INHERITED`, plus ``extra``."""
@@ -281,6 +297,7 @@ def start(settings: AirflowSettings, extra_env: dict[str, str]) -> StandaloneRec
     stale_policy = settings.home / "config" / "airflow_local_settings.py"  # written by earlier demos
     if stale_policy.exists():
         stale_policy.unlink()
+    write_cli_env(settings.home, extra_env)
     log = open(settings.home / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(

@@ -50,3 +50,25 @@ def test_the_demo_airflow_processes_cache_compiled_modules(airflow_ui: RunningAi
     assert environs
     carrying = [pid for pid, env in environs.items() if any(v.startswith(b"PYTHONDONTWRITEBYTECODE=") for v in env)]
     assert not carrying, f"processes of the demo's Airflow with PYTHONDONTWRITEBYTECODE: {carrying}"
+
+
+def test_demo_airflow_is_the_cli_of_the_demos_airflow(airflow_ui: RunningAirflow, sandbox) -> None:
+    """``demo/airflow`` (the CLI the demo prints) reads the running Airflow's metadata database (PostgreSQL, from the
+    settings the demo wrote beside its home: ``demo.env``), not an empty SQLite file in the home ("Database migration
+    required")."""
+    import json
+    import subprocess
+
+    from demo import airflow_proc
+
+    env_file = airflow_ui.home / airflow_proc.CLI_ENV_NAME
+    assert env_file.stat().st_mode & 0o077 == 0, "demo.env holds the API user's password: the owner's alone"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(airflow_ui.home), SANDBOX_WORKDIR=str(sandbox.workdir))
+    done = subprocess.run([str(DAGS.parent / "demo" / "airflow"), "dags", "list", "-o", "json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [table] = [line for line in done.stdout.splitlines() if line.startswith("[{")]  # log lines come before it
+    listed = json.loads(table)
+    assert "kafka_rolling_restart" in {d["dag_id"] for d in listed}, done.stdout[-2000:]
+    assert "migration required" not in done.stdout + done.stderr

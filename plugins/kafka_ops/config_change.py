@@ -85,6 +85,24 @@ CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.c
 #: base name is cluster-level (:func:`is_per_broker_only`).
 PER_BROKER_ONLY = frozenset((DYNAMIC_SECURITY_CONFIGS | DYNAMIC_LISTENER_CONFIGS) - CLUSTER_LEVEL_LISTENER_CONFIGS)
 
+#: Keys that are not a node's configuration but its identity or its place in the cluster: a config change (an edited
+#: ``server.properties`` and a restart) must not touch them. Key -> why, and what to run instead.
+NODE_IDENTITY_CONFIGS: dict[str, str] = {
+    "broker.id": "a broker's id is its identity, stored in every log directory's meta.properties: a broker started "
+                 "with another id refuses to start (\"Configured broker.id ... doesn't match stored broker.id ... in "
+                 "meta.properties\"), and one value for the whole cluster gives every broker the same id; replace "
+                 "a broker with kafka_scale_out and kafka_decommission",
+    "node.id": "a KRaft node's id is its identity, stored in every log directory's meta.properties: a node started "
+               "with another id refuses to start, and one value for the whole cluster gives every node the same id; "
+               "replace a broker with kafka_scale_out and kafka_decommission",
+    "process.roles": "a node's roles are fixed when its storage is formatted and by its place in the quorum "
+                     "(KIP-500, KIP-853): a ZooKeeper-mode broker moves to KRaft with kafka_zk_to_kraft, a KRaft "
+                     "node does not change roles by an edit and a restart",
+    "zookeeper.metadata.migration.enable": "the ZooKeeper-to-KRaft migration's switch (KIP-866): kafka_zk_to_kraft "
+                                           "sets it once the KRaft controllers run, with the settings it needs "
+                                           "beside it, and reverts it",
+}
+
 #: ``DynamicBrokerConfig.ListenerMechanismConfigs``: under a listener prefix they take a SASL mechanism prefix too
 #: (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``).
 LISTENER_MECHANISM_CONFIGS = frozenset({"sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.login.class",
@@ -519,13 +537,15 @@ def refusals(changes: Mapping[str, str | None], scope: Scope,
     :return: one message per problem, e.g. ``"log.retension.hours: not a broker config this cluster knows: did
         you mean log.retention.hours?"``.
 
-    Refused: no changes; a bad scope; unknown keys (on any broker in scope); a per-broker-only dynamic key
-    (:func:`is_per_broker_only`) with the cluster scope; an SSL store key without a listener prefix changed
-    dynamically (``DynamicBrokerConfig.validateConfigs``); the ELR rules (:func:`elr_refusals`); a thread-pool
-    resize beyond Kafka's 2x rule against each broker's current value (:func:`thread_pool_refusal`; Kafka checks
-    only the broker that takes the request, so another broker with a different current value would fail to
-    apply a cluster-wide value); a password config (:func:`_looks_secret` or described ``sensitive``: secrets
-    never go in params); a value of the wrong type (:func:`type_refusal`, the type DescribeConfigs reports).
+    Refused: no changes; a bad scope; unknown keys (on any broker in scope); a node's identity
+    (:data:`NODE_IDENTITY_CONFIGS`: ``broker.id``, ``node.id``, ``process.roles``, the migration switch); a
+    per-broker-only dynamic key (:func:`is_per_broker_only`) with the cluster scope; an SSL store key without a
+    listener prefix changed dynamically (``DynamicBrokerConfig.validateConfigs``); the ELR rules
+    (:func:`elr_refusals`); a thread-pool resize beyond Kafka's 2x rule against each broker's current value
+    (:func:`thread_pool_refusal`; Kafka checks only the broker that takes the request, so another broker with a
+    different current value would fail to apply a cluster-wide value); a password config (:func:`_looks_secret` or
+    described ``sensitive``: secrets never go in params); a value of the wrong type (:func:`type_refusal`, the type
+    DescribeConfigs reports).
     Ranges and validators are Kafka's: the operator sends dynamic keys with ``validateOnly`` first; static values
     Kafka checks at start-up.
     """
@@ -545,6 +565,8 @@ def refusals(changes: Mapping[str, str | None], scope: Scope,
             unknown.setdefault(key, matches)
         dynamic.update(dict.fromkeys(sorted_keys.dynamic))
     reasons += [_unknown_text(key, matches) for key, matches in unknown.items()]
+    reasons += [f"{key}: not changed by a config change: {NODE_IDENTITY_CONFIGS[key]}"
+                for key in changes if key in NODE_IDENTITY_CONFIGS and key not in unknown]
     for key in changes:
         if key in unknown or key not in dynamic:
             continue

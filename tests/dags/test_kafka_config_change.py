@@ -145,12 +145,14 @@ def test_a_static_change_on_two_brokers_restarts_exactly_those(sandbox, capfd, c
 
 @pytest.mark.parametrize("changes, scope, expected", [
     ({"log.retension.hours": 72, "num.io.threads": 100, "auto.create.topics.enable": "maybe",
-      "listener.name.plaintext.ssl.keystore.password": "x", "listeners": "PLAINTEXT://:9092"}, "cluster",
+      "listener.name.plaintext.ssl.keystore.password": "x", "listeners": "PLAINTEXT://:9092", "broker.id": 5},
+     "cluster",
      ["log.retension.hours: not a broker config this cluster knows: did you mean log.retention.hours",
       "num.io.threads", "at most double the current value",
       "auto.create.topics.enable: 'maybe' is not a BOOLEAN",
       "listener.name.plaintext.ssl.keystore.password: a password config",
-      "listeners: Kafka sets it per broker only"]),
+      "listeners: Kafka sets it per broker only",
+      "broker.id: not changed by a config change: a broker's id is its identity"]),
     ({"message.max.bytes": -5}, "cluster",
      ["Kafka refused the config change at the cluster-wide default: Invalid value -5 for configuration "
       "message.max.bytes"]),

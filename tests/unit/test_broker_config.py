@@ -483,3 +483,14 @@ def test_plan_summary_is_the_dry_runs_diff_line() -> None:
                          SERVER, described(), scope=[1])
     assert edited.summary() == ("broker 1: dynamic num.io.threads -> 16; server.properties log.retention.hours 168 "
                                 "-> 72; unchanged auto.create.topics.enable; restart: yes")
+
+
+def test_refusals_a_nodes_identity_whatever_the_scope() -> None:
+    by_broker = {1: described(), 2: described()}
+    for scope in ("cluster", [1]):
+        [reason] = refusals({"broker.id": "5"}, scope, by_broker, False)
+        assert reason.startswith("broker.id: not changed by a config change")
+        assert "meta.properties" in reason and "kafka_scale_out" in reason
+    # beside an allowed change, only the identity key is named
+    [reason] = refusals({"broker.id": "5", "log.retention.hours": "72"}, "cluster", by_broker, False)
+    assert reason.startswith("broker.id:")

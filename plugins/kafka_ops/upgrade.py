@@ -24,6 +24,7 @@ import javaproperties
 
 from kafka_ops import metadata_version as mv
 from kafka_ops.metadata_version import MetadataVersion, MetadataVersionError
+from kafka_ops.migration import BRIDGE_RELEASE
 from kafka_ops.roll_spec import NeedsAction
 
 #: Every phase, in the order a run does them (the ``phases`` param's default).
@@ -111,6 +112,27 @@ def check_target(target: str, installed: Mapping[int, str], nodes: str = "broker
         reasons.append(f"{nodes} run {releases}: finish or undo the last upgrade first (only the old release "
                        f"and the target {target} may be mixed, as when a run is resumed)")
     return reasons
+
+
+#: The first release without ZooKeeper mode (KIP-833: Kafka 4.0 runs in KRaft mode only).
+KRAFT_ONLY_FROM = (4, 0, 0)
+
+
+def check_zookeeper_target(target: str) -> list[str]:
+    """Refusals of ``target`` for a ZooKeeper-mode cluster: from Kafka 4.0 on there is no ZooKeeper mode
+    (KIP-833), so a broker started on those binaries with its ZooKeeper-mode ``server.properties`` does not start,
+    and the roll would stop with its first broker down. Such a cluster upgrades to the bridge release
+    (``kafka_ops.migration.BRIDGE_RELEASE``), migrates to KRaft, then upgrades. A malformed target is left to
+    :func:`check_target` (no message here)."""
+    try:
+        goal = parse_version(target)
+    except ValueError:
+        return []
+    if goal < KRAFT_ONLY_FROM:
+        return []
+    return [f"Kafka {target} has no ZooKeeper mode (KIP-833: from 4.0 on KRaft only) and this cluster runs in "
+            f"ZooKeeper mode: its brokers would not start on it. Upgrade to {BRIDGE_RELEASE}.x first (kafka_upgrade), "
+            f"migrate to KRaft (kafka_zk_to_kraft), then upgrade to {target}"]
 
 
 def metadata_target(target: str, requested: str | int | None) -> MetadataVersion:

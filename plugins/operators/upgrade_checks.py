@@ -128,6 +128,7 @@ class UpgradeChecksOperator(ClusterOperator):
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
         elif not kraft:
+            refusals += upgrade.check_zookeeper_target(target)
             if requested_mv is not None:
                 refusals.append(f"param metadata_version {requested_mv!r} applies to KRaft clusters only; cluster "
                                 f"{profile.cluster!r} runs in ZooKeeper mode (its protocol is bumped by the ibp and "

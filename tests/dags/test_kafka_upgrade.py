@@ -66,6 +66,11 @@ def test_upgrade_refused_by_the_preflight_then_resumed_rolls_binaries_then_ibp_e
     assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed"
     assert "downgrades are not supported" in capfd.readouterr().out + caplog.text
     assert started(sandbox) == before, "a refused upgrade restarts nothing"
+    # no ZooKeeper mode from 4.0 on: refused by the check, before the preflight looks for the release on the hosts
+    refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "4.0.0", **FAST})
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed"
+    assert "has no ZooKeeper mode (KIP-833" in capfd.readouterr().out + caplog.text
+    assert started(sandbox) == before, "a refused upgrade restarts nothing"
 
     from sandbox.hosts import unpack_kafka
 

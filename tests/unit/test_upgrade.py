@@ -40,6 +40,14 @@ def test_check_target_refuses_downgrades_and_a_third_release() -> None:
     assert "major.minor.patch" in check_target("latest", {0: "3.6.2"})[0]
 
 
+def test_a_zookeeper_mode_cluster_is_refused_a_release_without_zookeeper() -> None:
+    [reason] = upgrade.check_zookeeper_target("4.0.0")
+    assert "KIP-833" in reason and "3.9.x first" in reason and "kafka_zk_to_kraft" in reason
+    assert upgrade.check_zookeeper_target("4.1.0") and upgrade.check_zookeeper_target("10.0.0")
+    assert upgrade.check_zookeeper_target("3.9.1") == [] and upgrade.check_zookeeper_target("3.7.1") == []
+    assert upgrade.check_zookeeper_target("latest") == []  # check_target names a malformed target
+
+
 def test_phase_rules() -> None:
     facts = {"installed": "3.6.2", "ibp": "3.6", "lmf": None}
     to_371 = {"target_version": "3.7.1", "phases": upgrade.PHASES}

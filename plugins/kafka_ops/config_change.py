@@ -98,6 +98,10 @@ NODE_IDENTITY_CONFIGS: dict[str, str] = {
     "process.roles": "a node's roles are fixed when its storage is formatted and by its place in the quorum "
                      "(KIP-500, KIP-853): a ZooKeeper-mode broker moves to KRaft with kafka_zk_to_kraft, a KRaft "
                      "node does not change roles by an edit and a restart",
+    "controller.quorum.voters": "the static voter set of the KRaft quorum (KIP-595) must be the same on every node, "
+                                "controllers included; a config change edits the brokers' files alone, one broker "
+                                "at a time. A static quorum's voters do not change by a roll; a dynamic quorum's "
+                                "change with kafka-metadata-quorum add-controller / remove-controller (KIP-853)",
     "zookeeper.metadata.migration.enable": "the ZooKeeper-to-KRaft migration's switch (KIP-866): kafka_zk_to_kraft "
                                            "sets it once the KRaft controllers run, with the settings it needs "
                                            "beside it, and reverts it",
@@ -538,7 +542,7 @@ def refusals(changes: Mapping[str, str | None], scope: Scope,
         you mean log.retention.hours?"``.
 
     Refused: no changes; a bad scope; unknown keys (on any broker in scope); a node's identity
-    (:data:`NODE_IDENTITY_CONFIGS`: ``broker.id``, ``node.id``, ``process.roles``, the migration switch); a
+    (:data:`NODE_IDENTITY_CONFIGS`: ``broker.id``, ``node.id``, ``process.roles``, the voters, the migration switch); a
     per-broker-only dynamic key (:func:`is_per_broker_only`) with the cluster scope; an SSL store key without a
     listener prefix changed dynamically (``DynamicBrokerConfig.validateConfigs``); the ELR rules
     (:func:`elr_refusals`); a thread-pool resize beyond Kafka's 2x rule against each broker's current value

@@ -494,3 +494,7 @@ def test_refusals_a_nodes_identity_whatever_the_scope() -> None:
     # beside an allowed change, only the identity key is named
     [reason] = refusals({"broker.id": "5", "log.retention.hours": "72"}, "cluster", by_broker, False)
     assert reason.startswith("broker.id:")
+    known = {b: {**d, "controller.quorum.voters": DescribedConfig("controller.quorum.voters", "100@h:9093", True,
+                                                                  STATIC, False)} for b, d in by_broker.items()}
+    [reason] = refusals({"controller.quorum.voters": "100@other:9093"}, "cluster", known, False)
+    assert "KIP-853" in reason and "every node" in reason

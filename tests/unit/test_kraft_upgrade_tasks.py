@@ -397,8 +397,11 @@ def test_check_upgrade_refuses_metadata_version_in_zookeeper_mode(cluster, hosts
     cluster.kraft = False
     with pytest.raises(AirflowFailException, match="param metadata_version '27' applies to KRaft clusters only"):
         check(metadata_version="27")
-    assert check(target_version="4.1.0")["mode"] == "zookeeper"
+    hosts.update(dict.fromkeys(hosts, "3.8.1"))  # ZooKeeper mode ends with 3.9
+    assert check(target_version="3.9.1")["mode"] == "zookeeper"
     assert "ZooKeeper mode (the cluster does not answer DescribeQuorum)" in capfd.readouterr().out
+    with pytest.raises(AirflowFailException, match=r"Kafka 4\.1\.0 has no ZooKeeper mode \(KIP-833"):
+        check(target_version="4.1.0")
 
 
 def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capfd):

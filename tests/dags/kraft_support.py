@@ -27,19 +27,16 @@ def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + deadline_s
     while True:
         for address in sandbox.bootstrap_servers.split(","):
+            client = None
             try:
                 client = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=5000)
-            except KafkaError:
-                if time.monotonic() >= deadline:
-                    raise
-                continue
-            try:
                 return client.describe_metadata_quorum()
             except KafkaError:
                 if time.monotonic() >= deadline:
                     raise
             finally:
-                client.close()
+                if client is not None:
+                    client.close()
         time.sleep(0.2)
 
 

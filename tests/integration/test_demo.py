@@ -236,11 +236,30 @@ def test_demo_airflow_keeps_python_s_bytecode_cache(monkeypatch: pytest.MonkeyPa
     assert env["KOPS_TEST_KEPT"] == "yes" and env["AIRFLOW_HOME"] == "/tmp/h"
 
 
-def test_demo_airflow_wrapper_runs_the_cli_against_the_demo_home(tmp_path: Path) -> None:
-    wrapper = Path(__file__).resolve().parents[2] / "demo" / "airflow"
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "SANDBOX_WORKDIR": str(tmp_path)}
+def test_demo_airflow_wrapper_runs_the_cli_with_the_demos_settings(tmp_path: Path) -> None:
+    """``demo/airflow`` runs the CLI with what the demo started standalone with (``demo.env``, written by
+    ``airflow_proc.start``): the metadata database on PostgreSQL, not an empty SQLite file in the home; without
+    that file it refuses and writes nothing."""
+    from demo import airflow_db
+
+    repo = Path(__file__).resolve().parents[2]
+    wrapper = repo / "demo" / "airflow"
+    home = tmp_path / "home"
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "SANDBOX_WORKDIR": str(tmp_path)}
+    home.mkdir()
+    done = subprocess.run([str(wrapper), "dags", "list"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert f"no {home}/demo.env: the demo has not started Airflow in this home" in done.stderr
+    assert not list(home.iterdir()), "nothing written in the home"
+
+    settings = airflow_proc.AirflowSettings(home=home, dags_folder=repo / "dags", plugins_folder=repo / "plugins",
+                                            venv_bin=Path(sys.prefix) / "bin")
+    written = airflow_proc.write_cli_env(home, airflow_proc.demo_env(settings))
+    assert written.stat().st_mode & 0o077 == 0, "demo.env holds the API user's password: the owner's alone"
     (tmp_path / "airflow.env").write_text("export AIRFLOW_CONN_KAFKA_SANDBOX='{\"conn_type\": \"kafka\"}'\n")
-    done = subprocess.run([str(wrapper), "config", "get-value", "core", "dags_folder"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().endswith("/dags")
+    asked = {("core", "dags_folder"): str(repo / "dags"), ("database", "sql_alchemy_conn"): airflow_db.url(home)}
+    for (section, key), expected in asked.items():
+        done = subprocess.run([str(wrapper), "config", "get-value", section, key], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().splitlines()[-1] == expected

@@ -806,6 +806,72 @@ class KafkaAdminHook(ClusterProfileHook):
         except (UnsupportedVersionError, IncompatibleBrokerVersion):
             return None
 
+    def broker_registrations(self) -> dict[int, bool] | None:
+        """Every broker the KRaft cluster has registered, fenced ones too: broker id -> fenced (DescribeCluster v2
+        ``IncludeFencedBrokers``, KIP-1073, Kafka 4.0+; answered by one broker from its copy of the metadata, which
+        may trail the active controller by a moment). A fenced broker is down (stopped, crashed) or not caught up;
+        Metadata and DescribeCluster v0-1 leave it out, yet the active controller still counts its registration:
+        a feature upgrade (``metadata.version``) is refused while a registered broker's binaries do not support
+        the level (Kafka's ``FeatureControlManager`` checks every registration).
+
+        :returns: ``{id: fenced}``; None when the brokers do not offer DescribeCluster v2 (Kafka before 4.0, or
+            ZooKeeper mode), where fenced registrations cannot be listed.
+        :raises kafka.errors.KafkaError: no broker answers, or the answer is an error.
+        """
+        from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError, for_code
+        from kafka.protocol.admin import DescribeClusterRequest
+
+        client = self._kafka_python_admin()
+        manager = client._manager
+
+        async def ask() -> Any:
+            return await manager.send(DescribeClusterRequest(
+                include_cluster_authorized_operations=False, include_fenced_brokers=True, endpoint_type=1,
+                min_version=2))
+
+        try:
+            response = manager.run(ask)
+        except (IncompatibleBrokerVersion, UnsupportedVersionError):
+            return None
+        finally:
+            client.close()
+        error = for_code(response.error_code)
+        if error.errno:
+            raise error(f"DescribeCluster failed: {response.error_message}")
+        return {int(b.broker_id): bool(b.is_fenced) for b in response.brokers}
+
+    def unregister_broker(self, broker_id: int) -> bool:
+        """Remove broker ``broker_id``'s registration from a KRaft cluster (UnregisterBroker, KIP-631; what
+        ``kafka-cluster.sh unregister --id N`` sends; brokers forward it to the active controller). Send it only
+        for a broker that is stopped and holds no replica: the controller does not check (a running broker loses
+        its registration and its place in every ISR). A broker started again registers anew.
+
+        :returns: True when the registration was removed, False when the id had none (``BROKER_ID_NOT_REGISTERED``:
+            unregistered before, or never a member).
+        :raises kafka.errors.KafkaError: any other error (``ClusterAuthorizationFailedError`` without ALTER on
+            the cluster; ``UnsupportedVersionError`` / ``IncompatibleBrokerVersion`` on a ZooKeeper-mode cluster).
+        """
+        from kafka.errors import BrokerIdNotRegisteredError, for_code
+
+        from hooks.kafka_messages import UnregisterBrokerRequest
+
+        client = self._kafka_python_admin()
+        manager = client._manager
+
+        async def ask() -> Any:
+            return await manager.send(UnregisterBrokerRequest(broker_id=int(broker_id)))
+
+        try:
+            response = manager.run(ask)
+        finally:
+            client.close()
+        error = for_code(response.error_code)
+        if error is BrokerIdNotRegisteredError:
+            return False
+        if error.errno:
+            raise error(f"UnregisterBroker {broker_id} failed: {response.error_message or error.description}")
+        return True
+
     def metadata_version(self) -> tuple[int | None, int]:
         """``(finalized metadata.version level or None, the highest level the answering node supports)``
         (ApiVersions v3+ FinalizedFeatures / SupportedFeatures, KIP-584)."""

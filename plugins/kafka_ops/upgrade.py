@@ -135,6 +135,36 @@ def check_zookeeper_target(target: str) -> list[str]:
             f"migrate to KRaft (kafka_zk_to_kraft), then upgrade to {target}"]
 
 
+def fenced_registrations(registered: Mapping[int, bool] | None, live: Sequence[int],
+                         phases: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(refusals, notes)`` for the brokers a KRaft cluster has registered but not live: fenced (stopped, crashed,
+    or decommissioned without UnregisterBroker). Metadata leaves them out, so the rolls do not see them, yet the
+    active controller counts their registrations when asked to finalize a feature level: Kafka's
+    ``FeatureControlManager`` refuses ``metadata.version`` while a registered broker's binaries do not support it,
+    and these keep the release they stopped on. So with phase ``metadata_version`` they are refused up front (the
+    upgrade would otherwise roll every node and fail at its last step); without it, a note.
+
+    :param registered: broker id -> fenced (``KafkaAdminHook.broker_registrations``, DescribeCluster v2, Kafka
+        4.0+); None when the cluster cannot list them (a note says so).
+    :param live: the brokers Metadata lists (the upgrade rolls them).
+    """
+    if registered is None:
+        return [], ["the brokers do not offer DescribeCluster v2 (KIP-1073, Kafka 4.0+): fenced broker registrations "
+                    "cannot be listed; one would make the metadata.version step fail (the controller names it)"]
+    down = sorted(b for b, fenced in registered.items() if fenced and b not in set(live))
+    if not down:
+        return [], []
+    what = (f"broker{'s' if len(down) > 1 else ''} {', '.join(map(str, down))} registered with the controller but "
+            "fenced (stopped or crashed; Metadata leaves them out, so the upgrade would not roll them)")
+    remedy = ("start them so that the upgrade rolls them too, or, if they are gone for good, unregister them "
+              f"(kafka_decommission does; by hand: kafka-cluster.sh unregister --id {down[0]})")
+    if "metadata_version" in phases:
+        return [f"{what}: the controller refuses a metadata.version its registered brokers do not support, so the "
+                f"last phase would fail after every node was rolled; {remedy}"], []
+    return [], [f"{what}: they keep their binaries; a later metadata.version upgrade is refused while they are "
+                f"registered: {remedy}"]
+
+
 def metadata_target(target: str, requested: str | int | None) -> MetadataVersion:
     """The ``metadata.version`` a KRaft upgrade to release ``target`` finalizes: ``requested`` (the
     ``metadata_version`` param: ``"4.1-IV1"``, ``"4.1"`` = that release's latest level, or the level ``"27"``),

@@ -1,12 +1,14 @@
 """Start brokers a scale-out adds, stop brokers a decommission drained: the roll's service step (the
 profile's ``service_start`` / ``service_stop`` over SSH) followed by the wait a roll does after it
-(registered again / gone from the metadata). Never stops a broker that still holds or leads a replica."""
+(registered again / gone from the metadata); on a KRaft cluster a stopped broker is then unregistered
+(``kafka_ops.broker_removal``). Never stops or unregisters a broker that still holds or leads a replica."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
+from kafka_ops.broker_removal import STOP, UNREGISTER, NotDrained, removal_steps
 from kafka_ops.reassignment import leaders_on, partitions_on
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
@@ -21,13 +23,14 @@ class BrokerServiceOperator(ClusterOperator):
     """``action="start"``: start the brokers in setting ``brokers`` that are not registered (hosts from the
     profile's ``broker_hosts``) and wait until each is registered. ``action="stop"``: stop each broker in
     ``brokers`` that is still registered, after checking it holds and leads nothing, and wait until it is
-    gone. Nothing at all unless setting ``enabled`` is true (default true).
+    gone; on a KRaft cluster then unregister it (also one found stopped already, e.g. on a resume). Nothing at all
+    unless setting ``enabled`` is true (default true). Returns (XCom) the ids it started / stopped itself.
 
     :param settings: ``cluster``, ``brokers``, ``enabled``, ``dry_run``,
         ``healthcheck_interval_s``, ``healthcheck_timeout_s``, ``command_timeout_s`` (values or ``FromParam``).
     :param operation: the lock's operation label.
     :raises AirflowFailException: a host unknown to the profile, a command that failed, a broker that
-        still holds replicas (stop), a wait past its deadline.
+        still holds replicas (stop), a wait past its deadline, an UnregisterBroker the cluster refuses.
     """
 
     ui_color = "#fde8e8"
@@ -55,45 +58,73 @@ class BrokerServiceOperator(ClusterOperator):
         acted = []
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
+            kraft = self.action == "stop" and self.mode(context, prober.admin).has_quorum
             for bid in wanted:
                 registered = state.has_broker(bid)
                 if self.action == "start" and registered:
                     self.log.info("broker %s is registered already: not started", bid)
                     continue
-                if self.action == "stop" and not registered:
-                    self.log.info("broker %s is not registered (stopped already): nothing to stop", bid)
-                    continue
                 if self.action == "stop":
-                    held, led = partitions_on(state, [bid]), leaders_on(state, [bid])
-                    if (held or led) and dry_run:  # the dry run's waves moved nothing
-                        self.log.info("DRY RUN: broker %s holds %d replicas now; after the waves it would be "
-                                      "checked to hold nothing, then stopped", bid, len(held))
-                    elif held or led:
-                        raise AirflowFailException(
-                            f"broker {bid} still holds {len(held)} replicas and leads {len(led)} partitions "
-                            f"(e.g. {(held or led)[:5]}): not stopped")
-                    host = state.broker(bid).host
-                else:
-                    host = profile.broker_hosts.get(bid)
-                    if host is None:
-                        raise AirflowFailException(
-                            f"broker {bid} is not registered and connection {profile.cluster!r} has no "
-                            f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
-                command = BrokerCommand.choose(profile, self.action, None, {"id": bid, "host": host})
-                if not dry_run:
-                    ensure_held(profile, context, self.operation, self.log)
-                try:
-                    command.run(profile.ssh_conn_id, float(self.setting("command_timeout_s")), self.log, dry_run)
-                except BrokerCommandFailed as exc:
-                    raise AirflowFailException(str(exc)) from exc
-                acted.append(bid)
-                if dry_run:
+                    steps = self._removal_steps(bid, state, registered, kraft, dry_run)
+                    if STOP not in steps:
+                        self.log.info("broker %s is not in the metadata (stopped already): nothing to stop", bid)
+                    else:
+                        self._run_command(context, prober, bid, state.broker(bid).host, dry_run)
+                        acted.append(bid)
+                    if UNREGISTER in steps:
+                        self._unregister(context, prober, bid, dry_run)
                     continue
-                kind = "registered" if self.action == "start" else "gone"
-                self.wait(lambda b=bid, k=kind: _check(prober, k, b), PROBES[kind].describe(bid), ramp_from_s=0.5)
+                host = profile.broker_hosts.get(bid)
+                if host is None:
+                    raise AirflowFailException(
+                        f"broker {bid} is not registered and connection {profile.cluster!r} has no "
+                        f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
+                self._run_command(context, prober, bid, host, dry_run)
+                acted.append(bid)
         self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
                       " (DRY RUN: nothing ran)" if dry_run else "")
         return acted
+
+    def _removal_steps(self, bid: int, state: Any, live: bool, kraft: bool, dry_run: bool) -> list[str]:
+        """``kafka_ops.broker_removal.removal_steps`` for ``bid``; a dry run's waves moved nothing, so there a broker
+        that holds replicas gets the steps it would get once drained (logged)."""
+        held, led = partitions_on(state, [bid]), leaders_on(state, [bid])
+        if (held or led) and dry_run:
+            self.log.info("DRY RUN: broker %s holds %d replicas now; after the waves it would be checked to hold "
+                          "nothing, then stopped%s", bid, len(held), " and unregistered" if kraft else "")
+            held, led = [], []
+        try:
+            return removal_steps(bid, live=live, held=held, led=led, kraft=kraft)
+        except NotDrained as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    def _run_command(self, context: Any, prober: ClusterProber, bid: int, host: str, dry_run: bool) -> None:
+        """The profile's service command for this action on ``host`` over SSH, then (not in a dry run) the wait
+        until ``bid`` is registered (start) or gone from the metadata (stop)."""
+        profile = self.profile
+        command = BrokerCommand.choose(profile, self.action, None, {"id": bid, "host": host})
+        if not dry_run:
+            ensure_held(profile, context, self.operation, self.log)
+        try:
+            command.run(profile.ssh_conn_id, float(self.setting("command_timeout_s")), self.log, dry_run)
+        except BrokerCommandFailed as exc:
+            raise AirflowFailException(str(exc)) from exc
+        if dry_run:
+            return
+        kind = "registered" if self.action == "start" else "gone"
+        self.wait(lambda: _check(prober, kind, bid), PROBES[kind].describe(bid), ramp_from_s=0.5)
+
+    def _unregister(self, context: Any, prober: ClusterProber, bid: int, dry_run: bool) -> None:
+        """Remove the stopped KRaft broker ``bid``'s registration (``KafkaAdminHook.unregister_broker``; why:
+        ``kafka_ops.broker_removal``). Called only once it is gone from the metadata and holds nothing."""
+        if dry_run:
+            self.log.info("DRY RUN: would unregister broker %s (UnregisterBroker, KIP-631) once it is stopped: a "
+                          "stopped KRaft broker stays registered and holds back later metadata.version upgrades", bid)
+            return
+        ensure_held(self.profile, context, self.operation, self.log)
+        removed = self.ask(lambda: prober.admin.unregister_broker(bid), f"UnregisterBroker {bid}")
+        self.log.info("broker %s %s", bid, "unregistered (UnregisterBroker, KIP-631): the controller no longer counts "
+                      "it" if removed else "has no registration (unregistered already)")
 
 
 def _check(prober: ClusterProber, kind: str, broker: int) -> Check:

@@ -153,7 +153,7 @@ class MetadataVersionOperator(ClusterOperator):
             self.log.info("sending UpdateFeatures %s (UPGRADE) to the active controller", _levels_text(updates))
             answer = admin.update_features(updates)
             if answer != "OK":
-                raise AirflowFailException(self._refused(line, answer, target))
+                raise AirflowFailException(self._refused(line, answer, target, brokers))
             self.log.info("the controller accepted %s", line)
             self._verify(brokers, goal, fplan, dry_run=False)
         return {"action": "bumped", **result}
@@ -182,13 +182,22 @@ class MetadataVersionOperator(ClusterOperator):
         self.log.info("%s", line)
         return reason
 
-    def _refused(self, line: str, answer: str, target: str) -> str:
+    def _refused(self, line: str, answer: str, target: str, live: Sequence[int]) -> str:
+        """The failure text for the controller's refusal ``answer``, with what to do for each node it names: roll
+        the target's binaries on it, or, for a broker not among the ``live`` ones (a fenced registration: stopped,
+        or decommissioned without UnregisterBroker), start it or unregister it."""
         named = short_nodes_in(answer)
-        nodes = "; ".join(f"{role} {node} supports only up to {MetadataVersion(top)}"
-                          for node, (role, top) in sorted(named.items()))
-        advice = (f"{nodes}: roll the binaries of Kafka {target} on it first (phase binaries)" if named else
-                  "see the controller's answer")
-        return f"{line} refused by the controller (nothing was changed): {answer}; {advice}"
+        advice = []
+        for node, (role, top) in sorted(named.items()):
+            what = f"{role} {node} supports only up to {MetadataVersion(top)}"
+            if role == "broker" and node not in live:
+                advice.append(f"{what} and is not running (a fenced registration): start it so that a roll "
+                              f"upgrades it, or, if it is gone for good, unregister it (kafka-cluster.sh unregister "
+                              f"--id {node})")
+            else:
+                advice.append(f"{what}: roll the binaries of Kafka {target} on it first (phase binaries)")
+        return (f"{line} refused by the controller (nothing was changed): {answer}; "
+                + ("; ".join(advice) or "see the controller's answer"))
 
     def _verify(self, brokers: list[int], goal: MetadataVersion, fplan: release_features.FeaturePlan | None,
                 dry_run: bool) -> None:

@@ -15,7 +15,9 @@ over SSH, refuse bad input, and log what each phase will do to each node.
   (``kafka_ops.upgrade.check_metadata_version``), ``metadata_version`` without ``binaries`` while a node's
   release does not support the level; a raise of ``eligible.leader.replicas.version`` to 1 that would change the
   brokers' ``min.insync.replicas`` (Kafka copies the active controller's static value to the cluster level:
-  ``kafka_ops.elr_min_isr``).
+  ``kafka_ops.elr_min_isr``); with phase ``metadata_version``, brokers registered but fenced (stopped, or
+  decommissioned without UnregisterBroker: the controller would refuse the level for them,
+  ``kafka_ops.upgrade.fenced_registrations``).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class UpgradeChecksOperator(ClusterOperator):
                 except ValueError as exc:
                     refusals.append(str(exc))
                 features = admin.broker_features(state.broker_ids)
+                registrations = admin.broker_registrations()
         if kraft:
             self.log.info("KRaft cluster (it answers DescribeQuorum): the controllers %s roll their binaries first "
                           "(one at a time, the active controller last), then the brokers %s; then metadata.version "
@@ -125,6 +128,10 @@ class UpgradeChecksOperator(ClusterOperator):
                 if "metadata_version" in phases and elr_min_isr.enables_elr(mv_info["features"]):
                     mv_info["elr_min_insync"], reason = self._elr_check(profile, state.brokers, quorum)
                     refusals += [reason] if reason else []
+            fenced, notes = upgrade.fenced_registrations(registrations, state.broker_ids, phases)
+            refusals += fenced
+            for note in notes:
+                self.log.warning("%s", note)
             if not refusals:
                 refusals += upgrade.check_phases(target, phases, found, kraft=True, metadata_version=goal)
         elif not kraft:

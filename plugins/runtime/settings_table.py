@@ -103,7 +103,9 @@ SETTINGS: dict[str, Setting] = {
     "start_new_brokers": Setting(False, {"type": "boolean"}, "Start the new brokers over SSH (hosts from the "
                                  "profile's broker_hosts) and wait until they are registered"),
     "stop_brokers": Setting(True, {"type": "boolean"},
-                            "Stop the drained brokers (service_stop over SSH) once they hold nothing"),
+                            "Stop the drained brokers (service_stop over SSH) once they hold nothing; on a KRaft "
+                            "cluster also unregister them (UnregisterBroker), or a later metadata.version upgrade "
+                            "is refused"),
     # maintenance (the roll-records cleanup)
     "keep_days": Setting(14, {"type": "number", "minimum": 1},
                          "Days a failed run's roll records are kept after it ended: while they exist, clearing its "

@@ -502,11 +502,12 @@ def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft
     assert "the KRaft quorum leader answers before starting broker" in text, "the start waited for a leader"
 
 
-@pytest.mark.extended
-def test_decommission_on_kraft_drains_through_the_active_controller_and_stops_the_broker(fresh_sandbox, use_sandbox,
-                                                                                          capfd, caplog):
+def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_sandbox, use_sandbox, capfd, caplog):
     """The reassignment path of a KRaft cluster: AlterPartitionReassignments and the throttle configs go to
-    brokers, which forward to the active controller; the lock is the lock topic; the broker is stopped."""
+    brokers, which forward to the active controller; the lock is the lock topic; the broker is stopped, then
+    unregistered (a stopped KRaft broker stays registered, fenced, and the controller would refuse a later
+    metadata.version for it). Then a broker that is down (crashed: fenced, still registered) makes the upgrade
+    refuse before anything is touched, named with the remedy."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=4, racks=2)
@@ -537,3 +538,22 @@ def test_decommission_on_kraft_drains_through_the_active_controller_and_stops_th
     text = capfd.readouterr().out + caplog.text
     assert "through ZooKeeper" not in text
     assert "KRaft mode (metadata quorum leader" in text and "lock in the cluster" in text
+    assert "broker 2 unregistered (UnregisterBroker, KIP-631)" in text
+    # Kafka's own tool judges: the controller has no registration of broker 2 left to remove
+    tool = sandbox.kafka_tool("kafka-cluster.sh", "unregister", "--bootstrap-server", sandbox.bootstrap_servers,
+                              "--id", "2")
+    assert tool.returncode != 0 and "BrokerIdNotRegisteredException" in tool.stderr, (tool.stdout, tool.stderr)
+
+    # broker 3 crashes: fenced, still registered, which the controller counts when asked for a metadata.version
+    sandbox.cli("crash-broker", "3")
+    wait_for(lambda: 3 not in admin(sandbox.bootstrap_servers).list_topics(timeout=10).brokers, 60,
+             what="broker 3 fenced")
+    before = sandbox.starts()
+    refused = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "4.1.0",
+                                        "healthcheck_interval_s": 1, "healthcheck_timeout_s": 60})
+    assert refused.state == "failed" and refused.state_of("check_upgrade") == "failed", refused.states
+    text = capfd.readouterr().out + caplog.text
+    assert "broker 3 registered with the controller but fenced (stopped or crashed" in text
+    assert "kafka-cluster.sh unregister --id 3" in text and "nothing was touched" in text
+    assert "broker 2 registered" not in text, "the decommissioned broker is not named: it was unregistered"
+    assert sandbox.starts() == before, "nothing restarted"

@@ -61,11 +61,14 @@ class FakeFeatures:
         self.controller_layers: dict[int, dict | Exception] = {
             c: {"value": "2", "STATIC_BROKER_CONFIG": "2", "DEFAULT_CONFIG": "1"} for c in (100, 101, 102)}
         self.asked_controllers: list[tuple[str, int]] = []
+        # brokers registered with the controller but fenced (down; Metadata leaves them out): id -> supported max
+        self.fenced: dict[int, int] = {}
 
     def update(self, levels: dict[str, int], validate_only: bool = False) -> str:
         self.sent.append((dict(levels), validate_only))
         level = levels.get("metadata.version")
-        for role, nodes in (("Broker", self.supported), ("Controller", self.controllers)):
+        registered = {**self.supported, **self.fenced}  # the controller checks every registration, fenced too
+        for role, nodes in (("Broker", registered), ("Controller", self.controllers)):
             for node, top in sorted(nodes.items()):
                 if level is not None and level > top:
                     return (f"InvalidUpdateVersionError: Invalid update version {level} for feature metadata.version. "
@@ -119,6 +122,9 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
 
         def broker_features(self, brokers: Any) -> dict[int, dict]:
             return fake.answer(list(brokers))
+
+        def broker_registrations(self) -> dict[int, bool]:
+            return {**dict.fromkeys((0, 1, 2), False), **dict.fromkeys(fake.fenced, True)}
 
         def update_features(self, levels: dict[str, int], *, validate_only: bool = False) -> str:
             return fake.update(levels, validate_only)
@@ -221,6 +227,19 @@ def test_a_controller_the_brokers_cannot_see_is_named_from_the_controllers_refus
     assert "refused by the controller (nothing was changed)" in message
     assert "controller 101 supports only up to 4.0-IV3 (level 25): roll the binaries of Kafka 4.1.0 on it first" \
         in message
+    assert cluster.finalized == {0: 25, 1: 25, 2: 25}
+
+
+def test_a_fenced_broker_the_controller_names_gets_start_or_unregister_as_its_remedy(cluster):
+    cluster.fenced[3] = 25  # stopped on 4.0: Metadata leaves it out, the controller still counts it
+    with pytest.raises(AirflowFailException) as failed:
+        run_step()
+    message = str(failed.value)
+    assert "refused by the controller (nothing was changed): InvalidUpdateVersionError" in message
+    assert "broker 3 supports only up to 4.0-IV3 (level 25) and is not running (a fenced registration): start it " \
+           "so that a roll upgrades it, or, if it is gone for good, unregister it (kafka-cluster.sh unregister " \
+           "--id 3)" in message
+    assert "roll the binaries of Kafka 4.1.0 on it first" not in message
     assert cluster.finalized == {0: 25, 1: 25, 2: 25}
 
 
@@ -391,6 +410,21 @@ def test_check_upgrade_reads_controllers_too_and_returns_the_levels(cluster, hos
     hosts[101] = "4.2.0"
     with pytest.raises(AirflowFailException, match=r"nodes \[101\] run a release newer than the target 4.1.0"):
         check()
+
+
+def test_check_upgrade_refuses_a_metadata_version_bump_while_a_fenced_broker_is_registered(cluster, hosts, capfd):
+    cluster.fenced[3] = 25
+    with pytest.raises(AirflowFailException) as refused:
+        check()
+    message = str(refused.value)
+    assert "nothing was touched" in message
+    assert "broker 3 registered with the controller but fenced (stopped or crashed; Metadata leaves them out, so " \
+           "the upgrade would not roll them)" in message and "kafka-cluster.sh unregister --id 3" in message
+    assert cluster.sent == []
+    # a binaries-only upgrade goes ahead, with a warning
+    found = check(phases=["binaries"])
+    assert found["mode"] == "kraft"
+    assert "a later metadata.version upgrade is refused while they are registered" in capfd.readouterr().out
 
 
 def test_check_upgrade_refuses_metadata_version_in_zookeeper_mode(cluster, hosts, capfd):

@@ -38,7 +38,7 @@ def reassignment_waves(mode: str, *, operation: str, settings: Mapping[str, Any]
     """
     cfg = {**WAVE_SETTINGS, **(settings or {})}
     with TaskGroup(group_id=group_id, tooltip="snapshot, plan, throttled waves, throttles removed") as group:
-        snapshot = SnapshotOperator(task_id="snapshot", settings=cfg)
+        snapshot = SnapshotOperator(task_id="snapshot", mode=mode, settings=cfg)
         plan = PlannerSubmitOperator(task_id="plan", mode=mode, settings=cfg)
         check = CheckPlanOperator(task_id="check_plan", settings=cfg, labels_for=group.child_id("wave"))
         waves = ReassignmentWaveOperator.partial(

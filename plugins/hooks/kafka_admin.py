@@ -38,6 +38,7 @@ from kafka_ops.cluster import (
     Broker,
     ClusterState,
     Partition,
+    Registration,
 )
 from kafka_ops.config_change import DEFAULT_CONFIG, DescribedConfig
 from kafka_ops.metadata_version import FEATURE as METADATA_VERSION
@@ -806,16 +807,17 @@ class KafkaAdminHook(ClusterProfileHook):
         except (UnsupportedVersionError, IncompatibleBrokerVersion):
             return None
 
-    def broker_registrations(self) -> dict[int, bool] | None:
-        """Every broker the KRaft cluster has registered, fenced ones too: broker id -> fenced (DescribeCluster v2
+    def broker_registrations(self) -> list[Registration] | None:
+        """Every broker the KRaft cluster has registered, fenced ones too, by id (DescribeCluster v2
         ``IncludeFencedBrokers``, KIP-1073, Kafka 4.0+; answered by one broker from its copy of the metadata, which
         may trail the active controller by a moment). A fenced broker is down (stopped, crashed) or not caught up;
         Metadata and DescribeCluster v0-1 leave it out, yet the active controller still counts its registration:
         a feature upgrade (``metadata.version``) is refused while a registered broker's binaries do not support
-        the level (Kafka's ``FeatureControlManager`` checks every registration).
+        the level (Kafka's ``FeatureControlManager`` checks every registration), and new replicas may be placed on
+        it (``StripedReplicaPlacer`` uses a rack's fenced brokers once its unfenced ones are taken).
 
-        :returns: ``{id: fenced}``; None when the brokers do not offer DescribeCluster v2 (Kafka before 4.0, or
-            ZooKeeper mode), where fenced registrations cannot be listed.
+        :returns: the registrations sorted by id; None when the brokers do not offer DescribeCluster v2 (Kafka
+            before 4.0, or ZooKeeper mode), where fenced registrations cannot be listed.
         :raises kafka.errors.KafkaError: no broker answers, or the answer is an error.
         """
         from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError, for_code
@@ -838,7 +840,8 @@ class KafkaAdminHook(ClusterProfileHook):
         error = for_code(response.error_code)
         if error.errno:
             raise error(f"DescribeCluster failed: {response.error_message}")
-        return {int(b.broker_id): bool(b.is_fenced) for b in response.brokers}
+        return sorted((Registration(Broker(int(b.broker_id), b.host, int(b.port), b.rack or None), bool(b.is_fenced))
+                       for b in response.brokers), key=lambda r: r.broker.id)
 
     def unregister_broker(self, broker_id: int) -> bool:
         """Remove broker ``broker_id``'s registration from a KRaft cluster (UnregisterBroker, KIP-631; what

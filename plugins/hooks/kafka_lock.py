@@ -7,7 +7,8 @@ then writes its holder record (``{"holder", "since_ms", "operation"}``, JSON) as
 with an idempotent ``acks=all`` producer; anyone reads the holder from that first record. Releasing deletes
 the topic and waits until the deletion is complete (ZooKeeper-mode Kafka deletes asynchronously and refuses to
 create a topic "marked for deletion" meanwhile). The topic keeps its record for as long as the
-lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.replicas`` = RF - 1.
+lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.replicas`` = RF - 1, its replicas on
+live brokers picked at random (never a fenced one, which a KRaft controller's own placement may pick).
 
 A lock topic whose holder record never arrived (its creator died between the two steps) reads as held by
 ``"unknown"``: break it by hand after checking no run works on the cluster:
@@ -19,6 +20,7 @@ run, wait or fail, released by the teardown.
 from __future__ import annotations
 
 import json
+import random
 import time
 from typing import Any
 
@@ -119,10 +121,14 @@ class KafkaLockStore:
         False when it exists, None while a deleted lock topic is still being deleted (ZooKeeper-mode Kafka
         deletes a topic asynchronously, after it left the metadata, and refuses to create it meanwhile:
         TOPIC_ALREADY_EXISTS "marked for deletion")."""
-        brokers = len(self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers)
-        rf = max(1, min(3, brokers))
-        topic = NewTopic(LOCK_TOPIC, 1, rf, config={"min.insync.replicas": str(max(1, rf - 1)),
-                                                     "retention.ms": "-1"})
+        live = sorted(self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers)
+        rf = max(1, min(3, len(live)))
+        # placed on live brokers by name: a KRaft controller also places new replicas on brokers that are registered
+        # but fenced (a stopped broker not unregistered; its StripedReplicaPlacer puts rack spread first), which
+        # would leave the lock topic under-replicated and the run's own health gates waiting on it
+        replicas = random.sample(live, rf) if live else []
+        topic = NewTopic(LOCK_TOPIC, num_partitions=1, replica_assignment=[replicas],
+                         config={"min.insync.replicas": str(max(1, rf - 1)), "retention.ms": "-1"})
         future = self.admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S,
                                           validate_only=validate_only)[LOCK_TOPIC]
         try:

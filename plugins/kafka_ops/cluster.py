@@ -72,6 +72,20 @@ class Broker:
 
 
 @dataclass(frozen=True)
+class Registration:
+    """A broker as a KRaft controller has it registered (DescribeCluster v2 with ``IncludeFencedBrokers``,
+    KIP-1073): the broker, and whether it is fenced (down, or not caught up yet; Metadata leaves fenced brokers
+    out, yet the controller counts their registrations).
+
+    :param broker: its id, advertised listener and rack.
+    :param fenced: True while fenced.
+    """
+
+    broker: Broker
+    fenced: bool
+
+
+@dataclass(frozen=True)
 class Partition:
     """One topic partition as the cluster metadata shows it.
 

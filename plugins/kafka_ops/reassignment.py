@@ -287,15 +287,18 @@ def _duplicates(ids: Sequence[int]) -> list[int]:
 MAX_RACK_REASONS = 5
 
 
-def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iterable[int] = ()) -> list[str]:
+def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iterable[int] = (),
+                       fenced: Iterable[int] = ()) -> list[str]:
     """Why decommissioning ``brokers`` must be refused; [] = it may go ahead. ``voters``: the KRaft metadata
-    quorum's voter ids (DescribeQuorum; empty in ZooKeeper mode).
+    quorum's voter ids (DescribeQuorum; empty in ZooKeeper mode). ``fenced``: brokers a KRaft cluster has
+    registered but fenced (down; DescribeCluster v2, KIP-1073): known, though Metadata leaves them out, so one
+    stopped without being unregistered may be decommissioned (its registration removed).
 
     Refusals:
 
     - no broker given; a broker id listed twice;
-    - unknown ids: neither registered nor holding replicas (a down broker that still holds replicas
-      is known and may be decommissioned), ``"unknown broker ids [7]: not registered and holding no
+    - unknown ids: neither registered (live, or fenced) nor holding replicas (a down broker that still holds
+      replicas is known and may be decommissioned), ``"unknown broker ids [7]: not registered and holding no
       replicas (registered: [1, 2, 3])"``;
     - fewer brokers would remain than the largest replication factor (Kafka cannot place RF
       replicas on distinct brokers), naming a topic with that RF;
@@ -320,11 +323,13 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
         return [f"broker ids listed twice: {_ids(dups)}"]
     registered = state.broker_ids
     counts = _replica_counts(state)
-    unknown = [b for b in ids if b not in registered and not counts.get(b)]
+    down = set(fenced)
+    unknown = [b for b in ids if b not in registered and not counts.get(b) and b not in down]
     if unknown:
+        fenced_text = f"; registered but fenced: {_ids(sorted(down))}" if down else ""
         return [
             f"unknown broker ids {_ids(unknown)}: not registered and holding no replicas "
-            f"(registered: {_ids(registered)})"
+            f"(registered: {_ids(registered)}{fenced_text})"
         ]
     gone = set(ids)
     remaining = [b for b in registered if b not in gone]

@@ -5,11 +5,12 @@ written into the run's directory (``runtime.run_dir``) in the planner's fixed fo
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops.cluster import ClusterState
+from kafka_ops.cluster import Broker, ClusterState
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
@@ -28,13 +29,17 @@ def partition_sizes(log_dir_rows: list[dict[str, Any]]) -> dict[tuple[str, int],
     return sizes
 
 
-def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, int], int]) -> dict[str, int]:
+def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, int], int],
+                   drained_down: Sequence[Broker] = ()) -> dict[str, int]:
     """Write ``brokers.json`` and ``partitions.jsonl`` into ``directory`` (created); returns counts
     ``{"brokers", "partitions", "bytes"}``. Sizes missing from ``sizes`` are written as 0 (unknown: the
-    planner then balances replica counts and says so)."""
+    planner then balances replica counts and says so). ``drained_down``: brokers a decommission removes that are
+    not live (registered but fenced), listed too so that the planner knows them; never a target, since the
+    planner only drains them."""
     directory.mkdir(parents=True, exist_ok=True)
+    live = {b.id for b in state.brokers}
     brokers = [{"id": b.id, "rack": b.rack, "host": b.host, "port": b.port}
-               for b in sorted(state.brokers, key=lambda b: b.id)]
+               for b in sorted([*state.brokers, *(b for b in drained_down if b.id not in live)], key=lambda b: b.id)]
     (directory / "brokers.json").write_text(json.dumps(brokers, indent=1))
     total = 0
     with open(directory / "partitions.jsonl", "w") as out:
@@ -50,19 +55,36 @@ class SnapshotOperator(ClusterOperator):
     """Snapshot the cluster into ``<run directory>/snapshot`` (Metadata, DescribeCluster for racks,
     DescribeLogDirs for sizes); returns the run directory's path (str).
 
-    :param settings: ``cluster`` (value or ``FromParam``).
+    :param mode: the planner's mode; for ``decommission`` the brokers of setting ``brokers`` that a KRaft
+        cluster has registered but fenced (stopped without being unregistered) are listed too (DescribeCluster
+        v2, Kafka 4.0+), so that the planner knows them.
+    :param settings: ``cluster``, and ``brokers`` for a decommission (values or ``FromParam``).
     """
 
     ui_color = "#eeeeee"
+
+    def __init__(self, *, mode: str = "scale-out", settings: dict, **kwargs: Any) -> None:
+        super().__init__(settings=settings, **kwargs)
+        self.planner_mode = mode
 
     def execute(self, context: Any) -> str:
         self.resolve(context)
         profile = self.profile
         run_dir = run_directory(context)
+        drained_down: list[Broker] = []
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             sizes = partition_sizes(admin.describe_log_dirs(state.broker_ids))
-        counts = write_snapshot(run_dir / "snapshot", state, sizes)
+            if self.planner_mode == "decommission":
+                named = {int(b) for b in self.setting("brokers")}
+                missing = named - set(state.broker_ids)
+                if missing:
+                    drained_down = [r.broker for r in admin.broker_registrations() or []
+                                    if r.fenced and r.broker.id in missing]
+        if drained_down:
+            self.log.info("brokers %s are registered but fenced (down): listed for the planner, which drains them",
+                          [b.id for b in drained_down])
+        counts = write_snapshot(run_dir / "snapshot", state, sizes, drained_down)
         self.log.info("snapshot of cluster %r: %d brokers (racks %s), %d partitions, %.3f GB in %s",
                       profile.cluster, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
                       counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")

@@ -23,7 +23,8 @@ class ReassignmentChecksOperator(ClusterOperator):
 
     ``scale-out``: the new broker ids are not repeated and hold no replicas yet; without
     ``start_new_brokers`` they must be registered, with it each unregistered one needs a host in the
-    profile's ``broker_hosts``. ``decommission``: the ids are registered brokers and the rest can hold
+    profile's ``broker_hosts``. ``decommission``: the ids are registered brokers (on KRaft also fenced ones: a
+    broker stopped without being unregistered, whose registration the run then removes) and the rest can hold
     every partition (at least the largest replication factor, enough racks for rack diversity), and on a KRaft
     cluster none of them is a voter of the metadata quorum too (a combined node, DescribeQuorum).
 
@@ -48,6 +49,8 @@ class ReassignmentChecksOperator(ClusterOperator):
             state = admin.cluster_state(configs=False)
             ongoing = Reassignments(admin, profile).ongoing()
             quorum = admin.quorum_if_kraft() if self.mode == "decommission" else None
+            # a KRaft broker stopped without being unregistered is known (fenced), though Metadata leaves it out
+            registrations = (admin.broker_registrations() or []) if quorum is not None else []
         if self.mode == "scale-out":
             start = is_true(self.setting("start_new_brokers"))
             refusals = check_scale_out(state, brokers, registered_ok=start)
@@ -59,7 +62,8 @@ class ReassignmentChecksOperator(ClusterOperator):
                 refusals.append(f"a dry run starts nothing, and the planner can only place replicas on registered "
                                 f"brokers: start brokers {absent} first (or run without dry_run)")
         else:
-            refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else ())
+            refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else (),
+                                          fenced=[r.broker.id for r in registrations if r.fenced])
         if ongoing:
             refusals.append("another reassignment is in progress: " + "; ".join(reassignment_in_progress(ongoing)[:10]))
         if refusals:

@@ -128,7 +128,9 @@ class UpgradeChecksOperator(ClusterOperator):
                 if "metadata_version" in phases and elr_min_isr.enables_elr(mv_info["features"]):
                     mv_info["elr_min_insync"], reason = self._elr_check(profile, state.brokers, quorum)
                     refusals += [reason] if reason else []
-            fenced, notes = upgrade.fenced_registrations(registrations, state.broker_ids, phases)
+            fenced, notes = upgrade.fenced_registrations(
+                None if registrations is None else {r.broker.id: r.fenced for r in registrations},
+                state.broker_ids, phases)
             refusals += fenced
             for note in notes:
                 self.log.warning("%s", note)

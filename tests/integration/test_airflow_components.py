@@ -279,6 +279,18 @@ def test_each_broker_names_the_controller_that_holds_the_controller_znode(shared
             hook.controller_named_by("127.0.0.1:1")
 
 
+def test_a_zookeeper_mode_cluster_has_no_broker_registrations_to_list_or_remove(shared: RunningSandbox) -> None:
+    """Fenced registrations and UnregisterBroker are KRaft's (the KRaft DAG tests use them on real 4.0 brokers);
+    a ZooKeeper-mode 3.6 cluster offers neither: the listing says it cannot tell, the removal raises."""
+    from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
+
+    with KafkaAdminHook(CONN) as hook:
+        assert hook.broker_registrations() is None
+        with pytest.raises((IncompatibleBrokerVersion, UnsupportedVersionError)):
+            hook.unregister_broker(2)
+    assert view(shared).brokers == {0, 1, 2}, "every broker still there"
+
+
 def test_cluster_state_sees_a_topic_min_insync_override(shared: RunningSandbox) -> None:
     def overrides() -> dict[str, int]:
         with KafkaAdminHook(CONN) as hook:

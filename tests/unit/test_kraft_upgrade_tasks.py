@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
-from kafka_ops.cluster import Broker, ClusterState
+from kafka_ops.cluster import Broker, ClusterState, Registration
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, Voter
 from operators import metadata_version as step
@@ -123,8 +123,8 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
         def broker_features(self, brokers: Any) -> dict[int, dict]:
             return fake.answer(list(brokers))
 
-        def broker_registrations(self) -> dict[int, bool]:
-            return {**dict.fromkeys((0, 1, 2), False), **dict.fromkeys(fake.fenced, True)}
+        def broker_registrations(self) -> list[Registration]:
+            return [Registration(Broker(b, f"b{b}", 9092), b in fake.fenced) for b in (0, 1, 2, *fake.fenced)]
 
         def update_features(self, levels: dict[str, int], *, validate_only: bool = False) -> str:
             return fake.update(levels, validate_only)

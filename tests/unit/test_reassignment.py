@@ -265,6 +265,15 @@ def test_decommission_of_a_down_broker_holding_replicas_is_allowed():
     assert check_decommission(down, [5]) == []
 
 
+def test_decommission_of_a_kraft_broker_stopped_without_being_unregistered_is_allowed():
+    # broker 5 holds nothing and Metadata leaves it out, but the controller has it registered (fenced)
+    assert check_decommission(state(FOUR, *RF3), [5], fenced=[5]) == []
+    assert check_decommission(state(FOUR, *RF3), [5, 9], fenced=[5]) == [
+        "unknown broker ids [9]: not registered and holding no replicas (registered: [1, 2, 3, 4]; registered but "
+        "fenced: [5])"
+    ]
+
+
 def test_decommission_refuses_leaving_fewer_brokers_than_the_largest_rf():
     assert check_decommission(state(FOUR, *RF3), [4, 2]) == [
         "after removing [2, 4] only 2 brokers remain ([1, 3]), fewer than the replication factor 3 of topic orders"

@@ -46,6 +46,16 @@ def test_write_snapshot_writes_the_planners_format(tmp_path: Path) -> None:
                      {"topic": "t", "partition": 1, "replicas": [0, 1], "size_bytes": 0}]
 
 
+def test_a_fenced_broker_a_decommission_removes_is_listed_for_the_planner(tmp_path: Path) -> None:
+    down = Broker(4, "h4", 9092, "a")
+    counts = write_snapshot(tmp_path, STATE, {}, drained_down=[down, STATE.brokers[0]])
+    assert counts["brokers"] == 3, "a live broker given again is not listed twice"
+    assert [b["id"] for b in json.loads((tmp_path / "brokers.json").read_text())] == [0, 1, 4]
+    from planner.snapshot import load_snapshot
+
+    assert list(load_snapshot(str(tmp_path)).broker_ids) == [0, 1, 4]
+
+
 def test_the_snapshot_is_what_the_planner_reads(tmp_path: Path) -> None:
     from planner.snapshot import load_snapshot
 

@@ -147,6 +147,11 @@ class ClusterSource:
         except Exception as exc:  # noqa: BLE001
             parts["kraft"] = self._kraft
             errors["quorum"] = _error(exc)
+        if parts["kraft"]:
+            try:  # fenced registrations: a broker stopped without being unregistered is down though it holds nothing
+                parts["registrations"] = tuple(admin.broker_registrations() or ())
+            except Exception as exc:  # noqa: BLE001
+                errors["registrations"] = _error(exc)
         if profile.burrow_conn_id:
             try:
                 with BurrowHook.from_profile(profile, retries=0, connect_timeout_s=2.0,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_ops import metadata_version
-from kafka_ops.cluster import ClusterState, Partition
+from kafka_ops.cluster import ClusterState, Partition, Registration
 from kafka_ops.health import ConsumerGroupStatus, leader_imbalance_ratios
 from kafka_ops.quorum import Quorum, combined_nodes, observer_controllers, replica_caught_up
 from kafka_ops.roll import RollRecord, eta_s, names
@@ -132,6 +132,9 @@ class ClusterReading:
     :param past_runs: the last operations on the cluster, newest first.
     :param controller_ids: the node ids of the connection's ``controller_hosts`` (KRaft): how a controller that is
         an observer, not a voter, is told from a broker.
+    :param registrations: KRaft, Kafka 4.0+: every broker the controller has registered, fenced ones too
+        (DescribeCluster v2, KIP-1073); a fenced one is down even when it holds no replica (stopped without being
+        unregistered). Empty when not offered or not read.
     :param errors: part (``kafka``, ``quorum``, ``burrow``, ``lock``, ``rolls``, ``brokers``, ...) -> why it
         could not be read.
     """
@@ -154,6 +157,16 @@ class ClusterReading:
     past_runs: tuple[PastRun, ...] = ()
     errors: Mapping[str, str] = field(default_factory=dict)
     controller_ids: tuple[int, ...] = ()
+    registrations: tuple[Registration, ...] = ()
+
+    def down_broker_ids(self) -> list[int]:
+        """The brokers this reading shows down: in a replica list without being live (``ClusterState``), or
+        registered but fenced (KRaft), ascending; [] when the cluster could not be read."""
+        if self.state is None:
+            return []
+        live = set(self.state.broker_ids)
+        fenced = {r.broker.id for r in self.registrations if r.fenced and r.broker.id not in live}
+        return sorted(set(self.state.down_broker_ids) | fenced)
 
 
 # -- rules the gates do not need, in Kafka's terms ------------------------------------------------------------
@@ -324,7 +337,7 @@ def fleet_row(reading: ClusterReading, now_ms: int, run_url: Callable[[str, str]
         "part_errors": errors,
     }
     if state is not None:
-        down = state.down_broker_ids
+        down = reading.down_broker_ids()
         row.update({
             "brokers_up": len(state.brokers), "brokers_total": len(state.brokers) + len(down), "brokers_down": down,
             "offline": len(state.offline_partitions()), "urp": len(state.under_replicated_partitions()),
@@ -359,8 +372,8 @@ def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
     """Every broker the metadata knows, live or down, by id: ``{"id", "host", "port", "rack", "up", "controller",
     "voter", "leaders", "replicas", "preferred", "disk_bytes", "kafka_version", "ibp", "metadata_version"}``
     (``voter``: a KRaft combined node, a quorum voter too, ``kafka_ops.quorum.combined_nodes``; a down broker
-    has no host: the
-    metadata lists only registered brokers; ``leaders`` = partitions it leads now, ``replicas`` = partitions
+    has no host unless the controller still has it registered (KRaft 4.0+, fenced): the metadata lists only live
+    brokers; ``leaders`` = partitions it leads now, ``replicas`` = partitions
     assigned to it, ``preferred`` = partitions it is the preferred leader of; ``metadata_version`` =
     ``{"level", "name", "supported_max"}`` as the broker reports it, KRaft only; ``kafka_version`` = the Kafka
     major.minor its ApiVersions ranges match, e.g. ``"3.6"``)."""
@@ -377,14 +390,16 @@ def brokers(reading: ClusterReading) -> list[dict[str, Any]]:
         if p.preferred_leader is not None:
             preferred[p.preferred_leader] = preferred.get(p.preferred_leader, 0) + 1
     controller = _controller(reading)
-    known = sorted(set(state.broker_ids) | set(state.down_broker_ids))
+    known = sorted(set(state.broker_ids) | set(reading.down_broker_ids()))
+    registered = {r.broker.id: r.broker for r in reading.registrations}
     voters = set(combined_nodes(reading.quorum, known)) if reading.kraft and reading.quorum is not None else set()
     out = []
     for broker_id in known:
         b = state.broker(broker_id) if state.has_broker(broker_id) else None
+        r = b or registered.get(broker_id)  # a fenced broker: where its registration says it listens
         out.append({
-            "id": broker_id, "host": b.host if b else None, "port": b.port if b else None,
-            "rack": b.rack if b else None, "up": b is not None,
+            "id": broker_id, "host": r.host if r else None, "port": r.port if r else None,
+            "rack": r.rack if r else None, "up": b is not None,
             "controller": bool(controller and controller["kind"] == "controller" and controller["id"] == broker_id),
             "voter": broker_id in voters,
             "leaders": leaders.get(broker_id, 0), "replicas": replicas.get(broker_id, 0),

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import javaproperties
 import pytest
@@ -556,6 +557,16 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
     assert code == 0, (out, err)
     wait_for(lambda: 4 not in admin(sandbox.bootstrap_servers).list_topics(timeout=10).brokers, 60,
              what="broker 4 fenced")
+    # the cluster view shows it down though it holds nothing (its registration, DescribeCluster v2)
+    from fleet_view.sources import ClusterSource
+    from kafka_ops.cluster_view import fleet_row
+
+    source = ClusterSource("kafka_sandbox", SimpleNamespace(past_runs=lambda cluster: []))
+    try:
+        row = fleet_row(source.read(), int(time.time() * 1000), lambda dag_id, run_id: "")
+    finally:
+        source.close()
+    assert (row["brokers_up"], row["brokers_total"], row["brokers_down"], row["urp"]) == (3, 4, [4], 0), row
     capfd.readouterr()
     caplog.clear()
     before = sandbox.starts()

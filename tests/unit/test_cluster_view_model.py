@@ -2,7 +2,7 @@
 
 from dataclasses import replace
 
-from kafka_ops.cluster import Broker, ClusterState, Partition
+from kafka_ops.cluster import Broker, ClusterState, Partition, Registration
 from kafka_ops.cluster_view import (
     ClusterReading,
     LockInfo,
@@ -145,6 +145,23 @@ def test_kraft_quorum_leader_and_controllers():
     leaderless = Quorum(-1, 8, 500, quorum.voters)
     row = fleet_row(reading(healthy_state(), kraft=True, quorum=leaderless), NOW_MS, run_url)
     assert "no quorum leader" in row["reasons"] and row["status"] == "bad"
+
+
+def test_a_fenced_registration_holding_nothing_is_a_broker_down_with_its_registered_address():
+    # KRaft: broker 4 was stopped without being unregistered; it holds no replica, Metadata leaves it out
+    regs = (*(Registration(b, False) for b in brokers(1, 2, 3)), Registration(Broker(4, "10.0.0.4", 9092, "r1"), True))
+    r = reading(healthy_state(), kraft=True, registrations=regs)
+    row = fleet_row(r, NOW_MS, run_url)
+    assert (row["brokers_up"], row["brokers_total"], row["brokers_down"]) == (3, 4, [4])
+    assert row["status"] == "bad" and row["urp"] == 0
+    [down] = [b for b in cluster_page(r, NOW_MS, run_url)["brokers"] if b["id"] == 4]
+    assert (down["up"], down["host"], down["rack"], down["replicas"]) == (False, "10.0.0.4", "r1", 0)
+    # a broker fenced a moment while live in the Metadata (caught up since) is not down; without the listing
+    # (Kafka before 4.0) nothing changes
+    regs_live = tuple(Registration(b, b.id == 3) for b in brokers(1, 2, 3))
+    live_row = fleet_row(reading(healthy_state(), kraft=True, registrations=regs_live), NOW_MS, run_url)
+    assert live_row["brokers_down"] == []
+    assert fleet_row(reading(healthy_state(), kraft=True), NOW_MS, run_url)["brokers_down"] == []
 
 
 def test_combined_nodes_are_marked_among_brokers_and_voters():

@@ -12,6 +12,7 @@ from kafka_ops.broker_removal import STOP, UNREGISTER, NotDrained, removal_steps
 from kafka_ops.reassignment import leaders_on, partitions_on
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
+from runtime.failures import describe
 from runtime.lock_holding import ensure_held
 from runtime.params import is_true
 from runtime.waiting import Check
@@ -122,7 +123,21 @@ class BrokerServiceOperator(ClusterOperator):
                           "stopped KRaft broker stays registered and holds back later metadata.version upgrades", bid)
             return
         ensure_held(self.profile, context, self.operation, self.log)
-        removed = self.ask(lambda: prober.admin.unregister_broker(bid), f"UnregisterBroker {bid}")
+
+        def unregister() -> bool:
+            from kafka.errors import KafkaError as KafkaPythonError
+
+            try:
+                return prober.admin.unregister_broker(bid)
+            except KafkaPythonError as exc:
+                if getattr(exc, "retriable", False):
+                    raise  # waited out by ask()
+                raise AirflowFailException(
+                    f"UnregisterBroker {bid} refused: {describe(exc)}. Broker {bid} is stopped and holds nothing; "
+                    f"fix the cause (e.g. ALTER on the cluster for this connection's principal) and clear this "
+                    f"task, or remove it by hand: kafka-cluster.sh unregister --id {bid}") from exc
+
+        removed = self.ask(unregister, f"UnregisterBroker {bid}")
         self.log.info("broker %s %s", bid, "unregistered (UnregisterBroker, KIP-631): the controller no longer counts "
                       "it" if removed else "has no registration (unregistered already)")
 

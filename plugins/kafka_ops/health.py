@@ -90,6 +90,11 @@ def _verdict(rule: str, reasons: list[str]) -> Verdict:
     return Verdict(ok=not reasons, reasons=reasons, rule=rule)
 
 
+def _count(n: int, noun: str) -> str:
+    """``"1 partition"``, ``"3 partitions"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _ids(values: Iterable[int]) -> str:
     return "[" + ", ".join(str(v) for v in values) + "]"
 
@@ -310,6 +315,42 @@ def restart_blockers(state: ClusterState, broker_id: int) -> list[tuple[Partitio
                     f"min.insync.replicas {m} (isr {_ids(p.isr)}, replicas {_ids(p.replicas)})")
             )
     return blockers
+
+
+def unavoidable_outages(state: ClusterState, broker_ids: Iterable[int], limit: int = 10) -> list[str]:
+    """What a restart of ``broker_ids`` cannot keep available, one line per topic (at most ``limit`` lines, then
+    one counting the rest): the partitions :func:`restart_blockers` lets roll because no wait helps them, as
+    Strimzi's ``canRoll`` does:
+
+    - a single replica (RF 1): offline while its broker restarts, ``"topic dev-logs: 3 partitions with one
+      replica (on brokers [0, 1]) offline while the broker restarts"``;
+    - RF <= ``min.insync.replicas`` (RF > 1): ``acks=all`` writes are refused (NotEnoughReplicas) while any of its
+      replicas' brokers restarts, ``"topic audit: RF 2 <= min.insync.replicas 2: acks=all writes to its 3
+      partitions refused while a replica's broker restarts"`` (only known when ``state`` was read with the topic
+      configs; without them ``min.insync.replicas`` is the broker default as read).
+
+    [] when every partition on those brokers can stay available.
+    """
+    ids = set(broker_ids)
+    single: dict[str, tuple[int, set[int]]] = {}
+    tight: dict[str, tuple[int, int, int]] = {}
+    for p in state.partitions:
+        if not ids.intersection(p.replicas):
+            continue
+        rf, m = len(p.replicas), state.min_insync_replicas(p.topic)
+        if rf == 1:
+            count, on = single.get(p.topic, (0, set()))
+            single[p.topic] = (count + 1, on | set(p.replicas))
+        elif rf <= m:
+            count = tight.get(p.topic, (0, rf, m))[0]
+            tight[p.topic] = (count + 1, rf, m)
+    lines = [f"topic {t}: {_count(n, 'partition')} with one replica (on brokers {_ids(sorted(on))}) offline while "
+             f"the broker restarts" for t, (n, on) in sorted(single.items())]
+    lines += [f"topic {t}: RF {rf} <= min.insync.replicas {m}: acks=all writes to its {_count(n, 'partition')} "
+              f"refused while a replica's broker restarts" for t, (n, rf, m) in sorted(tight.items())]
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"and {len(lines) - limit} more topics"]
+    return lines
 
 
 def can_restart(state: ClusterState, broker_id: int) -> Verdict:

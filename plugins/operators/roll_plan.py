@@ -29,7 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
-from kafka_ops.health import consumer_lag
+from kafka_ops.health import consumer_lag, unavoidable_outages
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, combined_nodes
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
@@ -184,6 +184,11 @@ class RollPlanOperator(RollPlanBase):
         for reason in plan.reasons:
             if not (kraft and reason.startswith("controller unknown")):
                 self.log.info("plan: %s", reason)
+        outages = unavoidable_outages(state, plan.order)
+        for line in outages:  # no gate can wait these out (RF 1, or RF <= min.insync.replicas): said up front
+            self.log.warning("unavoidable during the roll: %s", line)
+        if outages:
+            note_run(context, "; ".join(outages), self.log, line_key=f"roll {self.roll_id!r} unavoidable outages")
         record = RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups),
                             lag_ok)
         self.log.info("roll %r: order %s; %s; lag gate on %s", self.roll_id, plan.order,

@@ -205,9 +205,23 @@ def test_two_rolls_in_one_run_each_restart_their_brokers(shared, monkeypatch, tm
     assert all(registrations(shared)[b] > before[b] for b in before)
 
 
+def scratch_partitions(sandbox) -> list:
+    return [p for p in snapshot(admin(sandbox.bootstrap_servers)).partitions if p.topic == "scratch-rf1"]
+
+
 def test_dry_run_touches_nothing(shared, capfd, caplog):
+    from confluent_kafka.admin import NewTopic
+
     before = registrations(shared)
-    result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, "pre_stop": "show-broker", **FAST})
+    # a topic with one replica per partition: no gate can keep it online while its broker restarts; the plan says so
+    client = admin(shared.bootstrap_servers)  # kept referenced: a dropped client cancels its futures
+    client.create_topics([NewTopic("scratch-rf1", 2, 1)])["scratch-rf1"].result(30)
+    try:
+        wait_for(lambda: len(scratch_partitions(shared)) == 2, 30, what="scratch-rf1 in the metadata")
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, "pre_stop": "show-broker", **FAST})
+    finally:
+        client.delete_topics(["scratch-rf1"])["scratch-rf1"].result(30)
+        wait_for(lambda: not scratch_partitions(shared), 60, what="scratch-rf1 deleted")
     assert result.state == "success", result.states
     assert result.mapped_states() == ["success"] * len(before)
     # the labels the plan gave the scheduler for the instances before they ran are the ones they ran under
@@ -220,6 +234,8 @@ def test_dry_run_touches_nothing(shared, capfd, caplog):
     # a healthy cluster's gate, judged by one look and one Burrow poll, says what a real run would do: stop now
     assert len(re.findall(r"DRY RUN: broker \d+ may be stopped now: ", out)) == len(before), out[-3000:]
     assert "may not be stopped" not in out and "a real run waits for 2 OK polls in a row" in out
+    assert re.search(r"unavoidable during the roll: topic scratch-rf1: 2 partitions with one replica \(on brokers "
+                     r"\[[\d, ]+\]\) offline while the broker restarts", out), out[-3000:]
 
 
 def test_broker_instances_are_labelled_before_they_run(shared):

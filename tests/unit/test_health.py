@@ -386,3 +386,34 @@ def test_leadership_elections_give_a_batch_back_what_it_should_lead_in_one_elect
     assert leadership_elections(state, [2]) == [("orders", 4)]
     gone = ClusterState(brokers=BROKERS[1:], partitions=(p("orders", 0, 2, [1, 2, 3]),))
     assert leadership_elections(gone, [1]) == [], "a preferred leader that is not registered cannot be elected"
+
+
+def test_unavoidable_outages_name_rf1_and_rf_at_min_isr_topics_on_the_rolled_brokers():
+    from kafka_ops.health import unavoidable_outages
+
+    parts = (
+        Partition("dev", 0, 1, (1,), (1,)), Partition("dev", 1, 2, (2,), (2,)), Partition("dev", 2, 3, (3,), (3,)),
+        Partition("audit", 0, 1, (1, 2), (1, 2)), Partition("audit", 1, 2, (2, 3), (2, 3)),
+        Partition("orders", 0, 1, (1, 2, 3), (1, 2, 3)),
+    )
+    state = ClusterState(brokers=tuple(Broker(b, f"h{b}", 9092) for b in (1, 2, 3)), partitions=parts,
+                         controller_id=1, default_min_insync=2)
+    assert unavoidable_outages(state, [1, 2]) == [
+        "topic dev: 2 partitions with one replica (on brokers [1, 2]) offline while the broker restarts",
+        "topic audit: RF 2 <= min.insync.replicas 2: acks=all writes to its 2 partitions refused while a replica's "
+        "broker restarts",
+    ]
+    assert unavoidable_outages(state, [3]) == [
+        "topic dev: 1 partition with one replica (on brokers [3]) offline while the broker restarts",
+        "topic audit: RF 2 <= min.insync.replicas 2: acks=all writes to its 1 partition refused while a replica's "
+        "broker restarts",
+    ]
+    # a topic that lowers its min.insync.replicas can stay writable; a roll of none of its brokers names nothing
+    relaxed = ClusterState(brokers=state.brokers, partitions=parts, controller_id=1, default_min_insync=2,
+                           topic_min_insync={"audit": 1})
+    assert [line.split(":")[0] for line in unavoidable_outages(relaxed, [1])] == ["topic dev"]
+    assert unavoidable_outages(state, [4]) == []
+    singles = tuple(Partition(f"t{i}", 0, 1, (1,), (1,)) for i in range(12))
+    many = ClusterState(brokers=state.brokers, partitions=singles, controller_id=1)
+    lines = unavoidable_outages(many, [1], limit=10)
+    assert len(lines) == 11 and lines[-1] == "and 2 more topics"

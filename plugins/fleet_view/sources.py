@@ -147,11 +147,6 @@ class ClusterSource:
         except Exception as exc:  # noqa: BLE001
             parts["kraft"] = self._kraft
             errors["quorum"] = _error(exc)
-        if parts["kraft"]:
-            try:  # fenced registrations: a broker stopped without being unregistered is down though it holds nothing
-                parts["registrations"] = tuple(admin.broker_registrations() or ())
-            except Exception as exc:  # noqa: BLE001
-                errors["registrations"] = _error(exc)
         if profile.burrow_conn_id:
             try:
                 with BurrowHook.from_profile(profile, retries=0, connect_timeout_s=2.0,
@@ -207,8 +202,9 @@ class ClusterSource:
 
     def _slow_parts(self, admin: KafkaAdminHook, state: Any, parts: dict[str, Any], errors: dict[str, str],
                     now: float) -> None:
-        """Bytes on disk and IBP / metadata.version per broker, read again every :data:`SLOW_EVERY_S` and whenever
-        the live brokers differ from the last such read's."""
+        """Bytes on disk and IBP / metadata.version per broker, and on KRaft the broker registrations (fenced ones
+        too), read again every :data:`SLOW_EVERY_S` and whenever the live brokers differ from the last such read's
+        (a broker that stops changes them)."""
         ids = tuple(sorted(state.broker_ids))
         if now - self._slow_at > SLOW_EVERY_S or ids != self._slow_brokers:
             self._slow_at, self._slow_brokers = now, ids
@@ -227,8 +223,13 @@ class ClusterSource:
                     slow["ibp"] = {b: admin.describe_broker_configs(b, [IBP]).get(IBP) for b in ids}
             except Exception as exc:  # noqa: BLE001
                 slow["error"] = _error(exc)
+            if self._kraft:
+                try:  # fenced registrations: a broker stopped without being unregistered is down, holding nothing
+                    slow["registrations"] = tuple(admin.broker_registrations() or ())
+                except Exception as exc:  # noqa: BLE001
+                    slow["error"] = _error(exc)
             self._slow = slow
-        for key in ("disk_bytes", "features", "ibp"):
+        for key in ("disk_bytes", "features", "ibp", "registrations"):
             if key in self._slow:
                 parts[key] = self._slow[key]
         if "error" in self._slow:

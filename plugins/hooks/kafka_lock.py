@@ -8,7 +8,8 @@ with an idempotent ``acks=all`` producer; anyone reads the holder from that firs
 the topic and waits until the deletion is complete (ZooKeeper-mode Kafka deletes asynchronously and refuses to
 create a topic "marked for deletion" meanwhile). The topic keeps its record for as long as the
 lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.replicas`` = RF - 1, its replicas on
-live brokers picked at random (never a fenced one, which a KRaft controller's own placement may pick).
+live brokers picked across racks (:func:`rack_spread`; never a fenced one, which a KRaft controller's own placement
+may pick).
 
 A lock topic whose holder record never arrived (its creator died between the two steps) reads as held by
 ``"unknown"``: break it by hand after checking no run works on the cluster:
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -40,6 +42,33 @@ REQUEST_TIMEOUT_S = 15.0
 DELETION_WAIT_S = 60.0
 RETRY_PAUSE_S = 0.2  # between two tries of try_acquire that found the lock topic existing and free
 UNKNOWN = "unknown (the lock topic has no holder record: its creator died while taking it)"
+
+
+def rack_spread(racks: Mapping[int, str | None], count: int, rng: random.Random | None = None) -> list[int]:
+    """``count`` broker ids from ``racks`` (broker id -> ``broker.rack``, None when unset), one rack after another
+    as Kafka's rack-aware placement does (racks in random order, a random broker of each, then a second round):
+    two replicas share a rack only when there are fewer racks than ``count``. Brokers without a rack form one
+    group. A lock topic with two replicas in one rack would make a rack-batched roll split that rack (two of three
+    in-sync replicas stopped at once would go below ``min.insync.replicas``).
+
+    :raises ValueError: ``count`` greater than the number of brokers.
+    """
+    if count > len(racks):
+        raise ValueError(f"{count} replicas need {count} brokers, {len(racks)} given")
+    rng = rng or random.Random()
+    groups: dict[str | None, list[int]] = {}
+    for broker, rack in sorted(racks.items()):
+        groups.setdefault(rack, []).append(broker)
+    order = [sorted(ids) for ids in groups.values()]
+    for ids in order:
+        rng.shuffle(ids)
+    rng.shuffle(order)
+    chosen: list[int] = []
+    while len(chosen) < count:
+        for ids in order:
+            if ids and len(chosen) < count:
+                chosen.append(ids.pop())
+    return chosen
 
 
 class KafkaLockStore:
@@ -121,12 +150,13 @@ class KafkaLockStore:
         False when it exists, None while a deleted lock topic is still being deleted (ZooKeeper-mode Kafka
         deletes a topic asynchronously, after it left the metadata, and refuses to create it meanwhile:
         TOPIC_ALREADY_EXISTS "marked for deletion")."""
-        live = sorted(self.admin.list_topics(timeout=REQUEST_TIMEOUT_S).brokers)
-        rf = max(1, min(3, len(live)))
+        described = self.admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S).result(REQUEST_TIMEOUT_S + 5)
+        racks = {int(node.id): node.rack for node in described.nodes}
+        rf = max(1, min(3, len(racks)))
         # placed on live brokers by name: a KRaft controller also places new replicas on brokers that are registered
         # but fenced (a stopped broker not unregistered; its StripedReplicaPlacer puts rack spread first), which
         # would leave the lock topic under-replicated and the run's own health gates waiting on it
-        replicas = random.sample(live, rf) if live else []
+        replicas = rack_spread(racks, rf)
         topic = NewTopic(LOCK_TOPIC, num_partitions=1, replica_assignment=[replicas],
                          config={"min.insync.replicas": str(max(1, rf - 1)), "retention.ms": "-1"})
         future = self.admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S,

@@ -29,7 +29,10 @@ def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:
         for address in sandbox.bootstrap_servers.split(","):
             client = None
             try:
-                client = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=5000)
+                # a broker that is down refuses at once, but kafka-python keeps retrying it until its bootstrap
+                # timeout (30 s by default), which spent the whole deadline on the one stopped broker
+                client = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=5000,
+                                          bootstrap_timeout_ms=3000)
                 return client.describe_metadata_quorum()
             except KafkaError:
                 if time.monotonic() >= deadline:

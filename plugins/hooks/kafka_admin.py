@@ -807,6 +807,23 @@ class KafkaAdminHook(ClusterProfileHook):
         except (UnsupportedVersionError, IncompatibleBrokerVersion):
             return None
 
+    def _send_to_any(self, request: Any) -> Any:
+        """Send ``request`` (a kafka-python request object) to any broker through a short-lived client of
+        :meth:`_kafka_python_admin` (a broker that answers); returns the response (its error code unchecked).
+
+        :raises kafka.errors.KafkaError: no broker answers, or none offers the request's version.
+        """
+        client = self._kafka_python_admin()
+        manager = client._manager
+
+        async def ask() -> Any:
+            return await manager.send(request)
+
+        try:
+            return manager.run(ask)
+        finally:
+            client.close()
+
     def broker_registrations(self) -> list[Registration] | None:
         """Every broker the KRaft cluster has registered, fenced ones too, by id (DescribeCluster v2
         ``IncludeFencedBrokers``, KIP-1073, Kafka 4.0+; answered by one broker from its copy of the metadata, which
@@ -823,20 +840,12 @@ class KafkaAdminHook(ClusterProfileHook):
         from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError, for_code
         from kafka.protocol.admin import DescribeClusterRequest
 
-        client = self._kafka_python_admin()
-        manager = client._manager
-
-        async def ask() -> Any:
-            return await manager.send(DescribeClusterRequest(
+        try:
+            response = self._send_to_any(DescribeClusterRequest(
                 include_cluster_authorized_operations=False, include_fenced_brokers=True, endpoint_type=1,
                 min_version=2))
-
-        try:
-            response = manager.run(ask)
         except (IncompatibleBrokerVersion, UnsupportedVersionError):
             return None
-        finally:
-            client.close()
         error = for_code(response.error_code)
         if error.errno:
             raise error(f"DescribeCluster failed: {response.error_message}")
@@ -858,16 +867,7 @@ class KafkaAdminHook(ClusterProfileHook):
 
         from hooks.kafka_messages import UnregisterBrokerRequest
 
-        client = self._kafka_python_admin()
-        manager = client._manager
-
-        async def ask() -> Any:
-            return await manager.send(UnregisterBrokerRequest(broker_id=int(broker_id)))
-
-        try:
-            response = manager.run(ask)
-        finally:
-            client.close()
+        response = self._send_to_any(UnregisterBrokerRequest(broker_id=int(broker_id)))
         error = for_code(response.error_code)
         if error is BrokerIdNotRegisteredError:
             return False

@@ -85,6 +85,14 @@ class Registration:
     fenced: bool
 
 
+def fenced_down(registrations: Iterable[Registration], live: Iterable[int]) -> list[Broker]:
+    """The brokers a KRaft controller has registered but fenced that Metadata does not list as live: down (stopped,
+    crashed, or decommissioned without UnregisterBroker), by id. A broker fenced only for a moment while Metadata
+    already lists it is not one of them."""
+    up = set(live)
+    return sorted((r.broker for r in registrations if r.fenced and r.broker.id not in up), key=lambda b: b.id)
+
+
 @dataclass(frozen=True)
 class Partition:
     """One topic partition as the cluster metadata shows it.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_ops import metadata_version
-from kafka_ops.cluster import ClusterState, Partition, Registration
+from kafka_ops.cluster import ClusterState, Partition, Registration, fenced_down
 from kafka_ops.health import ConsumerGroupStatus, leader_imbalance_ratios
 from kafka_ops.quorum import Quorum, combined_nodes, observer_controllers, replica_caught_up
 from kafka_ops.roll import RollRecord, eta_s, names
@@ -164,8 +164,7 @@ class ClusterReading:
         registered but fenced (KRaft), ascending; [] when the cluster could not be read."""
         if self.state is None:
             return []
-        live = set(self.state.broker_ids)
-        fenced = {r.broker.id for r in self.registrations if r.fenced and r.broker.id not in live}
+        fenced = {b.id for b in fenced_down(self.registrations, self.state.broker_ids)}
         return sorted(set(self.state.down_broker_ids) | fenced)
 
 

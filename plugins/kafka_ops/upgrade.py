@@ -135,8 +135,7 @@ def check_zookeeper_target(target: str) -> list[str]:
             f"migrate to KRaft (kafka_zk_to_kraft), then upgrade to {target}"]
 
 
-def fenced_registrations(registered: Mapping[int, bool] | None, live: Sequence[int],
-                         phases: Sequence[str]) -> tuple[list[str], list[str]]:
+def fenced_registrations(down: Sequence[int] | None, phases: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(refusals, notes)`` for the brokers a KRaft cluster has registered but not live: fenced (stopped, crashed,
     or decommissioned without UnregisterBroker). Metadata leaves them out, so the rolls do not see them, yet the
     active controller counts their registrations when asked to finalize a feature level: Kafka's
@@ -144,14 +143,13 @@ def fenced_registrations(registered: Mapping[int, bool] | None, live: Sequence[i
     and these keep the release they stopped on. So with phase ``metadata_version`` they are refused up front (the
     upgrade would otherwise roll every node and fail at its last step); without it, a note.
 
-    :param registered: broker id -> fenced (``KafkaAdminHook.broker_registrations``, DescribeCluster v2, Kafka
-        4.0+); None when the cluster cannot list them (a note says so).
-    :param live: the brokers Metadata lists (the upgrade rolls them).
+    :param down: their ids (``kafka_ops.cluster.fenced_down`` over ``KafkaAdminHook.broker_registrations``,
+        DescribeCluster v2, Kafka 4.0+); None when the cluster cannot list them (a note says so).
     """
-    if registered is None:
+    if down is None:
         return [], ["the brokers do not offer DescribeCluster v2 (KIP-1073, Kafka 4.0+): fenced broker registrations "
                     "cannot be listed; one would make the metadata.version step fail (the controller names it)"]
-    down = sorted(b for b, fenced in registered.items() if fenced and b not in set(live))
+    down = sorted(down)
     if not down:
         return [], []
     what = (f"broker{'s' if len(down) > 1 else ''} {', '.join(map(str, down))} registered with the controller but "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops.cluster import Broker, ClusterState
+from kafka_ops.cluster import Broker, ClusterState, fenced_down
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
@@ -79,8 +79,8 @@ class SnapshotOperator(ClusterOperator):
                 named = {int(b) for b in self.setting("brokers")}
                 missing = named - set(state.broker_ids)
                 if missing:
-                    drained_down = [r.broker for r in admin.broker_registrations() or []
-                                    if r.fenced and r.broker.id in missing]
+                    drained_down = [b for b in fenced_down(admin.broker_registrations() or [], state.broker_ids)
+                                    if b.id in missing]
         if drained_down:
             self.log.info("brokers %s are registered but fenced (down): listed for the planner, which drains them",
                           [b.id for b in drained_down])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.cluster import fenced_down
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
 from runtime.failures import RunRefused
@@ -63,7 +64,7 @@ class ReassignmentChecksOperator(ClusterOperator):
                                 f"brokers: start brokers {absent} first (or run without dry_run)")
         else:
             refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else (),
-                                          fenced=[r.broker.id for r in registrations if r.fenced])
+                                          fenced=[b.id for b in fenced_down(registrations, state.broker_ids)])
         if ongoing:
             refusals.append("another reassignment is in progress: " + "; ".join(reassignment_in_progress(ongoing)[:10]))
         if refusals:

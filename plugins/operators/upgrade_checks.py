@@ -28,7 +28,7 @@ from typing import Any
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import elr_min_isr, release_features, upgrade
-from kafka_ops.cluster import Broker
+from kafka_ops.cluster import Broker, fenced_down
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, observer_controllers
@@ -128,9 +128,8 @@ class UpgradeChecksOperator(ClusterOperator):
                 if "metadata_version" in phases and elr_min_isr.enables_elr(mv_info["features"]):
                     mv_info["elr_min_insync"], reason = self._elr_check(profile, state.brokers, quorum)
                     refusals += [reason] if reason else []
-            fenced, notes = upgrade.fenced_registrations(
-                None if registrations is None else {r.broker.id: r.fenced for r in registrations},
-                state.broker_ids, phases)
+            down = None if registrations is None else [b.id for b in fenced_down(registrations, state.broker_ids)]
+            fenced, notes = upgrade.fenced_registrations(down, phases)
             refusals += fenced
             for note in notes:
                 self.log.warning("%s", note)

@@ -49,21 +49,28 @@ def test_a_zookeeper_mode_cluster_is_refused_a_release_without_zookeeper() -> No
 
 
 def test_fenced_registrations_refuse_a_metadata_version_bump_and_name_the_remedy() -> None:
-    live = [0, 1, 2]
-    [reason], notes = upgrade.fenced_registrations({0: False, 1: False, 2: False, 3: True}, live, upgrade.PHASES)
+    [reason], notes = upgrade.fenced_registrations([3], upgrade.PHASES)
     assert notes == [] and "broker 3 registered with the controller but fenced" in reason
     assert "would fail after every node was rolled" in reason and "kafka-cluster.sh unregister --id 3" in reason
-    [reason], _ = upgrade.fenced_registrations({0: False, 3: True, 5: True}, [0], ["binaries", "metadata_version"])
+    [reason], _ = upgrade.fenced_registrations([5, 3], ["binaries", "metadata_version"])
     assert "brokers 3, 5 registered" in reason
     # without the metadata_version phase: a note, no refusal
-    refusals, [note] = upgrade.fenced_registrations({0: False, 3: True}, [0], ["binaries"])
+    refusals, [note] = upgrade.fenced_registrations([3], ["binaries"])
     assert refusals == [] and "a later metadata.version upgrade is refused" in note
-    # nothing fenced; a broker fenced a moment but live in Metadata (caught up since) is not named
-    assert upgrade.fenced_registrations({0: False, 1: False}, [0, 1], upgrade.PHASES) == ([], [])
-    assert upgrade.fenced_registrations({0: False, 1: True}, [0, 1], upgrade.PHASES) == ([], [])
+    assert upgrade.fenced_registrations([], upgrade.PHASES) == ([], [])
     # a cluster that cannot list them (Kafka before 4.0): a note
-    refusals, [note] = upgrade.fenced_registrations(None, [0], upgrade.PHASES)
+    refusals, [note] = upgrade.fenced_registrations(None, upgrade.PHASES)
     assert refusals == [] and "DescribeCluster v2" in note
+
+
+def test_fenced_down_leaves_out_live_and_unfenced_brokers() -> None:
+    from kafka_ops.cluster import Broker, Registration, fenced_down
+
+    states = ((0, False), (1, True), (5, True), (3, True))
+    regs = [Registration(Broker(b, f"h{b}", 9092), fenced) for b, fenced in states]
+    # 1 is fenced a moment but Metadata lists it live (caught up since): not down
+    assert [b.id for b in fenced_down(regs, [0, 1])] == [3, 5]
+    assert fenced_down([], [0]) == []
 
 
 def test_phase_rules() -> None:

@@ -60,6 +60,17 @@ ELECTION_ANSWER_S = 3.0
 #: Seconds every broker has to answer :meth:`KafkaAdminHook.unanswered_brokers` (a gate's "every broker answers").
 #: A healthy broker answers ApiVersions in milliseconds; one that takes this long is hung or starved.
 ANSWER_TIMEOUT_S = 5.0
+#: Seconds a request librdkafka sends to "the controller" (DescribeCluster) is waited for in
+#: :meth:`KafkaAdminHook.cluster_state` before the Metadata is asked again: the broker it names may have crashed a
+#: moment ago (see ``KafkaAdminHook._describe_cluster``). A healthy broker answers in milliseconds.
+CONTROLLER_ANSWER_S = 5.0
+#: Brokers asked at most at once for the broker defaults (``KafkaAdminHook._broker_defaults_of``): a crashed
+#: broker still in the Metadata costs a second while another answers; the rest are asked one by one only if none of
+#: these does.
+DEFAULTS_ASKED_AT_ONCE = 3
+#: Seconds the controller (the first candidate) has to describe its configs alone (its config is preferred) before
+#: the next brokers are asked too. A healthy broker answers in milliseconds.
+DEFAULTS_PREFERENCE_S = 1.0
 
 
 def _int_config(value: str | None, default: int, name: str) -> int:
@@ -148,6 +159,8 @@ class KafkaAdminHook(ClusterProfileHook):
         # the brokers, and topic -> its min.insync.replicas override (None: none) for every topic read.
         self._broker_defaults: tuple[int, int] | None = None
         self._topic_min_insync: dict[str, int | None] = {}
+        # broker id -> rack from the last DescribeCluster answered (kept while the controller does not answer)
+        self._racks: dict[int, str | None] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -224,18 +237,9 @@ class KafkaAdminHook(ClusterProfileHook):
             md = admin.list_topics(timeout=self.request_timeout_s)
             controller_id = md.controller_id if md.controller_id is not None else -1
             racks: dict[int, str | None] = {}
+            silent_controller: int | None = None
             if describe_cluster:
-                try:
-                    self.requests["DescribeCluster"] += 1
-                    desc = admin.describe_cluster(request_timeout=self.request_timeout_s).result(
-                        timeout=self.request_timeout_s + 5
-                    )
-                except KafkaException as exc:
-                    self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
-                else:
-                    if desc.controller is not None:
-                        controller_id = desc.controller.id
-                    racks = {n.id: n.rack for n in desc.nodes or []}
+                md, controller_id, racks, silent_controller = self._describe_cluster(admin, md)
 
         brokers = tuple(
             Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None) for b in md.brokers.values()
@@ -259,13 +263,18 @@ class KafkaAdminHook(ClusterProfileHook):
         if not configs:
             return ClusterState(brokers=brokers, partitions=tuple(partitions), controller_id=controller_id)
         topic_names = sorted({p.topic for p in partitions})
+        defaults_from = -1 if silent_controller is not None else controller_id
         if self.cache_configs:
             if self._broker_defaults is None:
-                self._broker_defaults = self._broker_defaults_of(controller_id, brokers)
+                self._broker_defaults = self._broker_defaults_of(defaults_from, brokers, silent_controller)
             default_min_isr, imbalance_pct = self._broker_defaults
+            if silent_controller is not None and any(t not in self._topic_min_insync for t in topic_names):
+                raise self._controller_silent(silent_controller)
             overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr)
         else:
-            default_min_isr, imbalance_pct = self._broker_defaults_of(controller_id, brokers)
+            default_min_isr, imbalance_pct = self._broker_defaults_of(defaults_from, brokers, silent_controller)
+            if silent_controller is not None:
+                raise self._controller_silent(silent_controller)
             overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
         return ClusterState(
             brokers=brokers,
@@ -276,21 +285,126 @@ class KafkaAdminHook(ClusterProfileHook):
             leader_imbalance_percentage=imbalance_pct,
         )
 
-    def _broker_defaults_of(self, controller_id: int, brokers: tuple[Broker, ...]) -> tuple[int, int]:
-        """(``min.insync.replicas``, ``leader.imbalance.per.broker.percentage``) of the controller."""
+    def _describe_cluster(self, admin: AdminClient, md: Any) -> tuple[Any, int, dict[int, str | None], int | None]:
+        """DescribeCluster after the Metadata ``md``: ``(metadata, controller id, racks, silent controller)``.
+
+        librdkafka sends DescribeCluster (and DescribeConfigs of topics) to the broker the last Metadata named as
+        the controller, and waits for it. A KRaft broker names a random broker it believes alive (KIP-590): one
+        that crashed a moment ago stays named until the active controller fences it
+        (``broker.session.timeout.ms``, 9 s by default), and a ZooKeeper-mode controller that crashed stays named
+        until another is elected (``zookeeper.session.timeout.ms``). Each request to it waited out the request
+        timeout: a gate's first look after a crash took 45 s and then failed. So the answer is waited for
+        :data:`CONTROLLER_ANSWER_S` at most; on a timeout the Metadata is read again and, when it names another
+        broker (KRaft picks again), DescribeCluster is sent once more. When that fails too: the Metadata's
+        controller id, the racks this hook last read (none read: None), and the silent broker's id (the caller
+        reads no topic configs through it). Other errors (e.g. authorization) keep the Metadata's controller id
+        and no racks, as before.
+        """
+        named = md.controller_id if md.controller_id is not None else -1
+        wait_s = min(self.request_timeout_s, CONTROLLER_ANSWER_S)
+        asked_again = False
+        while True:
+            try:
+                self.requests["DescribeCluster"] += 1
+                desc = admin.describe_cluster(request_timeout=wait_s).result(timeout=wait_s + 1)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT):
+                    self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
+                    return md, named, {}, None
+                if not asked_again:
+                    asked_again = True
+                    self.requests["Metadata"] += 1
+                    md = admin.list_topics(timeout=self.request_timeout_s)
+                    if md.controller_id is not None and md.controller_id != named:
+                        self.log.info("broker %s, named the controller by the Metadata, did not answer "
+                                      "DescribeCluster within %.0f s; the Metadata now names broker %s", named,
+                                      wait_s, md.controller_id)
+                        named = md.controller_id
+                        continue
+                self.log.warning("broker %s, named the controller by the Metadata, did not answer DescribeCluster "
+                                 "within %.0f s (down, or not fenced yet); racks as last read", named, wait_s)
+                return md, named, {b: r for b, r in self._racks.items() if b in md.brokers}, named
+            if desc.controller is not None:
+                named = desc.controller.id
+            racks = {n.id: n.rack for n in desc.nodes or []}
+            self._racks.update(racks)
+            return md, named, racks, None
+
+    def _controller_silent(self, broker: int) -> KafkaException:
+        """The transient error of a look that needs topic configs while the broker the Metadata names as the
+        controller does not answer (librdkafka sends topic DescribeConfigs there): the caller looks again, with a
+        fresh Metadata."""
+        return KafkaException(KafkaError(
+            KafkaError._TIMED_OUT, f"broker {broker}, named the controller by the Metadata, does not answer "
+                                   f"(down, or not fenced yet): topic configs not read"))
+
+    def _broker_defaults_of(self, controller_id: int, brokers: tuple[Broker, ...],
+                            silent: int | None = None) -> tuple[int, int]:
+        """(``min.insync.replicas``, ``leader.imbalance.per.broker.percentage``) of the controller; of another
+        broker when it does not answer (``controller_id`` -1: none known; ``silent``: a broker asked last).
+
+        DescribeConfigs of a broker goes to that broker. A broker that crashed a moment ago is still in the
+        Metadata and may be the one named the controller (a KRaft broker names a random one, KIP-590): asked alone,
+        it made the look wait out the request timeout (15 s). So the first candidate has
+        :data:`DEFAULTS_PREFERENCE_S` to answer alone; then the next :data:`DEFAULTS_ASKED_AT_ONCE` - 1 are asked
+        too and the first answer counts; the rest one by one only when none of those answered.
+
+        :raises confluent_kafka.KafkaException: no broker answered (the last error).
+        """
+        from concurrent.futures import FIRST_COMPLETED, wait
+
         # The controller runs the leader-imbalance check, so its config counts; any live broker
         # will do if the controller cannot answer (it may be moving right now).
         candidates = [controller_id] if controller_id >= 0 else []
-        candidates += [b.id for b in brokers if b.id != controller_id]
-        cfg: dict[str, str | None] | None = None
-        for i, broker_id in enumerate(candidates):
+        candidates += [b.id for b in brokers if b.id not in (controller_id, silent)]
+        candidates += [silent] if silent is not None and any(b.id == silent for b in brokers) else []
+        names = {MIN_INSYNC, LEADER_IMBALANCE}
+        answered: dict[int, dict[str, str | None]] = {}
+        last: BaseException | None = None
+        with self._client() as admin:
+            futures: dict[Any, int] = {}  # every answer asked for -> its broker
+            pending: set[Any] = set()  # those not looked at yet
+
+            def ask(broker_id: int) -> None:
+                resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+                self.requests["DescribeConfigs"] += 1
+                future = admin.describe_configs([resource], request_timeout=self.request_timeout_s)[resource]
+                futures[future] = broker_id
+                pending.add(future)
+
+            at_once = candidates[:DEFAULTS_ASKED_AT_ONCE]
+            for broker_id in at_once[:1]:
+                ask(broker_id)
+            began = time.monotonic()
+            deadline = began + self.request_timeout_s + 5
+            while pending and not answered and (left := deadline - time.monotonic()) > 0:
+                alone = len(futures) < len(at_once)
+                done, _ = wait(pending, timeout=min(left, DEFAULTS_PREFERENCE_S) if alone else left,
+                               return_when=FIRST_COMPLETED)
+                pending -= done
+                for future in done:
+                    if future.exception() is None:
+                        answered[futures[future]] = {n: e.value for n, e in future.result().items() if n in names}
+                    else:
+                        last = future.exception()
+                        self.log.warning("broker %s did not describe its configs (%s)", futures[future], last)
+                if alone and not answered:
+                    self.log.info("broker %s did not describe its configs within %.0f s: asking %s too",
+                                  at_once[0], time.monotonic() - began, at_once[1:])
+                    for broker_id in at_once[1:]:
+                        ask(broker_id)
+        cfg = next((answered[b] for b in at_once if b in answered), None)
+        for broker_id in candidates[len(at_once):] if cfg is None else []:
             try:
-                cfg = self.describe_broker_configs(broker_id, [MIN_INSYNC, LEADER_IMBALANCE])
+                cfg = self.describe_broker_configs(broker_id, names)
                 break
             except KafkaException as exc:
-                if i == len(candidates) - 1:
-                    raise
-                self.log.warning("broker %s did not describe its configs (%s); asking another", broker_id, exc)
+                last = exc
+                self.log.warning("broker %s did not describe its configs (%s)", broker_id, exc)
+        if cfg is None and candidates:
+            raise last if isinstance(last, KafkaException) else KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"none of brokers {candidates} described its configs: {last}"))
         cfg = cfg or {}
         default_min_isr = _int_config(cfg.get(MIN_INSYNC), DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC)
         imbalance_pct = _int_config(cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE)
@@ -459,22 +573,39 @@ class KafkaAdminHook(ClusterProfileHook):
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(names), _TOPIC_CONFIG_BATCH):
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in names[i : i + _TOPIC_CONFIG_BATCH]]
-            with self._client() as admin:
-                self.requests["DescribeConfigs"] += 1
-                futures = admin.describe_configs(resources, request_timeout=self.request_timeout_s)
-                for res, fut in futures.items():
-                    try:
-                        out[res.name] = fut.result(timeout=self.request_timeout_s + 5)
-                    except KafkaException as exc:
-                        err = exc.args[0] if exc.args else None
-                        if (
-                            skip_unknown
-                            and isinstance(err, KafkaError)
-                            and (err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
-                        ):
-                            self.log.info("topic %s vanished while reading its configs; skipped", res.name)
-                            continue
-                        raise
+            first_wait_s = min(self.request_timeout_s, CONTROLLER_ANSWER_S)
+            try:
+                out.update(self._topic_configs_of(resources, skip_unknown, first_wait_s))
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT):
+                    raise
+                # librdkafka sends them to the broker its last Metadata named the controller, which may have crashed
+                # a moment ago (see _describe_cluster): a fresh Metadata (a KRaft broker names another), once more
+                self.log.info("topic configs not described within %.0f s (%s); asking again after a fresh Metadata",
+                              first_wait_s, exc)
+                with self._client() as admin:
+                    self.requests["Metadata"] += 1
+                    admin.list_topics(timeout=self.request_timeout_s)
+                out.update(self._topic_configs_of(resources, skip_unknown, self.request_timeout_s))
+        return out
+
+    def _topic_configs_of(self, resources: list[ConfigResource], skip_unknown: bool,
+                          timeout_s: float) -> dict[str, dict[str, Any]]:
+        """One DescribeConfigs of topic ``resources``, its answer waited for ``timeout_s`` seconds."""
+        out: dict[str, dict[str, Any]] = {}
+        with self._client() as admin:
+            self.requests["DescribeConfigs"] += 1
+            futures = admin.describe_configs(resources, request_timeout=timeout_s)
+            for res, fut in futures.items():
+                try:
+                    out[res.name] = fut.result(timeout=timeout_s + 5)
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else None
+                    if skip_unknown and isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        self.log.info("topic %s vanished while reading its configs; skipped", res.name)
+                        continue
+                    raise
         return out
 
     def _topic_min_insync_overrides(self, topics: list[str], default: int) -> dict[str, int]:

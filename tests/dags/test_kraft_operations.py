@@ -302,8 +302,10 @@ def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_lea
     tasks = ", ".join(f"{ti.task_id}[{ti.map_index}] {ti.state} {(ti.end_date - ti.start_date).total_seconds():.1f} s"
                       for ti in held.task_instances if ti.start_date and ti.end_date)
     print(f"voter 2 crashed; quorum leader {leader} {elected_s:.1f} s later; held run: {tasks}")
+    gate_lines = "\n".join(line[:400] for line in text.splitlines()
+                           if f"broker {target} may" in line or "could not check" in line or "gave up" in line)
     assert held.state == "failed" and held.mapped_states("restart.broker") == ["failed"], held.states
-    assert f"broker {target} may not be stopped yet" in text
+    assert f"broker {target} may not be stopped yet" in text, gate_lines
     assert f"quorum without controller {target} (" in text and "without it 1 of 3 voters caught up (needs 2" in text
     assert "lagging: 2 (" in text, "the gate names the crashed voter"
     assert sandbox.starts(nodes) == before, f"broker {target} was not touched"

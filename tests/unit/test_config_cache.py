@@ -45,7 +45,11 @@ class FakeAdmin:
     ``min.insync.replicas`` override; ``broker_min_isr``: the brokers' default. ``topic_calls`` holds one
     list of topic names per topic DescribeConfigs call, ``broker_calls`` the broker ids asked.
     ``vanish_on_describe``: topics answered UNKNOWN_TOPIC_OR_PART (deleted after the Metadata);
-    ``fail_topic_call``: the index (in ``topic_calls``) of a call whose futures time out.
+    ``fail_topic_calls``: the indexes (in ``topic_calls``) of calls whose futures time out.
+    ``controllers``: the controller ids the next Metadata answers name, one each (then ``controller``);
+    ``silent``: brokers that crashed a moment ago, still in the Metadata: DescribeConfigs of such a broker, and
+    DescribeCluster while the last Metadata named one the controller, time out (librdkafka waits for the broker);
+    ``never_answer``: brokers whose DescribeConfigs answer never comes (the future stays pending).
     """
 
     current: FakeAdmin | None = None
@@ -58,7 +62,13 @@ class FakeAdmin:
         self.topic_calls: list[list[str]] = []
         self.broker_calls: list[str] = []
         self.vanish_on_describe: set[str] = set()
-        self.fail_topic_call: int | None = None
+        self.fail_topic_calls: set[int] = set()
+        self.controller = 1
+        self.controllers: list[int] = []
+        self.named = 1
+        self.silent: set[int] = set()
+        self.never_answer: set[int] = set()
+        self.cluster_calls = 0
         FakeAdmin.current = self
 
     def poll(self, timeout: float) -> int:
@@ -73,17 +83,27 @@ class FakeAdmin:
                 replicas = [BROKERS[(p + j) % len(BROKERS)] for j in range(3)]
                 parts[p] = SimpleNamespace(id=p, leader=replicas[0], replicas=replicas, isrs=list(replicas))
             topics[name] = SimpleNamespace(topic=name, partitions=parts)
-        return SimpleNamespace(brokers=brokers, topics=topics, controller_id=1)
+        self.named = self.controllers.pop(0) if self.controllers else self.controller
+        return SimpleNamespace(brokers=brokers, topics=topics, controller_id=self.named)
 
     def describe_cluster(self, request_timeout: float) -> Future:
+        self.cluster_calls += 1
+        if self.named in self.silent:
+            return _done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for controller")))
         nodes = [SimpleNamespace(id=b, rack=f"rack-{b}") for b in BROKERS]
-        return _done(SimpleNamespace(controller=SimpleNamespace(id=1), nodes=nodes))
+        return _done(SimpleNamespace(controller=SimpleNamespace(id=self.named), nodes=nodes))
 
     def describe_configs(self, resources: list, request_timeout: float) -> dict:
         out = {}
         if all(r.restype == ResourceType.BROKER for r in resources):
             self.broker_calls.extend(r.name for r in resources)
             for r in resources:
+                if int(r.name) in self.never_answer:
+                    out[r] = Future()
+                    continue
+                if int(r.name) in self.silent:
+                    out[r] = _done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT, "waiting for broker")))
+                    continue
                 out[r] = _done(
                     {
                         kafka_admin.MIN_INSYNC: _entry(str(self.broker_min_isr), BROKER_DEFAULT),
@@ -95,7 +115,7 @@ class FakeAdmin:
         call = len(self.topic_calls)
         self.topic_calls.append([r.name for r in resources])
         for r in resources:
-            if call == self.fail_topic_call:
+            if call in self.fail_topic_calls or self.named in self.silent:
                 out[r] = _done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT)))
             elif r.name in self.vanish_on_describe or r.name not in self.topics:
                 out[r] = _done(error=KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
@@ -211,7 +231,7 @@ def test_a_topic_deleted_between_metadata_and_describe_is_skipped_not_cached(fak
 
 def test_a_failed_poll_keeps_the_batches_it_read(fake: type[FakeAdmin]) -> None:
     hook, admin = make_hook(True, names(450))
-    admin.fail_topic_call = 1
+    admin.fail_topic_calls = {1, 2}  # the second batch, and the same batch asked again after a fresh Metadata
     with pytest.raises(KafkaException):
         hook.cluster_state()
     assert len(hook._topic_min_insync) == 200
@@ -337,6 +357,71 @@ def test_request_counts_at_2000_topics_of_5_partitions(fake: type[FakeAdmin]) ->
     for _ in range(3):
         assert poll_cost(cached)[1] == {"Metadata": 1, "DescribeCluster": 1}
     assert poll_cost(cached, configs=False)[1] == {"Metadata": 1, "DescribeCluster": 1}
+
+
+# --- a broker that crashed a moment ago, still in the Metadata ---------------------------------------------------
+# librdkafka sends DescribeCluster and topic DescribeConfigs to the broker the last Metadata named the controller and
+# waits for it; a KRaft broker names a random broker it believes alive (KIP-590), the crashed one included until the
+# controller fences it. On the sandbox a gate's first look after a voter crashed took 45 s and failed.
+
+
+def test_a_silent_controller_is_not_waited_out_when_the_metadata_names_another(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1}, a=3)
+    admin.silent, admin.controllers = {2}, [2, 0]
+    state, cost = poll_cost(hook)
+    assert admin.cluster_calls == 2, "DescribeCluster asked again after a fresh Metadata"
+    assert cost == {"Metadata": 2, "DescribeCluster": 2, "DescribeConfigs": 2}
+    assert state.controller_id == 0 and [b.rack for b in state.brokers] == ["rack-0", "rack-1", "rack-2"]
+    assert admin.broker_calls == ["0"] and dict(state.topic_min_insync) == {"a": 3}
+
+
+def test_a_controller_silent_twice_keeps_the_racks_read_and_reads_no_topic_configs(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(True, {"a": 1}, a=3)
+    first = hook.cluster_state()
+    admin.silent, admin.controller = {1}, 1  # the controller of ZooKeeper mode crashed: the Metadata names it on
+    state, cost = poll_cost(hook)
+    assert cost == {"Metadata": 2, "DescribeCluster": 1}, "the same broker named again: not asked again"
+    assert state == first, "the racks of the last DescribeCluster, the cached configs"
+    admin.topics["b"] = 1
+    with pytest.raises(KafkaException, match="broker 1, named the controller by the Metadata, does not answer"):
+        hook.cluster_state()
+    assert admin.topic_calls == [["a"]], "a new topic's configs are not asked of a silent controller"
+    admin.silent = set()
+    assert dict(hook.cluster_state().topic_min_insync) == {"a": 3}, "read once it answers"
+    assert admin.topic_calls == [["a"], ["b"]]
+
+
+def test_an_uncached_look_fails_fast_while_the_controller_is_silent(fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(False, {"a": 1})
+    admin.silent = {1}
+    with pytest.raises(KafkaException, match="broker 1, named the controller by the Metadata, does not answer"):
+        hook.cluster_state()
+    assert admin.broker_calls == ["0"], "the broker defaults of a broker that answers, the silent one not asked"
+    assert admin.topic_calls == []
+    state = hook.cluster_state(configs=False)
+    assert [b.rack for b in state.brokers] == [None, None, None], "no racks read yet: unknown"
+
+
+def test_the_broker_defaults_come_from_another_broker_when_the_controller_does_not_answer(
+        fake: type[FakeAdmin]) -> None:
+    """DescribeCluster answered, naming a broker that crashed a moment ago (its Metadata is a moment old): its
+    DescribeConfigs answer never comes; after a second alone the next brokers are asked too and the first answer
+    counts, instead of the whole request timeout (15 s on a gate) per broker."""
+    import time
+
+    hook, admin = make_hook(True, {"a": 1})
+    hook.request_timeout_s = 30
+    admin.never_answer = {1}
+    began = time.monotonic()
+    state, cost = poll_cost(hook)
+    took = time.monotonic() - began
+    assert admin.broker_calls == ["1", "0", "2"] and cost["DescribeConfigs"] == 3 + 1
+    assert state.default_min_insync == 2
+    assert kafka_admin.DEFAULTS_PREFERENCE_S <= took < 10, took
+    admin.never_answer = set()
+    fresh, _ = make_hook(False, {"a": 1})
+    fresh.cluster_state()
+    assert FakeAdmin.current.broker_calls == ["1"], "a controller that answers is the only broker asked"
 
 
 # --- ElectLeaders: how long the hook waits for the answer ------------------------------------------------------------

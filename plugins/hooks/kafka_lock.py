@@ -8,8 +8,8 @@ with an idempotent ``acks=all`` producer; anyone reads the holder from that firs
 the topic and waits until the deletion is complete (ZooKeeper-mode Kafka deletes asynchronously and refuses to
 create a topic "marked for deletion" meanwhile). The topic keeps its record for as long as the
 lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.replicas`` = RF - 1, its replicas on
-live brokers picked across racks (:func:`rack_spread`; never a fenced one, which a KRaft controller's own placement
-may pick).
+live brokers that answer, picked across racks (:func:`rack_spread`; never a fenced one, which a KRaft controller's
+own placement may pick, nor one that crashed a moment ago and is still in the Metadata).
 
 A lock topic whose holder record never arrived (its creator died between the two steps) reads as held by
 ``"unknown"``: break it by hand after checking no run works on the cluster:
@@ -150,15 +150,13 @@ class KafkaLockStore:
         False when it exists, None while a deleted lock topic is still being deleted (ZooKeeper-mode Kafka
         deletes a topic asynchronously, after it left the metadata, and refuses to create it meanwhile:
         TOPIC_ALREADY_EXISTS "marked for deletion")."""
-        described = self.admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S).result(REQUEST_TIMEOUT_S + 5)
-        racks = {int(node.id): node.rack for node in described.nodes}
-        rf = max(1, min(3, len(racks)))
-        # placed on live brokers by name: a KRaft controller also places new replicas on brokers that are registered
-        # but fenced (a stopped broker not unregistered; its StripedReplicaPlacer puts rack spread first), which
-        # would leave the lock topic under-replicated and the run's own health gates waiting on it
-        replicas = rack_spread(racks, rf)
-        topic = NewTopic(LOCK_TOPIC, num_partitions=1, replica_assignment=[replicas],
-                         config={"min.insync.replicas": str(max(1, rf - 1)), "retention.ms": "-1"})
+        if validate_only:  # whether the name can be created now (a deletion still under way): no placement needed
+            topic = NewTopic(LOCK_TOPIC, num_partitions=1, replication_factor=1)
+        else:
+            replicas = self.placement()
+            rf = len(replicas)
+            topic = NewTopic(LOCK_TOPIC, num_partitions=1, replica_assignment=[replicas],
+                             config={"min.insync.replicas": str(max(1, rf - 1)), "retention.ms": "-1"})
         future = self.admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S,
                                           validate_only=validate_only)[LOCK_TOPIC]
         try:
@@ -168,6 +166,38 @@ class KafkaLockStore:
             if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return None if "marked for deletion" in exc.args[0].str() else False
             raise
+
+    def placement(self) -> list[int]:
+        """The lock topic's replicas: RF min(3, live brokers), one rack after another (:func:`rack_spread`), each a
+        live broker (in the Metadata: never a fenced one, which a KRaft controller's own placement may pick) that
+        answers a request sent to it (ApiVersions, KIP-35, :data:`~hooks.kafka_admin.ANSWER_TIMEOUT_S`). A broker
+        that crashed a moment ago stays in the Metadata until it is fenced or its ZooKeeper session expires: a lock
+        replica on it left the holder record's ``acks=all`` write waiting until then (6 s on the sandbox) and the
+        lock topic under-replicated until that broker came back. A chosen broker that does not answer is left out
+        and the pick made again. Racks from DescribeCluster, which librdkafka sends to the broker its last Metadata
+        named the controller (a random live one in KRaft, KIP-590: maybe that crashed one): its answer is waited
+        for :data:`~hooks.kafka_admin.CONTROLLER_ANSWER_S`, then the racks are taken as unknown."""
+        from hooks.kafka_admin import ANSWER_TIMEOUT_S, CONTROLLER_ANSWER_S, KafkaAdminHook
+
+        md = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        addresses = {int(b.id): f"{b.host}:{b.port}" for b in md.brokers.values()}
+        try:
+            described = self.admin.describe_cluster(request_timeout=CONTROLLER_ANSWER_S).result(
+                CONTROLLER_ANSWER_S + 1)
+            racks = {int(node.id): node.rack for node in described.nodes if int(node.id) in addresses}
+        except KafkaException:
+            racks = {}
+        racks = {b: racks.get(b) for b in addresses}
+        hook = KafkaAdminHook(profile=self.profile, request_timeout_s=REQUEST_TIMEOUT_S)
+        silent: set[int] = set()
+        while True:
+            pool = {b: rack for b, rack in racks.items() if b not in silent}
+            replicas = rack_spread(pool, max(1, min(3, len(pool)))) if pool else rack_spread(racks, 1)
+            unanswered = set(hook.unanswered_brokers({b: addresses[b] for b in replicas if b not in silent},
+                                                     timeout_s=ANSWER_TIMEOUT_S))
+            if not unanswered or not pool:
+                return replicas
+            silent |= unanswered
 
     def _write_holder(self, doc: dict[str, Any]) -> None:
         producer = Producer(self.profile.confluent_config(**{

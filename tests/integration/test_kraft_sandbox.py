@@ -280,6 +280,47 @@ def test_a_hung_broker_stalls_no_admin_call(healthy: RunningSandbox) -> None:
     assert listed, "the hung broker was fenced before the first calls ended: they did not face it"
 
 
+def test_right_after_a_crash_the_lock_avoids_the_broker_and_no_look_waits_out_the_request_timeout(
+        healthy: RunningSandbox) -> None:
+    """A broker crashed (SIGKILL) stays in the Metadata until the active controller fences it
+    (``broker.session.timeout.ms``), and a KRaft broker names a random broker it believes alive the controller
+    (KIP-590), the crashed one included: librdkafka sends DescribeCluster and topic DescribeConfigs there and waits.
+    Within that window the lock topic is placed on brokers that answer (before: a replica on the crashed broker, its
+    holder record's acks=all write waiting until the fencing), and each config-reading look of a fresh hook (a
+    gate's first look) ends within a bound far below the 15 s request timeout it waited out up to three times
+    (45 s, then failed), or fails naming the silent broker."""
+    from hooks.kafka_admin import CONTROLLER_ANSWER_S
+    from hooks.kafka_lock import KafkaLockStore
+    from kafka_ops.profile import ClusterProfile
+
+    confluent = admin(healthy.bootstrap_servers)
+    crashed = 1
+    result = healthy.cli("crash-broker", str(crashed))
+    assert result.returncode == 0, result.stderr
+    profile = ClusterProfile(cluster="kraft-sandbox", bootstrap_servers=healthy.bootstrap_servers)
+    with KafkaLockStore(profile) as store:
+        began = time.monotonic()
+        replicas = store.placement()
+        took_s = time.monotonic() - began
+        listed = crashed in confluent.list_topics(timeout=5).brokers
+    looks: list[tuple[float, str]] = []
+    while crashed in confluent.list_topics(timeout=5).brokers and len(looks) < 6:
+        hook = KafkaAdminHook(bootstrap_servers=healthy.bootstrap_servers, request_timeout_s=15, cache_configs=True)
+        began = time.monotonic()
+        try:
+            hook.cluster_state(configs=True)
+            outcome = "read"
+        except KafkaException as exc:
+            outcome = str(exc)
+        looks.append((time.monotonic() - began, outcome))
+    print(f"lock placed on {replicas} in {took_s:.2f} s (broker {crashed} listed after it: {listed}); looks {looks}")
+    assert listed, "the placement ran while the crashed broker was still in the Metadata"
+    assert sorted(replicas) == [0, 2], "RF 2 on the brokers that answer (3 brokers, one crashed)"
+    bound_s = 2 * CONTROLLER_ANSWER_S + 3  # DescribeCluster twice, the broker defaults' second, topic configs
+    assert looks and all(took <= bound_s for took, _ in looks), looks
+    assert all(outcome == "read" or "does not answer" in outcome for _, outcome in looks), looks
+
+
 @pytest.mark.extended
 def test_a_frozen_active_controller_loses_leadership_and_follows_when_thawed(healthy: RunningSandbox) -> None:
     """SIGSTOP on the active controller (its sockets stay open, it answers nothing): the other voters elect a

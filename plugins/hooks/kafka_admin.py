@@ -73,6 +73,13 @@ DEFAULTS_ASKED_AT_ONCE = 3
 DEFAULTS_PREFERENCE_S = 1.0
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """A librdkafka request that got no answer in time (``_TIMED_OUT``), e.g. while it waited for the broker it goes
+    to; other errors (authorization, unknown topic) are answers."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT
+
+
 def _int_config(value: str | None, default: int, name: str) -> int:
     if value is None or value == "":
         return default
@@ -263,16 +270,15 @@ class KafkaAdminHook(ClusterProfileHook):
         if not configs:
             return ClusterState(brokers=brokers, partitions=tuple(partitions), controller_id=controller_id)
         topic_names = sorted({p.topic for p in partitions})
-        defaults_from = -1 if silent_controller is not None else controller_id
         if self.cache_configs:
             if self._broker_defaults is None:
-                self._broker_defaults = self._broker_defaults_of(defaults_from, brokers, silent_controller)
+                self._broker_defaults = self._broker_defaults_of(controller_id, brokers, silent_controller)
             default_min_isr, imbalance_pct = self._broker_defaults
             if silent_controller is not None and any(t not in self._topic_min_insync for t in topic_names):
                 raise self._controller_silent(silent_controller)
             overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr)
         else:
-            default_min_isr, imbalance_pct = self._broker_defaults_of(defaults_from, brokers, silent_controller)
+            default_min_isr, imbalance_pct = self._broker_defaults_of(controller_id, brokers, silent_controller)
             if silent_controller is not None:
                 raise self._controller_silent(silent_controller)
             overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
@@ -308,8 +314,7 @@ class KafkaAdminHook(ClusterProfileHook):
                 self.requests["DescribeCluster"] += 1
                 desc = admin.describe_cluster(request_timeout=wait_s).result(timeout=wait_s + 1)
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if not (isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT):
+                if not _timed_out(exc):
                     self.log.warning("describe_cluster failed (%s); using Metadata's controller id", exc)
                     return md, named, {}, None
                 if not asked_again:
@@ -342,7 +347,8 @@ class KafkaAdminHook(ClusterProfileHook):
     def _broker_defaults_of(self, controller_id: int, brokers: tuple[Broker, ...],
                             silent: int | None = None) -> tuple[int, int]:
         """(``min.insync.replicas``, ``leader.imbalance.per.broker.percentage``) of the controller; of another
-        broker when it does not answer (``controller_id`` -1: none known; ``silent``: a broker asked last).
+        broker when it does not answer (``controller_id`` -1: none known; ``silent``: a broker that did not answer
+        DescribeCluster, asked last).
 
         DescribeConfigs of a broker goes to that broker. A broker that crashed a moment ago is still in the
         Metadata and may be the one named the controller (a KRaft broker names a random one, KIP-590): asked alone,
@@ -352,50 +358,31 @@ class KafkaAdminHook(ClusterProfileHook):
 
         :raises confluent_kafka.KafkaException: no broker answered (the last error).
         """
-        from concurrent.futures import FIRST_COMPLETED, wait
-
         # The controller runs the leader-imbalance check, so its config counts; any live broker
         # will do if the controller cannot answer (it may be moving right now).
-        candidates = [controller_id] if controller_id >= 0 else []
-        candidates += [b.id for b in brokers if b.id not in (controller_id, silent)]
-        candidates += [silent] if silent is not None and any(b.id == silent for b in brokers) else []
+        ids = [b.id for b in brokers]
+        first = [controller_id] if controller_id >= 0 and controller_id != silent else []
+        candidates = first + [b for b in ids if b not in (controller_id, silent)] + [b for b in ids if b == silent]
         names = {MIN_INSYNC, LEADER_IMBALANCE}
-        answered: dict[int, dict[str, str | None]] = {}
+        at_once, rest = candidates[:DEFAULTS_ASKED_AT_ONCE], candidates[DEFAULTS_ASKED_AT_ONCE:]
+        cfg: dict[str, str | None] | None = None
         last: BaseException | None = None
-        with self._client() as admin:
-            futures: dict[Any, int] = {}  # every answer asked for -> its broker
-            pending: set[Any] = set()  # those not looked at yet
+        if at_once:
+            with self._client() as admin:
+                def ask(broker_id: int) -> Any:
+                    resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+                    self.requests["DescribeConfigs"] += 1
+                    return admin.describe_configs([resource], request_timeout=self.request_timeout_s)[resource]
 
-            def ask(broker_id: int) -> None:
-                resource = ConfigResource(ResourceType.BROKER, str(broker_id))
-                self.requests["DescribeConfigs"] += 1
-                future = admin.describe_configs([resource], request_timeout=self.request_timeout_s)[resource]
-                futures[future] = broker_id
-                pending.add(future)
-
-            at_once = candidates[:DEFAULTS_ASKED_AT_ONCE]
-            for broker_id in at_once[:1]:
-                ask(broker_id)
-            began = time.monotonic()
-            deadline = began + self.request_timeout_s + 5
-            while pending and not answered and (left := deadline - time.monotonic()) > 0:
-                alone = len(futures) < len(at_once)
-                done, _ = wait(pending, timeout=min(left, DEFAULTS_PREFERENCE_S) if alone else left,
-                               return_when=FIRST_COMPLETED)
-                pending -= done
-                for future in done:
-                    if future.exception() is None:
-                        answered[futures[future]] = {n: e.value for n, e in future.result().items() if n in names}
-                    else:
-                        last = future.exception()
-                        self.log.warning("broker %s did not describe its configs (%s)", futures[future], last)
-                if alone and not answered:
+                asked = {ask(at_once[0]): at_once[0]}
+                cfg, last = self._first_answer(asked, DEFAULTS_PREFERENCE_S)
+                if cfg is None and len(at_once) > 1:
                     self.log.info("broker %s did not describe its configs within %.0f s: asking %s too",
-                                  at_once[0], time.monotonic() - began, at_once[1:])
-                    for broker_id in at_once[1:]:
-                        ask(broker_id)
-        cfg = next((answered[b] for b in at_once if b in answered), None)
-        for broker_id in candidates[len(at_once):] if cfg is None else []:
+                                  at_once[0], DEFAULTS_PREFERENCE_S, at_once[1:])
+                    asked.update({ask(b): b for b in at_once[1:]})
+                    cfg, seen = self._first_answer(asked, self.request_timeout_s + 5)
+                    last = seen or last
+        for broker_id in rest if cfg is None else []:
             try:
                 cfg = self.describe_broker_configs(broker_id, names)
                 break
@@ -404,11 +391,30 @@ class KafkaAdminHook(ClusterProfileHook):
                 self.log.warning("broker %s did not describe its configs (%s)", broker_id, exc)
         if cfg is None and candidates:
             raise last if isinstance(last, KafkaException) else KafkaException(
-                KafkaError(KafkaError._TIMED_OUT, f"none of brokers {candidates} described its configs: {last}"))
+                KafkaError(KafkaError._TIMED_OUT, f"none of brokers {candidates} described its configs in time"))
         cfg = cfg or {}
         default_min_isr = _int_config(cfg.get(MIN_INSYNC), DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC)
         imbalance_pct = _int_config(cfg.get(LEADER_IMBALANCE), DEFAULT_LEADER_IMBALANCE_PERCENTAGE, LEADER_IMBALANCE)
         return default_min_isr, imbalance_pct
+
+    def _first_answer(self, asked: Mapping[Any, int], within_s: float
+                      ) -> tuple[dict[str, str | None] | None, BaseException | None]:
+        """The broker defaults from the first of ``asked`` (DescribeConfigs futures -> broker id) to answer within
+        ``within_s`` seconds, and the last error it saw (each failure logged once: futures that failed before are
+        not looked at again); ``(None, error or None)`` when none answered in time."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        pending = {f for f in asked if not (f.done() and f.exception() is not None)}  # a failure is seen once
+        deadline = time.monotonic() + within_s
+        last: BaseException | None = None
+        while pending and (left := deadline - time.monotonic()) > 0:
+            done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+            for future in done:
+                if future.exception() is None:
+                    return {n: e.value for n, e in future.result().items() if n in (MIN_INSYNC, LEADER_IMBALANCE)}, last
+                last = future.exception()
+                self.log.warning("broker %s did not describe its configs (%s)", asked[future], last)
+        return None, last
 
     def _cached_topic_min_insync(self, topics: list[str], present: set[str], default: int) -> dict[str, int]:
         """The overrides of ``topics`` from the cache, after reading the topics it lacks and dropping
@@ -577,8 +583,7 @@ class KafkaAdminHook(ClusterProfileHook):
             try:
                 out.update(self._topic_configs_of(resources, skip_unknown, first_wait_s))
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if not (isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT):
+                if not _timed_out(exc):
                     raise
                 # librdkafka sends them to the broker its last Metadata named the controller, which may have crashed
                 # a moment ago (see _describe_cluster): a fresh Metadata (a KRaft broker names another), once more

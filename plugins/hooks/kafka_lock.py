@@ -27,10 +27,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from kafka_ops.profile import ClusterProfile
 
 from hooks.cluster_lock import LockHolder
+from hooks.kafka_admin import KafkaAdminHook
 
 LOCK_TOPIC = "kafka-ops.operation-lock"
 #: How long a reader waits for the holder record of a lock topic that exists (the creator writes it right
@@ -77,7 +78,9 @@ class KafkaLockStore:
 
     def __init__(self, profile: ClusterProfile) -> None:
         self.profile = profile
-        self.admin = AdminClient(profile.confluent_config(**{"socket.timeout.ms": 10000}))
+        # the admin hook's client: its cluster_state bounds the wait for a controller that does not answer
+        self.hook = KafkaAdminHook(profile=profile, request_timeout_s=REQUEST_TIMEOUT_S)
+        self.admin = self.hook.get_conn()
 
     @property
     def where(self) -> str:
@@ -89,6 +92,7 @@ class KafkaLockStore:
                 f"--topic {LOCK_TOPIC}")
 
     def close(self) -> None:
+        self.hook.close()
         self.admin = None
 
     def __enter__(self) -> KafkaLockStore:
@@ -170,31 +174,20 @@ class KafkaLockStore:
     def placement(self) -> list[int]:
         """The lock topic's replicas: RF min(3, live brokers), one rack after another (:func:`rack_spread`), each a
         live broker (in the Metadata: never a fenced one, which a KRaft controller's own placement may pick) that
-        answers a request sent to it (ApiVersions, KIP-35, :data:`~hooks.kafka_admin.ANSWER_TIMEOUT_S`). A broker
-        that crashed a moment ago stays in the Metadata until it is fenced or its ZooKeeper session expires: a lock
+        answers a request sent to it (ApiVersions, KIP-35, ``KafkaAdminHook.unanswered_brokers``). A broker that
+        crashed a moment ago stays in the Metadata until it is fenced or its ZooKeeper session expires: a lock
         replica on it left the holder record's ``acks=all`` write waiting until then (6 s on the sandbox) and the
         lock topic under-replicated until that broker came back. A chosen broker that does not answer is left out
-        and the pick made again. Racks from DescribeCluster, which librdkafka sends to the broker its last Metadata
-        named the controller (a random live one in KRaft, KIP-590: maybe that crashed one): its answer is waited
-        for :data:`~hooks.kafka_admin.CONTROLLER_ANSWER_S`, then the racks are taken as unknown."""
-        from hooks.kafka_admin import ANSWER_TIMEOUT_S, CONTROLLER_ANSWER_S, KafkaAdminHook
-
-        md = self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
-        addresses = {int(b.id): f"{b.host}:{b.port}" for b in md.brokers.values()}
-        try:
-            described = self.admin.describe_cluster(request_timeout=CONTROLLER_ANSWER_S).result(
-                CONTROLLER_ANSWER_S + 1)
-            racks = {int(node.id): node.rack for node in described.nodes if int(node.id) in addresses}
-        except KafkaException:
-            racks = {}
-        racks = {b: racks.get(b) for b in addresses}
-        hook = KafkaAdminHook(profile=self.profile, request_timeout_s=REQUEST_TIMEOUT_S)
+        and the pick made again. Brokers and racks from ``KafkaAdminHook.cluster_state(configs=False)``, which
+        bounds the wait for a controller that does not answer (racks unknown then)."""
+        state = self.hook.cluster_state(configs=False)
+        racks = {b.id: b.rack for b in state.brokers}
+        addresses = {b.id: b.address for b in state.brokers}
         silent: set[int] = set()
         while True:
             pool = {b: rack for b, rack in racks.items() if b not in silent}
             replicas = rack_spread(pool, max(1, min(3, len(pool)))) if pool else rack_spread(racks, 1)
-            unanswered = set(hook.unanswered_brokers({b: addresses[b] for b in replicas if b not in silent},
-                                                     timeout_s=ANSWER_TIMEOUT_S))
+            unanswered = set(self.hook.unanswered_brokers({b: addresses[b] for b in replicas if b not in silent}))
             if not unanswered or not pool:
                 return replicas
             silent |= unanswered

@@ -1,12 +1,15 @@
 """Where the lock topic's replicas go (``hooks.kafka_lock.rack_spread``): one per rack before any rack gets a
-second, only live brokers given. Pure, no servers."""
+second, only live brokers given; and ``KafkaLockStore.placement``, which leaves out a chosen broker that does not
+answer (its admin hook's reads replaced: no servers)."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from hooks.kafka_lock import rack_spread
+from hooks.kafka_lock import KafkaLockStore, rack_spread
+from kafka_ops.cluster import Broker, ClusterState
+from kafka_ops.profile import ClusterProfile
 
 SIX = {0: "rack-0", 1: "rack-1", 2: "rack-2", 3: "rack-0", 4: "rack-1", 5: "rack-2"}
 
@@ -31,3 +34,37 @@ def test_without_racks_any_distinct_brokers_and_too_few_brokers_refused() -> Non
     assert len(set(rack_spread({0: None, 1: None, 2: None, 3: None}, 2))) == 2
     with pytest.raises(ValueError, match="3 replicas need 3 brokers, 2 given"):
         rack_spread({0: "a", 1: "b"}, 3)
+
+
+def store_over(racks: dict[int, str | None], silent: set[int], monkeypatch: pytest.MonkeyPatch,
+               asked: list[list[int]]) -> KafkaLockStore:
+    """A lock store whose hook sees ``racks`` live and whose ApiVersions go unanswered by ``silent``."""
+    store = KafkaLockStore(ClusterProfile(cluster="c", bootstrap_servers="127.0.0.1:1"))
+    state = ClusterState(brokers=tuple(Broker(b, f"h{b}", 9092, rack) for b, rack in racks.items()), partitions=())
+
+    def unanswered(addresses: dict[int, str]) -> dict[int, str]:
+        asked.append(sorted(addresses))
+        return {b: "ECONNREFUSED" for b in addresses if b in silent}
+
+    monkeypatch.setattr(store.hook, "cluster_state", lambda configs: state)
+    monkeypatch.setattr(store.hook, "unanswered_brokers", unanswered)
+    return store
+
+
+@pytest.mark.parametrize("turn", range(10))  # the picks are random: some pick broker 1 first, some do not
+def test_a_chosen_broker_that_does_not_answer_is_left_out_and_the_pick_made_again(
+        turn: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker crashed a moment ago is still in the Metadata: the placement asks the chosen brokers, and picks
+    again without the silent one (still one per rack: its rack has another broker)."""
+    asked: list[list[int]] = []
+    replicas = store_over(SIX, {1}, monkeypatch, asked).placement()
+    assert 1 not in replicas and len(set(replicas)) == 3
+    assert sorted(SIX[b] for b in replicas) == ["rack-0", "rack-1", "rack-2"]
+    assert all(len(a) == 3 for a in asked) and len(asked) == (2 if 1 in asked[0] else 1), asked
+
+
+def test_fewer_answering_brokers_lower_the_replication_factor_none_answering_gives_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    three = {0: "a", 1: "b", 2: "c"}
+    assert sorted(store_over(three, {1}, monkeypatch, []).placement()) == [0, 2]
+    assert len(store_over(three, {0, 1, 2}, monkeypatch, []).placement()) == 1, "CreateTopics is left to fail"

@@ -1,6 +1,7 @@
 """``reassignment_waves(mode)``: snapshot -> plan (SparkSubmitOperator) -> check the plan -> the waves (one
 mapped task per wave, one at a time, labelled "wave i/n (x GB, y moves)") -> remove throttles (after
-the waves whatever their outcome) -> preferred leaders. The shared middle of scale-out and decommission.
+the waves whatever their outcome) -> preferred leaders (also after a plan without moves, whose wave task
+Airflow marks skipped). The shared middle of scale-out and decommission.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import TaskGroup
+from airflow.sdk import TaskGroup, TriggerRule
 from operators.cluster_snapshot import SnapshotOperator
 from operators.leadership import ElectLeadersOperator
 from operators.reassignment_plan import CheckPlanOperator, PlannerSubmitOperator
@@ -47,7 +48,11 @@ def reassignment_waves(mode: str, *, operation: str, settings: Mapping[str, Any]
             max_active_tis_per_dagrun=1, retries=0,
         ).expand(wave=check.output)
         unthrottle = RemoveThrottlesOperator(task_id="remove_throttles", settings=cfg)
-        elect = ElectLeadersOperator(task_id="preferred_leaders", settings=cfg, operation=operation)
+        # none_failed: a plan with no moves maps the wave task over nothing, which Airflow marks skipped; under
+        # all_success that skip would skip the election and every task after the group (a decommission of a
+        # broker that holds nothing would end "success" without stopping or unregistering it)
+        elect = ElectLeadersOperator(task_id="preferred_leaders", settings=cfg, operation=operation,
+                                     trigger_rule=TriggerRule.NONE_FAILED)
         snapshot >> plan >> check >> waves >> unthrottle
         # the election also hangs on the waves themselves: remove_throttles runs whatever their outcome
         # (all_done) and must not make a failed wave look like success downstream

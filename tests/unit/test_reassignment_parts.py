@@ -122,6 +122,11 @@ def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str])
     # a failed wave must fail what follows although remove_throttles runs whatever happened
     assert dag.task_dict["reassign.remove_throttles"].trigger_rule == "all_done"
     assert "reassign.wave" in dag.task_dict["reassign.preferred_leaders"].upstream_task_ids
+    # a plan without moves maps the wave over nothing, which Airflow marks skipped: the election (and so every
+    # step after the group, a decommission's stop) runs all the same; a failed or upstream-failed wave still stops it
+    assert dag.task_dict["reassign.preferred_leaders"].trigger_rule == "none_failed"
+    after_group = dag.task_dict["reassign.preferred_leaders"].downstream_task_ids - {"run_outcome"}
+    assert all(dag.task_dict[t].trigger_rule == "all_success" for t in after_group), after_group
     assert dag.task_dict["run_outcome"].is_teardown and dag.task_dict["check_and_lock"].is_setup
 
 

@@ -231,8 +231,9 @@ def test_a_topic_deleted_between_metadata_and_describe_is_skipped_not_cached(fak
 
 def test_a_failed_poll_keeps_the_batches_it_read(fake: type[FakeAdmin]) -> None:
     hook, admin = make_hook(True, names(450))
-    admin.fail_topic_calls = {1, 2}  # the second batch, and the same batch asked again after a fresh Metadata
-    with pytest.raises(KafkaException):
+    # the second batch; not asked again: the fresh Metadata names the same controller (1) every time
+    admin.fail_topic_calls = {1}
+    with pytest.raises(KafkaException, match="broker 1, named the controller"):
         hook.cluster_state()
     assert len(hook._topic_min_insync) == 200
     calls = len(admin.topic_calls)
@@ -449,3 +450,23 @@ def test_an_election_waits_for_its_answer_at_most_its_timeout(fake) -> None:
         hook.elect_preferred_leaders(None, timeout_s=0.05)
     assert Unanswered.waited == [kafka_admin.ELECTION_ANSWER_S, 0.05] and kafka_admin.ELECTION_ANSWER_S == 3.0
     assert hook.requests["ElectLeaders"] == 2
+
+
+def test_unanswered_topic_configs_are_asked_again_only_of_another_controller(fake: type[FakeAdmin]) -> None:
+    """Topic DescribeConfigs go where the last Metadata named the controller; unanswered, they are asked again once
+    a fresh Metadata names another broker (a KRaft broker picks one at random), the Metadata read up to
+    ``METADATA_PICKS`` times; when every read names the same broker the look fails at once (transient), never
+    waiting out the request timeout for that broker a second time."""
+    hook, admin = make_hook(True, {"a": 1, "b": 1}, b=3)
+    admin.fail_topic_calls = {0}
+    admin.controllers = [1, 1, 1, 2]  # the look's Metadata, then two fresh reads naming 1 again, then 2
+    state = hook.cluster_state()
+    assert dict(state.topic_min_insync) == {"b": 3} and len(admin.topic_calls) == 2
+    assert hook.requests["Metadata"] == 4
+
+    hook, admin = make_hook(True, {"a": 1})
+    admin.fail_topic_calls = {0}  # every Metadata names broker 1 (the fake's controller)
+    with pytest.raises(KafkaException, match="broker 1, named the controller by the Metadata, does not answer"):
+        hook.cluster_state()
+    assert len(admin.topic_calls) == 1, "not asked of the same broker again"
+    assert hook.requests["Metadata"] == 1 + kafka_admin.METADATA_PICKS

@@ -68,10 +68,10 @@ CONTROLLER_ANSWER_S = 5.0
 #: broker still in the Metadata costs a second while another answers; the rest are asked one by one only if none of
 #: these does.
 DEFAULTS_ASKED_AT_ONCE = 3
-#: Metadata reads at most, after topic configs went unanswered, until one names a broker other than the one they
-#: were sent to (a KRaft broker names a random broker it believes alive, KIP-590): with 3 brokers listed and one
-#: crashed, 3 reads all naming it happen 1 time in 27; then the look fails at once (transient) instead of
-#: waiting out the request timeout for that broker again.
+#: Metadata reads at most, after DescribeCluster or topic configs went unanswered, until one names a broker other
+#: than the one they were sent to (a KRaft broker names a random broker it believes alive, KIP-590): with 3
+#: brokers listed and one crashed, 3 reads all naming it happen 1 time in 27; then the look fails at once
+#: (transient) instead of waiting out the request timeout for that broker again.
 METADATA_PICKS = 3
 #: Seconds the controller (the first candidate) has to describe its configs alone (its config is preferred) before
 #: the next brokers are asked too. A healthy broker answers in milliseconds.
@@ -327,10 +327,8 @@ class KafkaAdminHook(ClusterProfileHook):
                     return md, named, {}, None
                 if not asked_again:
                     asked_again = True
-                    self.requests["Metadata"] += 1
-                    md = admin.list_topics(timeout=self.request_timeout_s)
-                    self._named = md.controller_id
-                    if md.controller_id is not None and md.controller_id != named:
+                    md, another = self._metadata_naming_another(admin, named)
+                    if another:
                         self.log.info("broker %s, named the controller by the Metadata, did not answer "
                                       "DescribeCluster within %.0f s; the Metadata now names broker %s", named,
                                       wait_s, md.controller_id)
@@ -598,27 +596,27 @@ class KafkaAdminHook(ClusterProfileHook):
                 # a moment ago (see _describe_cluster): a fresh Metadata (a KRaft broker names another), once more
                 self.log.info("topic configs not described within %.0f s (%s); asking again after a fresh Metadata",
                               first_wait_s, exc)
-                self._name_another_controller()
+                # every read naming the same broker again: asking it once more would wait out the request timeout
+                # for a broker that crashed a moment ago (a fresh look took 20 s, failing, on a KRaft sandbox)
+                silent = self._named
+                with self._client() as admin:
+                    if silent is not None and not self._metadata_naming_another(admin, silent)[1]:
+                        raise self._controller_silent(silent) from exc
+                # the broker named now gets the full request timeout: it may be slow rather than down
                 out.update(self._topic_configs_of(resources, skip_unknown, self.request_timeout_s))
         return out
 
-    def _name_another_controller(self) -> None:
-        """Read the Metadata until it names a controller other than the one the last Metadata named (where topic
-        DescribeConfigs just went unanswered), :data:`METADATA_PICKS` reads at most. The broker it names then
-        gets the full request timeout: it may be slow rather than down.
-
-        :raises confluent_kafka.KafkaException: (transient, ``_TIMED_OUT``) every read named the same broker again:
-            asking it once more would wait out the request timeout for a broker that crashed a moment ago (a
-            fresh look in 20 s, failing, was measured on a KRaft sandbox right after a crash); the caller looks again.
-        """
-        silent = self._named
-        with self._client() as admin:
-            for _ in range(METADATA_PICKS):
-                self.requests["Metadata"] += 1
-                self._named = admin.list_topics(timeout=self.request_timeout_s).controller_id
-                if silent is None or self._named != silent:
-                    return
-        raise self._controller_silent(silent)
+    def _metadata_naming_another(self, admin: AdminClient, silent: int) -> tuple[Any, bool]:
+        """Read the Metadata until it names a controller other than ``silent`` (a broker that just left a request
+        librdkafka sent to "the controller" unanswered; a KRaft broker names a random broker it believes alive,
+        KIP-590), :data:`METADATA_PICKS` reads at most: ``(the last Metadata read, it names another)``."""
+        for _ in range(METADATA_PICKS):
+            self.requests["Metadata"] += 1
+            md = admin.list_topics(timeout=self.request_timeout_s)
+            self._named = md.controller_id
+            if md.controller_id is not None and md.controller_id != silent:
+                return md, True
+        return md, False
 
     def _topic_configs_of(self, resources: list[ConfigResource], skip_unknown: bool,
                           timeout_s: float) -> dict[str, dict[str, Any]]:

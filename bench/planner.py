@@ -7,7 +7,8 @@
 Quality: generated clusters (Kafka's default layout, heavy-tailed log-normal sizes, 3 racks, RF 2-3)
 are planned by
 
-- ``ours``: the planner (in-process, local engine; same plan as under spark-submit);
+- ``ours``: the planner (in-process, local engine; same plan as under spark-submit); for a decommission
+  also ``ours --drain-only`` (only the drained brokers' replicas move; the kept brokers keep their skew);
 - ``kafka --generate``: Kafka's default assignor per topic over the target brokers from a random
   start (what ``kafka-reassign-partitions --generate`` proposes), reimplemented in
   ``planner.synthetic.kafka_default_assignment``;
@@ -209,6 +210,8 @@ SCENARIOS = [
     ),
     ("decommission 27-3, 7k", dict(n_brokers=27, n_partitions=7000, seed=2), "decommission", (0, 13, 26)),
     ("rebalance skewed 24, 7k", dict(n_brokers=24, n_partitions=7000, skew=0.5, seed=3), "rebalance", ()),
+    # the kept brokers out of balance before: the full plan evens them out, --drain-only does not
+    ("decommission skewed 24-2", dict(n_brokers=24, n_partitions=7000, skew=0.5, seed=3), "decommission", (0, 12)),
     # racks left uneven (8, 8, 9 brokers): balance still reachable with RF 2-3, bounded with RF 3 only
     ("decommission 27-2, 7k", dict(n_brokers=27, n_partitions=7000, seed=2), "decommission", (0, 13)),
     (
@@ -259,6 +262,9 @@ def quality(quick: bool, ku_timeout: float) -> None:
             ("ours", lambda snap=snap, opts=opts, ours=ours: run_ours(snap, opts, ours)),
             ("kafka --generate", lambda snap=snap, kept=kept: run_generate(snap, kept)),
         ]
+        if mode == "decommission":
+            drain = PlanOptions(mode=mode, brokers=brokers, drain_only=True)
+            rows.insert(1, ("ours --drain-only", lambda snap=snap, drain=drain: run_ours(snap, drain)))
         if py:
             rows.append(
                 (

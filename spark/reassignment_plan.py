@@ -2,14 +2,14 @@
 
     spark-submit spark/reassignment_plan.py --snapshot DIR --mode {scale-out,decommission,rebalance}
         [--brokers 3,4] --output-dir OUT [--max-moves N] [--max-bytes B] [--wave-bytes B]
-        [--wave-moves-per-broker N] [--balance-tolerance 0.02] [--engine spark|local]
+        [--wave-moves-per-broker N] [--balance-tolerance 0.02] [--drain-only] [--engine spark|local]
 
 Reads ``DIR/brokers.json`` and ``DIR/partitions.jsonl`` and writes ``reassignment.json``,
 ``rollback.json``, ``waves.json``, ``summary.json`` and ``balance.png`` into OUT (formats in
 docs/architecture.md, "Planner files"). Bad input (malformed lines, unknown or missing broker ids, a
 decommission leaving fewer brokers than the largest replication factor, fewer racks than a
-partition spans, caps below what draining needs) prints ``reassignment_plan: error: ...`` on stderr
-and exits 2 without writing anything.
+partition spans, caps below what draining needs, ``--drain-only`` outside a decommission) prints
+``reassignment_plan: error: ...`` on stderr and exits 2 without writing anything.
 
 What runs where, and why
 ------------------------
@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="accepted per-broker byte imbalance |bytes / mean - 1| (default 0.02)",
     )
     ap.add_argument(
+        "--drain-only",
+        action="store_true",
+        help="decommission: move only the drained brokers' replicas (no balancing among the kept brokers)",
+    )
+    ap.add_argument(
         "--engine",
         choices=("spark", "local"),
         default="spark",
@@ -127,6 +132,7 @@ def run(
     wave_bytes=None,
     wave_moves_per_broker=None,
     balance_tolerance=0.02,
+    drain_only: bool = False,
     engine: str = "local",
     spark=None,
 ) -> dict:
@@ -141,6 +147,7 @@ def run(
         max_moves=max_moves,
         max_bytes=max_bytes,
         tolerance=balance_tolerance,
+        drain_only=drain_only,
     )
     if engine == "local":
         from planner.pipeline import run_local
@@ -201,6 +208,7 @@ def main(argv=None) -> int:
             wave_bytes=args.wave_bytes,
             wave_moves_per_broker=args.wave_moves_per_broker,
             balance_tolerance=args.balance_tolerance,
+            drain_only=args.drain_only,
             engine=args.engine,
         )
     except PlanInputError as e:

@@ -5,10 +5,10 @@ composition only.
 Shape: ``check_and_lock`` -> ``validate`` (ids registered; the remaining brokers can
 hold every partition: at least the largest replication factor, enough racks) -> ``health_gate`` ->
 ``lead_away`` (their replicas put last, preferred leaders elected) -> ``reassign`` (``snapshot`` ->
-``plan``: spark-submit ``--mode decommission`` -> ``check_plan`` -> ``wave`` per wave -> ``remove_throttles``
--> ``preferred_leaders``) -> ``stop_brokers`` (with ``stop_brokers``: only brokers that hold and lead
-nothing) -> ``run_outcome`` (teardown: the final health check after a run that did its work, the lock released,
-the run's note).
+``plan``: spark-submit ``--mode decommission``, with ``drain_only`` also ``--drain-only`` -> ``check_plan`` ->
+``wave`` per wave -> ``remove_throttles`` -> ``preferred_leaders``) -> ``stop_brokers`` (with ``stop_brokers``:
+only brokers that hold and lead nothing) -> ``run_outcome`` (teardown: the final health check after a run that
+did its work, the lock released, the run's note).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def decommission_dag(dag_id: str = "kafka_decommission", *, schedule: Any = None
         defaults=defaults,
         params={
             **reassignment_params("Ids of the brokers to drain and remove"),
+            "drain_only": param("drain_only"),
             "stop_brokers": param("stop_brokers"),
         },
     ) as dag:
@@ -55,7 +56,8 @@ def decommission_dag(dag_id: str = "kafka_decommission", *, schedule: Any = None
                                   settings={**STEP_SETTINGS, "enabled": FromParam("stop_brokers")}),
                 WaitForClusterOperator(task_id="health_gate", kind="healthy", settings=STEP_SETTINGS),
                 ElectLeadersOperator(task_id="lead_away", away=True, operation=OPERATION, settings=STEP_SETTINGS),
-                reassignment_waves("decommission", operation=OPERATION),
+                reassignment_waves("decommission", operation=OPERATION,
+                                   settings={"drain_only": FromParam("drain_only")}),
                 BrokerServiceOperator(task_id="stop_brokers", action="stop", operation=OPERATION,
                                       settings={**STEP_SETTINGS, "enabled": FromParam("stop_brokers")}),
             ],

@@ -36,7 +36,8 @@ PLANNER_OPTIONS = {"--max-bytes": "max_bytes", "--wave-bytes": "wave_bytes",
 
 
 def planner_args(run_dir: Path, mode: str, brokers: list[int], cfg: dict[str, Any]) -> list[str]:
-    """The planner's command line for this run (``spark/reassignment_plan.py --help``)."""
+    """The planner's command line for this run (``spark/reassignment_plan.py --help``): ``cfg`` gives the caps
+    (:data:`PLANNER_OPTIONS`) and ``drain_only`` (a decommission's ``--drain-only``)."""
     args = ["--snapshot", str(run_dir / "snapshot"), "--mode", mode, "--output-dir", str(run_dir / "plan"),
             "--engine", "spark"]
     if brokers:
@@ -44,6 +45,8 @@ def planner_args(run_dir: Path, mode: str, brokers: list[int], cfg: dict[str, An
     for option, setting in PLANNER_OPTIONS.items():
         if cfg.get(setting) is not None:
             args += [option, str(int(cfg[setting]))]
+    if cfg.get("drain_only"):
+        args.append("--drain-only")
     return args
 
 
@@ -52,8 +55,8 @@ class PlannerSubmitOperator(SparkSubmitOperator):
     ``local[*]`` in the sandbox, the Spark master in docker-compose).
 
     :param mode: ``scale-out`` or ``decommission``.
-    :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``
-        (values or ``FromParam``).
+    :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``,
+        and for a decommission ``drain_only`` (values or ``FromParam``).
     """
 
     def __init__(self, *, mode: str, settings: dict, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:

@@ -102,6 +102,10 @@ SETTINGS: dict[str, Setting] = {
                                  "Cancel a wave's moves that are still running at its timeout"),
     "start_new_brokers": Setting(False, {"type": "boolean"}, "Start the new brokers over SSH (hosts from the "
                                  "profile's broker_hosts) and wait until they are registered"),
+    "drain_only": Setting(False, {"type": "boolean"},
+                          "Move only the drained brokers' replicas: the kept brokers exchange nothing (the plan "
+                          "copies exactly the drained bytes; without it the plan also evens out the kept brokers "
+                          "within 2 % of the mean)"),
     "stop_brokers": Setting(True, {"type": "boolean"},
                             "Stop the drained brokers (service_stop over SSH) once they hold nothing; on a KRaft "
                             "cluster also unregister them (UnregisterBroker), or a later metadata.version upgrade "

@@ -40,6 +40,10 @@ size is 0 or absent, i.e. replica counts are balanced instead, see ``Plan.weight
 5. undo (:func:`_undo_moves`): a moved replica whose old (kept) broker may take it back goes home when
    both brokers stay within half the byte band and the count band: no copy for a move no goal needs.
 
+With ``drain_only`` (a decommission that moves nothing else) only step 1 (the drained brokers' slots)
+and step 3 run: the moved bytes are exactly the drained ones, and the kept brokers' balance is what it
+was plus what they receive.
+
 Only brokers above their target send and only brokers below it receive, so the bytes moved stay close
 to the lower bound (:func:`lower_bound_moved`: the drained replicas, the fill
 ``sum over kept brokers of max(0, T - load_before)`` and the copies uneven racks force).
@@ -73,6 +77,10 @@ class PlanOptions:
         tolerance: accepted per-broker byte imbalance ``|bytes / target - 1|`` (a fraction of the
             mean, default 0.02; the target is the mean unless uneven racks forbid it); the planner
             aims at half of it.
+        drain_only: decommission only: move the drained brokers' replicas and nothing else (no
+            shedding, refinement or rack-crowding fixes among the kept brokers; only the partitions that
+            move may change their preferred leader). Each moved replica still goes to the allowed kept
+            broker furthest below its target, so the plan copies exactly the drained bytes.
     """
 
     mode: str
@@ -80,6 +88,7 @@ class PlanOptions:
     max_moves: int | None = None
     max_bytes: int | None = None
     tolerance: float = 0.02
+    drain_only: bool = False
 
 
 @dataclass
@@ -204,10 +213,12 @@ def resolve_request(snap: Snapshot, opts: PlanOptions) -> tuple[np.ndarray, np.n
     for rebalance; broker ids not in brokers.json; a decommission leaving fewer brokers than the
     largest replication factor (Kafka cannot place RF distinct replicas); a partition spanning more
     racks than the kept brokers have (its rack diversity could not be kept); caps below what a
-    decommission must move.
+    decommission must move; ``drain_only`` outside a decommission.
     """
     if opts.mode not in MODES:
         raise PlanInputError(f"unknown mode {opts.mode!r}; expected one of {', '.join(MODES)}")
+    if opts.drain_only and opts.mode != "decommission":
+        raise PlanInputError(f"--drain-only is for a decommission, not a {opts.mode}")
     nb = len(snap.broker_ids)
     ids = list(opts.brokers)
     if opts.mode == "rebalance" and ids:
@@ -665,8 +676,8 @@ class _State:
             self._list_add(b, key)
 
 
-def _mandatory(state: _State, drained: np.ndarray) -> list:
-    """Empty the slots on drained brokers and the rack-crowded slots; return their keys."""
+def _mandatory(state: _State, drained: np.ndarray, crowded_too: bool = True) -> list:
+    """Empty the slots on drained brokers and (``crowded_too``) the rack-crowded slots; return their keys."""
     new = state.new
     valid = new >= 0
     on_drained = valid & drained[np.maximum(new, 0)]
@@ -674,7 +685,7 @@ def _mandatory(state: _State, drained: np.ndarray) -> list:
     for p, s in zip(*np.nonzero(on_drained), strict=True):
         state.set_slot(int(p), int(s), -1)
         keys.append(int(p) * state.width + int(s))
-    if state.rack_aware:
+    if state.rack_aware and crowded_too:
         spans = distinct_racks(new, state.rack_idx)
         filled = (new >= 0).sum(axis=1)
         # a partition whose kept replicas crowd racks although it could span more
@@ -1154,17 +1165,22 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
             notes.append(f"scale-out brokers {busy} already hold more than half the mean load")
     if state.count_based:
         notes.append("no partition sizes known: balancing replica counts (and leaders) instead of bytes")
-    mandatory = _mandatory(state, drained)
+    mandatory = _mandatory(state, drained, crowded_too=not opts.drain_only)
     home = {k: -1 for k in mandatory}
-    optional = _shed(state, kept, mandatory, home, shed_selector or local_shed_selector)
-    _assign(state, mandatory + optional, set(mandatory), home, notes)
-    steps = 4 * len(snap.rf) + 1000
     band = state.tolerance / 2
-    _refine_bytes(state, band, steps)
-    for _ in range(2):
-        _refine_counts(state, 0.03, band, steps)
+    if opts.drain_only:
+        _assign(state, mandatory, set(mandatory), home, notes)
+        notes.append(f"drain only: {len(mandatory)} replicas leave the drained brokers; the kept brokers "
+                     "exchange nothing")
+    else:
+        optional = _shed(state, kept, mandatory, home, shed_selector or local_shed_selector)
+        _assign(state, mandatory + optional, set(mandatory), home, notes)
+        steps = 4 * len(snap.rf) + 1000
         _refine_bytes(state, band, steps)
-    _undo_moves(state, band / 2, 0.03)
+        for _ in range(2):
+            _refine_counts(state, 0.03, band, steps)
+            _refine_bytes(state, band, steps)
+        _undo_moves(state, band / 2, 0.03)
     rack_bound = _rack_bound(state, snap)
     t = state.target
     skew = 1.0 + float(np.abs(state.load[kept] / t - 1).max())
@@ -1178,6 +1194,8 @@ def plan_replicas(snap: Snapshot, opts: PlanOptions, shed_selector: ShedSelector
             why.append(f"uneven racks allow at best {best:.3f}")
         if opts.max_moves is not None or opts.max_bytes is not None:
             why.append("caps on moves or bytes")
+        if opts.drain_only:
+            why.append("drain only: the kept brokers keep their replicas")
         notes.append(f"{what} not reached: skew {skew:.3f} ({'; '.join(why)})")
     return Plan(
         snapshot=snap,

@@ -29,7 +29,8 @@ def initial_leaders(orig: np.ndarray, new: np.ndarray) -> np.ndarray:
     return np.where(keeps, orig[:, 0], new[:, 0]).astype(np.int64)
 
 
-def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_paths: int = 2000) -> np.ndarray:
+def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_paths: int = 2000,
+                    frozen: np.ndarray | None = None) -> np.ndarray:
     """Choose one leader per partition among its replicas so that kept brokers lead evenly.
 
     Args:
@@ -38,10 +39,14 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
         kept: bool array (B,), brokers that hold replicas after the plan.
         max_paths: bound on rounds of augmenting-path searches (each round rebuilds the leader ->
             follower adjacency, O(P * R log(P * R))).
+        frozen: bool array (P,) or None: partitions whose preferred leader stays the current one
+            (a drain-only decommission freezes every partition it does not move: a new replica
+            order alone would be a reassignment of its own).
 
     Returns the leader per partition, int array (P,). Every kept broker ends with at most
     ``ceil(P / K)`` and at least ``floor(P / K)`` leaders when the replica placement allows it
-    (K = kept brokers), i.e. a leader skew ``1 + max |leaders / (P / K) - 1|`` as low as integers allow.
+    (K = kept brokers), i.e. a leader skew ``1 + max |leaders / (P / K) - 1|`` as low as integers allow;
+    with ``frozen`` partitions only the others change leader, so the skew may stay higher.
     """
     nb = len(kept)
     lead = initial_leaders(orig, new)
@@ -50,11 +55,12 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
     k = int(kept.sum())
     cap = math.ceil(npart / k)
     floor = npart // k
-    valid = new >= 0
+    movable = np.ones(npart, dtype=bool) if frozen is None else ~np.asarray(frozen, dtype=bool)
+    valid = (new >= 0) & movable[:, None]
 
     # 2a. over-cap brokers give leadership to the least-leading follower below cap
     for h in np.nonzero(counts > cap)[0].tolist():
-        for p in np.nonzero(lead == h)[0].tolist():
+        for p in np.nonzero((lead == h) & movable)[0].tolist():
             if counts[h] <= cap:
                 break
             row = [int(b) for b in new[p] if b >= 0 and b != h]
@@ -67,7 +73,7 @@ def balance_leaders(orig: np.ndarray, new: np.ndarray, kept: np.ndarray, max_pat
                 counts[u] += 1
     # 2b. brokers below floor take leadership from followers' leaders above floor
     for u in np.nonzero(kept & (counts < floor))[0].tolist():
-        rows = np.nonzero((new == u).any(axis=1) & (lead != u))[0]
+        rows = np.nonzero((new == u).any(axis=1) & (lead != u) & movable)[0]
         for p in rows.tolist():
             if counts[u] >= floor:
                 break

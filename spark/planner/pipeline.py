@@ -38,7 +38,9 @@ def make_plan(
     """
     started = time.monotonic()
     plan = plan_replicas(snap, opts, shed_selector=shed_selector)
-    lead = balance_leaders(snap.replicas, plan.replicas, plan.kept)
+    # a drain-only plan reorders no partition it does not move
+    frozen = (plan.replicas == snap.replicas).all(axis=1) if opts.drain_only else None
+    lead = balance_leaders(snap.replicas, plan.replicas, plan.kept, frozen=frozen)
     final = order_replicas(plan.replicas, lead)
     waves = plan_waves(snap.replicas, final, snap.sizes, wave_bytes, wave_moves_per_broker)
     options = {
@@ -47,6 +49,7 @@ def make_plan(
         "wave_bytes": wave_bytes,
         "wave_moves_per_broker": wave_moves_per_broker,
         "balance_tolerance": opts.tolerance,
+        "drain_only": opts.drain_only,
     }
     summary = summarize(
         snap,

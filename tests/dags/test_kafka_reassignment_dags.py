@@ -178,20 +178,36 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
 
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
-        result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2],
+        result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2], "drain_only": True,
                                                 "throttle_bytes_per_s": 200_000_000, **FAST})
     print(traffic.summary())
     assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
     after = snapshot(admin(sandbox.bootstrap_servers))
     assert all(2 not in p.replicas for p in after.partitions), "broker 2 holds nothing"
+    # drain only: a partition without a replica on broker 2 kept its replica list (order too), one with it kept
+    # its other replicas; the plan copied exactly what broker 2 held
+    now = {(p.topic, p.partition): p.replicas for p in after.partitions}
+    for p in before.partitions:
+        if 2 in p.replicas:
+            assert set(p.replicas) - {2} <= set(now[p.topic, p.partition]), (p.topic, p.partition, p.replicas)
+        elif (p.topic, p.partition) in now:  # not a topic the traffic deleted since
+            assert now[p.topic, p.partition] == p.replicas, (p.topic, p.partition)
+    run_dir = run_directory("manual", "kafka_decommission")
+    summary = json.loads((run_dir / "plan" / "summary.json").read_text())
+    held = sum(json.loads(line)["size_bytes"] * json.loads(line)["replicas"].count(2)
+               for line in (run_dir / "snapshot" / "partitions.jsonl").read_text().splitlines() if line.strip())
+    assert summary["options"]["drain_only"] is True and summary["bytes_moved"] == held
+    assert any(note.startswith("drain only:") for note in summary["notes"])
+    logs = capfd.readouterr().out + caplog.text
+    assert "--drain-only" in logs
     assert after.led_by(2) == []
     assert 2 not in registered(sandbox), "broker 2 was stopped"
     rc, out, _ = sandbox.ssh(2, "kafka-service status")
     assert rc != 0 or "stopped" in out or "not running" in out, out
     assert after.under_replicated == [] and after.offline == [] and watcher.ever_offline() == []
     assert throttles_left(sandbox) == {}
-    assert "through ZooKeeper" in capfd.readouterr().out + caplog.text
+    assert "through ZooKeeper" in logs
 
 
 @pytest.mark.parametrize("deferred", [pytest.param(False, marks=pytest.mark.extended), True],

@@ -69,6 +69,20 @@ def test_planner_args_pass_only_the_options_given(tmp_path: Path) -> None:
     assert args == ["--snapshot", str(tmp_path / "snapshot"), "--mode", "decommission", "--output-dir",
                     str(tmp_path / "plan"), "--engine", "spark", "--brokers", "2,5", "--wave-bytes", "1000"]
     assert (SPARK_DIR / "reassignment_plan.py").is_file()
+    drain = planner_args(tmp_path, "decommission", [2], {"drain_only": True, "wave_bytes": None})
+    assert drain[-1] == "--drain-only" and "--wave-bytes" not in drain
+    assert "--drain-only" not in planner_args(tmp_path, "decommission", [2], {"drain_only": False})
+
+
+def test_only_the_decommission_asks_for_drain_only() -> None:
+    from operations.decommission import decommission_dag
+    from operations.scale_out import scale_out_dag
+
+    decommission = decommission_dag()
+    assert decommission.params["drain_only"] is False
+    assert decommission.get_task("reassign.plan").settings["drain_only"].name == "drain_only"
+    scale_out = scale_out_dag()
+    assert "drain_only" not in scale_out.params and "drain_only" not in scale_out.get_task("reassign.plan").settings
 
 
 def test_drained_last_keeps_the_order_of_the_others() -> None:

@@ -82,6 +82,13 @@ def test_unknown_broker_requested(tmp_path, capsys, write):
     assert "unknown broker ids [42]" in err
 
 
+@pytest.mark.parametrize("mode", ["scale-out", "rebalance"])
+def test_drain_only_outside_a_decommission(tmp_path, capsys, write, mode):
+    brokers = ["--brokers", "5"] if mode == "scale-out" else []
+    err = run_bad(tmp_path, capsys, write, RACKED, GOOD, "--mode", mode, *brokers, "--drain-only")
+    assert f"--drain-only is for a decommission, not a {mode}" in err
+
+
 @pytest.mark.parametrize("mode", ["scale-out", "decommission"])
 def test_missing_broker_ids(tmp_path, capsys, write, mode):
     err = run_bad(tmp_path, capsys, write, RACKED, GOOD, "--mode", mode)

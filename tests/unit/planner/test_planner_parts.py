@@ -77,6 +77,27 @@ def test_balance_leaders_shifts_along_a_chain():
     assert sorted(Counter(lead.tolist()).values()) == [2, 2, 2]
 
 
+def test_balance_leaders_leaves_frozen_partitions_led_as_they_are():
+    # the same skewed cluster as above; only the partitions with an odd index may change leader
+    rng = np.random.default_rng(3)
+    nb, npart = 7, 200
+    rows = []
+    for _ in range(npart):
+        reps = [int(b) for b in rng.choice(nb, size=3, replace=False)]
+        if 0 in reps:
+            reps.remove(0)
+            reps.insert(0, 0)
+        rows.append(reps)
+    orig = np.array(rows, dtype=np.int32)
+    frozen = np.arange(npart) % 2 == 0
+    lead = balance_leaders(orig, orig, np.ones(nb, dtype=bool), frozen=frozen)
+    assert (lead[frozen] == orig[frozen, 0]).all()
+    changed = np.nonzero(lead != orig[:, 0])[0]
+    assert len(changed) > 0 and not frozen[changed].any()
+    # broker 0 gave up leadership where it could: fewer than before, none of it on frozen partitions
+    assert Counter(lead.tolist())[0] < Counter(orig[:, 0].tolist())[0]
+
+
 def test_waves_limits_and_order():
     orig = np.array([[0, 1], [1, 2], [2, 0], [0, 1], [1, 2]], dtype=np.int32)
     new = np.array([[3, 1], [1, 3], [2, 3], [1, 0], [3, 2]], dtype=np.int32)

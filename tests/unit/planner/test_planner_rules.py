@@ -49,6 +49,49 @@ def test_decommission_drains_and_keeps_rules(cluster, plan):
     assert c.summary["bytes_moved"] <= 1.05 * c.summary["lower_bound_bytes"]
 
 
+@pytest.mark.parametrize("seed", [5, 9])
+def test_a_drain_only_decommission_moves_the_drained_replicas_and_nothing_else(cluster, plan, seed):
+    # a skewed cluster: a full decommission also rebalances the kept brokers, a drain-only one must not
+    snap = cluster(n_brokers=12, n_partitions=900, skew=0.5, seed=seed, **RACKED)
+    drained = {1, 5}
+    code, full, err = plan(snap, "--mode", "decommission", "--brokers", "1,5", out="full")
+    assert code == 0, err
+    code, c, err = plan(snap, "--mode", "decommission", "--brokers", "1,5", "--drain-only", out="drain")
+    assert code == 0, err
+    kept = set(range(12)) - drained
+    check_rules(c, kept, leaders_balanced=False)
+    # every listed partition had a replica on a drained broker; the kept replicas stay where they are
+    must = {key for key, reps in c.before.items() if drained & set(reps)}
+    assert set(c.plan) == must
+    for key, reps in c.plan.items():
+        assert set(c.before[key]) - drained <= set(reps), f"{key}: a kept replica moved {c.before[key]} -> {reps}"
+    for b in drained:
+        assert c.summary["brokers"][str(b)]["replicas_after"] == 0
+    # it copies exactly the drained bytes, less than the full plan, which rebalanced the kept brokers too
+    drained_bytes = sum(c.sizes[k] * len(drained & set(reps)) for k, reps in c.before.items())
+    assert c.summary["bytes_moved"] == drained_bytes
+    assert full.summary["bytes_moved"] > c.summary["bytes_moved"]
+    assert c.summary["options"]["drain_only"] is True and full.summary["options"]["drain_only"] is False
+    assert any(n.startswith("drain only:") for n in c.summary["notes"])
+    # what is drained goes to the brokers furthest below their share: skew no worse than before
+    assert c.skew("bytes", kept) <= c.summary["skew_before"]["bytes"]
+
+
+def test_a_drain_only_decommission_leaves_crowded_racks_of_partitions_it_does_not_move(write, plan):
+    brokers = [{"id": i, "rack": "abc"[i % 3], "host": f"h{i}", "port": 9092} for i in range(6)]
+    parts = [{"topic": "t", "partition": p, "replicas": [p % 6, (p + 1) % 6, (p + 2) % 6], "size_bytes": 100}
+             for p in range(12)]
+    parts.append({"topic": "crowded", "partition": 0, "replicas": [1, 4], "size_bytes": 100})  # both rack b
+    snap = write(brokers, parts)
+    code, c, err = plan(snap, "--mode", "decommission", "--brokers", "0", "--drain-only")
+    assert code == 0, err
+    assert ("crowded", 0) not in c.plan
+    assert all(0 in c.before[key] for key in c.plan)
+    code, full, err = plan(snap, "--mode", "decommission", "--brokers", "0", out="full")
+    assert code == 0, err
+    assert ("crowded", 0) in full.plan  # the full plan spreads it
+
+
 def test_decommission_leaving_uneven_racks_keeps_rules(cluster, plan):
     # racks a and b lose a broker, rack c does not: RF-3 partitions pin bytes per rack, so only the
     # rules (not the 2 % balance) are guaranteed here

@@ -79,8 +79,9 @@ class PlanOptions:
             aims at half of it.
         drain_only: decommission only: move the drained brokers' replicas and nothing else (no
             shedding, refinement or rack-crowding fixes among the kept brokers; only the partitions that
-            move may change their preferred leader). Each moved replica still goes to the allowed kept
-            broker furthest below its target, so the plan copies exactly the drained bytes.
+            move may change their preferred leader). Each moved replica still goes where step 3 puts it
+            (the allowed kept broker with the most room below its target per replica it lacks), so the
+            plan copies exactly the drained bytes.
     """
 
     mode: str

@@ -45,17 +45,22 @@ def test_select_shed_is_independent_of_input_order():
     assert a == b
 
 
-def test_balance_leaders_reaches_the_cap_and_keeps_replica_sets():
+def led_by_zero(share: float, nb: int = 7, npart: int = 200) -> np.ndarray:
+    """Replicas (npart, 3) over ``nb`` brokers where broker 0 leads about ``share`` of the partitions it holds."""
     rng = np.random.default_rng(3)
-    nb, npart = 7, 200
     rows = []
     for _ in range(npart):
         reps = [int(b) for b in rng.choice(nb, size=3, replace=False)]
-        if 0 in reps and rng.random() < 0.9:  # broker 0 leads nearly every partition it holds
+        if 0 in reps and rng.random() < share:
             reps.remove(0)
             reps.insert(0, 0)
         rows.append(reps)
-    orig = np.array(rows, dtype=np.int32)
+    return np.array(rows, dtype=np.int32)
+
+
+def test_balance_leaders_reaches_the_cap_and_keeps_replica_sets():
+    nb, npart = 7, 200
+    orig = led_by_zero(0.9)  # broker 0 leads nearly every partition it holds
     kept = np.ones(nb, dtype=bool)
     assert Counter(orig[:, 0].tolist())[0] > math.ceil(npart / nb)
     lead = balance_leaders(orig, orig, kept)
@@ -78,17 +83,9 @@ def test_balance_leaders_shifts_along_a_chain():
 
 
 def test_balance_leaders_leaves_frozen_partitions_led_as_they_are():
-    # the same skewed cluster as above; only the partitions with an odd index may change leader
-    rng = np.random.default_rng(3)
+    # broker 0 leads every partition it holds; only the partitions with an odd index may change leader
     nb, npart = 7, 200
-    rows = []
-    for _ in range(npart):
-        reps = [int(b) for b in rng.choice(nb, size=3, replace=False)]
-        if 0 in reps:
-            reps.remove(0)
-            reps.insert(0, 0)
-        rows.append(reps)
-    orig = np.array(rows, dtype=np.int32)
+    orig = led_by_zero(1.0)
     frozen = np.arange(npart) % 2 == 0
     lead = balance_leaders(orig, orig, np.ones(nb, dtype=bool), frozen=frozen)
     assert (lead[frozen] == orig[frozen, 0]).all()

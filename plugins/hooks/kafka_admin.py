@@ -580,6 +580,19 @@ class KafkaAdminHook(ClusterProfileHook):
         finalized = features.get(name, {}).get("finalized")
         return int(finalized[1]) if finalized else None
 
+    def topic_overrides(self, topic: str) -> dict[str, str | None] | None:
+        """The topic's own configs (``DYNAMIC_TOPIC_CONFIG``: set at CreateTopics or by kafka-configs.sh), name ->
+        value; ``{}`` for a topic with none (e.g. auto-created by a client's Metadata request); None when the topic
+        does not exist (DescribeConfigs).
+
+        :raises KafkaException: the cluster did not answer (transient).
+        """
+        entries = self._topic_config_entries([topic], skip_unknown=True).get(topic)
+        if entries is None:
+            return None
+        dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG
+        return {name: e.value for name, e in entries.items() if e.source in (dynamic, dynamic.value)}
+
     def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False) -> dict[str, dict[str, Any]]:
         """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out."""
         names = list(topics)
@@ -1194,6 +1207,7 @@ class KafkaAdminHook(ClusterProfileHook):
 
         :param broker_configs: broker id -> {name: value}. :param topic_configs: topic -> {name: value}.
         :raises RuntimeError: naming every resource the cluster refused.
+        :raises KafkaException: (transient) only unanswered requests, e.g. a broker down (see ``_alter_incremental``).
         """
         resources = [
             _incremental(ResourceType.BROKER, str(b), cfg, AlterConfigOpType.SET)
@@ -1211,6 +1225,7 @@ class KafkaAdminHook(ClusterProfileHook):
         defaults (no throttle). Deleting a config that is not set is not an error.
 
         :raises RuntimeError: naming every resource the cluster refused.
+        :raises KafkaException: (transient) only unanswered requests, e.g. a broker down (see ``_alter_incremental``).
         """
         from kafka_ops.reassignment import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
@@ -1226,13 +1241,18 @@ class KafkaAdminHook(ClusterProfileHook):
 
     def _alter_incremental(self, resources: list[ConfigResource]) -> None:
         """IncrementalAlterConfigs: one call per broker resource (librdkafka sends BROKER resources to that
-        broker, one per request), topic resources together in batches."""
+        broker, one per request), topic resources together in batches.
+
+        :raises KafkaException: (``_TIMED_OUT``, transient) every refused resource was refused for want of an answer
+            (its broker down or restarting, a request timeout): the same call may succeed later.
+        :raises RuntimeError: Kafka refused a resource (an invalid config, no authorization), naming every one.
+        """
         brokers = [r for r in resources if r.restype == ResourceType.BROKER]
         topics = [r for r in resources if r.restype != ResourceType.BROKER]
         calls = [[r] for r in brokers] + [
             topics[i : i + _TOPIC_CONFIG_BATCH] for i in range(0, len(topics), _TOPIC_CONFIG_BATCH)
         ]
-        errors = {}
+        errors: dict[str, KafkaException] = {}
         with self._client() as admin:
             for call in calls:
                 self.requests["IncrementalAlterConfigs"] += 1
@@ -1241,12 +1261,27 @@ class KafkaAdminHook(ClusterProfileHook):
                     try:
                         fut.result(timeout=self.request_timeout_s + 5)
                     except KafkaException as exc:
-                        errors[f"{res.restype.name.lower()} {res.name}"] = str(exc)
+                        errors[f"{res.restype.name.lower()} {res.name}"] = exc
         if errors:
-            raise RuntimeError(
-                f"IncrementalAlterConfigs refused for {len(errors)} resources: "
-                + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())[:20])
-            )
+            text = (f"IncrementalAlterConfigs refused for {len(errors)} resources: "
+                    + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())[:20]))
+            if all(_unanswered(exc) for exc in errors.values()):  # a broker down or restarting: waiting may fix it
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, text))
+            raise RuntimeError(text)
+
+
+#: librdkafka's and Kafka's errors for a request nobody answered in time or a broker that cannot serve it right now
+#: (down, restarting, no controller yet): an IncrementalAlterConfigs refused only with these may succeed later.
+_UNANSWERED_CODES = frozenset({
+    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_CONTROLLER, KafkaError.BROKER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
+})
+
+
+def _unanswered(exc: KafkaException) -> bool:
+    """True when ``exc`` says the request was not answered (or not yet servable), not that Kafka refused it."""
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error is not None and (error.code() in _UNANSWERED_CODES or error.retriable())
 
 
 def _layers(entry: Mapping[str, Any]) -> dict[str, str | None]:

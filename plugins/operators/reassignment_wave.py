@@ -47,6 +47,9 @@ from operators.cluster_operator import ClusterOperator
 VERIFY_INLINE_S = 60.0
 #: Seconds a finished wave's partitions may take to show their target replicas in the brokers' metadata.
 TARGETS_SETTLE_S = 30.0
+#: Seconds a finished wave waits for a broker that does not answer (crashed or restarting) to remove its throttle
+#: configs (``leader/follower.replication.throttled.rate`` are that broker's own dynamic configs).
+THROTTLE_REMOVAL_WAIT_S = 180.0
 
 
 def replicas_now(state: Any) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -175,8 +178,20 @@ class ReassignmentWaveOperator(ClusterOperator):
 
     def _finish(self, admin: KafkaAdminHook, wave: Any, label: str, broker_cfgs: Any, topic_cfgs: Any,
                 result: dict) -> dict:
-        """Remove the wave's throttles and check every move is at its target."""
-        admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
+        """Remove the wave's throttles and check every move is at its target. A broker that does not answer (down
+        or restarting: a broker config goes to that broker itself) is waited for up to
+        :data:`THROTTLE_REMOVAL_WAIT_S`: the wave's data is copied, only its throttles wait."""
+
+        def removed() -> Check:
+            admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
+            return Check(True, f"brokers {sorted(broker_cfgs)}, {len(topic_cfgs)} topics")
+
+        try:
+            wait_until(removed, what=f"{label}: its throttles removed", interval_s=2.0,
+                       timeout_s=THROTTLE_REMOVAL_WAIT_S, log=self.log, ramp_from_s=0.5)
+        except (WaitTimeout, WaitAborted) as exc:
+            raise AirflowFailException(f"{label}: copied, but its throttles were not removed: {exc}; "
+                                       "remove_throttles tries again") from exc
         self.log.info("%s: done; its throttles removed", label)
 
         def at_targets() -> Check:
@@ -276,7 +291,13 @@ class RemoveThrottlesOperator(ClusterOperator):
             return {"brokers": [], "topics": []}
         with KafkaAdminHook(profile=profile) as admin:
             live = set(admin.cluster_state(configs=False).broker_ids)
-            admin.delete_throttle_configs([b for b in brokers if b in live], topics)
-        self.log.info("removed throttles from brokers %s and %d topics", [b for b in brokers if b in live],
-                      len(topics))
-        return {"brokers": brokers, "topics": topics}
+            reached = [b for b in brokers if b in live]
+            admin.delete_throttle_configs(reached, topics)
+        self.log.info("removed throttles from brokers %s and %d topics", reached, len(topics))
+        if down := [b for b in brokers if b not in live]:
+            # a broker's throttle rate is its own dynamic config, set through that broker: kept while it is down
+            self.log.warning("brokers %s are not in the metadata (down): their throttle rates %s may stay set; once "
+                             "they are back, remove them with kafka-configs.sh --entity-type brokers --entity-name "
+                             "<id> --alter --delete-config %s", down, THROTTLE_BROKER_KEYS,
+                             ",".join(THROTTLE_BROKER_KEYS))
+        return {"brokers": reached, "topics": topics, "brokers_down": down}

@@ -1,0 +1,121 @@
+"""Removing a wave's throttles when a broker does not answer: ``KafkaAdminHook.delete_throttle_configs`` tells a
+request nobody answered (a broker down or restarting: transient) from a refusal (fatal), and the wave's finish
+waits for the broker to answer instead of failing the wave whose data is already copied.
+
+``hooks.kafka_admin.AdminClient`` is replaced by :class:`SilentBrokers`: IncrementalAlterConfigs of a broker in
+``silent`` times out (librdkafka's ``_TIMED_OUT``) as long as that broker is down, of one in ``refusing`` fails with
+``INVALID_CONFIG``; every other resource succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from confluent_kafka import KafkaError, KafkaException
+from hooks import kafka_admin
+from hooks.kafka_admin import KafkaAdminHook
+from runtime.failures import is_transient
+
+
+class SilentBrokers:
+    """confluent-kafka's AdminClient, for IncrementalAlterConfigs only."""
+
+    silent: dict[str, int] = {}  # broker id -> how many more calls it does not answer
+    refusing: set[str] = set()
+    calls: list[str] = []
+
+    def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
+        pass
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def incremental_alter_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, Future]:
+        out = {}
+        for res in resources:
+            SilentBrokers.calls.append(f"{res.restype.name.lower()} {res.name}")
+            future: Future = Future()
+            if res.name in SilentBrokers.silent and SilentBrokers.silent[res.name] > 0:
+                SilentBrokers.silent[res.name] -= 1
+                future.set_exception(KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, "Failed while waiting for response from broker: Local: Timed out")))
+            elif res.name in SilentBrokers.refusing:
+                future.set_exception(KafkaException(KafkaError(KafkaError.INVALID_CONFIG, "no such config")))
+            else:
+                future.set_result(None)
+            out[res] = future
+        return out
+
+
+@pytest.fixture
+def hook(monkeypatch: pytest.MonkeyPatch) -> KafkaAdminHook:
+    monkeypatch.setattr(kafka_admin, "AdminClient", SilentBrokers)
+    SilentBrokers.silent, SilentBrokers.refusing, SilentBrokers.calls = {}, set(), []
+    return KafkaAdminHook(bootstrap_servers="127.0.0.1:1", request_timeout_s=1)
+
+
+def test_a_broker_that_does_not_answer_is_a_transient_failure_naming_it(hook: KafkaAdminHook) -> None:
+    SilentBrokers.silent = {"0": 1}
+    with pytest.raises(KafkaException) as raised:
+        hook.delete_throttle_configs([0, 1], ["orders"])
+    assert is_transient(raised.value)
+    assert "broker 0" in str(raised.value) and "broker 1" not in str(raised.value)
+    assert SilentBrokers.calls == ["broker 0", "broker 1", "topic orders"], "every resource was tried"
+    hook.delete_throttle_configs([0, 1], ["orders"])  # broker 0 back: the same call succeeds
+
+
+def test_a_refusal_is_not_transient_even_beside_a_broker_that_does_not_answer(hook: KafkaAdminHook) -> None:
+    SilentBrokers.silent, SilentBrokers.refusing = {"0": 5}, {"1"}
+    with pytest.raises(RuntimeError, match=r"refused for 2 resources: broker 0: .*Timed out.*; broker 1: .*no such"):
+        hook.delete_throttle_configs([0, 1], [])
+
+
+class WaveAdmin:
+    """The admin hook as ``_finish`` uses it: ``delete_throttle_configs`` of the real hook (over
+    :class:`SilentBrokers`) and a Metadata that shows every move at its target."""
+
+    def __init__(self, hook: KafkaAdminHook, moves: list[Any]) -> None:
+        self.hook, self.moves = hook, moves
+
+    def delete_throttle_configs(self, brokers: list[int], topics: list[str]) -> None:
+        self.hook.delete_throttle_configs(brokers, topics)
+
+    def cluster_state(self, configs: bool = True) -> Any:
+        return SimpleNamespace(partitions=[SimpleNamespace(topic=m.topic, partition=m.partition, replicas=m.replicas)
+                                           for m in self.moves])
+
+
+def finish(hook: KafkaAdminHook, monkeypatch: pytest.MonkeyPatch, wait_s: float = 30.0) -> dict:
+    from operators import reassignment_wave
+    from operators.reassignment_wave import ReassignmentWaveOperator
+
+    monkeypatch.setattr(reassignment_wave, "THROTTLE_REMOVAL_WAIT_S", wait_s)
+    monkeypatch.setattr(reassignment_wave.time, "sleep", lambda s: None)  # the waits' pauses
+    moves = [SimpleNamespace(topic="orders", partition=0, replicas=(0, 1, 2), name="orders-0")]
+    operator = SimpleNamespace(log=logging.getLogger("test"))
+    return ReassignmentWaveOperator._finish(operator, WaveAdmin(hook, moves), SimpleNamespace(moves=moves),
+                                            "wave 1/1", {2: {}}, {"orders": {}}, {"wave": 1})
+
+
+def test_the_wave_finish_waits_for_a_broker_back_then_goes_on(hook: KafkaAdminHook, monkeypatch) -> None:
+    """``ReassignmentWaveOperator._finish``: polls through the unanswered tries and passes once the broker answers
+    (the wave succeeds); a refusal fails the wave at once, naming it."""
+    SilentBrokers.silent = {"2": 3}
+    assert finish(hook, monkeypatch) == {"wave": 1}
+    assert SilentBrokers.calls.count("broker 2") == 4, SilentBrokers.calls
+    SilentBrokers.calls, SilentBrokers.refusing = [], {"2"}
+    with pytest.raises(AirflowFailException, match=r"wave 1/1: copied, but its throttles were not removed: .*"
+                                                   r"no such config.*waiting cannot fix this"):
+        finish(hook, monkeypatch)
+    assert SilentBrokers.calls.count("broker 2") == 1
+
+
+def test_a_broker_down_for_good_fails_the_wave_after_the_wait(hook: KafkaAdminHook, monkeypatch) -> None:
+    SilentBrokers.silent = {"2": 10**6}
+    with pytest.raises(AirflowFailException, match=r"not removed: .*broker 2.*remove_throttles tries again"):
+        finish(hook, monkeypatch, wait_s=0.05)

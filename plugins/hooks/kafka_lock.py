@@ -11,6 +11,11 @@ lock is held (``retention.ms=-1``) and has RF min(3, brokers), ``min.insync.repl
 live brokers that answer, picked across racks (:func:`rack_spread`; never a fenced one, which a KRaft controller's
 own placement may pick, nor one that crashed a moment ago and is still in the Metadata).
 
+A lock topic created by anyone else has no topic configs of its own: a client's Metadata request that names the
+topic while it does not exist makes a broker with ``auto.create.topics.enable=true`` (Kafka's default) create it,
+as Burrow does while it still lists a lock topic just released. Such a stray is deleted by whoever reads it
+(``KafkaLockStore._remove_stray``) and the cluster reads as free.
+
 A lock topic whose holder record never arrived (its creator died between the two steps) reads as held by
 ``"unknown"``: break it by hand after checking no run works on the cluster:
 ``kafka-topics.sh --bootstrap-server <b> --delete --topic kafka-ops.operation-lock`` (README, "The cluster
@@ -21,6 +26,7 @@ run, wait or fail, released by the teardown.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Mapping
@@ -43,6 +49,10 @@ REQUEST_TIMEOUT_S = 15.0
 DELETION_WAIT_S = 60.0
 RETRY_PAUSE_S = 0.2  # between two tries of try_acquire that found the lock topic existing and free
 UNKNOWN = "unknown (the lock topic has no holder record: its creator died while taking it)"
+#: What :meth:`KafkaLockStore._read_holder` returns for a stray lock topic it deleted (see ``_remove_stray``).
+STRAY = object()
+
+log = logging.getLogger(__name__)
 
 
 def rack_spread(racks: Mapping[int, str | None], count: int, rng: random.Random | None = None) -> list[int]:
@@ -114,9 +124,16 @@ class KafkaLockStore:
 
     def current_holder(self, wait_s: float = HOLDER_RECORD_WAIT_S) -> LockHolder | None:
         """The holder, or None when the cluster is free. A lock topic without its holder record after
-        ``wait_s`` seconds reads as held by :data:`UNKNOWN` (since when it was found)."""
+        ``wait_s`` seconds reads as held by :data:`UNKNOWN` (since when it was found). A lock topic that was not
+        created by a taker (:meth:`_remove_stray`) is deleted and reads as free."""
+        found = self._read_holder(wait_s)
+        return None if found is STRAY else found
+
+    def _read_holder(self, wait_s: float) -> LockHolder | None | object:
+        """:meth:`current_holder`, or :data:`STRAY` when it found and deleted a stray lock topic."""
         if not self._exists():
             return None
+        checked_stray = False
         # from offset 0, not OFFSET_BEGINNING: a logical offset makes librdkafka query it first, and that query
         # waited 500 ms on every read (the lock is checked before each stop and start: 3 s of a KRaft broker's
         # roll); a log that no longer starts at 0 is read from its start (auto.offset.reset=earliest)
@@ -131,6 +148,11 @@ class KafkaLockStore:
                 if msg is None:
                     continue
                 if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF and not checked_stray:
+                        checked_stray = True  # an empty log: being taken right now, or a stray nobody will write to
+                        if self._remove_stray():
+                            return STRAY
+                        continue
                     if msg.error().code() in (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART,
                                               KafkaError.NOT_LEADER_FOR_PARTITION,
                                               KafkaError.LEADER_NOT_AVAILABLE):
@@ -146,6 +168,22 @@ class KafkaLockStore:
         if not self._exists():
             return None
         return LockHolder(UNKNOWN, int(time.time() * 1000), "?")
+
+    def _remove_stray(self) -> bool:
+        """Delete the lock topic when no taker created it, and say so. A taker's CreateTopics sets the lock's own
+        topic configs (``retention.ms=-1``) with the topic, atomically (one KRaft record batch; in ZooKeeper mode the
+        config znode is written before the topic's); a topic without them was created by a Metadata request that
+        named it while it did not exist, on a broker with ``auto.create.topics.enable=true`` (Kafka's default): e.g.
+        Burrow (sarama asks with AllowAutoTopicCreation) refreshing the offsets of a lock topic just released. Nobody
+        writes a holder record to it; left alone it would read as held by :data:`UNKNOWN` until broken by hand."""
+        overrides = self.hook.topic_overrides(LOCK_TOPIC)
+        if overrides is None or overrides.get("retention.ms") == "-1":
+            return False
+        log.warning("%s exists without the lock's configs (%s) and without a holder record: created by a client's "
+                    "Metadata request (auto.create.topics.enable=true), not by a taker; deleting it",
+                    self.where, overrides or "no topic configs")
+        self._delete()
+        return True
 
     # -- taking and releasing ----------------------------------------------------------------------------
 
@@ -206,7 +244,8 @@ class KafkaLockStore:
                     deletion_wait_s: float = DELETION_WAIT_S) -> LockHolder | None:
         """Take the lock for ``holder``; None on success (or when ``holder`` already has it), else the other
         holder. A created topic whose holder record cannot be written is deleted again (and the error raised).
-        A lock topic still being deleted (just released) is waited for, up to ``deletion_wait_s`` seconds.
+        A lock topic still being deleted (just released) is waited for, up to ``deletion_wait_s`` seconds; a stray
+        one (auto-created, see ``_remove_stray``) is deleted, for as long.
 
         :raises RuntimeError: released and re-taken by others ``attempts`` times in a row, or still being
             deleted after ``deletion_wait_s``.
@@ -229,7 +268,13 @@ class KafkaLockStore:
                     self._delete()
                     raise
                 return None
-            other = self.current_holder()
+            other = self._read_holder(HOLDER_RECORD_WAIT_S)
+            if other is STRAY:  # deleted: not another taker's doing, so not counted as a try
+                tries -= 1
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.where}: auto-created again after each deletion for "
+                                       f"{deletion_wait_s:.0f} s (a client keeps asking for it by name)")
+                continue
             if other is not None:
                 return None if other.holder == holder else other
             # it exists (CreateTopics said so) yet reads as free: released meanwhile, or the answering broker's

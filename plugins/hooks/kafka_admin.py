@@ -78,11 +78,31 @@ METADATA_PICKS = 3
 DEFAULTS_PREFERENCE_S = 1.0
 
 
+def _kafka_error(exc: BaseException) -> KafkaError | None:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) else None
+
+
 def _timed_out(exc: BaseException) -> bool:
     """A librdkafka request that got no answer in time (``_TIMED_OUT``), e.g. while it waited for the broker it goes
     to; other errors (authorization, unknown topic) are answers."""
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT
+    error = _kafka_error(exc)
+    return error is not None and error.code() == KafkaError._TIMED_OUT
+
+
+#: Besides :func:`_timed_out`: librdkafka's and Kafka's errors for a broker that cannot serve a request right now
+#: (down, restarting, no controller yet).
+_UNANSWERED_CODES = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
+    KafkaError.BROKER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
+})
+
+
+def _unanswered(exc: BaseException) -> bool:
+    """True when ``exc`` says the request was not answered (or not yet servable), not that Kafka refused it: an
+    IncrementalAlterConfigs refused only so may succeed later."""
+    error = _kafka_error(exc)
+    return _timed_out(exc) or error is not None and (error.code() in _UNANSWERED_CODES or error.retriable())
 
 
 def _int_config(value: str | None, default: int, name: str) -> int:
@@ -1268,20 +1288,6 @@ class KafkaAdminHook(ClusterProfileHook):
             if all(_unanswered(exc) for exc in errors.values()):  # a broker down or restarting: waiting may fix it
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, text))
             raise RuntimeError(text)
-
-
-#: librdkafka's and Kafka's errors for a request nobody answered in time or a broker that cannot serve it right now
-#: (down, restarting, no controller yet): an IncrementalAlterConfigs refused only with these may succeed later.
-_UNANSWERED_CODES = frozenset({
-    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_CONTROLLER, KafkaError.BROKER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
-})
-
-
-def _unanswered(exc: KafkaException) -> bool:
-    """True when ``exc`` says the request was not answered (or not yet servable), not that Kafka refused it."""
-    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-    return error is not None and (error.code() in _UNANSWERED_CODES or error.retriable())
 
 
 def _layers(entry: Mapping[str, Any]) -> dict[str, str | None]:

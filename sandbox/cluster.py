@@ -31,6 +31,7 @@ from sandbox import (
     settings,
     sshd,
     state,
+    status,
     workload,
     zookeeper,
 )
@@ -383,6 +384,8 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                                      initial_controllers=info.initial_controllers, voter_ids=set(info.voters))
         for spec in controller_specs:
             service.start(workdir.host(spec.id), wait_s=0)
+        if controller_specs:
+            _wait_quorum_settled(workdir, info, remaining, say)
     for spec in active:
         service.start(workdir.host(spec.id), wait_s=0)
     expected = [s.id for s in active]
@@ -456,6 +459,43 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
             burrow.wait_serving(workdir, info.burrow_url, brokers, timeout_s=remaining())
     say(f"Burrow at {info.burrow_url} rates groups {', '.join(settings.WORKLOAD_GROUPS)} OK")
     envfile.write(workdir, info)
+
+
+def _wait_quorum_settled(workdir: Workdir, info: state.SandboxState, remaining: Callable[[], float],
+                         say: Say) -> None:
+    """KRaft with dedicated controllers: wait until one controller leads the quorum and every voter has fetched
+    from it in its epoch (DescribeQuorum: no voter at end offset -1), before any broker starts. Started side by
+    side on a loaded machine, the voters may elect two leaders in a row (epochs 1 and 2 within milliseconds); a
+    broker that came up between them could keep its AlterPartition channel on the deposed one, so its ISR
+    expansions never reached the active controller (KAFKA-14154's family). Brokers started after this find the
+    settled leader in the metadata log.
+
+    Raises:
+        procs.Timeout: no settled quorum within ``remaining()``; SandboxError: a controller exited.
+    """
+    addresses = [f"{host}:{settings.CONTROLLER_PORT}" for _, host in sorted(info.voters.items())]
+    last: dict = {}
+
+    def settled() -> bool:
+        _failed_start(workdir, sorted(info.controllers))
+        for address in addresses:
+            try:
+                described = status.controller_quorum(address, timeout_s=2.0)
+            except Exception as exc:  # noqa: BLE001 - not listening yet: ask the next one
+                last["error"] = f"{address}: {exc}"
+                continue
+            if described is None:
+                continue
+            last["quorum"] = described
+            offsets = {v["id"]: v["end_offset"] for v in described["voters"]}
+            return set(offsets) >= set(info.voters) and min(offsets.values()) >= 0
+        return False
+
+    try:
+        procs.wait_for(settled, remaining(), "the KRaft quorum to elect a leader every voter follows", poll_s=0.2)
+    except procs.Timeout as exc:
+        raise procs.Timeout(f"{exc}: last answer {last.get('quorum') or last.get('error')}") from None
+    say(f"quorum leader {last['quorum']['leader']} (epoch {last['quorum']['epoch']}), followed by every voter")
 
 
 def _wait_partitions_led(info: state.SandboxState, timeout_s: float) -> None:

@@ -113,6 +113,49 @@ def quorum(bootstrap_servers: str, timeout_s: float = 5.0) -> dict[str, Any]:
             "voters": replicas("current_voters"), "observers": replicas("observers")}
 
 
+def controller_quorum(address: str, timeout_s: float = 3.0) -> dict[str, Any] | None:
+    """DescribeQuorum asked of the KRaft controller at ``address`` (``host:port`` of its CONTROLLER listener;
+    KIP-919: controllers answer it, as ``kafka-metadata-quorum --bootstrap-controller`` asks) in the shape of
+    :func:`quorum`; None when that controller is not the quorum leader (NOT_LEADER_OR_FOLLOWER) or no leader is
+    elected yet. A voter's ``end_offset`` is -1 while it has not fetched from the leader in the leader's epoch.
+
+    Raises:
+        Exception: kafka-python's errors when the controller does not answer.
+    """
+    from kafka.net.compat import KafkaNetClient
+    from kafka.protocol.admin import DescribeQuorumRequest
+
+    timeout_ms = int(timeout_s * 1000)
+    client = KafkaNetClient(bootstrap_servers=address, request_timeout_ms=timeout_ms, client_id="sandbox-status",
+                            socket_connection_setup_timeout_ms=timeout_ms)
+    manager = client._manager
+    node = manager.cluster.bootstrap_brokers()[0]
+    topic = DescribeQuorumRequest.TopicData
+    request = DescribeQuorumRequest(topics=[
+        topic(topic_name="__cluster_metadata", partitions=[topic.PartitionData(partition_index=0)])])
+
+    async def ask() -> Any:
+        return await manager.get_connection(node.node_id).send_request(request)
+
+    try:
+        answer = client._net.run(ask).to_dict()
+    finally:
+        manager.close()
+        client._net.close() if hasattr(client._net, "close") else None
+    partitions = [p for t in answer.get("topics") or [] for p in t.get("partitions") or []]
+    if answer.get("error_code") or not partitions or partitions[0].get("error_code") or partitions[0]["leader_id"] < 0:
+        return None
+    part = partitions[0]
+    hw = part["high_watermark"]
+
+    def replicas(key: str) -> list[dict[str, Any]]:
+        return [{"id": r["replica_id"], "end_offset": r["log_end_offset"],
+                 "lag": max(0, hw - r["log_end_offset"])} for r in part.get(key) or []]
+
+    return {"leader": part["leader_id"], "epoch": part["leader_epoch"], "high_watermark": hw,
+            "voters": replicas("current_voters"), "observers": replicas("observers")}
+
+
 def report(workdir: Workdir) -> dict[str, Any]:
     """The `status` document: processes, brokers (live / process), controller, URPs, offline partitions, the
     KRaft quorum and Burrow's view of each consumer group (status, total lag).

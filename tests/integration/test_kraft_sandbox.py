@@ -21,7 +21,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka import KafkaAdminClient
 from observers import admin, wait_for
 
-from sandbox import settings
+from sandbox import settings, status
 from sandbox.testing import RunningSandbox
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
@@ -119,6 +119,36 @@ def test_kafkas_own_tools_describe_the_quorum_and_the_features(healthy: RunningS
     # Burrow rates the workload's groups from __consumer_offsets written by Kafka 4.0
     for group in settings.WORKLOAD_GROUPS:
         wait_for(lambda g=group: healthy.group_status(g) == "OK", 30, what=f"{group} OK")
+
+
+LOG_TIME = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
+
+
+def first_logged(node_log: str, pattern: str) -> tuple[str, re.Match]:
+    """The time (Kafka's log timestamp, sortable as text) and match of the first line of ``node_log`` matching
+    ``pattern`` (a regex applied after the timestamp)."""
+    found = re.search(LOG_TIME + r".*?" + pattern, node_log, re.M)
+    assert found, f"no line matching {pattern!r}"
+    return found.group(1), found
+
+
+def test_the_brokers_start_once_every_voter_follows_one_quorum_leader(healthy: RunningSandbox) -> None:
+    # Kafka's own logs: each voter's first transition out of the election (to Leader, or to FollowerState of a
+    # leader) came before any broker's first start, and all of them named one epoch
+    settled = {c: first_logged(healthy.host_dir(c).server_log.read_text(),
+                               r"Completed transition to (?:Leader|FollowerState)\(.*?epoch=(\d+)")
+               for c in CONTROLLERS}
+    assert len({m.group(2) for _, m in settled.values()}) == 1, settled
+    for broker in (0, 1, 2):
+        started, _ = first_logged(healthy.host_dir(broker).server_log.read_text(), r"kafka-service: start")
+        assert started > max(t for t, _ in settled.values()), (broker, started, settled)
+    # what up waited on, asked of each controller (KIP-919): only the leader answers, naming every voter fetching
+    answers = {c: status.controller_quorum(f"{c_host}:{settings.CONTROLLER_PORT}")
+               for c, c_host in ((c["id"], c["host"]) for c in healthy.env["controllers"])}
+    leaders = [c for c, answer in answers.items() if answer]
+    assert len(leaders) == 1 and answers[leaders[0]]["leader"] == leaders[0], answers
+    voters = answers[leaders[0]]["voters"]
+    assert sorted(v["id"] for v in voters) == CONTROLLERS and min(v["end_offset"] for v in voters) >= 0, voters
 
 
 def test_min_insync_replicas_is_read_from_each_broker_and_from_the_active_controller_itself(healthy: RunningSandbox

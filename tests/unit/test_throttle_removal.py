@@ -119,3 +119,63 @@ def test_a_broker_down_for_good_fails_the_wave_after_the_wait(hook: KafkaAdminHo
     SilentBrokers.silent = {"2": 10**6}
     with pytest.raises(AirflowFailException, match=r"not removed: .*broker 2.*remove_throttles tries again"):
         finish(hook, monkeypatch, wait_s=0.05)
+
+
+class ReachableBrokers:
+    """``KafkaAdminHook`` as ``RemoveThrottlesOperator`` uses it: brokers ``live`` in the metadata; records the
+    throttle deletions it is asked for."""
+
+    live: list[int] = []
+    deleted: list[tuple[list[int], list[str]]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> ReachableBrokers:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def cluster_state(self, configs: bool = True) -> Any:
+        return SimpleNamespace(broker_ids=list(ReachableBrokers.live))
+
+    def delete_throttle_configs(self, brokers: list[int], topics: list[str]) -> None:
+        ReachableBrokers.deleted.append((list(brokers), list(topics)))
+
+
+def throttle_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The operator's warnings about throttles (not Airflow's own about running outside its task runner)."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == "remove_throttles" and r.levelno == logging.WARNING and "throttle" in r.getMessage()]
+
+
+def test_remove_throttles_names_the_brokers_it_could_not_reach(monkeypatch, tmp_path, caplog) -> None:
+    """A broker down when ``remove_throttles`` runs keeps its throttle rates (its own dynamic config): the task
+    removes what it can reach, reports only that as removed, names the others in ``brokers_down`` and logs the
+    kafka-configs.sh command that clears them."""
+    from operators import reassignment_wave
+    from operators.reassignment_wave import RemoveThrottlesOperator
+
+    moves = [SimpleNamespace(topic="orders", current=(0, 1), replicas=(1, 2)),
+             SimpleNamespace(topic="payments", current=(3, 0), replicas=(0, 1))]
+    monkeypatch.setattr(reassignment_wave, "load_plan", lambda *a, **k: SimpleNamespace(moves=moves))
+    monkeypatch.setattr(reassignment_wave, "run_directory", lambda context: tmp_path)
+    monkeypatch.setattr(reassignment_wave, "KafkaAdminHook", ReachableBrokers)
+    monkeypatch.setattr(RemoveThrottlesOperator, "profile", property(lambda self: SimpleNamespace()))
+    monkeypatch.setattr(RemoveThrottlesOperator, "log", property(lambda self: logging.getLogger("remove_throttles")))
+    operator = RemoveThrottlesOperator(task_id="remove_throttles", settings={"cluster": "c", "dry_run": False})
+    ReachableBrokers.live, ReachableBrokers.deleted = [0, 1, 3], []
+    with caplog.at_level(logging.WARNING):
+        result = operator.execute({"params": {}})
+    assert result == {"brokers": [0, 1, 3], "topics": ["orders", "payments"], "brokers_down": [2]}
+    assert ReachableBrokers.deleted == [([0, 1, 3], ["orders", "payments"])]
+    warned = throttle_warnings(caplog)
+    assert len(warned) == 1 and "brokers [2] are not in the metadata" in warned[0], warned
+    assert "kafka-configs.sh --entity-type brokers" in warned[0]
+
+    ReachableBrokers.live, ReachableBrokers.deleted = [0, 1, 2, 3], []  # every broker back: nothing named
+    caplog.clear()
+    assert operator.execute({"params": {}})["brokers_down"] == []
+    assert ReachableBrokers.deleted == [([0, 1, 2, 3], ["orders", "payments"])]
+    assert throttle_warnings(caplog) == []

@@ -296,8 +296,14 @@ def quality(quick: bool, ku_timeout: float) -> None:
         sys.stdout.flush()
 
 
-def scaling(sizes: list, workdir: str) -> None:
-    """Print spark-submit wall seconds per partition count (200 brokers, scale-out by 10)."""
+#: the driver JVM options kafka_scale_out / kafka_decommission submit the planner with
+#: (``operators.reassignment_plan.DRIVER_JAVA_OPTIONS``; a unit test keeps the two equal)
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def scaling(sizes: list, workdir: str, java_options: list[str]) -> None:
+    """Print spark-submit wall seconds per partition count (200 brokers, scale-out by 10), once per driver JVM
+    option string in ``java_options`` ("" = the JVM's defaults)."""
     print("\n# scaling: spark-submit --master local[2], 200 brokers (190 + 10 new), scale-out")
     header = (
         f"{'partitions':>10} {'replicas':>9} {'wall s':>7} {'cpu s':>7} {'load':>6} "
@@ -309,12 +315,15 @@ def scaling(sizes: list, workdir: str) -> None:
     env = dict(
         os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""), PYSPARK_PYTHON=sys.executable
     )
-    for n in sizes:
+    for n, options in ((n, o) for n in sizes for o in java_options):
         snapdir = os.path.join(workdir, f"snap-{n}")
-        b, parts = generate_cluster(190, n, new_brokers=10, racks=3, seed=7)
-        write_snapshot(snapdir, b, parts)
-        nrep = sum(len(p["replicas"]) for p in parts)
-        del parts
+        if not os.path.exists(os.path.join(snapdir, "brokers.json")):
+            b, parts = generate_cluster(190, n, new_brokers=10, racks=3, seed=7)
+            write_snapshot(snapdir, b, parts)
+            del parts
+        with open(os.path.join(snapdir, "partitions.jsonl")) as f:
+            nrep = sum(len(json.loads(line)["replicas"]) for line in f if line.strip())
+        print(f"# driver JVM options: {options or '(the JVM defaults)'}")
         out = os.path.join(workdir, f"out-{n}")
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         load = os.getloadavg()[0]
@@ -328,6 +337,7 @@ def scaling(sizes: list, workdir: str) -> None:
                 "4g",
                 "--conf",
                 "spark.ui.showConsoleProgress=false",
+                *(["--conf", f"spark.driver.extraJavaOptions={options}"] if options else []),
                 os.path.join(ROOT, "spark", "reassignment_plan.py"),
                 "--snapshot",
                 snapdir,
@@ -380,6 +390,9 @@ def main(argv=None) -> int:
         "--setup-bench-venv", action="store_true", help="create .venv-bench with kafka-utils first"
     )
     ap.add_argument("--workdir", help="where scaling snapshots go (default: a temp dir)")
+    ap.add_argument("--driver-java-options", action="append", default=None,
+                    help="the planner's driver JVM options for the scaling runs; repeat to compare, '' for the "
+                    f"JVM's defaults (default: what the DAGs submit, {DRIVER_JAVA_OPTIONS!r})")
     args = ap.parse_args(argv)
     if args.setup_bench_venv:
         setup_bench_venv()
@@ -388,7 +401,7 @@ def main(argv=None) -> int:
     sizes = [int(x) for x in args.scaling.split(",") if x.strip()] if not args.quick else []
     if sizes:
         with tempfile.TemporaryDirectory(prefix="planner-bench-") as tmp:
-            scaling(sizes, args.workdir or tmp)
+            scaling(sizes, args.workdir or tmp, args.driver_java_options or [DRIVER_JAVA_OPTIONS])
     return 0
 
 

@@ -30,6 +30,14 @@ from operators.cluster_operator import ClusterOperator
 #: ``KAFKA_OPS_SPARK_DIR`` overrides it.
 SPARK_DIR = Path(os.environ.get("KAFKA_OPS_SPARK_DIR") or Path(__file__).resolve().parents[2] / "spark")
 
+#: the planner's driver JVM (``spark.driver.extraJavaOptions``): the C1 compiler only and the serial collector. The
+#: driver lives seconds and its JVM mostly starts up and coordinates (the planning is numpy in the Python driver,
+#: the Spark jobs read and aggregate the snapshot): on a 52-partition snapshot, 2 cores, the job took 11.2 CPU s and
+#: 11.3 s against 18.7 CPU s and 13.0 s with the JVM's defaults (C2's compiler threads and G1's workers); ``bench/
+#: planner.py --scaling`` compares the two at 10k and 100k partitions. In ``local[*]`` mode the executors run in the
+#: driver JVM and get the same options; on a Spark cluster the executors keep theirs.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 #: planner option -> the setting (param) that gives it; None values are left out.
 PLANNER_OPTIONS = {"--max-bytes": "max_bytes", "--wave-bytes": "wave_bytes",
                    "--wave-moves-per-broker": "wave_moves_per_broker"}
@@ -57,12 +65,18 @@ class PlannerSubmitOperator(SparkSubmitOperator):
     :param mode: ``scale-out`` or ``decommission``.
     :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``,
         and for a decommission ``drain_only`` (values or ``FromParam``).
+    :param driver_java_options: ``spark.driver.extraJavaOptions`` of the job (default :data:`DRIVER_JAVA_OPTIONS`);
+        None leaves it to the Spark installation (e.g. its ``spark-defaults.conf``, which this setting overrides).
     """
 
-    def __init__(self, *, mode: str, settings: dict, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+    def __init__(self, *, mode: str, settings: dict, spark_conn_id: str = "spark_default",
+                 driver_java_options: str | None = DRIVER_JAVA_OPTIONS, **kwargs: Any) -> None:
+        conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+        if driver_java_options:
+            conf["spark.driver.extraJavaOptions"] = driver_java_options
         super().__init__(application=str(SPARK_DIR / "reassignment_plan.py"), conn_id=spark_conn_id,
                          name="kafka-reassignment-plan", env_vars={"PYSPARK_PYTHON": sys.executable},
-                         conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}, **kwargs)
+                         conf=conf, **kwargs)
         self.mode = mode
         self.settings = settings
 

@@ -85,6 +85,27 @@ def test_only_the_decommission_asks_for_drain_only() -> None:
     assert "drain_only" not in scale_out.params and "drain_only" not in scale_out.get_task("reassign.plan").settings
 
 
+def test_the_planner_driver_runs_with_c1_and_serial_gc_unless_told_otherwise() -> None:
+    """Both DAGs submit the planner with ``DRIVER_JAVA_OPTIONS`` as ``spark.driver.extraJavaOptions``; None leaves
+    the installation's own; the planner bench measures the same options by default."""
+    import importlib.util
+
+    from operations.decommission import decommission_dag
+    from operations.scale_out import scale_out_dag
+    from operators.reassignment_plan import DRIVER_JAVA_OPTIONS, PlannerSubmitOperator
+
+    assert DRIVER_JAVA_OPTIONS == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    for dag in (decommission_dag(), scale_out_dag()):
+        conf = dag.get_task("reassign.plan").conf
+        assert conf["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS and conf["spark.ui.enabled"] == "false"
+    own = PlannerSubmitOperator(task_id="plan", mode="scale-out", settings={}, driver_java_options=None)
+    assert "spark.driver.extraJavaOptions" not in own.conf
+    spec = importlib.util.spec_from_file_location("planner_bench", Path(__file__).parents[2] / "bench" / "planner.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.DRIVER_JAVA_OPTIONS == DRIVER_JAVA_OPTIONS
+
+
 def test_drained_last_keeps_the_order_of_the_others() -> None:
     assert drained_last((2, 0, 1), {2}) == (0, 1, 2)
     assert drained_last((0, 1), {2}) == (0, 1)

@@ -102,14 +102,18 @@ def quorum(bootstrap_servers: str, timeout_s: float = 5.0) -> dict[str, Any]:
         described = client.describe_metadata_quorum()
     finally:
         client.close()
-    topic = described["topics"][0]["partitions"][0]
-    hw = topic["high_watermark"]
+    return _quorum_doc(described["topics"][0]["partitions"][0])
+
+
+def _quorum_doc(part: dict[str, Any]) -> dict[str, Any]:
+    """:func:`quorum`'s shape from DescribeQuorum's ``__cluster_metadata`` partition entry (kafka-python's dict)."""
+    hw = part["high_watermark"]
 
     def replicas(key: str) -> list[dict[str, Any]]:
         return [{"id": r["replica_id"], "end_offset": r["log_end_offset"],
-                 "lag": max(0, hw - r["log_end_offset"])} for r in topic[key]]
+                 "lag": max(0, hw - r["log_end_offset"])} for r in part.get(key) or []]
 
-    return {"leader": topic["leader_id"], "epoch": topic["leader_epoch"], "high_watermark": hw,
+    return {"leader": part["leader_id"], "epoch": part["leader_epoch"], "high_watermark": hw,
             "voters": replicas("current_voters"), "observers": replicas("observers")}
 
 
@@ -145,15 +149,7 @@ def controller_quorum(address: str, timeout_s: float = 3.0) -> dict[str, Any] | 
     partitions = [p for t in answer.get("topics") or [] for p in t.get("partitions") or []]
     if answer.get("error_code") or not partitions or partitions[0].get("error_code") or partitions[0]["leader_id"] < 0:
         return None
-    part = partitions[0]
-    hw = part["high_watermark"]
-
-    def replicas(key: str) -> list[dict[str, Any]]:
-        return [{"id": r["replica_id"], "end_offset": r["log_end_offset"],
-                 "lag": max(0, hw - r["log_end_offset"])} for r in part.get(key) or []]
-
-    return {"leader": part["leader_id"], "epoch": part["leader_epoch"], "high_watermark": hw,
-            "voters": replicas("current_voters"), "observers": replicas("observers")}
+    return _quorum_doc(partitions[0])
 
 
 def report(workdir: Workdir) -> dict[str, Any]:

@@ -451,7 +451,8 @@ def type_refusal(key: str, value: str | None, entry: DescribedConfig | None) -> 
         bits = {"SHORT": 16, "INT": 32, "LONG": 64}[kind]
         number = _parse_int(text)
         if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
-            return f"{key}: {value!r} is not an {kind} (a whole number of {bits} bits)"
+            article = "an" if kind == "INT" else "a"
+            return f"{key}: {value!r} is not {article} {kind} (a whole number of {bits} bits)"
     if kind == "DOUBLE":
         try:
             float(text)

@@ -272,7 +272,7 @@ def _check_kraft_phases(phases: Sequence[str], facts: Mapping[int, Mapping[str, 
 
 def needs_action(phase: str) -> NeedsAction:
     """The needs-action rule of ``phase``: ``rule(node_id, facts, settings)`` with the facts of the module
-    docstring and the run's settings ``target_version`` and ``phases`` (None or empty = every phase).
+    docstring and the run's settings ``target_version`` and ``phases`` (None = every phase; the param refuses []).
 
     - a phase not in ``phases``: nothing to do ("phase ibp not requested");
     - ``pin``: act when the IBP is not set in server.properties (it would follow the binaries);

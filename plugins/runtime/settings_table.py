@@ -132,7 +132,7 @@ SETTINGS: dict[str, Setting] = {
                                      "the run waits for Approve / Reject (Required Actions) before the irreversible "
                                      "phases"),
     "phases": Setting(list(UPGRADE_PHASES), {"type": "array", "items": {"type": "string", "enum": list(UPGRADE_PHASES)},
-                                             "uniqueItems": True},
+                                             "uniqueItems": True, "minItems": 1},
                       "Phases to run, in this order: pin, binaries, ibp, lmf (ZooKeeper mode), metadata_version "
                       "(KRaft); binaries rolls the KRaft controllers first"),
     "metadata_version": Setting(None, {"type": ["null", "string"], "maxLength": 32},

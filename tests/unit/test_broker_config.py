@@ -368,7 +368,8 @@ def test_type_refusal_follows_the_type_kafka_reports() -> None:
     assert type_refusal("k", "12x", entry("INT")).startswith("k: '12x' is not an INT")
     assert type_refusal("k", "2147483648", entry("INT")) is not None, "beyond 32 bits"
     assert type_refusal("k", "2147483648", entry("LONG")) is None
-    assert type_refusal("k", "40000", entry("SHORT")) is not None
+    assert type_refusal("k", "40000", entry("SHORT")).startswith("k: '40000' is not a SHORT")
+    assert type_refusal("k", "abc", entry("LONG")) == "k: 'abc' is not a LONG (a whole number of 64 bits)"
     assert type_refusal("k", "0.8", entry("DOUBLE")) is None and type_refusal("k", "x", entry("DOUBLE")) is not None
     assert type_refusal("k", "anything", entry("STRING")) is None
     assert type_refusal("k", None, entry("INT")) is None, "a delete has no type"

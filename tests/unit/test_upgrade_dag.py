@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 CHAIN = ["check_and_lock", "check_upgrade", "preflight", "pin.plan", "pin.broker",
@@ -41,6 +43,10 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     assert t["run_outcome"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
     assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match="should be non-empty"):
+        dag.params.get_param("phases").resolve([])  # no phase to run is a mistake, not "every phase"
     assert dag.params["metadata_version"] is None
     assert dag.params["release_features"] is True
     assert t["metadata_version"].settings["release_features"].name == "release_features", "the param, as typed"

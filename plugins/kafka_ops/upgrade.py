@@ -214,6 +214,9 @@ def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping
     binaries, then the IBP, then the LMF; on KRaft: binaries, then metadata.version). ``facts``: node id ->
     ``{"installed", "ibp", "lmf"}`` (brokers; on KRaft the controllers too).
 
+    Either mode: phases none of which applies to it (only pin / ibp / lmf on KRaft, only metadata_version in
+    ZooKeeper mode): the run would do nothing and report success.
+
     KRaft (``kraft``; ``metadata_version`` = the level the run finalizes):
 
     - ``metadata_version`` without ``binaries`` while a node's installed release does not support the level
@@ -227,6 +230,11 @@ def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping
       IBP newer than its binaries and would not start);
     - ``lmf`` without ``ibp`` while a broker's IBP is below the target's (the LMF may not pass the IBP).
     """
+    mode_phases = ("binaries", "metadata_version") if kraft else ("pin", "binaries", "ibp", "lmf")
+    if phases and not set(phases) & set(mode_phases):
+        why = KRAFT_SKIP if kraft else ZOOKEEPER_SKIP
+        return [f"phases {list(phases)} do nothing on this {'KRaft' if kraft else 'ZooKeeper-mode'} cluster ({why}): "
+                f"request some of {list(mode_phases)}"]
     if kraft:
         return _check_kraft_phases(phases, facts, metadata_version)
     goal = protocol_version(target)

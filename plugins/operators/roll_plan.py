@@ -159,7 +159,16 @@ class RollPlanOperator(RollPlanBase):
             plan = plan_restart(ordering.broker_ids, leader if kraft else ordering.controller_id, requested,
                                 keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
-            raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
+            named = sorted({b for b in requested if isinstance(b, int)} & set(quorum.voter_ids if quorum else ())
+                           - set(state.broker_ids))
+            hint = ""
+            if named:
+                hint = (f"; {named} {'is a KRaft controller' if len(named) == 1 else 'are KRaft controllers'}, not "
+                        "a broker" + ("" if len(named) == 1 else "s"))
+                if "controllers" in (context.get("params") or {}):
+                    hint += f": roll {'it' if len(named) == 1 else 'them'} with controllers={named}"
+                    hint += "" if self.setting("roles") == "all" else " and roles=controllers or all"
+            raise RunRefused(f"cluster {profile.cluster!r}: {exc}{hint}") from exc
         try:
             batches = plan_batches(ordering, plan.order, max_parallel, batch_by, voters=voters & set(plan.order))
         except ValueError as exc:

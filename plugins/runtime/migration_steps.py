@@ -57,6 +57,10 @@ def znodes(profile: ClusterProfile) -> dict[str, Any]:
         found = zk.exists(path)
         return json.loads(zk.get(path)[0] or b"null") if found else None
 
+    if not profile.zookeeper:
+        raise ValueError(f"connection {profile.cluster!r} names no ZooKeeper (profile field 'zookeeper' in extra): "
+                         "a migration to KRaft, and its revert, act on a ZooKeeper-mode cluster through its "
+                         "ZooKeeper; a KRaft cluster (no ZooKeeper) has nothing to migrate")
     with ZooKeeperHook(profile=profile) as hook:
         zk = hook.get_conn()
         cluster = read(zk, "/cluster/id")

@@ -500,6 +500,28 @@ def test_roles_controllers_plans_no_broker(broker_plan):
     assert len(broker_plan(roles="brokers")) == 3
 
 
+def test_a_controller_id_in_the_broker_list_is_refused_as_a_controller(broker_plan):
+    """``brokers: [100]`` on KRaft: refused as unknown, and named as a controller with the param that rolls it
+    (where the DAG has one); an id that is neither is only unknown."""
+    from runtime.failures import RunRefused
+
+    def refusal(roles: str, params: dict) -> str:
+        op = roll_plan.RollPlanOperator(task_id="plan", roll_id="restart",
+                                        settings={**BROKER_SETTINGS, "brokers": [1, 100, 7], "roles": roles})
+        with pytest.raises(RunRefused) as refused:
+            op.execute({**context(), "params": params})
+        return str(refused.value)
+
+    assert refusal("all", {"controllers": []}) == (
+        "cluster 'kafka_kraft': unknown broker ids [100, 7]; registered brokers are [0, 1, 2]; [100] is a KRaft "
+        "controller, not a broker: roll it with controllers=[100]")
+    assert refusal("brokers", {"controllers": []}).endswith(
+        "roll it with controllers=[100] and roles=controllers or all")
+    assert refusal("all", {}).endswith("[100] is a KRaft controller, not a broker"), "no controllers param to name"
+    broker_plan.mode["kraft"] = False
+    assert refusal("all", {"controllers": []}).endswith("registered brokers are [0, 1, 2]"), "ZooKeeper mode"
+
+
 
 # --- combined nodes (process.roles=broker,controller): the broker roll restarts them, the controller roll does not --
 

@@ -197,6 +197,13 @@ def test_check_phases_on_kraft_needs_binaries_supporting_the_level() -> None:
     # the ZooKeeper rules do not apply on KRaft: no IBP to pin there
     assert check_phases("4.1.0", ["binaries"], old, kraft=True, metadata_version=level) == []
     assert check_phases("4.1.0", ["pin", "binaries", "ibp", "lmf"], old, kraft=True, metadata_version=level) == []
+    # phases none of which applies to the mode would do nothing and report success: refused
+    assert check_phases("4.1.0", ["ibp", "lmf"], new, kraft=True, metadata_version=level) == [
+        "phases ['ibp', 'lmf'] do nothing on this KRaft cluster (KRaft: metadata.version replaces "
+        "inter.broker.protocol.version): request some of ['binaries', 'metadata_version']"]
+    assert check_phases("3.7.1", ["metadata_version"], {0: {"installed": "3.7.1", "ibp": "3.6"}})[0].startswith(
+        "phases ['metadata_version'] do nothing on this ZooKeeper-mode cluster (ZooKeeper mode: no KRaft "
+        "controllers and no metadata.version")
     with pytest.raises(ValueError, match="unknown upgrade phase"):
         needs_action("metadata_version")
 

@@ -70,3 +70,14 @@ def test_params_approve_in_advance_and_have_no_broker_list(dags):
     assert p["approve_finalize"] is False and p["approve_kraft_brokers"] is False
     assert "brokers" not in p and "keep_order" not in p and p["dry_run"] is False
     assert "approve_finalize" not in dags["kafka_zk_to_kraft_revert"].params
+
+
+def test_a_cluster_without_zookeeper_is_told_it_has_nothing_to_migrate():
+    """A connection without ``zookeeper`` (a KRaft cluster's) fails the migration's first read of ZooKeeper with
+    what it means, before any client is opened."""
+    from kafka_ops.profile import ClusterProfile
+    from runtime.migration_steps import znodes
+
+    with pytest.raises(ValueError, match=r"connection 'c' names no ZooKeeper .*a KRaft cluster \(no ZooKeeper\) "
+                                         r"has nothing to migrate"):
+        znodes(ClusterProfile(cluster="c", bootstrap_servers="127.0.0.1:1"))

@@ -123,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         "leader.imbalance.check.interval.seconds=5",
     )
     up.add_argument(
+        "--client-sasl",
+        action="store_true",
+        help=f"every broker gets a second listener, {settings.SASL_LISTENER} on port {settings.BROKER_SASL_PORT} "
+        f"with SASL/{settings.SASL_MECHANISM} and one user ({settings.SASL_USER}, a password made at up), and the "
+        "Airflow connection uses it (login and password in the connection); the sandbox's own tools, Burrow and "
+        "replication keep the PLAINTEXT listener",
+    )
+    up.add_argument(
         "--timeout",
         type=float,
         default=settings.UP_TIMEOUT_S,
@@ -225,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 quorum=args.quorum,
                 observer_controllers=args.observer_controllers,
                 broker_config=dict(args.broker_config),
+                client_sasl=args.client_sasl,
             )
         elif args.command == "down":
             cluster.down(workdir, kill=args.kill)

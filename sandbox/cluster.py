@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -159,6 +160,7 @@ def up(
     combined: int = 0,
     quorum: str = "static",
     observer_controllers: int = 0,
+    client_sasl: bool = False,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -176,7 +178,10 @@ def up(
     metadata log, formatted with ``--initial-controllers`` and a new directory id per voter). ``observer_controllers``
     (dynamic quorum only): that many controllers more (node ids after the voters'), formatted with
     ``--no-initial-controllers`` and started but never added to the voter set: observers, as a controller is between
-    its start and ``kafka-metadata-quorum add-controller`` (KIP-853).
+    its start and ``kafka-metadata-quorum add-controller`` (KIP-853). ``client_sasl``: every broker gets a second
+    listener, SASL_PLAINTEXT with PLAIN and one user (``settings.SASL_USER``, a password made here), which the
+    Airflow connection uses (login and password in the connection, as an operator's secured cluster); the rest
+    of the sandbox keeps the PLAINTEXT listener.
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -257,6 +262,7 @@ def up(
                 "combined": combined,
                 "quorum": quorum,
                 "observer_controllers": observer_controllers,
+                "client_sasl": client_sasl,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -297,6 +303,7 @@ def up(
             combined=combined,
             quorum=quorum,
             observer_controllers=observer_controllers,
+            sasl_password=secrets.token_urlsafe(18) if client_sasl else "",
         )
         if quorum == "dynamic":
             info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
@@ -372,7 +379,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
                       quorum=info.quorum_config if info.kraft else None, extra=info.broker_config,
-                      combined=spec.id in info.voters and info.combined > 0)
+                      combined=spec.id in info.voters and info.combined > 0, sasl_password=info.sasl_password)
     for spec in specs + controller_specs:
         sshd.start(workdir, spec.id, spec.host)
     sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])

@@ -57,6 +57,9 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
             "known_hosts": str(workdir.known_hosts),
         },
     }
+    if info.sasl_password:
+        doc["client_sasl"] = {"bootstrap_servers": info.client_bootstrap_servers, "mechanism": settings.SASL_MECHANISM,
+                              "user": settings.SASL_USER, "password": info.sasl_password}
     if info.controller_hosts and not info.kraft:  # hosts a migration provisions (not started)
         doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "provisioned": False}
                               for i, h in sorted(info.controllers.items())]
@@ -74,9 +77,9 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
     host_pattern = str(workdir.hosts / "{broker_id}")
     kafka = {
         "conn_type": "kafka",
-        "host": info.bootstrap_servers,
+        "host": info.client_bootstrap_servers,
         "extra": {
-            "bootstrap.servers": info.bootstrap_servers,
+            "bootstrap.servers": info.client_bootstrap_servers,
             "ssh_conn_id": SSH_CONN_ID,
             "zookeeper": info.zookeeper_connect,
             "burrow_conn_id": BURROW_CONN_ID,
@@ -97,6 +100,11 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
     }
     if info.kraft:  # a KRaft cluster's profile has no ZooKeeper; its controllers run on hosts of their own
         del kafka["extra"]["zookeeper"]
+    if info.sasl_password:  # `up --client-sasl`: the credentials in the connection's login and password
+        kafka.update(login=settings.SASL_USER, password=info.sasl_password)
+        kafka["extra"].update({"security.protocol": settings.SASL_LISTENER, "sasl.mechanism": settings.SASL_MECHANISM})
+        if info.kraft:  # the controllers' CONTROLLER listener (combined nodes' too) stays PLAINTEXT
+            kafka["extra"]["controller_client"] = {"security.protocol": "PLAINTEXT"}
     if info.controller_hosts:
         kafka["extra"]["controller_hosts"] = {str(i): h for i, h in sorted(info.controllers.items())}
     if info.controller_hosts and not info.kraft:

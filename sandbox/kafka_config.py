@@ -37,6 +37,27 @@ def _dumps(props: dict[str, str]) -> str:
     return javaproperties.dumps(props, timestamp=False, sort_keys=False)
 
 
+def client_sasl(props: dict[str, str], host: str, password: str) -> dict[str, str]:
+    """``props`` (a broker's) with a second listener for clients, ``SASL_PLAINTEXT`` on
+    ``settings.BROKER_SASL_PORT`` with the PLAIN mechanism (KIP-43) and one user, ``settings.SASL_USER`` with
+    ``password`` (Kafka's ``PlainLoginModule`` in the listener's own ``sasl.jaas.config``, KIP-103's
+    ``listener.name.<listener>.`` prefix); replication stays on the PLAINTEXT listener. ``password`` "" = unchanged.
+    """
+    if not password:
+        return props
+    name, listener = settings.SASL_LISTENER, f"{settings.SASL_LISTENER}://{host}:{settings.BROKER_SASL_PORT}"
+    prefix = f"listener.name.{name.lower()}."
+    out = dict(props)
+    out["listeners"] = f"{props['listeners']},{listener}"
+    out["advertised.listeners"] = f"{props['advertised.listeners']},{listener}"
+    if "listener.security.protocol.map" in props:  # KRaft: set explicitly (ZooKeeper mode: Kafka's default has it)
+        out["listener.security.protocol.map"] = f"{props['listener.security.protocol.map']},{name}:{name}"
+    out[prefix + "sasl.enabled.mechanisms"] = settings.SASL_MECHANISM
+    out[prefix + "plain.sasl.jaas.config"] = (
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{settings.SASL_USER}="{password}";')
+    return out
+
+
 def _capped(brokers: int) -> dict[str, str]:
     """Replication factors of Kafka's internal topics, capped at the cluster size (a 1-broker sandbox works)."""
     rf = min(settings.CONSUMER_OFFSETS_RF, brokers)
@@ -49,9 +70,11 @@ def _capped(brokers: int) -> dict[str, str]:
 
 
 def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_connect: str, log_dir: Path,
-                     kafka_version: str, brokers: int, extra: dict[str, str] | None = None) -> str:
+                     kafka_version: str, brokers: int, extra: dict[str, str] | None = None,
+                     sasl_password: str = "") -> str:
     """A ZooKeeper-mode broker's ``server.properties``; ``brokers`` = the cluster's size (caps internal RFs);
-    ``extra``: settings of the caller's (``up --broker-config``), last: they win."""
+    ``extra``: settings of the caller's (``up --broker-config``), last: they win; ``sasl_password``: a client
+    listener with SASL too (:func:`client_sasl`)."""
     major_minor = ".".join(kafka_version.split(".")[:2])
     props = {
         "broker.id": str(broker_id),
@@ -67,16 +90,18 @@ def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_c
     }
     if rack:
         props["broker.rack"] = rack
-    return _dumps({**props, **(extra or {})})
+    return _dumps({**client_sasl(props, host, sasl_password), **(extra or {})})
 
 
 def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: dict[str, str], log_dir: Path,
-               brokers: int, extra: dict[str, str] | None = None) -> str:
+               brokers: int, extra: dict[str, str] | None = None, sasl_password: str = "") -> str:
     """A KRaft node's ``server.properties``: ``role`` ``"broker"``, ``"controller"`` or ``"broker,controller"`` (a
     combined node: both listeners, a broker's settings); ``quorum`` is how the node finds the quorum: one of
     :func:`static_quorum` / :func:`dynamic_quorum`; ``extra``: a broker's settings of the caller's
     (``up --broker-config``), last: they win (a controller gets only their ``min.insync.replicas``: turning ELR on
-    copies the active controller's value to the cluster level, see :data:`settings.CONTROLLER_CONFIG`).
+    copies the active controller's value to the cluster level, see :data:`settings.CONTROLLER_CONFIG`);
+    ``sasl_password``: a broker's client listener with SASL too (:func:`client_sasl`; a controller's listener stays
+    PLAINTEXT).
 
     Raises:
         ValueError: another role, or ``quorum`` not exactly one of the two quorum keys.
@@ -110,6 +135,7 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: 
         })
         if rack:
             props["broker.rack"] = rack
+        props = client_sasl(props, host, sasl_password)
         props.update(extra or {})
     return _dumps(props)
 

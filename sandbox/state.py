@@ -41,6 +41,7 @@ class SandboxState:
     quorum: str = "static"  # KRaft: "static" (controller.quorum.voters) or "dynamic" (KIP-853, bootstrap servers)
     directory_ids: dict[str, str] = field(default_factory=dict)  # dynamic quorum: voter id -> its directory id
     observer_controllers: int = 0  # dynamic quorum: the last N controllers are not voters (KIP-853 observers)
+    sasl_password: str = ""  # `up --client-sasl`: settings.SASL_USER's password on the SASL listener ("" = none)
 
     @property
     def kraft(self) -> bool:
@@ -98,7 +99,14 @@ class SandboxState:
 
     @property
     def bootstrap_servers(self) -> str:
+        """The brokers' PLAINTEXT listener (the sandbox's own tools, Burrow, the tests' observers)."""
         return ",".join(f"{s.host}:{settings.BROKER_PORT}" for s in self.active_specs)
+
+    @property
+    def client_bootstrap_servers(self) -> str:
+        """What the Airflow connection names: the SASL listener with ``--client-sasl``, else the PLAINTEXT one."""
+        port = settings.BROKER_SASL_PORT if self.sasl_password else settings.BROKER_PORT
+        return ",".join(f"{s.host}:{port}" for s in self.active_specs)
 
     def options(self) -> dict[str, object]:
         """The `up` options this sandbox was started with (compared by an `up` on a running workdir)."""
@@ -114,6 +122,7 @@ class SandboxState:
             "combined": self.combined,
             "quorum": self.quorum,
             "broker_config": dict(self.broker_config),
+            "client_sasl": bool(self.sasl_password),
         }
 
 

@@ -391,9 +391,11 @@ def start(
     quorum: str = "static",
     observer_controllers: int = 0,
     broker_config: dict[str, str] | None = None,
+    client_sasl: bool = False,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
-    ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``).
+    ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``);
+    ``client_sasl``: the Airflow connection goes through a SASL listener (``--client-sasl``).
 
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
@@ -425,6 +427,8 @@ def start(
         args += ["--observer-controllers", str(observer_controllers)]
     for key, value in (broker_config or {}).items():
         args += ["--broker-config", f"{key}={value}"]
+    if client_sasl:
+        args += ["--client-sasl"]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

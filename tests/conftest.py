@@ -119,7 +119,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def sandbox(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningSandbox]:
-    """The session's shared sandbox (3 brokers, racks 3, 1 spare host), healthy when handed out."""
+    """The session's shared sandbox (3 brokers, racks 3, 1 spare host), healthy when handed out. Its Airflow
+    connection goes through the brokers' SASL listener (``--client-sasl``): every operation run on it authenticates,
+    as on a secured fleet (the fresh sandboxes' connections use PLAINTEXT, so both are run)."""
     existing = request.config.getoption("--sandbox-workdir")
     if existing:
         running = testing.RunningSandbox.load(Path(existing))
@@ -128,7 +130,7 @@ def sandbox(
         return
     workdir = tmp_path_factory.mktemp("sandbox-shared")
     running = testing.start(
-        workdir, brokers=3, spare_brokers=1, address_base=f"127.{_net(request.config)}.0.11"
+        workdir, brokers=3, spare_brokers=1, address_base=f"127.{_net(request.config)}.0.11", client_sasl=True
     )
     print(f"\nsandbox up took {running.up_seconds:.1f} s ({workdir}, brokers on {running.bootstrap_servers})")
     try:
@@ -157,7 +159,7 @@ def fresh_sandbox(
     def make(
         brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
         mode: str = "zookeeper", controllers: int = 3, combined: int = 0, quorum: str = "static",
-        observer_controllers: int = 0, broker_config: dict[str, str] | None = None,
+        observer_controllers: int = 0, broker_config: dict[str, str] | None = None, client_sasl: bool = False,
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -176,6 +178,7 @@ def fresh_sandbox(
             quorum=quorum,
             observer_controllers=observer_controllers,
             broker_config=broker_config,
+            client_sasl=client_sasl,
         )
         started.append(running)
         return running

@@ -524,10 +524,12 @@ class KafkaAdminHook(ClusterProfileHook):
         """
         return {b: _layers(entries[name]) for b, entries in self._describe_brokers(broker_ids, name, True).items()}
 
-    def controller_config_layers(self, address: str, node_id: int, name: str) -> dict[str, str | None]:
+    def controller_config_layers(self, address: str, node_id: int, name: str,
+                                 broker_listener: bool = False) -> dict[str, str | None]:
         """A KRaft controller's value of ``name`` and its layers (as :meth:`broker_config_layers`), asked of the
-        controller at ``address`` (``host:port`` of its CONTROLLER listener) itself: DescribeConfigs of BROKER
-        resource ``node_id``, which controllers answer for their own configs (KIP-919, Kafka 3.7+).
+        controller at ``address`` (``host:port`` of its CONTROLLER listener, or with ``broker_listener`` a
+        combined node's broker listener) itself: DescribeConfigs of BROKER resource ``node_id``, which controllers
+        answer for their own configs (KIP-919, Kafka 3.7+).
 
         :raises kafka.errors.KafkaError: not reachable, no answer, or an error code in the answer.
         """
@@ -537,7 +539,7 @@ class KafkaAdminHook(ClusterProfileHook):
 
         response = self._ask_at(address, DescribeConfigsRequest(
             resources=[(ResourceType.BROKER.value, str(int(node_id)), [name])], include_synonyms=True,
-            min_version=1))
+            min_version=1), controller=not broker_listener)
         result = response.to_dict()["results"][0]
         error = for_code(result["error_code"])
         if error.errno != 0:
@@ -891,12 +893,13 @@ class KafkaAdminHook(ClusterProfileHook):
         finally:
             client.close()
 
-    def _ask_at(self, address: str, request: Any, timeout_s: float | None = None) -> Any:
+    def _ask_at(self, address: str, request: Any, timeout_s: float | None = None, controller: bool = False) -> Any:
         """Send ``request`` (a kafka-python request object) to the node at ``address`` (``host:port``) itself and
         return the response. For a KRaft controller (its CONTROLLER listener): controllers serve no Metadata, so
         kafka-python's clients cannot bootstrap from them; the request goes over the connection to the bootstrap
         address itself (what Kafka's ``--bootstrap-controller`` tools do, KIP-919). For a broker: the answer is that
-        broker's own, not whichever broker a client picks. With the profile's client security settings.
+        broker's own, not whichever broker a client picks. With the profile's client security settings, or for a
+        controller's CONTROLLER listener (``controller``) its ``controller_client`` ones when set.
         ``timeout_s``: this request's timeout (default the hook's ``request_timeout_s``).
 
         :raises kafka.errors.KafkaError: not reachable or no answer within the request timeout.
@@ -906,8 +909,8 @@ class KafkaAdminHook(ClusterProfileHook):
         timeout_ms = int((timeout_s or self.request_timeout_s) * 1000)
         # a node that accepts the connection but never answers (hung) holds it until the setup timeout (kafka-python:
         # 10 s): no longer than the request may take
-        config = {**self.profile.kafka_python_config(), "bootstrap_servers": address, "request_timeout_ms": timeout_ms,
-                  "socket_connection_setup_timeout_ms": min(timeout_ms, 10_000)}
+        config = {**self.profile.kafka_python_config(controller=controller), "bootstrap_servers": address,
+                  "request_timeout_ms": timeout_ms, "socket_connection_setup_timeout_ms": min(timeout_ms, 10_000)}
         client = KafkaNetClient(**config)
         manager = client._manager
         node = manager.cluster.bootstrap_brokers()[0]
@@ -947,7 +950,8 @@ class KafkaAdminHook(ClusterProfileHook):
         from kafka.protocol.metadata import ApiVersionsRequest
 
         response = self._ask_at(address, ApiVersionsRequest(client_software_name="kafka-ops",
-                                                                    client_software_version="1", min_version=3))
+                                                            client_software_version="1", min_version=3),
+                                controller=True)
         error = for_code(response.error_code)
         if error.errno != 0:
             raise error(f"ApiVersions of controller {address} failed")
@@ -971,7 +975,8 @@ class KafkaAdminHook(ClusterProfileHook):
         for address in addresses:
             try:
                 response = self._ask_at(address, DescribeQuorumRequest(topics=[
-                    topic(topic_name="__cluster_metadata", partitions=[topic.PartitionData(partition_index=0)])]))
+                    topic(topic_name="__cluster_metadata", partitions=[topic.PartitionData(partition_index=0)])]),
+                    controller=True)
             except KafkaError as exc:
                 last = exc
                 continue

@@ -98,8 +98,10 @@ class KafkaLockStore:
 
     @property
     def break_hint(self) -> str:
-        return (f"kafka-topics.sh --bootstrap-server {self.profile.bootstrap_servers.split(',')[0]} --delete "
-                f"--topic {LOCK_TOPIC}")
+        secured = str(self.profile.client_config.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT"
+        return (f"kafka-topics.sh --bootstrap-server {self.profile.bootstrap_servers.split(',')[0]} "
+                + ("--command-config <a client.properties with the connection's security settings> "
+                   if secured else "") + f"--delete --topic {LOCK_TOPIC}")
 
     def close(self) -> None:
         self.hook.close()

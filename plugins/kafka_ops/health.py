@@ -13,7 +13,8 @@ Rules and where they come from:
   (Kafka controller's auto leader rebalance; kafka_roller).
 * :func:`can_restart` - stopping the broker drops no partition below ``min.insync.replicas``
   (Strimzi KafkaRoller's ``canRoll`` / KafkaAvailability rule).
-* :func:`consumer_lag` - every watched group is OK in Burrow (kafka_roller's ``consumer_health``).
+* :func:`consumer_lag` - every watched group is OK in Burrow (kafka_roller's ``consumer_health``);
+  :func:`burrow_watches` - the cluster Burrow judges is this one.
 * :func:`brokers_answer` - every broker a stop relies on answers a request sent to it (a hung broker stays in the
   metadata until its session expires).
 * :func:`cluster_health` and :func:`restart_gate` combine them.
@@ -21,7 +22,7 @@ Rules and where they come from:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka_ops.cluster import ClusterState, Partition
@@ -486,6 +487,38 @@ def consumer_lag(statuses: Iterable[ConsumerGroupStatus]) -> Verdict:
             text += f" ({shown})"
         reasons.append(text)
     return _verdict("consumer-lag", reasons)
+
+
+def _host(server: str) -> str:
+    """``"b1:9092"`` -> ``"b1"``, ``"[::1]:9092"`` -> ``"::1"`` (lowercase)."""
+    host = server.strip().rsplit(":", 1)[0] if server.strip().count(":") == 1 or "]" in server else server.strip()
+    return host.strip("[]").lower()
+
+
+def _resolved(host: str) -> set[str]:
+    """The IP addresses ``host`` resolves to (empty when it does not)."""
+    import socket
+
+    try:
+        return {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return set()
+
+
+def burrow_watches(burrow_servers: Iterable[str], broker_addresses: Iterable[str],
+                   resolve: Callable[[str], set[str]] = _resolved) -> bool:
+    """Whether the cluster Burrow watches (its configured ``servers``, ``host:port``) is the one whose brokers are
+    at ``broker_addresses`` (``host:port`` of the listener this product uses): one of Burrow's servers is on a
+    broker's host. Ports are not compared: Burrow often reads another listener of the same brokers (a PLAINTEXT
+    one inside the network while operators' tools use SASL_SSL); host names are compared as given
+    (case-insensitive), else by the addresses they resolve to (``resolve``, a name and its IP).
+    """
+    burrow = {_host(s) for s in burrow_servers if s.strip()}
+    brokers = {_host(a) for a in broker_addresses if a.strip()}
+    if burrow & brokers:
+        return True
+    burrow_ips = set().union(*(resolve(h) for h in burrow)) if burrow else set()
+    return bool(burrow_ips & set().union(*(resolve(h) for h in brokers))) if brokers else False
 
 
 # -- the gate before restarting a broker ---------------------------------------------------------

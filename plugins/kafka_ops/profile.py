@@ -33,6 +33,11 @@ gets the connection's ``port``, else 9092); ``login`` / ``password``, when set, 
   what the ZooKeeper-to-KRaft migration (``kafka_ops.migration``) writes into each new controller's
   ``server.properties`` besides the keys it sets itself; ``{broker_id}`` is filled with the controller's node id,
   ``{host}`` with its host. Owned by the connection: a run cannot choose where a controller keeps its data.
+  ``controller_client`` (``{"security.protocol": "SSL", "ssl.ca.location": "/etc/kafka/ca.pem"}``): the security
+  settings (``security.protocol``, ``sasl.*``, ``ssl.*``) of the controllers' CONTROLLER listener, when they differ
+  from the brokers' client listener (``listener.security.protocol.map``, ``sasl.mechanism.controller.protocol``):
+  requests sent to a controller itself (KIP-919: DescribeQuorum during a migration, ApiVersions, its own configs)
+  use them instead of the client settings' security keys; unset = the same as the brokers'.
 
 This module takes the connection's fields as plain values (no Airflow import); the hooks fetch the
 connection and call :meth:`ClusterProfile.from_connection_fields`. Validation uses jsonschema and
@@ -106,6 +111,11 @@ PROFILE_SCHEMA: dict[str, Any] = {
             "propertyNames": {"pattern": _CLIENT_KEY},
             "additionalProperties": _SCALAR,
         },
+        "controller_client": {
+            "type": "object",
+            "propertyNames": {"pattern": r"^(security\.protocol|sasl\.[a-z0-9_.]+|ssl\.[a-z0-9_.]+)$"},
+            "additionalProperties": _SCALAR,
+        },
         "bootstrap.servers": _NON_EMPTY,
     },
     "patternProperties": {_CLIENT_KEY: _SCALAR},
@@ -116,6 +126,11 @@ PROFILE_SCHEMA: dict[str, Any] = {
 _PROFILE_KEYS = frozenset(PROFILE_SCHEMA["properties"]) - {"client", "bootstrap.servers"}
 _SECRET = re.compile(r"password|secret|\.pem$|jaas|oauthbearer\.config|token", re.IGNORECASE)
 _BOOTSTRAP_ENTRY = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+)(:(\d{1,5}))?$")
+
+
+def _is_security_key(name: str) -> bool:
+    """True for the client settings that say how a listener authenticates and encrypts."""
+    return name == "security.protocol" or name.startswith(("sasl.", "ssl."))
 
 
 def is_secret_setting(name: str) -> bool:
@@ -215,6 +230,8 @@ class ClusterProfile:
     :param controller_service_stop: / :param controller_service_start: / :param controller_service_status:
         shell commands run on a controller host, or None = the broker's ``service_*`` command (see
         :meth:`controller_service_command`).
+    :param controller_client: librdkafka security settings of the controllers' CONTROLLER listener, or None = the
+        client listener's (see :meth:`kafka_python_config`); may hold secrets (``repr`` redacts it).
     :raises ValueError: ``lock_store="zookeeper"`` without ``zookeeper``.
     """
 
@@ -241,6 +258,7 @@ class ClusterProfile:
     controller_service_stop: str | None = None
     controller_service_start: str | None = None
     controller_service_status: str | None = None
+    controller_client: Mapping[str, str | int | float | bool] | None = None
 
     def __post_init__(self) -> None:
         if self.lock_store == "zookeeper" and not self.zookeeper:
@@ -253,6 +271,8 @@ class ClusterProfile:
         object.__setattr__(self, "commands", MappingProxyType(dict(self.commands)))
         object.__setattr__(self, "controller_properties", MappingProxyType(dict(self.controller_properties)))
         object.__setattr__(self, "consumer_groups", tuple(self.consumer_groups))
+        if self.controller_client is not None:
+            object.__setattr__(self, "controller_client", MappingProxyType(dict(self.controller_client)))
 
     @classmethod
     def from_connection_fields(
@@ -335,12 +355,19 @@ class ClusterProfile:
         conf.update(overrides)
         return conf
 
-    def kafka_python_config(self) -> dict[str, Any]:
+    def kafka_python_config(self, controller: bool = False) -> dict[str, Any]:
         """Keyword arguments for kafka-python clients, translated from the librdkafka settings.
 
+        :param controller: for a connection to a KRaft controller's CONTROLLER listener: with ``controller_client``
+            set, its security settings replace the client settings' ``security.protocol`` / ``sasl.*`` / ``ssl.*``
+            (the others, e.g. ``client.id``, are kept); unset, the client settings apply as they are.
         See :func:`to_kafka_python_config`. Contains secrets: do not log the result.
         """
-        return to_kafka_python_config(self.bootstrap_servers, self.client_config)
+        settings: Mapping[str, Any] = self.client_config
+        if controller and self.controller_client is not None:
+            settings = {**{k: v for k, v in self.client_config.items() if not _is_security_key(k)},
+                        **self.controller_client}
+        return to_kafka_python_config(self.bootstrap_servers, settings)
 
     def for_broker(self, value: str, broker_id: int) -> str:
         """``value`` with every ``{broker_id}`` placeholder replaced by ``broker_id``.
@@ -454,6 +481,7 @@ class ClusterProfile:
             "controller_service_stop": self.controller_service_stop,
             "controller_service_start": self.controller_service_start,
             "controller_service_status": self.controller_service_status,
+            "controller_client": None if self.controller_client is None else redact(self.controller_client),
         }
 
     def __repr__(self) -> str:

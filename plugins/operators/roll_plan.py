@@ -29,7 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
-from kafka_ops.health import consumer_lag, unavoidable_outages
+from kafka_ops.health import burrow_watches, consumer_lag, unavoidable_outages
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, combined_nodes
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
@@ -56,10 +56,10 @@ def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[s
             statuses = burrow.group_statuses(groups)
     except ValueError as exc:  # profile without Burrow, or Burrow without this cluster
         raise RunRefused(f"cluster {profile.cluster!r}: lag gate needs Burrow: {exc}") from exc
-    if not {s.strip() for s in servers} & live_servers:
+    if not burrow_watches(servers, live_servers):
         raise RunRefused(
-            f"Burrow cluster {profile.burrow_cluster!r} watches {sorted(servers)}, none of which is a broker of "
-            f"cluster {profile.cluster!r} ({sorted(live_servers)}): its lag answers would be about another "
+            f"Burrow cluster {profile.burrow_cluster!r} watches {sorted(servers)}, none of which is on a broker host "
+            f"of cluster {profile.cluster!r} ({sorted(live_servers)}): its lag answers would be about another "
             "cluster; fix burrow_cluster / burrow_conn_id in the profile"
         )
     unknown = [s.group for s in statuses if s.status == "NOTFOUND"]

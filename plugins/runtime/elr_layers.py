@@ -44,7 +44,8 @@ def read_min_isr_layers(admin: KafkaAdminHook, profile: ClusterProfile, brokers:
     try:
         if leader < 0:
             raise ValueError("the quorum has no leader")
-        found = admin.controller_config_layers(controller_address(leader, brokers, quorum, profile), leader, CONFIG)
+        found = admin.controller_config_layers(controller_address(leader, brokers, quorum, profile), leader, CONFIG,
+                                               broker_listener=any(b.id == leader for b in brokers))
     except Exception as exc:  # noqa: BLE001 - any failure leaves the outcome unknown, which the rule refuses
         return MinIsrLayers.from_answers(answers, leader, None, f"{type(exc).__name__}: {exc}")
     return MinIsrLayers.from_answers(answers, leader, found)

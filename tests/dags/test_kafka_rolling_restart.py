@@ -418,7 +418,7 @@ def test_a_burrow_watching_another_cluster_is_refused(shared, fresh_sandbox, mon
     result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
     assert result.state == "failed" and result.state_of("restart.plan") == "failed"
     out = output(capfd, caplog)
-    assert "none of which is a broker of cluster 'kafka_sandbox'" in out, out[-3000:]
+    assert "none of which is on a broker host of cluster 'kafka_sandbox'" in out, out[-3000:]
     assert registrations(shared) == before
 
 

@@ -417,3 +417,19 @@ def test_unavoidable_outages_name_rf1_and_rf_at_min_isr_topics_on_the_rolled_bro
     many = ClusterState(brokers=state.brokers, partitions=singles, controller_id=1)
     lines = unavoidable_outages(many, [1], limit=10)
     assert len(lines) == 11 and lines[-1] == "and 2 more topics"
+
+
+def test_burrow_watches_the_cluster_whose_broker_hosts_it_names_whatever_the_port():
+    from kafka_ops.health import burrow_watches
+
+    names = {"kafka-1.example.com": {"10.0.0.1"}, "10.0.0.1": {"10.0.0.1"}, "kafka-9.other.com": {"10.9.0.9"}}
+    def resolve(host: str) -> set[str]:
+        return names.get(host, set())
+    # Burrow reads the PLAINTEXT listener, the product the SASL one: the same brokers
+    assert burrow_watches(["127.0.0.11:9092", "127.0.0.12:9092"], {"127.0.0.12:9094"}, resolve)
+    assert burrow_watches(["KAFKA-1.example.com:9092"], {"kafka-1.example.com:9094"}, resolve), "case of a name"
+    assert burrow_watches(["10.0.0.1:9092"], {"kafka-1.example.com:9094"}, resolve), "a name and its address"
+    assert burrow_watches(["[::1]:9092"], {"[::1]:9094"}, lambda h: set())
+    assert not burrow_watches(["kafka-9.other.com:9092"], {"kafka-1.example.com:9094"}, resolve), "another cluster"
+    assert not burrow_watches(["127.0.1.11:9092"], {"127.0.0.11:9092"}, lambda h: {h}), "other hosts, same port"
+    assert not burrow_watches([], {"127.0.0.11:9092"}, resolve)

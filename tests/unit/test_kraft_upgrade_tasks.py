@@ -136,7 +136,8 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeFeatures:
             assert name == "min.insync.replicas"
             return {b: dict(fake.broker_layers[b]) for b in brokers}
 
-        def controller_config_layers(self, address: str, node_id: int, name: str) -> dict:
+        def controller_config_layers(self, address: str, node_id: int, name: str,
+                                     broker_listener: bool = False) -> dict:
             assert name == "min.insync.replicas"
             fake.asked_controllers.append((address, node_id))
             found = fake.controller_layers[node_id]

@@ -68,3 +68,18 @@ def test_fewer_answering_brokers_lower_the_replication_factor_none_answering_giv
     three = {0: "a", 1: "b", 2: "c"}
     assert sorted(store_over(three, {1}, monkeypatch, []).placement()) == [0, 2]
     assert len(store_over(three, {0, 1, 2}, monkeypatch, []).placement()) == 1, "CreateTopics is left to fail"
+
+
+def test_the_break_hint_asks_for_the_client_settings_of_a_secured_cluster() -> None:
+    """The command that removes a stuck lock by hand: on a cluster that authenticates, kafka-topics.sh needs the
+    connection's security settings (``--command-config``); no secret is in the hint."""
+    plain = KafkaLockStore(ClusterProfile.from_connection_fields("c", "b1:9092,b2:9092", {}))
+    assert plain.break_hint == "kafka-topics.sh --bootstrap-server b1:9092 --delete --topic kafka-ops.operation-lock"
+    secured = KafkaLockStore(ClusterProfile.from_connection_fields(
+        "c", "b1:9094", {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, login="ops", password="pw"))
+    assert secured.break_hint == (
+        "kafka-topics.sh --bootstrap-server b1:9094 --command-config <a client.properties with the connection's "
+        "security settings> --delete --topic kafka-ops.operation-lock")
+    assert "pw" not in secured.break_hint
+    plain.close()
+    secured.close()

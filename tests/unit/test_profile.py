@@ -230,6 +230,34 @@ def test_kafka_python_config_from_profile():
     assert prof.kafka_python_config() == {"bootstrap_servers": ["b1:9092"]}
 
 
+def test_controller_client_replaces_the_security_settings_for_a_controller_listener_only():
+    extra = {**FULL_EXTRA, "client.id": "kafka-ops",
+             "controller_client": {"security.protocol": "SSL", "ssl.ca.location": "/etc/kafka/controller-ca.pem"}}
+    prof = ClusterProfile.from_connection_fields("c", "b1:9094", extra)
+    assert prof.kafka_python_config(controller=True) == {
+        "bootstrap_servers": ["b1:9094"], "client_id": "kafka-ops", "security_protocol": "SSL",
+        "ssl_cafile": "/etc/kafka/controller-ca.pem"}, "no SASL credentials of the client listener carried over"
+    assert prof.kafka_python_config()["security_protocol"] == "SASL_SSL", "brokers: the client settings"
+    assert prof.kafka_python_config()["sasl_plain_password"] == "hunter2"
+    unset = ClusterProfile.from_connection_fields("c", "b1:9094", FULL_EXTRA)
+    assert unset.controller_client is None
+    assert unset.kafka_python_config(controller=True) == unset.kafka_python_config(), "unset: the same listener"
+    plain = ClusterProfile.from_connection_fields("c", "b1", {"controller_client": {"security.protocol": "PLAINTEXT"}})
+    assert plain.kafka_python_config(controller=True)["security_protocol"] == "PLAINTEXT"
+
+
+def test_controller_client_takes_only_security_settings_and_hides_its_secrets():
+    secret = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "ctl",
+              "sasl.password": "s3cret"}
+    prof = ClusterProfile.from_connection_fields("c", "b1", {"controller_client": secret})
+    assert prof.redacted()["controller_client"]["sasl.password"] == "***" and "s3cret" not in repr(prof)
+    with pytest.raises(ValueError, match="controller_client"):
+        ClusterProfile.from_connection_fields("c", "b1", {"controller_client": {"client.id": "x"}})
+    with pytest.raises(ValueError) as refused:
+        ClusterProfile.from_connection_fields("c", "b1", {"controller_client": {"sasl.password": ["s3cret"]}})
+    assert "s3cret" not in str(refused.value)
+
+
 def test_broker_placeholders_are_filled():
     prof = ClusterProfile.from_connection_fields(
         "kafka_sandbox",

@@ -176,6 +176,33 @@ def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
                                 log_dir=tmp_path, brokers=3)
 
 
+def test_a_client_sasl_listener_beside_the_plaintext_one(tmp_path) -> None:
+    """``up --client-sasl``: a broker's file adds SASL_PLAINTEXT with PLAIN and the one user (the listener's own JAAS
+    config, KIP-103's prefix), replication stays on PLAINTEXT; a KRaft broker's explicit protocol map names it; a
+    controller's file is unchanged; no password, no listener."""
+    zk = javaproperties.loads(kafka_config.zookeeper_broker(
+        broker_id=0, rack=None, host="h", zookeeper_connect="z:2181", log_dir=tmp_path, kafka_version="3.6.2",
+        brokers=3, sasl_password="pw"))
+    assert zk["listeners"] == zk["advertised.listeners"] == "PLAINTEXT://h:9092,SASL_PLAINTEXT://h:9094"
+    assert zk["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] == "PLAIN"
+    assert zk["listener.name.sasl_plaintext.plain.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required user_kafkaops="pw";')
+    assert "inter.broker.listener.name" not in zk and "security.inter.broker.protocol" not in zk, "PLAINTEXT"
+    voters = kafka_config.static_quorum({100: "127.0.0.111"})
+    broker = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack=None, host="h",
+                                                          quorum=voters, log_dir=tmp_path, brokers=3,
+                                                          sasl_password="pw"))
+    assert broker["listener.security.protocol.map"] == (
+        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT")
+    assert broker["inter.broker.listener.name"] == "PLAINTEXT"
+    controller = kafka_config.kraft_node(node_id=100, role="controller", rack=None, host="c", quorum=voters,
+                                         log_dir=tmp_path, brokers=3, sasl_password="pw")
+    assert "SASL" not in controller
+    plain = kafka_config.zookeeper_broker(broker_id=0, rack=None, host="h", zookeeper_connect="z:2181",
+                                          log_dir=tmp_path, kafka_version="3.6.2", brokers=3)
+    assert "SASL" not in plain
+
+
 def test_a_dynamic_quorum_has_bootstrap_servers_in_the_files_and_its_voters_in_the_format(tmp_path) -> None:
     voters = {101: "127.0.0.112", 100: "127.0.0.111"}
     quorum = kafka_config.dynamic_quorum(voters)

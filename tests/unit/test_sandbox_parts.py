@@ -102,6 +102,36 @@ def test_env_json_and_airflow_env(tmp_path) -> None:
     assert kafka["extra"]["kafka_home"].format(broker_id=0) == str(workdir.host(0).kafka_link)
 
 
+def test_a_client_sasl_sandbox_s_connection_authenticates_on_the_sasl_listener(tmp_path) -> None:
+    """``up --client-sasl``: the Airflow connection names the SASL listener with the user and password in its login
+    and password (what the product's profile reads), env.json names them for the tests; a KRaft one's controllers
+    keep PLAINTEXT (``controller_client``); without the option nothing of it appears."""
+    from kafka_ops.profile import ClusterProfile
+
+    workdir = Workdir.at(tmp_path)
+    sshd.generate_keys(workdir)
+    info = _state(workdir)
+    assert "client_sasl" not in envfile.env_document(workdir, info)
+    assert "login" not in envfile.connections(workdir, info)["kafka_sandbox"]
+    info.sasl_password = "pw-1"
+    kafka = envfile.connections(workdir, info)["kafka_sandbox"]
+    assert kafka["host"] == "127.9.0.11:9094,127.9.0.12:9094,127.9.0.13:9094" == kafka["extra"]["bootstrap.servers"]
+    assert (kafka["login"], kafka["password"]) == (settings.SASL_USER, "pw-1")
+    assert "controller_client" not in kafka["extra"], "ZooKeeper mode: no controllers"
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", kafka["host"], kafka["extra"],
+                                                    login=kafka["login"], password=kafka["password"])
+    assert profile.confluent_config()["security.protocol"] == "SASL_PLAINTEXT"
+    assert profile.kafka_python_config()["sasl_plain_password"] == "pw-1"
+    env = envfile.env_document(workdir, info)
+    assert env["bootstrap_servers"] == "127.9.0.11:9092,127.9.0.12:9092,127.9.0.13:9092", "the sandbox's own"
+    assert env["client_sasl"] == {"bootstrap_servers": kafka["host"], "mechanism": "PLAIN", "user": "kafkaops",
+                                  "password": "pw-1"}
+    assert info.options()["client_sasl"] is True
+    info.mode, info.controller_hosts = "kraft", [{"id": 100, "host": "127.9.0.111"}]
+    kraft = envfile.connections(workdir, info)["kafka_sandbox"]["extra"]
+    assert kraft["controller_client"] == {"security.protocol": "PLAINTEXT"}
+
+
 def test_known_hosts_lists_every_host_with_the_shared_key(tmp_path) -> None:
     workdir = Workdir.at(tmp_path)
     sshd.generate_keys(workdir)

@@ -125,10 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--client-sasl",
         action="store_true",
-        help=f"every broker gets a second listener, {settings.SASL_LISTENER} on port {settings.BROKER_SASL_PORT} "
-        f"with SASL/{settings.SASL_MECHANISM} and one user ({settings.SASL_USER}, a password made at up), and the "
+        help=f"every broker gets a second listener on port {settings.BROKER_CLIENT_PORT}, SASL_PLAINTEXT with "
+        f"SASL/{settings.SASL_MECHANISM} and one user ({settings.SASL_USER}, a password made at up), and the "
         "Airflow connection uses it (login and password in the connection); the sandbox's own tools, Burrow and "
         "replication keep the PLAINTEXT listener",
+    )
+    up.add_argument(
+        "--client-tls",
+        action="store_true",
+        help="the same second listener with TLS: SSL (with --client-sasl: SASL_SSL), the brokers' certificate from "
+        "a CA the sandbox makes (DIR/tls/ca.pem, in the connection's ssl.ca.location)",
     )
     up.add_argument(
         "--timeout",
@@ -234,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 observer_controllers=args.observer_controllers,
                 broker_config=dict(args.broker_config),
                 client_sasl=args.client_sasl,
+                client_tls=args.client_tls,
             )
         elif args.command == "down":
             cluster.down(workdir, kill=args.kill)

@@ -33,6 +33,7 @@ from sandbox import (
     sshd,
     state,
     status,
+    tls,
     workload,
     zookeeper,
 )
@@ -161,6 +162,7 @@ def up(
     quorum: str = "static",
     observer_controllers: int = 0,
     client_sasl: bool = False,
+    client_tls: bool = False,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -178,10 +180,11 @@ def up(
     metadata log, formatted with ``--initial-controllers`` and a new directory id per voter). ``observer_controllers``
     (dynamic quorum only): that many controllers more (node ids after the voters'), formatted with
     ``--no-initial-controllers`` and started but never added to the voter set: observers, as a controller is between
-    its start and ``kafka-metadata-quorum add-controller`` (KIP-853). ``client_sasl``: every broker gets a second
-    listener, SASL_PLAINTEXT with PLAIN and one user (``settings.SASL_USER``, a password made here), which the
-    Airflow connection uses (login and password in the connection, as an operator's secured cluster); the rest
-    of the sandbox keeps the PLAINTEXT listener.
+    its start and ``kafka-metadata-quorum add-controller`` (KIP-853). ``client_sasl`` / ``client_tls``: every
+    broker gets a second listener, SASL_PLAINTEXT with PLAIN and one user (``settings.SASL_USER``, a password made
+    here), SSL with a certificate of the sandbox's own CA (``sandbox.tls``), or both (SASL_SSL), which the Airflow
+    connection uses (the user and password in its login and password, the CA in ``ssl.ca.location``, as an
+    operator's secured cluster); the rest of the sandbox keeps the PLAINTEXT listener.
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -263,6 +266,7 @@ def up(
                 "quorum": quorum,
                 "observer_controllers": observer_controllers,
                 "client_sasl": client_sasl,
+                "client_tls": client_tls,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -304,6 +308,7 @@ def up(
             quorum=quorum,
             observer_controllers=observer_controllers,
             sasl_password=secrets.token_urlsafe(18) if client_sasl else "",
+            tls_password=secrets.token_urlsafe(18) if client_tls else "",
         )
         if quorum == "dynamic":
             info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
@@ -376,10 +381,12 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
                                      extra=info.broker_config)
         else:  # hosts a migration provisions: no server.properties, nothing started
             hosts.prepare_bare(workdir, spec, info.kafka_version)
+    if info.tls_password:  # one broker certificate for every host (spares too), signed by the sandbox's own CA
+        tls.write(info.tls_dir, [s.host for s in specs], info.tls_password)
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
                       quorum=info.quorum_config if info.kraft else None, extra=info.broker_config,
-                      combined=spec.id in info.voters and info.combined > 0, sasl_password=info.sasl_password)
+                      combined=spec.id in info.voters and info.combined > 0, client=info.client_listener)
     for spec in specs + controller_specs:
         sshd.start(workdir, spec.id, spec.host)
     sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])

@@ -19,7 +19,7 @@ import json
 import shlex
 from typing import Any
 
-from sandbox import settings, sshd
+from sandbox import settings, sshd, tls
 from sandbox.layout import Workdir
 from sandbox.state import SandboxState
 
@@ -57,9 +57,15 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
             "known_hosts": str(workdir.known_hosts),
         },
     }
-    if info.sasl_password:
-        doc["client_sasl"] = {"bootstrap_servers": info.client_bootstrap_servers, "mechanism": settings.SASL_MECHANISM,
-                              "user": settings.SASL_USER, "password": info.sasl_password}
+    listener = info.client_listener
+    if listener.protocol:  # `up --client-sasl` / `--client-tls`: what a client of the connection's listener needs
+        doc["client_listener"] = {"bootstrap_servers": info.client_bootstrap_servers,
+                                  "security_protocol": listener.protocol}
+        if info.sasl_password:
+            doc["client_listener"].update(mechanism=settings.SASL_MECHANISM, user=settings.SASL_USER,
+                                          password=info.sasl_password)
+        if info.tls_password:
+            doc["client_listener"]["ca_file"] = str(info.tls_dir / tls.CA_FILE)
     if info.controller_hosts and not info.kraft:  # hosts a migration provisions (not started)
         doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "provisioned": False}
                               for i, h in sorted(info.controllers.items())]
@@ -100,9 +106,14 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
     }
     if info.kraft:  # a KRaft cluster's profile has no ZooKeeper; its controllers run on hosts of their own
         del kafka["extra"]["zookeeper"]
-    if info.sasl_password:  # `up --client-sasl`: the credentials in the connection's login and password
-        kafka.update(login=settings.SASL_USER, password=info.sasl_password)
-        kafka["extra"].update({"security.protocol": settings.SASL_LISTENER, "sasl.mechanism": settings.SASL_MECHANISM})
+    listener = info.client_listener
+    if listener.protocol:  # `up --client-sasl` / `--client-tls`: the connection uses the client listener
+        kafka["extra"]["security.protocol"] = listener.protocol
+        if info.sasl_password:  # the credentials in the connection's login and password
+            kafka.update(login=settings.SASL_USER, password=info.sasl_password)
+            kafka["extra"]["sasl.mechanism"] = settings.SASL_MECHANISM
+        if info.tls_password:  # the sandbox's own CA; the brokers' addresses are in its certificate
+            kafka["extra"]["ssl.ca.location"] = str(info.tls_dir / tls.CA_FILE)
         if info.kraft:  # the controllers' CONTROLLER listener (combined nodes' too) stays PLAINTEXT
             kafka["extra"]["controller_client"] = {"security.protocol": "PLAINTEXT"}
     if info.controller_hosts:

@@ -107,13 +107,13 @@ def _make_dirs(host: HostDir) -> None:
 
 def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_version: str, *, brokers: int,
             quorum: dict[str, str] | None = None, extra: dict[str, str] | None = None,
-            combined: bool = False, sasl_password: str = "") -> HostDir:
+            combined: bool = False, client: kafka_config.ClientListener | None = None) -> HostDir:
     """Create broker host ``spec.id``'s directory: server.properties, the release, data/ and logs/.
     ``quorum`` set (the quorum keys, ``SandboxState.quorum_config``) = a KRaft broker (``process.roles=broker``, no
     ZooKeeper; ``combined``: a controller
     too, ``process.roles=broker,controller``); ``brokers`` = the cluster's size (caps the internal topics'
-    replication factors); ``extra``: settings added last; ``sasl_password``: a SASL client listener too
-    (``kafka_config.client_sasl``)."""
+    replication factors); ``extra``: settings added last; ``client``: a second listener for clients
+    (``kafka_config.client_listener``)."""
     host = workdir.host(spec.id)
     _make_dirs(host)
     install_kafka(host, kafka_version)
@@ -121,12 +121,12 @@ def prepare(workdir: Workdir, spec: BrokerSpec, zookeeper_connect: str, kafka_ve
         text = kafka_config.kraft_node(node_id=spec.id, role="broker,controller" if combined else "broker",
                                        rack=spec.rack, host=spec.host,
                                        quorum=quorum, log_dir=host.data, brokers=brokers, extra=extra,
-                                       sasl_password=sasl_password)
+                                       client=client)
     else:
         text = kafka_config.zookeeper_broker(broker_id=spec.id, rack=spec.rack, host=spec.host,
                                              zookeeper_connect=zookeeper_connect, log_dir=host.data,
                                              kafka_version=kafka_version, brokers=brokers, extra=extra,
-                                             sasl_password=sasl_password)
+                                             client=client)
     host.server_properties.write_text(text)
     return host
 

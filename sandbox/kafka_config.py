@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import javaproperties
@@ -37,24 +38,48 @@ def _dumps(props: dict[str, str]) -> str:
     return javaproperties.dumps(props, timestamp=False, sort_keys=False)
 
 
-def client_sasl(props: dict[str, str], host: str, password: str) -> dict[str, str]:
-    """``props`` (a broker's) with a second listener for clients, ``SASL_PLAINTEXT`` on
-    ``settings.BROKER_SASL_PORT`` with the PLAIN mechanism (KIP-43) and one user, ``settings.SASL_USER`` with
-    ``password`` (Kafka's ``PlainLoginModule`` in the listener's own ``sasl.jaas.config``, KIP-103's
-    ``listener.name.<listener>.`` prefix); replication stays on the PLAINTEXT listener. ``password`` "" = unchanged.
+@dataclass(frozen=True)
+class ClientListener:
+    """The brokers' second listener for clients (``up --client-sasl`` / ``--client-tls``): SASL/PLAIN with one user,
+    ``settings.SASL_USER`` with ``sasl_password`` (KIP-43), and/or TLS with the PKCS12 ``keystore`` (its password
+    ``keystore_password``; ``sandbox.tls``). Empty fields: that part is off."""
+
+    sasl_password: str = ""
+    keystore: str = ""
+    keystore_password: str = ""
+
+    @property
+    def protocol(self) -> str:
+        """Kafka's security protocol (and the listener's name): ``SASL_SSL``, ``SSL``, ``SASL_PLAINTEXT``, or ""."""
+        if self.keystore:
+            return "SASL_SSL" if self.sasl_password else "SSL"
+        return "SASL_PLAINTEXT" if self.sasl_password else ""
+
+
+def client_listener(props: dict[str, str], host: str, client: ClientListener | None) -> dict[str, str]:
+    """``props`` (a broker's) with a second listener for clients on ``settings.BROKER_CLIENT_PORT``, named after its
+    protocol: SASL with the PLAIN mechanism and one user (Kafka's ``PlainLoginModule`` in the listener's own
+    ``sasl.jaas.config``), TLS with the keystore; each setting under KIP-103's ``listener.name.<listener>.``
+    prefix, so replication stays on the PLAINTEXT listener. ``client`` None or empty: ``props`` unchanged.
     """
-    if not password:
+    name = client.protocol if client else ""
+    if not name:
         return props
-    name, listener = settings.SASL_LISTENER, f"{settings.SASL_LISTENER}://{host}:{settings.BROKER_SASL_PORT}"
+    listener = f"{name}://{host}:{settings.BROKER_CLIENT_PORT}"
     prefix = f"listener.name.{name.lower()}."
     out = dict(props)
     out["listeners"] = f"{props['listeners']},{listener}"
     out["advertised.listeners"] = f"{props['advertised.listeners']},{listener}"
     if "listener.security.protocol.map" in props:  # KRaft: set explicitly (ZooKeeper mode: Kafka's default has it)
         out["listener.security.protocol.map"] = f"{props['listener.security.protocol.map']},{name}:{name}"
-    out[prefix + "sasl.enabled.mechanisms"] = settings.SASL_MECHANISM
-    out[prefix + "plain.sasl.jaas.config"] = (
-        f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{settings.SASL_USER}="{password}";')
+    if client.sasl_password:
+        out[prefix + "sasl.enabled.mechanisms"] = settings.SASL_MECHANISM
+        out[prefix + "plain.sasl.jaas.config"] = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                                  f'user_{settings.SASL_USER}="{client.sasl_password}";')
+    if client.keystore:
+        out.update({prefix + "ssl.keystore.type": "PKCS12", prefix + "ssl.keystore.location": client.keystore,
+                    prefix + "ssl.keystore.password": client.keystore_password,
+                    prefix + "ssl.key.password": client.keystore_password})
     return out
 
 
@@ -71,10 +96,10 @@ def _capped(brokers: int) -> dict[str, str]:
 
 def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_connect: str, log_dir: Path,
                      kafka_version: str, brokers: int, extra: dict[str, str] | None = None,
-                     sasl_password: str = "") -> str:
+                     client: ClientListener | None = None) -> str:
     """A ZooKeeper-mode broker's ``server.properties``; ``brokers`` = the cluster's size (caps internal RFs);
-    ``extra``: settings of the caller's (``up --broker-config``), last: they win; ``sasl_password``: a client
-    listener with SASL too (:func:`client_sasl`)."""
+    ``extra``: settings of the caller's (``up --broker-config``), last: they win; ``client``: a second listener
+    for clients (:func:`client_listener`)."""
     major_minor = ".".join(kafka_version.split(".")[:2])
     props = {
         "broker.id": str(broker_id),
@@ -90,17 +115,17 @@ def zookeeper_broker(*, broker_id: int, rack: str | None, host: str, zookeeper_c
     }
     if rack:
         props["broker.rack"] = rack
-    return _dumps({**client_sasl(props, host, sasl_password), **(extra or {})})
+    return _dumps({**client_listener(props, host, client), **(extra or {})})
 
 
 def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: dict[str, str], log_dir: Path,
-               brokers: int, extra: dict[str, str] | None = None, sasl_password: str = "") -> str:
+               brokers: int, extra: dict[str, str] | None = None, client: ClientListener | None = None) -> str:
     """A KRaft node's ``server.properties``: ``role`` ``"broker"``, ``"controller"`` or ``"broker,controller"`` (a
     combined node: both listeners, a broker's settings); ``quorum`` is how the node finds the quorum: one of
     :func:`static_quorum` / :func:`dynamic_quorum`; ``extra``: a broker's settings of the caller's
     (``up --broker-config``), last: they win (a controller gets only their ``min.insync.replicas``: turning ELR on
     copies the active controller's value to the cluster level, see :data:`settings.CONTROLLER_CONFIG`);
-    ``sasl_password``: a broker's client listener with SASL too (:func:`client_sasl`; a controller's listener stays
+    ``client``: a broker's second listener for clients (:func:`client_listener`; a controller's listener stays
     PLAINTEXT).
 
     Raises:
@@ -135,7 +160,7 @@ def kraft_node(*, node_id: int, role: str, rack: str | None, host: str, quorum: 
         })
         if rack:
             props["broker.rack"] = rack
-        props = client_sasl(props, host, sasl_password)
+        props = client_listener(props, host, client)
         props.update(extra or {})
     return _dumps(props)
 

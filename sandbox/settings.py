@@ -31,11 +31,11 @@ from __future__ import annotations
 BROKER_HOST_BASE = "127.0.0.11"  # broker id N listens on 127.0.0.(11 + N)
 BROKER_PORT = 9092  # the brokers' listener (PLAINTEXT), clients and replication
 CONTROLLER_PORT = 9093  # KRaft controllers' listener (CONTROLLER)
-#: `up --client-sasl`: the brokers' second listener, SASL_PLAINTEXT with the PLAIN mechanism (KIP-43), which the
-#: sandbox's Airflow connection uses; replication, the sandbox's own tools, Burrow and the tests' observers keep
-#: the PLAINTEXT one. A client that does not authenticate is refused on this port.
-BROKER_SASL_PORT = 9094
-SASL_LISTENER = "SASL_PLAINTEXT"
+#: `up --client-sasl` / `--client-tls`: the brokers' second listener (SASL_PLAINTEXT with the PLAIN mechanism,
+#: KIP-43; SSL; or both, SASL_SSL), which the sandbox's Airflow connection uses; replication, the sandbox's own
+#: tools, Burrow and the tests' observers keep the PLAINTEXT one. A client that does not authenticate (or speak
+#: TLS) is refused on this port.
+BROKER_CLIENT_PORT = 9094
 SASL_MECHANISM = "PLAIN"
 SASL_USER = "kafkaops"  # the only user the listener knows; its password is made at `up` (state.json)
 SSH_PORT = 2222  # sshd of each host, on the host's address

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from sandbox import kafka_config, procs, settings
+from sandbox import tls as tls_mod
 from sandbox.hosts import BrokerSpec
 from sandbox.layout import Workdir
 
@@ -41,7 +43,8 @@ class SandboxState:
     quorum: str = "static"  # KRaft: "static" (controller.quorum.voters) or "dynamic" (KIP-853, bootstrap servers)
     directory_ids: dict[str, str] = field(default_factory=dict)  # dynamic quorum: voter id -> its directory id
     observer_controllers: int = 0  # dynamic quorum: the last N controllers are not voters (KIP-853 observers)
-    sasl_password: str = ""  # `up --client-sasl`: settings.SASL_USER's password on the SASL listener ("" = none)
+    sasl_password: str = ""  # `up --client-sasl`: settings.SASL_USER's password on the client listener ("" = none)
+    tls_password: str = ""  # `up --client-tls`: the client listener's keystore password (`tls_dir`; "" = no TLS)
 
     @property
     def kraft(self) -> bool:
@@ -103,9 +106,23 @@ class SandboxState:
         return ",".join(f"{s.host}:{settings.BROKER_PORT}" for s in self.active_specs)
 
     @property
+    def client_listener(self) -> kafka_config.ClientListener:
+        """The brokers' second listener for clients (``--client-sasl`` / ``--client-tls``; its protocol "" = none)."""
+        tls = self.tls_password != ""
+        return kafka_config.ClientListener(
+            sasl_password=self.sasl_password, keystore=str(self.tls_dir / tls_mod.KEYSTORE_FILE) if tls else "",
+            keystore_password=self.tls_password)
+
+    @property
+    def tls_dir(self) -> Path:
+        """Where ``--client-tls`` keeps the CA certificate and the brokers' keystore (``sandbox.tls``)."""
+        return Path(self.workdir) / "tls"
+
+    @property
     def client_bootstrap_servers(self) -> str:
-        """What the Airflow connection names: the SASL listener with ``--client-sasl``, else the PLAINTEXT one."""
-        port = settings.BROKER_SASL_PORT if self.sasl_password else settings.BROKER_PORT
+        """What the Airflow connection names: the client listener with ``--client-sasl`` / ``--client-tls``, else
+        the PLAINTEXT one."""
+        port = settings.BROKER_CLIENT_PORT if self.client_listener.protocol else settings.BROKER_PORT
         return ",".join(f"{s.host}:{port}" for s in self.active_specs)
 
     def options(self) -> dict[str, object]:
@@ -123,6 +140,7 @@ class SandboxState:
             "quorum": self.quorum,
             "broker_config": dict(self.broker_config),
             "client_sasl": bool(self.sasl_password),
+            "client_tls": bool(self.tls_password),
         }
 
 

@@ -392,10 +392,12 @@ def start(
     observer_controllers: int = 0,
     broker_config: dict[str, str] | None = None,
     client_sasl: bool = False,
+    client_tls: bool = False,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
     ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``);
-    ``client_sasl``: the Airflow connection goes through a SASL listener (``--client-sasl``).
+    ``client_sasl`` / ``client_tls``: the Airflow connection goes through a SASL and/or TLS listener
+    (``--client-sasl`` / ``--client-tls``).
 
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
@@ -429,6 +431,8 @@ def start(
         args += ["--broker-config", f"{key}={value}"]
     if client_sasl:
         args += ["--client-sasl"]
+    if client_tls:
+        args += ["--client-tls"]
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)
     elapsed = time.monotonic() - began

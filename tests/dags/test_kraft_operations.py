@@ -515,9 +515,9 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
     named with the remedy, and a second decommission of it removes the registration."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    # the connection authenticates on a SASL listener: the snapshot, the reassignment, the throttles and the
-    # unregistration go through it
-    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=5, racks=2, client_sasl=True)
+    # the connection uses a TLS listener (the sandbox's own CA): the snapshot, the reassignment, the throttles and
+    # the unregistration go through it
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=5, racks=2, client_tls=True)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, [0, 1, 2, 3, 4]) as traffic, \

@@ -176,13 +176,15 @@ def test_kraft_properties_of_a_broker_and_a_controller(tmp_path) -> None:
                                 log_dir=tmp_path, brokers=3)
 
 
-def test_a_client_sasl_listener_beside_the_plaintext_one(tmp_path) -> None:
-    """``up --client-sasl``: a broker's file adds SASL_PLAINTEXT with PLAIN and the one user (the listener's own JAAS
-    config, KIP-103's prefix), replication stays on PLAINTEXT; a KRaft broker's explicit protocol map names it; a
-    controller's file is unchanged; no password, no listener."""
+def test_a_client_listener_beside_the_plaintext_one(tmp_path) -> None:
+    """``up --client-sasl`` / ``--client-tls``: a broker's file adds SASL_PLAINTEXT with PLAIN and the one user (the
+    listener's own JAAS config, KIP-103's prefix), SSL with the PKCS12 keystore, or both (SASL_SSL); replication
+    stays on PLAINTEXT; a KRaft broker's explicit protocol map names it; a controller's file is unchanged; neither
+    option, no listener."""
+    sasl = kafka_config.ClientListener(sasl_password="pw")
     zk = javaproperties.loads(kafka_config.zookeeper_broker(
         broker_id=0, rack=None, host="h", zookeeper_connect="z:2181", log_dir=tmp_path, kafka_version="3.6.2",
-        brokers=3, sasl_password="pw"))
+        brokers=3, client=sasl))
     assert zk["listeners"] == zk["advertised.listeners"] == "PLAINTEXT://h:9092,SASL_PLAINTEXT://h:9094"
     assert zk["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] == "PLAIN"
     assert zk["listener.name.sasl_plaintext.plain.sasl.jaas.config"] == (
@@ -191,13 +193,22 @@ def test_a_client_sasl_listener_beside_the_plaintext_one(tmp_path) -> None:
     voters = kafka_config.static_quorum({100: "127.0.0.111"})
     broker = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack=None, host="h",
                                                           quorum=voters, log_dir=tmp_path, brokers=3,
-                                                          sasl_password="pw"))
+                                                          client=sasl))
     assert broker["listener.security.protocol.map"] == (
         "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT")
     assert broker["inter.broker.listener.name"] == "PLAINTEXT"
     controller = kafka_config.kraft_node(node_id=100, role="controller", rack=None, host="c", quorum=voters,
-                                         log_dir=tmp_path, brokers=3, sasl_password="pw")
+                                         log_dir=tmp_path, brokers=3, client=sasl)
     assert "SASL" not in controller
+    both = kafka_config.ClientListener(sasl_password="pw", keystore="/k/broker.p12", keystore_password="kpw")
+    tls = javaproperties.loads(kafka_config.kraft_node(node_id=0, role="broker", rack=None, host="h",
+                                                       quorum=voters, log_dir=tmp_path, brokers=3, client=both))
+    assert tls["listeners"] == "PLAINTEXT://h:9092,SASL_SSL://h:9094"
+    assert (tls["listener.name.sasl_ssl.ssl.keystore.type"], tls["listener.name.sasl_ssl.ssl.keystore.location"],
+            tls["listener.name.sasl_ssl.ssl.keystore.password"]) == ("PKCS12", "/k/broker.p12", "kpw")
+    assert tls["listener.name.sasl_ssl.sasl.enabled.mechanisms"] == "PLAIN"
+    only_tls = kafka_config.ClientListener(keystore="/k/broker.p12", keystore_password="kpw")
+    assert only_tls.protocol == "SSL" and kafka_config.ClientListener().protocol == ""
     plain = kafka_config.zookeeper_broker(broker_id=0, rack=None, host="h", zookeeper_connect="z:2181",
                                           log_dir=tmp_path, kafka_version="3.6.2", brokers=3)
     assert "SASL" not in plain
@@ -392,3 +403,31 @@ def test_burrow_losing_its_startup_race_with_a_leader_move_is_told_from_other_ex
                   'send a message to a replica that is not the leader for some partition."}\n')
         log.write('{"level":"info","ts":1795961518.58,"msg":"stopping","type":"coordinator","name":"zookeeper"}\n')
     assert burrow.lost_startup_race(workdir)
+
+
+def test_the_tls_material_certifies_every_broker_address_under_the_sandbox_s_own_ca(tmp_path) -> None:
+    """``up --client-tls``: the CA certificate and a PKCS12 keystore (opened only with its password) holding the
+    broker key, its certificate for every address (IP subject alternative names, what clients check the address
+    against) signed by the CA, and the CA; the keystore readable by its owner only."""
+    import ipaddress
+    import stat
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from sandbox import tls
+
+    ca_path, keystore = tls.write(tmp_path / "tls", ["127.0.0.11", "127.0.0.12"], "kpw")
+    ca = x509.load_pem_x509_certificate(ca_path.read_bytes())
+    key, cert, chain = pkcs12.load_key_and_certificates(keystore.read_bytes(), b"kpw")
+    assert key is not None and [c.subject for c in chain] == [ca.subject]
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.11"),
+                                                        ipaddress.ip_address("127.0.0.12")]
+    cert.verify_directly_issued_by(ca)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert stat.S_IMODE(keystore.stat().st_mode) == 0o600
+    with pytest.raises(ValueError):
+        pkcs12.load_key_and_certificates(keystore.read_bytes(), b"wrong")
+    with pytest.raises(ValueError, match="no broker address"):
+        tls.write(tmp_path / "none", [], "kpw")

@@ -102,16 +102,17 @@ def test_env_json_and_airflow_env(tmp_path) -> None:
     assert kafka["extra"]["kafka_home"].format(broker_id=0) == str(workdir.host(0).kafka_link)
 
 
-def test_a_client_sasl_sandbox_s_connection_authenticates_on_the_sasl_listener(tmp_path) -> None:
+def test_a_client_listener_sandbox_s_connection_authenticates_on_it(tmp_path) -> None:
     """``up --client-sasl``: the Airflow connection names the SASL listener with the user and password in its login
-    and password (what the product's profile reads), env.json names them for the tests; a KRaft one's controllers
-    keep PLAINTEXT (``controller_client``); without the option nothing of it appears."""
+    and password (what the product's profile reads), env.json names them for the tests; with ``--client-tls`` too
+    the protocol is SASL_SSL and the connection trusts the sandbox's CA; a KRaft one's controllers keep PLAINTEXT
+    (``controller_client``); without the options nothing of it appears."""
     from kafka_ops.profile import ClusterProfile
 
     workdir = Workdir.at(tmp_path)
     sshd.generate_keys(workdir)
     info = _state(workdir)
-    assert "client_sasl" not in envfile.env_document(workdir, info)
+    assert "client_listener" not in envfile.env_document(workdir, info)
     assert "login" not in envfile.connections(workdir, info)["kafka_sandbox"]
     info.sasl_password = "pw-1"
     kafka = envfile.connections(workdir, info)["kafka_sandbox"]
@@ -124,9 +125,15 @@ def test_a_client_sasl_sandbox_s_connection_authenticates_on_the_sasl_listener(t
     assert profile.kafka_python_config()["sasl_plain_password"] == "pw-1"
     env = envfile.env_document(workdir, info)
     assert env["bootstrap_servers"] == "127.9.0.11:9092,127.9.0.12:9092,127.9.0.13:9092", "the sandbox's own"
-    assert env["client_sasl"] == {"bootstrap_servers": kafka["host"], "mechanism": "PLAIN", "user": "kafkaops",
-                                  "password": "pw-1"}
-    assert info.options()["client_sasl"] is True
+    assert env["client_listener"] == {"bootstrap_servers": kafka["host"], "security_protocol": "SASL_PLAINTEXT",
+                                      "mechanism": "PLAIN", "user": "kafkaops", "password": "pw-1"}
+    assert info.options()["client_sasl"] is True and info.options()["client_tls"] is False
+    info.tls_password = "kpw"
+    extra = envfile.connections(workdir, info)["kafka_sandbox"]["extra"]
+    assert extra["security.protocol"] == "SASL_SSL" and extra["ssl.ca.location"] == str(tmp_path / "tls" / "ca.pem")
+    assert ClusterProfile.from_connection_fields("k", kafka["host"], extra).kafka_python_config()["ssl_cafile"] == \
+        str(tmp_path / "tls" / "ca.pem")
+    assert info.client_listener.keystore == str(tmp_path / "tls" / "broker.p12")
     info.mode, info.controller_hosts = "kraft", [{"id": 100, "host": "127.9.0.111"}]
     kraft = envfile.connections(workdir, info)["kafka_sandbox"]["extra"]
     assert kraft["controller_client"] == {"security.protocol": "PLAINTEXT"}

@@ -304,9 +304,9 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
       replicas on distinct brokers), naming a topic with that RF;
     - with racks set on the brokers (``broker.rack``): a partition spanning more racks than the
       remaining brokers have, since its rack diversity could not be kept (the planner refuses the
-      same), ``"rack diversity: after removing [3, 4] only racks [rack-a, rack-b] remain; topic t has
-      RF 3 over 3 racks"``: one reason per topic (its widest partition), at most
-      :data:`MAX_RACK_REASONS` plus one counting the rest.
+      same), ``"rack diversity: after removing [3, 4] only racks [rack-a, rack-b] remain, fewer than this topic
+      spans: t (RF 3 over 3 racks)"``: one reason naming each such topic (its widest partition), at most
+      :data:`MAX_RACK_REASONS` of them and a count of the rest.
 
     - a broker that is a voter too (a KRaft combined node, ``process.roles=broker,controller``):
       decommissioning it would stop a quorum member for good, and the quorum keeps counting it (its
@@ -360,14 +360,15 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
             spans = len({racks[r] for r in p.replicas if racks.get(r)})
             if spans > len(left) and (p.topic not in worst or spans > worst[p.topic][1]):
                 worst[p.topic] = (len(p.replicas), spans)
-        for topic in sorted(worst)[:MAX_RACK_REASONS]:
-            rf, spans = worst[topic]
+        if worst:
+            shown = ", ".join(f"{topic} (RF {worst[topic][0]} over {worst[topic][1]} racks)"
+                              for topic in sorted(worst)[:MAX_RACK_REASONS])
+            more = len(worst) - MAX_RACK_REASONS
             reasons.append(
-                f"rack diversity: after removing {removing} only racks {_ids(left)} remain; "
-                f"topic {topic} has RF {rf} over {spans} racks"
+                f"rack diversity: after removing {removing} only racks {_ids(left)} remain, fewer than "
+                f"{'these topics span' if len(worst) > 1 else 'this topic spans'}: {shown}"
+                + (f" and {more} more topic{'s' if more > 1 else ''}" if more > 0 else "")
             )
-        if len(worst) > MAX_RACK_REASONS:
-            reasons.append(f"rack diversity: {len(worst) - MAX_RACK_REASONS} more topics")
     return reasons
 
 

@@ -287,6 +287,13 @@ def _duplicates(ids: Sequence[int]) -> list[int]:
 MAX_RACK_REASONS = 5
 
 
+def _controllers(ids: list[int]) -> str:
+    """``"[100] is a KRaft controller (a voter of the metadata quorum), not a broker"``, plural for several."""
+    if len(ids) == 1:
+        return f"{_ids(ids)} is a KRaft controller (a voter of the metadata quorum), not a broker"
+    return f"{_ids(ids)} are KRaft controllers (voters of the metadata quorum), not brokers"
+
+
 def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iterable[int] = (),
                        fenced: Iterable[int] = ()) -> list[str]:
     """Why decommissioning ``brokers`` must be refused; [] = it may go ahead. ``voters``: the KRaft metadata
@@ -299,7 +306,8 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
     - no broker given; a broker id listed twice;
     - unknown ids: neither registered (live, or fenced) nor holding replicas (a down broker that still holds
       replicas is known and may be decommissioned), ``"unknown broker ids [7]: not registered and holding no
-      replicas (registered: [1, 2, 3])"``;
+      replicas (registered: [1, 2, 3])"``; one of them a voter of the quorum and no broker: named as a KRaft
+      controller;
     - fewer brokers would remain than the largest replication factor (Kafka cannot place RF
       replicas on distinct brokers), naming a topic with that RF;
     - with racks set on the brokers (``broker.rack``): a partition spanning more racks than the
@@ -325,6 +333,10 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
     counts = _replica_counts(state)
     down = set(fenced)
     unknown = [b for b in ids if b not in registered and not counts.get(b) and b not in down]
+    controllers = sorted(set(unknown) & {int(v) for v in voters})
+    if controllers:
+        return [f"{_controllers(controllers)}: a decommission drains and stops brokers; a controller leaves the "
+                "quorum with kafka-metadata-quorum remove-controller (KIP-853)"]
     if unknown:
         fenced_text = f"; registered but fenced: {_ids(sorted(down))}" if down else ""
         return [
@@ -372,13 +384,15 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
     return reasons
 
 
-def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_ok: bool = True) -> list[str]:
+def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_ok: bool = True,
+                    voters: Iterable[int] = ()) -> list[str]:
     """Why a scale-out onto ``new_brokers`` must be refused; [] = it may go ahead.
 
     Refusals: no broker given; a negative id; an id listed twice; an id that is a registered broker
     already holding replicas (``"broker 3 already holds 12 replicas: this is a rebalance, not a
     scale-out"``); an id that is not registered but still listed as a replica (a down broker, not a
-    new one).
+    new one); an id of a KRaft controller (``voters``: the metadata quorum's, DescribeQuorum) that is no
+    broker (a dedicated controller receives no partitions).
 
     :param registered_ok: True (default): new brokers need not be registered yet (planning ahead,
         before they start). False: every new broker must be registered now (before executing:
@@ -403,8 +417,12 @@ def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_
             reasons.append(f"broker {b} already holds {n} replicas: this is a rebalance, not a scale-out")
         elif n:
             reasons.append(f"broker {b} is not registered but still holds {n} replicas: a down broker, not a new one")
+    controllers = sorted({int(v) for v in voters} & set(unique) - registered)
+    if controllers:
+        reasons.append(f"{_controllers(controllers)}: a controller holds no partitions; give the ids of new "
+                       "brokers")
     if not registered_ok:
-        absent = [b for b in unique if b not in registered and not counts.get(b)]
+        absent = [b for b in unique if b not in registered and not counts.get(b) and b not in controllers]
         if absent:
             reasons.append(
                 f"new brokers {_ids(absent)} are not registered (registered: {_ids(sorted(registered))}): "

@@ -49,13 +49,14 @@ class ReassignmentChecksOperator(ClusterOperator):
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             ongoing = Reassignments(admin, profile).ongoing()
-            quorum = admin.quorum_if_kraft() if self.mode == "decommission" else None
+            quorum = admin.quorum_if_kraft()
             # a KRaft broker stopped without being unregistered is known (fenced), though Metadata leaves it out
             registrations = (admin.broker_registrations() or []) if quorum is not None else []
         if self.mode == "scale-out":
             start = is_true(self.setting("start_new_brokers"))
-            refusals = check_scale_out(state, brokers, registered_ok=start)
-            absent = [b for b in brokers if not state.has_broker(b)]
+            voters = quorum.voter_ids if quorum is not None else ()
+            refusals = check_scale_out(state, brokers, registered_ok=start, voters=voters)
+            absent = [b for b in brokers if not state.has_broker(b) and b not in voters]
             if start:
                 refusals += [f"broker {b} is not registered and connection {profile.cluster!r} has no "
                              f"broker_hosts entry to start it on" for b in absent if b not in profile.broker_hosts]

@@ -350,6 +350,21 @@ def test_scale_out_requires_registration_when_asked():
     ]
 
 
+def test_a_kraft_controller_id_is_named_as_one_by_a_scale_out_and_a_decommission():
+    """A dedicated controller's id (a voter, no broker) given as a broker: said what it is, not "start it first"
+    or "unknown"; a combined node (a voter that is a broker too) keeps the broker rules."""
+    st = state(FOUR, *RF3)
+    assert check_scale_out(st, [5, 100], registered_ok=False, voters=[100, 101, 102]) == [
+        "[100] is a KRaft controller (a voter of the metadata quorum), not a broker: a controller holds no "
+        "partitions; give the ids of new brokers",
+        "new brokers [5] are not registered (registered: [1, 2, 3, 4]): start them first"]
+    assert check_decommission(st, [100, 101], voters=[100, 101, 102]) == [
+        "[100, 101] are KRaft controllers (voters of the metadata quorum), not brokers: a decommission drains and "
+        "stops brokers; a controller leaves the quorum with kafka-metadata-quorum remove-controller (KIP-853)"]
+    empty_4 = state(brokers(1, 2, 3, 4), *RF3[:1])
+    assert check_scale_out(empty_4, [4], voters=[4]) == [], "a combined node: a registered broker"
+
+
 # -- holds and leads nothing -------------------------------------------------------------------------------------
 
 

@@ -77,7 +77,14 @@ class RunningSandbox:
     # --- addresses ----------------------------------------------------------------------------
     @property
     def bootstrap_servers(self) -> str:
+        """The brokers' PLAINTEXT listener (what the tests' own clients use)."""
         return self.env["bootstrap_servers"]
+
+    @property
+    def client_bootstrap_servers(self) -> str:
+        """What the Airflow connection names: the client listener of ``--client-sasl`` / ``--client-tls`` when the
+        sandbox has one, else :attr:`bootstrap_servers`."""
+        return (self.env.get("client_listener") or {}).get("bootstrap_servers") or self.bootstrap_servers
 
     @property
     def zookeeper_connect(self) -> str:

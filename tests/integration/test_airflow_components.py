@@ -235,7 +235,7 @@ def free_lock(shared: RunningSandbox) -> Iterator[RunningSandbox]:
 
 def test_cluster_profile_from_the_sandbox_connection_env(shared: RunningSandbox) -> None:
     profile = get_cluster_profile(CONN)
-    assert profile.bootstrap_servers == shared.bootstrap_servers
+    assert profile.bootstrap_servers == shared.client_bootstrap_servers, "the SASL listener (--client-sasl)"
     assert profile.zookeeper == shared.zookeeper_connect
     assert (profile.ssh_conn_id, profile.burrow_conn_id, profile.burrow_cluster) == (
         SSH_CONN, "sandbox_burrow", shared.env["burrow_cluster"])
@@ -271,9 +271,10 @@ def test_each_broker_names_the_controller_that_holds_the_controller_znode(shared
 
     with shared.zk() as zk:
         zk_controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    # each broker at the listener of the connection (SASL, --client-sasl), as the roll asks it
+    addresses = dict(zip((0, 1, 2), shared.client_bootstrap_servers.split(","), strict=True))
     with KafkaAdminHook(CONN) as hook:
-        named = {b: hook.controller_named_by(f"{shared.broker(b)['host']}:{shared.broker(b)['port']}")
-                 for b in (0, 1, 2)}
+        named = {b: hook.controller_named_by(addresses[b]) for b in (0, 1, 2)}
         assert named == {0: zk_controller, 1: zk_controller, 2: zk_controller}
         with pytest.raises(KafkaConnectionError):
             hook.controller_named_by("127.0.0.1:1")

@@ -57,7 +57,8 @@ def test_up_is_healthy_within_60_s(sandbox: RunningSandbox) -> None:
 
 def test_env_json_has_exactly_the_issue_keys(sandbox: RunningSandbox) -> None:
     env = sandbox.env
-    assert set(env) == ENV_KEYS
+    assert set(env) == ENV_KEYS | {"client_listener"}, "the shared sandbox runs with --client-sasl"
+    assert env["client_listener"]["security_protocol"] == "SASL_PLAINTEXT"
     assert env["burrow_cluster"] == settings.BURROW_CLUSTER
     assert env["consumer_groups"] == list(settings.WORKLOAD_GROUPS)
     assert [b["id"] for b in env["brokers"]] == [0, 1, 2, 3]  # 3 brokers + 1 spare host
@@ -87,7 +88,8 @@ def test_airflow_env_defines_the_connections(sandbox: RunningSandbox) -> None:
     kafka = json.loads(env["AIRFLOW_CONN_KAFKA_SANDBOX"])
     ssh = json.loads(env["AIRFLOW_CONN_SANDBOX_SSH"])
     http = json.loads(env["AIRFLOW_CONN_SANDBOX_BURROW"])
-    assert kafka["conn_type"] == "kafka" and kafka["host"] == sandbox.bootstrap_servers
+    assert kafka["conn_type"] == "kafka" and kafka["host"] == sandbox.client_bootstrap_servers
+    assert kafka["login"] == "kafkaops" and kafka["password"] == sandbox.env["client_listener"]["password"]
     extra = kafka["extra"]
     assert extra["ssh_conn_id"] == "sandbox_ssh" and extra["burrow_conn_id"] == "sandbox_burrow"
     assert extra["zookeeper"] == sandbox.zookeeper_connect
@@ -106,8 +108,10 @@ def test_airflow_env_defines_the_connections(sandbox: RunningSandbox) -> None:
     sys.path.insert(0, str(PROJECT_ROOT / "plugins"))
     from kafka_ops.profile import ClusterProfile
 
-    profile = ClusterProfile.from_connection_fields("kafka_sandbox", kafka["host"], extra)
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", kafka["host"], extra, login=kafka["login"],
+                                                    password=kafka["password"])
     assert profile.zookeeper == sandbox.zookeeper_connect
+    assert profile.client_config["security.protocol"] == "SASL_PLAINTEXT"
 
 
 def test_ssh_with_host_key_checking_runs_kafka_service_on_that_host(sandbox: RunningSandbox) -> None:
@@ -167,7 +171,7 @@ def test_plugin_hooks_reach_burrow_through_the_airflow_env_connections(
     from hooks.cluster_profile import get_cluster_profile
 
     profile = get_cluster_profile("kafka_sandbox")
-    assert profile.bootstrap_servers == sandbox.bootstrap_servers
+    assert profile.bootstrap_servers == sandbox.client_bootstrap_servers
     hook = BurrowHook.from_profile(profile)
     assert hook.base_url == sandbox.burrow_url
     def all_ok() -> list:
@@ -204,7 +208,8 @@ def test_burrow_lists_the_groups_with_status_ok(sandbox: RunningSandbox) -> None
 
 
 def test_up_twice_says_already_running(sandbox: RunningSandbox) -> None:
-    args = ["up", "--brokers", "3", "--spare-brokers", "1", "--address-base", sandbox.broker(0)["host"]]
+    args = ["up", "--brokers", "3", "--spare-brokers", "1", "--address-base", sandbox.broker(0)["host"],
+            "--client-sasl"]
     result = sandbox.cli(*args, timeout_s=30)
     assert result.returncode == 0, result.stderr
     assert "already running" in result.stderr

@@ -457,8 +457,24 @@ def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approve
             raise UiTestError(f"run {run_id} failed before the approval: {states(client, run_id, dag_id)}")
         return ti.get("state") == "awaiting_input"
 
+    def approved_or_asked_again() -> str | None:
+        ti = states(client, run_id, dag_id).get(("approve_protocol_bump", -1)) or {}
+        if ti.get("state") == "awaiting_input" and int(ti.get("try_number") or 0) > answered[-1]:
+            return "asked again"
+        if ti.get("state") in ("success", "failed", "skipped", "upstream_failed") or \
+                client.get_run(dag_id, run_id)["state"] in ("success", "failed"):
+            return "done"
+        return None
+
     try:
-        approve_in_the_browser(page, client, dag_id, run_id, awaiting, tmp_path)
+        answered = [approve_in_the_browser(page, client, dag_id, run_id, awaiting, tmp_path)]
+        # Airflow 3.3 fails an answered try when the answer lands before its scheduler has seen the task pause
+        # ("state mismatch"); the retry acts on that answer (read back over REST), unless Airflow kept no history of
+        # it (GET .../hitlDetails/tries/1 answering 404, seen once on a loaded machine): then it asks again, and the
+        # browser answers again, as an operator would in Required Actions
+        while wait_until("the approval to be acted on or asked again", RUN_TIMEOUT_S, approved_or_asked_again,
+                         poll_s=2.0) == "asked again" and len(answered) < 3:
+            answered.append(approve_in_the_browser(page, client, dag_id, run_id, awaiting, tmp_path))
     except BaseException:
         # the run would wait for an answer holding the cluster lock, and every later run on the session's
         # sandbox would wait behind it: answer Reject (the run then ends and its teardown releases the lock)
@@ -480,22 +496,24 @@ def test_upgrade_waits_for_approval_in_required_actions_and_goes_on_when_approve
                                      f"approve_protocol_bump/-1/hitlDetails/tries/{n}", ok_404=True)
                for n in range(1, int(approval["try_number"]) + 1)]
     given = [a for a in answers if a and a.get("response_received")]
-    assert len(given) == 1, answers
-    assert given[0]["chosen_options"] == ["Approve"] and given[0]["responded_by_user"]["name"] == "admin", given
+    assert 1 <= len(given) <= len(answered), (answered, answers)
+    assert all(a["chosen_options"] == ["Approve"] and a["responded_by_user"]["name"] == "admin" for a in given), given
     for b in brokers:
         versions = sandbox.started_releases(b)
         assert versions[starts_before[b]:] == ["Kafka 3.7.1, IBP 3.6", "Kafka 3.7.1, IBP 3.7"], (b, versions)
     sandbox.wait_healthy(timeout_s=120)
 
 
-def approve_in_the_browser(page: Any, client: Any, dag_id: str, run_id: str, awaiting: Any, tmp_path: Path) -> None:
-    """Wait until the run awaits the approval, then approve it through Required Actions in the browser."""
+def approve_in_the_browser(page: Any, client: Any, dag_id: str, run_id: str, awaiting: Any, tmp_path: Path) -> int:
+    """Wait until the run awaits the approval, then approve it through Required Actions in the browser; returns the
+    try number of the task instance that asked."""
     wait_until("approve_protocol_bump to await input", RUN_TIMEOUT_S, awaiting, poll_s=2.0)
     tis = states(client, run_id, dag_id)
     assert tis[("ibp.plan", -1)]["state"] is None, "the IBP phase must not start before the approval"
+    asking = int(tis[("approve_protocol_bump", -1)]["try_number"])
 
     page.goto("/required_actions")
-    row = page.get_by_role("row").filter(has_text=run_id)
+    row = page.get_by_role("row").filter(has_text=run_id).filter(has_text="Approval Required").first
     expect(row.get_by_text("Approval Required")).to_be_visible(timeout=30_000)
     shot(page, tmp_path, "required-actions")
     row.get_by_role("link", name=re.compile(r"^Bump the protocol versions of cluster kafka_sandbox to 3\.7\.1")).click()
@@ -504,3 +522,4 @@ def approve_in_the_browser(page: Any, client: Any, dag_id: str, run_id: str, awa
     page.get_by_role("button", name="Approve", exact=True).click()
     expect(page.get_by_text(re.compile(r"Response received at .* from admin"))).to_be_visible()
     shot(page, tmp_path, "approved")
+    return asking

@@ -490,9 +490,10 @@ def consumer_lag(statuses: Iterable[ConsumerGroupStatus]) -> Verdict:
 
 
 def _host(server: str) -> str:
-    """``"b1:9092"`` -> ``"b1"``, ``"[::1]:9092"`` -> ``"::1"`` (lowercase)."""
-    host = server.strip().rsplit(":", 1)[0] if server.strip().count(":") == 1 or "]" in server else server.strip()
-    return host.strip("[]").lower()
+    """``"b1:9092"`` -> ``"b1"``, ``"[::1]:9092"`` -> ``"::1"`` (lowercase; ``urllib.parse``'s reading)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(f"//{server.strip()}").hostname or ""
 
 
 def _resolved(host: str) -> set[str]:

@@ -281,3 +281,17 @@ def combined_in_controller_roll(nodes: Iterable[int], quorum: Quorum) -> str:
             f"{quorum.leader_id}) and brokers at once (combined mode, process.roles=broker,controller): they roll with "
             f"the brokers, which add the quorum check to the partition checks (roles=all, or roles=brokers with "
             f"param brokers naming them), not in the controller roll. Nothing was touched")
+
+
+def controllers_not_brokers(requested: Iterable[object], voter_ids: Iterable[int],
+                            broker_ids: Iterable[int]) -> str | None:
+    """The KRaft controllers among ids given as brokers (voters of the metadata quorum that are no registered
+    broker), as ``"[100] is a KRaft controller (a voter of the metadata quorum), not a broker"`` (plural for
+    several); None when there is none. Combined nodes are brokers too: never named."""
+    named = sorted({b for b in requested if isinstance(b, int)} & set(voter_ids) - set(broker_ids))
+    if not named:
+        return None
+    if len(named) == 1:
+        return f"[{named[0]}] is a KRaft controller (a voter of the metadata quorum), not a broker"
+    return f"{named} are KRaft controllers (voters of the metadata quorum), not brokers"
+

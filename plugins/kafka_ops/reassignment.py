@@ -21,6 +21,7 @@ from typing import Any
 
 from kafka_ops.cluster import ClusterState
 from kafka_ops.plan_files import Wave, format_bytes
+from kafka_ops.quorum import controllers_not_brokers
 
 #: Broker configs (dynamic, per broker) holding the throttle rate, bytes/s (KIP-73).
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -287,13 +288,6 @@ def _duplicates(ids: Sequence[int]) -> list[int]:
 MAX_RACK_REASONS = 5
 
 
-def _controllers(ids: list[int]) -> str:
-    """``"[100] is a KRaft controller (a voter of the metadata quorum), not a broker"``, plural for several."""
-    if len(ids) == 1:
-        return f"{_ids(ids)} is a KRaft controller (a voter of the metadata quorum), not a broker"
-    return f"{_ids(ids)} are KRaft controllers (voters of the metadata quorum), not brokers"
-
-
 def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iterable[int] = (),
                        fenced: Iterable[int] = ()) -> list[str]:
     """Why decommissioning ``brokers`` must be refused; [] = it may go ahead. ``voters``: the KRaft metadata
@@ -333,10 +327,10 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
     counts = _replica_counts(state)
     down = set(fenced)
     unknown = [b for b in ids if b not in registered and not counts.get(b) and b not in down]
-    controllers = sorted(set(unknown) & {int(v) for v in voters})
+    controllers = controllers_not_brokers(unknown, [int(v) for v in voters], registered)
     if controllers:
-        return [f"{_controllers(controllers)}: a decommission drains and stops brokers; a controller leaves the "
-                "quorum with kafka-metadata-quorum remove-controller (KIP-853)"]
+        return [f"{controllers}: a decommission drains and stops brokers; a controller leaves the quorum with "
+                "kafka-metadata-quorum remove-controller (KIP-853)"]
     if unknown:
         fenced_text = f"; registered but fenced: {_ids(sorted(down))}" if down else ""
         return [
@@ -417,12 +411,12 @@ def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_
             reasons.append(f"broker {b} already holds {n} replicas: this is a rebalance, not a scale-out")
         elif n:
             reasons.append(f"broker {b} is not registered but still holds {n} replicas: a down broker, not a new one")
-    controllers = sorted({int(v) for v in voters} & set(unique) - registered)
+    voter_ids = {int(v) for v in voters}
+    controllers = controllers_not_brokers(unique, voter_ids, registered)
     if controllers:
-        reasons.append(f"{_controllers(controllers)}: a controller holds no partitions; give the ids of new "
-                       "brokers")
+        reasons.append(f"{controllers}: a controller holds no partitions; give the ids of new brokers")
     if not registered_ok:
-        absent = [b for b in unique if b not in registered and not counts.get(b) and b not in controllers]
+        absent = [b for b in unique if b not in registered and not counts.get(b) and b not in voter_ids]
         if absent:
             reasons.append(
                 f"new brokers {_ids(absent)} are not registered (registered: {_ids(sorted(registered))}): "

@@ -230,7 +230,7 @@ def check_phases(target: str, phases: Sequence[str], facts: Mapping[int, Mapping
       IBP newer than its binaries and would not start);
     - ``lmf`` without ``ibp`` while a broker's IBP is below the target's (the LMF may not pass the IBP).
     """
-    mode_phases = ("binaries", "metadata_version") if kraft else ("pin", "binaries", "ibp", "lmf")
+    mode_phases = [p for p in PHASES if (p not in ZOOKEEPER_PHASES if kraft else p != "metadata_version")]
     if phases and not set(phases) & set(mode_phases):
         why = KRAFT_SKIP if kraft else ZOOKEEPER_SKIP
         return [f"phases {list(phases)} do nothing on this {'KRaft' if kraft else 'ZooKeeper-mode'} cluster ({why}): "

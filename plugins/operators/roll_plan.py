@@ -31,7 +31,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
 from kafka_ops.health import burrow_watches, consumer_lag, unavoidable_outages
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.quorum import Quorum, combined_nodes
+from kafka_ops.quorum import Quorum, combined_nodes, controllers_not_brokers
 from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
 from kafka_ops.roll_spec import ClusterMode
@@ -159,16 +159,11 @@ class RollPlanOperator(RollPlanBase):
             plan = plan_restart(ordering.broker_ids, leader if kraft else ordering.controller_id, requested,
                                 keep_order=is_true(self.setting("keep_order")))
         except ValueError as exc:
-            named = sorted({b for b in requested if isinstance(b, int)} & set(quorum.voter_ids if quorum else ())
-                           - set(state.broker_ids))
-            hint = ""
-            if named:
-                hint = (f"; {named} {'is a KRaft controller' if len(named) == 1 else 'are KRaft controllers'}, not "
-                        "a broker" + ("" if len(named) == 1 else "s"))
-                if "controllers" in (context.get("params") or {}):
-                    hint += f": roll {'it' if len(named) == 1 else 'them'} with controllers={named}"
-                    hint += "" if self.setting("roles") == "all" else " and roles=controllers or all"
-            raise RunRefused(f"cluster {profile.cluster!r}: {exc}{hint}") from exc
+            named = controllers_not_brokers(requested, quorum.voter_ids if quorum else (), state.broker_ids)
+            if named and "controllers" in (context.get("params") or {}):  # the DAG has a controller roll
+                roles = "" if self.setting("roles") == "all" else " and roles=controllers or all"
+                named += f": controllers are rolled by the controllers param{roles}"
+            raise RunRefused(f"cluster {profile.cluster!r}: {exc}" + (f"; {named}" if named else "")) from exc
         try:
             batches = plan_batches(ordering, plan.order, max_parallel, batch_by, voters=voters & set(plan.order))
         except ValueError as exc:

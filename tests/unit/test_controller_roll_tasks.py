@@ -514,10 +514,11 @@ def test_a_controller_id_in_the_broker_list_is_refused_as_a_controller(broker_pl
 
     assert refusal("all", {"controllers": []}) == (
         "cluster 'kafka_kraft': unknown broker ids [100, 7]; registered brokers are [0, 1, 2]; [100] is a KRaft "
-        "controller, not a broker: roll it with controllers=[100]")
+        "controller (a voter of the metadata quorum), not a broker: controllers are rolled by the controllers param")
     assert refusal("brokers", {"controllers": []}).endswith(
-        "roll it with controllers=[100] and roles=controllers or all")
-    assert refusal("all", {}).endswith("[100] is a KRaft controller, not a broker"), "no controllers param to name"
+        "rolled by the controllers param and roles=controllers or all")
+    assert refusal("all", {}).endswith("[100] is a KRaft controller (a voter of the metadata quorum), not a broker"), \
+        "no controllers param to name"
     broker_plan.mode["kraft"] = False
     assert refusal("all", {"controllers": []}).endswith("registered brokers are [0, 1, 2]"), "ZooKeeper mode"
 

@@ -261,9 +261,10 @@ class ClusterProfile:
     controller_client: Mapping[str, str | int | float | bool] | None = None
 
     def __post_init__(self) -> None:
-        if self.lock_store == "zookeeper" and not self.zookeeper:
-            where = f"connection {self.cluster!r}" if self.cluster else "cluster profile"
-            raise ValueError(f"{where}: lock_store 'zookeeper' needs 'zookeeper' (the connect string)")
+        where = f"connection {self.cluster!r}" if self.cluster else "cluster profile"
+        for field_name in ("lock_store", "reassignment_via"):
+            if getattr(self, field_name) == "zookeeper" and not self.zookeeper:
+                raise ValueError(f"{where}: {field_name} 'zookeeper' needs 'zookeeper' (the connect string)")
         object.__setattr__(self, "broker_hosts", MappingProxyType({int(k): v for k, v in self.broker_hosts.items()}))
         object.__setattr__(self, "controller_hosts",
                            MappingProxyType({int(k): v for k, v in self.controller_hosts.items()}))

@@ -1,4 +1,4 @@
-"""Restart order for a roll, who is down, and which Burrow groups the lag gate watches.
+"""Restart order for a roll, who is down, whether a reassignment is in the way, and which Burrow groups the lag gate watches.
 
 Order (kafka_roller): a full restart takes every broker, sorted by id, with the controller moved
 last so the controller fails over once, at the end; a given subset keeps the caller's order, and
@@ -12,8 +12,11 @@ Resume is the roll's own record (``kafka_ops.roll``), not registration timestamp
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_ops.plan_files import reassignment_in_progress
 
 
 def _check_ids(values: Iterable[object], what: str) -> list[int]:
@@ -124,6 +127,28 @@ def down_brokers(live_ids: Iterable[int], replica_ids: Iterable[int], requested:
         return [f"brokers {down} are down (they hold replicas but are not registered): a roll of every broker "
                 "would leave them out; start them first, or name the brokers to restart"]
     return []
+
+
+def reassignment_refusal(ongoing: Sequence[Mapping[str, Any]], limit: int = 5) -> str | None:
+    """The refusal of a roll planned while partitions are being reassigned; None when none is.
+
+    A reassignment's new replicas are out of sync until it ends (Kafka lists them as ``adding_replicas``,
+    KIP-455), so the gate before each broker, which waits for a cluster without under-replicated partitions,
+    would wait on a copy that may take hours, and a stop in between restarts the copy's fetchers. The roll is
+    refused before anything is touched; the operator lets the reassignment finish or cancels it.
+
+    :param ongoing: ``runtime.reassignments.Reassignments.ongoing()`` output: ``[{"topic", "partition",
+        "adding_replicas", "removing_replicas", ...}]``.
+    :param limit: how many partitions the refusal names (the count names all).
+    """
+    if not ongoing:
+        return None
+    lines = reassignment_in_progress(ongoing[:limit])
+    more = f"; {len(ongoing) - limit} more" if len(ongoing) > limit else ""
+    return (f"a partition reassignment is in progress ({len(ongoing)} partition{'s' * (len(ongoing) != 1)}: "
+            f"{'; '.join(lines)}{more}): its new replicas stay out of sync until it ends, so every gate would wait "
+            "on them; let it finish (kafka-reassign-partitions.sh --verify) or cancel it (--cancel), then trigger "
+            "the roll again")
 
 
 def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:

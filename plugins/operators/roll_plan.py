@@ -2,7 +2,9 @@
 
 Checks (each failure names the bad value and touches nothing): the cluster connection holds a valid
 profile with an SSH connection; requested broker ids are known, not repeated and running; no broker of
-the cluster is down when every broker is to be rolled (``kafka_ops.restart_plan.down_brokers``); the
+the cluster is down when every broker is to be rolled (``kafka_ops.restart_plan.down_brokers``); no partition
+reassignment is in progress (``kafka_ops.restart_plan.reassignment_refusal``, seen through the admin API and, where
+the profile names ZooKeeper, its ``/admin/reassign_partitions`` node); the
 commands the run names exist in the profile (or ad-hoc commands are allowed); for a lag gate, Burrow knows
 the cluster, watches these brokers, and knows every group. The order puts the controller last unless
 ``keep_order``. With ``max_parallel`` > 1 the order is cut into batches of brokers that may be down
@@ -32,12 +34,13 @@ from kafka_ops.batches import plan_batches
 from kafka_ops.health import burrow_watches, consumer_lag, unavoidable_outages
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, combined_nodes, controllers_not_brokers
-from kafka_ops.restart_plan import down_brokers, plan_restart, resolve_groups
+from kafka_ops.restart_plan import down_brokers, plan_restart, reassignment_refusal, resolve_groups
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
 from kafka_ops.roll_spec import ClusterMode
 from runtime.broker_commands import check_commands
 from runtime.failures import RunRefused
 from runtime.params import is_true
+from runtime.reassignments import Reassignments
 from runtime.roll_store import RollStore, now_ms
 from runtime.run_note import note_run
 
@@ -134,6 +137,10 @@ class RollPlanOperator(RollPlanBase):
             # a KRaft cluster's voters: a broker that is one too is a combined node, rolled under the quorum check
             quorum: Quorum | None = (self.ask(admin.describe_quorum, "the metadata quorum (DescribeQuorum)")
                                      if mode is ClusterMode.KRAFT else None)
+            moving = reassignment_refusal(self.ask(Reassignments(admin, profile).ongoing,
+                                                   "the partition reassignments in progress"))
+        if moving:
+            raise RunRefused(f"cluster {profile.cluster!r}: {moving}")
         kraft = mode.has_quorum
         voters = set(combined_nodes(quorum, state.broker_ids)) if quorum is not None else set()
         leader = quorum.leader_id if quorum is not None and quorum.leader_id in voters else None

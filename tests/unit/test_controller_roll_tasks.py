@@ -446,7 +446,7 @@ STATE = ClusterState(tuple(Broker(b, f"b{b}", 9092) for b in (0, 1, 2)),
 
 @pytest.fixture
 def broker_plan(monkeypatch: pytest.MonkeyPatch):
-    mode = {"kraft": True, "voters": (100, 101, 102)}
+    mode = {"kraft": True, "voters": (100, 101, 102), "reassigning": []}
 
     class Admin:
         def __init__(self, profile: Any = None, **kwargs: Any) -> None:
@@ -467,6 +467,9 @@ def broker_plan(monkeypatch: pytest.MonkeyPatch):
         def describe_quorum(self) -> Quorum:
             assert mode["kraft"], "DescribeQuorum on a ZooKeeper-mode cluster"
             return Quorum(mode["voters"][-1], 3, 500, tuple(Voter(v, 500) for v in mode["voters"]))
+
+        def list_partition_reassignments(self) -> list[dict]:
+            return mode["reassigning"]
 
     MemoryStore.records = {}
     monkeypatch.setattr(roll_plan, "KafkaAdminHook", Admin)
@@ -491,6 +494,20 @@ def test_on_kraft_no_broker_goes_last_as_the_controller(broker_plan, capfd):
     assert [b["label"] for b in broker_plan()] == ["broker 0", "broker 2", "broker 1"]
     logged = capfd.readouterr().out
     assert "ZooKeeper mode: the controller is a broker, rolled last (broker 1)" in logged
+
+
+def test_a_reassignment_in_progress_refuses_the_roll_before_anything_is_frozen(broker_plan):
+    from runtime.failures import RunRefused
+
+    broker_plan.mode["reassigning"] = [{"topic": "t", "partition": 0, "replicas": [0, 1, 2], "adding_replicas": [2],
+                                        "removing_replicas": [1]}]
+    with pytest.raises(RunRefused, match=r"^cluster 'kafka_kraft': a partition reassignment is in progress "
+                                         r"\(1 partition: t-0: adding \[2\], removing \[1\]\)"):
+        broker_plan()
+    assert MemoryStore.records == {}, "nothing frozen: a new run after the reassignment plans afresh"
+    assert broker_plan(roles="controllers") == [], "a roll of the controllers alone is not in the way"
+    broker_plan.mode["reassigning"] = []
+    assert len(broker_plan()) == 3
 
 
 def test_roles_controllers_plans_no_broker(broker_plan):

@@ -405,6 +405,8 @@ def test_lock_store_refuses_a_zookeeper_lock_without_zookeeper_and_unknown_store
         ClusterProfile.from_connection_fields("c", "b:9092", {"lock_store": "zookeeper"})
     with pytest.raises(ValueError, match="lock_store"):
         ClusterProfile.from_connection_fields("c", "b:9092", {"lock_store": "etcd"})
+    with pytest.raises(ValueError, match="connection 'c': reassignment_via 'zookeeper' needs 'zookeeper'"):
+        ClusterProfile.from_connection_fields("c", "b:9092", {"reassignment_via": "zookeeper"})
 
 
 def test_controller_hosts_and_service_commands_are_optional_profile_fields():

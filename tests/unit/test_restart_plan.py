@@ -5,7 +5,7 @@ tests/unit/test_roll.py.)
 """
 
 import pytest
-from kafka_ops.restart_plan import down_brokers, plan_restart, restart_order
+from kafka_ops.restart_plan import down_brokers, plan_restart, reassignment_refusal, restart_order
 
 
 def test_all_brokers_sorted_with_controller_last():
@@ -110,3 +110,17 @@ def test_down_brokers_takes_any_iterables():
     live = (b for b in [0, 1])
     replicas = {0, 1, 2}
     assert down_brokers(live, replicas, None)[0].startswith("brokers [2] are down")
+
+
+def test_a_reassignment_in_progress_refuses_the_roll_naming_its_partitions():
+    assert reassignment_refusal([]) is None
+    one = [{"topic": "orders", "partition": 3, "replicas": [1, 2, 3, 4], "adding_replicas": [4],
+            "removing_replicas": [3]}]
+    assert reassignment_refusal(one) == (
+        "a partition reassignment is in progress (1 partition: orders-3: adding [4], removing [3]): its new "
+        "replicas stay out of sync until it ends, so every gate would wait on them; let it finish "
+        "(kafka-reassign-partitions.sh --verify) or cancel it (--cancel), then trigger the roll again")
+    many = [{"topic": "t", "partition": p, "adding_replicas": [5], "removing_replicas": []} for p in range(7)]
+    refusal = reassignment_refusal(many, limit=2)
+    assert refusal.startswith("a partition reassignment is in progress (7 partitions: t-0: adding [5], removing []; "
+                              "t-1: adding [5], removing []; 5 more): ")

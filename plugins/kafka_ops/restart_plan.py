@@ -1,4 +1,5 @@
-"""Restart order for a roll, who is down, whether a reassignment is in the way, and which Burrow groups the lag gate watches.
+"""Restart order for a roll, who is down, whether a reassignment is in the way, and which Burrow groups the lag
+gate watches.
 
 Order (kafka_roller): a full restart takes every broker, sorted by id, with the controller moved
 last so the controller fails over once, at the end; a given subset keeps the caller's order, and

@@ -87,7 +87,9 @@ def defer_every_wave(monkeypatch) -> None:
 def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox, use_sandbox, monkeypatch, capfd,
                                                                    caplog):
     defer_every_wave(monkeypatch)
-    sandbox = fresh_sandbox(brokers=3, spare_brokers=1, racks=2)  # racks the new broker can even out
+    # racks the new broker can even out; the product reaches the cluster through SASL_SSL (replication and the
+    # observers below through the PLAINTEXT listener), the new broker too
+    sandbox = fresh_sandbox(brokers=3, spare_brokers=1, racks=2, client_sasl=True, client_tls=True)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     assert 3 not in registered(sandbox)
@@ -155,8 +157,9 @@ def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:
 def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sandbox, use_sandbox, monkeypatch,
                                                                        capfd, caplog):
     """Also the path of ZooKeeper clusters before Kafka 2.4 (``reassignment_via: zookeeper``: the moves go
-    through /admin/reassign_partitions); the scale-out and stuck-wave tests use the admin API."""
-    sandbox = fresh_sandbox(brokers=4, racks=2)
+    through /admin/reassign_partitions); the scale-out and stuck-wave tests use the admin API. The product reaches
+    the brokers through SASL_PLAINTEXT."""
+    sandbox = fresh_sandbox(brokers=4, racks=2, client_sasl=True)
     use_sandbox(sandbox.workdir)
     with_profile(monkeypatch, reassignment_via="zookeeper")
     sandbox.wait_healthy(timeout_s=120)

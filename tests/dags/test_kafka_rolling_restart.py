@@ -310,6 +310,56 @@ def test_a_host_without_the_stop_command_stops_the_roll_before_any_broker(shared
     assert lock_holder(shared) is None, "the lock is not left behind"
 
 
+def test_a_reassignment_started_by_hand_refuses_the_roll_before_any_broker(shared, tmp_path, capfd, caplog):
+    """A reassignment started with Kafka's own kafka-reassign-partitions.sh (throttled to 1 byte/s, so it stays in
+    progress) refuses the roll at its plan, naming the partition and how to finish or cancel it; no broker is touched.
+    The reassignment is then cancelled the same way (its throttles removed), and the topic deleted."""
+    from confluent_kafka import Producer
+
+    topic = "kafka-ops-test-reassigning"
+    bootstrap = shared.bootstrap_servers
+    first, second, third = sorted(shared.broker_ids)[:3]
+
+    def tool(*args: str) -> str:
+        done = shared.kafka_tool(*args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    tool("kafka-topics.sh", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+         "--replica-assignment", f"{first}:{second}")
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [first, third]}]}))
+    try:
+        # more than one fetch can carry (replica.fetch.max.bytes, 1 MiB): the throttle then holds the copy back
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+        for _ in range(300):
+            producer.produce(topic, b"x" * 10_000)
+        assert producer.flush(60) == 0
+        tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
+             "--execute", "--throttle", "1")
+        assert "still in progress" in tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
+                                           "--reassignment-json-file", str(plan), "--verify")
+        before = registrations(shared)
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
+        assert result.state == "failed" and result.state_of("restart.plan") == "failed", result.states
+        assert set(result.mapped_states()) <= {"upstream_failed", None}, "no broker task ran"
+        out = output(capfd, caplog)
+        assert (f"a partition reassignment is in progress (1 partition: {topic}-0: adding [{third}], removing "
+                f"[{second}])") in out, out[-3000:]
+        assert "kafka-reassign-partitions.sh --verify" in out and "(--cancel)" in out
+        assert re.search(r"\*\*Refused\*\*: rolling restart on kafka_sandbox: restart\.plan: ", out), out[-3000:]
+        assert registrations(shared) == before, "no broker was touched"
+        assert lock_holder(shared) is None, "the lock is not left behind"
+    finally:
+        tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
+             "--cancel")
+        tool("kafka-topics.sh", "--bootstrap-server", bootstrap, "--delete", "--topic", topic)
+    throttles = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "brokers")
+    assert "replication.throttled.rate" not in throttles, "the cancel removed the throttles it set"
+    wait_for(lambda: not snapshot(admin(bootstrap)).under_replicated, 60, what="the cluster without URPs again")
+
+
 def test_param_schema_rejects_malformed_values(shared):
     from airflow.sdk.exceptions import ParamValidationError
 

@@ -152,6 +152,24 @@ def reassignment_refusal(ongoing: Sequence[Mapping[str, Any]], limit: int = 5) -
             "the roll again")
 
 
+def reassignment_hold(ongoing: Sequence[Mapping[str, Any]], limit: int = 5) -> str | None:
+    """What a gate that gave up adds when partitions are being reassigned; None when none is.
+
+    The roll's plan refuses a reassignment in progress (:func:`reassignment_refusal`), so one seen when a gate gives
+    up was started during the roll (by hand, or by a tool such as Cruise Control): its new replicas are out of sync
+    until it ends (``adding_replicas``, KIP-455) and hold the gate on them as URPs.
+
+    :param ongoing: as for :func:`reassignment_refusal`.
+    """
+    if not ongoing:
+        return None
+    lines = reassignment_in_progress(ongoing[:limit])
+    more = f"; {len(ongoing) - limit} more" if len(ongoing) > limit else ""
+    return (f"a partition reassignment started during the roll is in progress ({len(ongoing)} "
+            f"partition{'s' * (len(ongoing) != 1)}: {'; '.join(lines)}{more}): its new replicas stay out of sync "
+            "until it ends; let it finish or cancel it (kafka-reassign-partitions.sh --cancel), then clear this task")
+
+
 def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:
     """Which Burrow groups the gate watches: ``None`` = no lag gate, ``[]`` = the profile's list,
     else the given list (duplicates dropped, order kept). An empty result means no lag gate too."""

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from kafka_ops import health
 from kafka_ops.batches import stop_gate
@@ -29,6 +30,7 @@ from kafka_ops.cluster import ClusterState
 from kafka_ops.controller_roll import controller_back, describe_quorum_line, service_state
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import can_restart_controller
+from kafka_ops.restart_plan import reassignment_hold
 from kafka_ops.roll import RollRecord, batch_label, labelled_batch
 from kafka_ops.roll_spec import ClusterMode
 from probes.cluster import PROBES, ClusterProber
@@ -36,6 +38,7 @@ from runtime.broker_commands import BrokerCommand
 from runtime.failures import describe
 from runtime.lag_watch import LagWatch
 from runtime.params import is_true
+from runtime.reassignments import Reassignments
 from runtime.roll_store import RollStore
 from runtime.start_dependencies import Dependency, dependencies
 from runtime.waiting import Check
@@ -367,7 +370,24 @@ class BrokerRollOperator(NodeRollOperator):
             return
         # quick first polls while the cluster is not ready; once only the lag streak is short, one look when its next
         # poll is due (the lag watch keeps Burrow's counted polls interval_s apart)
-        self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
+        try:
+            self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
+        except AirflowFailException as exc:
+            # held on URPs: a reassignment started meanwhile may be why (asked once, only then)
+            why = self._reassignment_hold() if "under-replicated" in str(exc) else None
+            if why is None:
+                raise
+            raise AirflowFailException(f"{exc}; {why}") from exc
+
+    def _reassignment_hold(self) -> str | None:
+        """Asked once when a gate gave up: a partition reassignment started during the roll, whose new replicas held
+        the gate (``kafka_ops.restart_plan.reassignment_hold``); None when none is in progress or the question fails
+        (logged: the gate's own reason stands)."""
+        try:
+            return reassignment_hold(Reassignments(self.prober.admin, self.profile).ongoing())
+        except Exception as exc:  # noqa: BLE001 - an explanation only; the gate's failure is the task's reason
+            self.log.info("could not list the partition reassignments in progress: %s", describe(exc))
+            return None
 
     def _quorum_gate(self, voters: list[int]) -> list[health.Verdict]:
         """For the combined nodes among the brokers to stop: one verdict each, OK when a caught-up majority of the

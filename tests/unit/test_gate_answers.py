@@ -28,6 +28,12 @@ class Admin:
     def __init__(self) -> None:
         self.hung: list[dict[int, str]] = []  # one answer per ask, the last one repeated
         self.asked: list[list[int]] = []
+        self.reassigning: list[dict] | Exception = []  # ListPartitionReassignments' answer
+
+    def list_partition_reassignments(self) -> list[dict]:
+        if isinstance(self.reassigning, Exception):
+            raise self.reassigning
+        return self.reassigning
 
     def unanswered_brokers(self, brokers) -> dict[int, str]:
         assert all(address == f"b{b}:9092" for b, address in brokers.items()), brokers
@@ -101,6 +107,31 @@ def test_brokers_are_not_asked_while_the_metadata_already_holds_the_gate(op):
     with pytest.raises(AirflowFailException, match="urp"):
         op._gate(RECORD, 0, {0: {"id": 0}}, [0], [])
     assert op.prober.admin.asked == [], "no request to every broker at each look of a gate the metadata holds"
+
+
+def test_a_gate_held_by_a_reassignment_started_during_the_roll_says_so_when_it_gives_up(op):
+    """The plan refuses a reassignment in progress; one started later holds the gate on its new replicas (URPs to the
+    metadata): the gate's failure names it, asked once when the gate gives up (not at every look)."""
+    from kafka_ops.profile import ClusterProfile
+
+    op._profile = ClusterProfile.from_connection_fields("c", "b0:9092")
+    adding = ClusterState(BROKERS, (Partition("t", 0, 0, (0, 1, 2, 3), (0, 1, 2)),), controller_id=1)
+    op.prober.states = [adding]
+    op.prober.admin.reassigning = [{"topic": "t", "partition": 0, "replicas": [0, 1, 2, 3], "adding_replicas": [3],
+                                    "removing_replicas": [2]}]
+    with pytest.raises(AirflowFailException) as err:
+        op._gate(RECORD, 0, {0: {"id": 0}}, [0], [])
+    text = str(err.value)
+    assert "t-0: under-replicated, isr [0, 1, 2] of replicas [0, 1, 2, 3] (missing [3])" in text, text
+    assert text.endswith("; a partition reassignment started during the roll is in progress (1 partition: t-0: adding "
+                         "[3], removing [2]): its new replicas stay out of sync until it ends; let it finish or cancel "
+                         "it (kafka-reassign-partitions.sh --cancel), then clear this task"), text
+    # none in progress, or the question fails: the gate's own reason, unchanged
+    for answer in ([], RuntimeError("no controller")):
+        op.prober.admin.reassigning = answer
+        with pytest.raises(AirflowFailException) as err:
+            op._gate(RECORD, 0, {0: {"id": 0}}, [0], [])
+        assert "(missing [3])" in str(err.value) and "reassignment" not in str(err.value)
 
 
 def test_the_rule_names_each_broker_with_its_reason_in_id_order():

@@ -5,7 +5,7 @@ tests/unit/test_roll.py.)
 """
 
 import pytest
-from kafka_ops.restart_plan import down_brokers, plan_restart, reassignment_refusal, restart_order
+from kafka_ops.restart_plan import down_brokers, plan_restart, reassignment_hold, reassignment_refusal, restart_order
 
 
 def test_all_brokers_sorted_with_controller_last():
@@ -124,3 +124,12 @@ def test_a_reassignment_in_progress_refuses_the_roll_naming_its_partitions():
     refusal = reassignment_refusal(many, limit=2)
     assert refusal.startswith("a partition reassignment is in progress (7 partitions: t-0: adding [5], removing []; "
                               "t-1: adding [5], removing []; 5 more): ")
+
+
+def test_a_reassignment_seen_when_a_gate_gives_up_is_named_as_started_during_the_roll():
+    assert reassignment_hold([]) is None
+    many = [{"topic": "t", "partition": p, "adding_replicas": [5], "removing_replicas": [1]} for p in range(3)]
+    assert reassignment_hold(many, limit=1) == (
+        "a partition reassignment started during the roll is in progress (3 partitions: t-0: adding [5], removing [1]; "
+        "2 more): its new replicas stay out of sync until it ends; let it finish or cancel it "
+        "(kafka-reassign-partitions.sh --cancel), then clear this task")

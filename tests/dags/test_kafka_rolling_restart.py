@@ -310,26 +310,37 @@ def test_a_host_without_the_stop_command_stops_the_roll_before_any_broker(shared
     assert lock_holder(shared) is None, "the lock is not left behind"
 
 
-def test_a_reassignment_started_by_hand_refuses_the_roll_before_any_broker(shared, tmp_path, capfd, caplog):
+def test_a_reassignment_by_hand_refuses_the_roll_and_one_started_during_it_is_named_by_the_gate(
+        shared, monkeypatch, tmp_path, capfd, caplog):
     """A reassignment started with Kafka's own kafka-reassign-partitions.sh (throttled to 1 byte/s, so it stays in
     progress) refuses the roll at its plan, naming the partition and how to finish or cancel it; no broker is touched.
-    The reassignment is then cancelled the same way (its throttles removed), and the topic deleted."""
+    Cancelled, then started again right after the first broker's stop of the next roll: the second broker's gate holds
+    on the new replica (a URP to the metadata) and, when it gives up, names the reassignment; the second broker is not
+    touched. Each reassignment is cancelled the same way (its throttles removed), and the topic deleted."""
     from confluent_kafka import Producer
 
     topic = "kafka-ops-test-reassigning"
     bootstrap = shared.bootstrap_servers
     first, second, third = sorted(shared.broker_ids)[:3]
+    plan, later = tmp_path / "move.json", tmp_path / "move-later.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [first, third]}]}))
+    # started right after the first broker's start: the targets are brokers the roll did not stop
+    later.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [second, third]}]}))
 
     def tool(*args: str) -> str:
         done = shared.kafka_tool(*args)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    def move(*args: str, path: Path = plan) -> str:
+        return tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap, "--reassignment-json-file",
+                    str(path), *args)
+
+    in_progress = f"{topic}-0: adding [{third}], removing [{second}]"
     tool("kafka-topics.sh", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
          "--replica-assignment", f"{first}:{second}")
-    plan = tmp_path / "move.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [first, third]}]}))
     try:
         # more than one fetch can carry (replica.fetch.max.bytes, 1 MiB): the throttle then holds the copy back
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "log_level": 0})
@@ -337,24 +348,47 @@ def test_a_reassignment_started_by_hand_refuses_the_roll_before_any_broker(share
             producer.produce(topic, b"x" * 10_000)
         assert producer.flush(60) == 0
         del producer  # no reconnect attempts logged once the session's sandbox is down
-        tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
-             "--execute", "--throttle", "1")
-        assert "still in progress" in tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
-                                           "--reassignment-json-file", str(plan), "--verify")
+        move("--execute", "--throttle", "1")
+        assert "still in progress" in move("--verify")
         before = registrations(shared)
         result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", **FAST})
         assert result.state == "failed" and result.state_of("restart.plan") == "failed", result.states
         assert set(result.mapped_states()) <= {"upstream_failed", None}, "no broker task ran"
         out = output(capfd, caplog)
-        assert (f"a partition reassignment is in progress (1 partition: {topic}-0: adding [{third}], removing "
-                f"[{second}])") in out, out[-3000:]
+        assert f"a partition reassignment is in progress (1 partition: {in_progress})" in out, out[-3000:]
         assert "kafka-reassign-partitions.sh --verify" in out and "(--cancel)" in out
         assert re.search(r"\*\*Refused\*\*: rolling restart on kafka_sandbox: restart\.plan: ", out), out[-3000:]
         assert registrations(shared) == before, "no broker was touched"
         assert lock_holder(shared) is None, "the lock is not left behind"
+        move("--cancel")
+
+        # the first broker's start marks it started, then holds until the reassignment runs (Kafka's tool takes a few
+        # seconds to start, and sets the throttle on every broker of the move, the restarted one too): the next gate
+        # comes after it
+        trigger, applied = tmp_path / "first-started", tmp_path / "reassignment-started"
+        with_profile(monkeypatch, commands={"start-then-mark": f"kafka-service start && touch {trigger} && for i in "
+                                            f"$(seq 900); do [ -e {applied} ] && break; sleep 0.1; done"})
+
+        def start_moving() -> None:
+            move("--execute", "--throttle", "1", path=later)
+            applied.touch()
+
+        before = starts(shared)
+        with FaultAfterTrigger(trigger, start_moving, lambda: move("--cancel", path=later), hold_s=600) as started:
+            result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [first, second], "keep_order": True,
+                                      "start_command": "start-then-mark", **FAST, "healthcheck_timeout_s": 20})
+        assert started.began is not None, "the reassignment was started during the roll"
+        assert result.state == "failed" and result.mapped_states() == ["success", "failed"], result.states
+        out = output(capfd, caplog)
+        assert f"waiting until broker {second} may be stopped" in out and f"(missing [{third}])" in out, out[-3000:]
+        assert f"a partition reassignment started during the roll is in progress (1 partition: {topic}-0: adding " \
+               f"[{third}], removing [{first}]): its new replicas stay out of sync until it ends" in out, out[-3000:]
+        after = starts(shared)
+        assert (after[first] - before[first], after[second] - before[second]) == (1, 0), (before, after)
     finally:
-        tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan),
-             "--cancel")
+        for path in (plan, later):  # in case a step above failed while one was in progress
+            shared.kafka_tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
+                              "--reassignment-json-file", str(path), "--cancel")
         tool("kafka-topics.sh", "--bootstrap-server", bootstrap, "--delete", "--topic", topic)
     throttles = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "brokers")
     assert "replication.throttled.rate" not in throttles, "the cancel removed the throttles it set"

@@ -130,6 +130,13 @@ def down_brokers(live_ids: Iterable[int], replica_ids: Iterable[int], requested:
     return []
 
 
+def _reassigning(ongoing: Sequence[Mapping[str, Any]], limit: int) -> str:
+    """``"2 partitions: orders-3: adding [4], removing [1]; orders-7: ..."``, at most ``limit`` named."""
+    lines = reassignment_in_progress(ongoing[:limit])
+    more = f"; {len(ongoing) - limit} more" if len(ongoing) > limit else ""
+    return f"{len(ongoing)} partition{'s' * (len(ongoing) != 1)}: {'; '.join(lines)}{more}"
+
+
 def reassignment_refusal(ongoing: Sequence[Mapping[str, Any]], limit: int = 5) -> str | None:
     """The refusal of a roll planned while partitions are being reassigned; None when none is.
 
@@ -144,30 +151,25 @@ def reassignment_refusal(ongoing: Sequence[Mapping[str, Any]], limit: int = 5) -
     """
     if not ongoing:
         return None
-    lines = reassignment_in_progress(ongoing[:limit])
-    more = f"; {len(ongoing) - limit} more" if len(ongoing) > limit else ""
-    return (f"a partition reassignment is in progress ({len(ongoing)} partition{'s' * (len(ongoing) != 1)}: "
-            f"{'; '.join(lines)}{more}): its new replicas stay out of sync until it ends, so every gate would wait "
-            "on them; let it finish (kafka-reassign-partitions.sh --verify) or cancel it (--cancel), then trigger "
-            "the roll again")
+    return (f"a partition reassignment is in progress ({_reassigning(ongoing, limit)}): its new replicas stay out of "
+            "sync until it ends, so every gate would wait on them; let it finish (kafka-reassign-partitions.sh "
+            "--verify) or cancel it (--cancel), then trigger the roll again")
 
 
 def reassignment_hold(ongoing: Sequence[Mapping[str, Any]], limit: int = 5) -> str | None:
-    """What a gate that gave up adds when partitions are being reassigned; None when none is.
+    """What a gate that gave up on URPs adds when partitions are being reassigned; None when none is.
 
     The roll's plan refuses a reassignment in progress (:func:`reassignment_refusal`), so one seen when a gate gives
     up was started during the roll (by hand, or by a tool such as Cruise Control): its new replicas are out of sync
     until it ends (``adding_replicas``, KIP-455) and hold the gate on them as URPs.
 
-    :param ongoing: as for :func:`reassignment_refusal`.
+    :param ongoing: / :param limit: as for :func:`reassignment_refusal`.
     """
     if not ongoing:
         return None
-    lines = reassignment_in_progress(ongoing[:limit])
-    more = f"; {len(ongoing) - limit} more" if len(ongoing) > limit else ""
-    return (f"a partition reassignment started during the roll is in progress ({len(ongoing)} "
-            f"partition{'s' * (len(ongoing) != 1)}: {'; '.join(lines)}{more}): its new replicas stay out of sync "
-            "until it ends; let it finish or cancel it (kafka-reassign-partitions.sh --cancel), then clear this task")
+    return (f"a partition reassignment started during the roll is in progress ({_reassigning(ongoing, limit)}): its "
+            "new replicas stay out of sync until it ends; let it finish or cancel it (kafka-reassign-partitions.sh "
+            "--cancel), then clear this task")
 
 
 def resolve_groups(requested: list[str] | None, profile_groups: tuple[str, ...]) -> list[str] | None:

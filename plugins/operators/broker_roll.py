@@ -330,9 +330,11 @@ class BrokerRollOperator(NodeRollOperator):
                     safety, imbalance = stop_gate(state, ids, stopped)
                     safety = safety + self._quorum_gate(voters)
             verdicts = safety + ([imbalance] if imbalance is not None else [])
+            held_on_urp[:] = [any(v.rule == "urp" and not v.ok for v in verdicts)]
             return health.combine(verdicts + answers(state, verdicts), rule=f"gate {who}")
 
         looks: list[bool] = []
+        held_on_urp = [False]  # the last look's cluster verdicts: URPs among them
 
         def cluster_or_outage() -> health.Verdict:
             # the first look asks what the batch registers with before it reads the cluster, and a read that fails
@@ -374,7 +376,7 @@ class BrokerRollOperator(NodeRollOperator):
             self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
         except AirflowFailException as exc:
             # held on URPs: a reassignment started meanwhile may be why (asked once, only then)
-            why = self._reassignment_hold() if "under-replicated" in str(exc) else None
+            why = self._reassignment_hold() if held_on_urp[0] else None
             if why is None:
                 raise
             raise AirflowFailException(f"{exc}; {why}") from exc

@@ -126,6 +126,13 @@ def test_a_gate_held_by_a_reassignment_started_during_the_roll_says_so_when_it_g
     assert text.endswith("; a partition reassignment started during the roll is in progress (1 partition: t-0: adding "
                          "[3], removing [2]): its new replicas stay out of sync until it ends; let it finish or cancel "
                          "it (kafka-reassign-partitions.sh --cancel), then clear this task"), text
+    # a gate held by something else (a broker that does not answer): not asked, even with one in progress
+    op.prober.states = [HEALTHY]
+    op.prober.admin.hung = [{2: "no answer within 5.0 s"}]
+    with pytest.raises(AirflowFailException) as err:
+        op._gate(RECORD, 0, {0: {"id": 0}}, [0], [])
+    assert "broker 2 does not answer" in str(err.value) and "reassignment" not in str(err.value)
+    op.prober.states = [adding]
     # none in progress, or the question fails: the gate's own reason, unchanged
     for answer in ([], RuntimeError("no controller")):
         op.prober.admin.reassigning = answer

@@ -244,7 +244,7 @@ def _controller_apart(state: ClusterState, order: list[int]) -> tuple[int | None
 
 def plan_batches(
     state: ClusterState, order: Sequence[int], max_parallel: int = 1, batch_by: str = "none",
-    voters: Collection[int] = (),
+    voters: Collection[int] = (), controller_last: bool = True,
 ) -> list[Batch]:
     """Group the restart ``order`` into batches of brokers that may be down at the same time.
 
@@ -258,6 +258,8 @@ def plan_batches(
     :param voters: brokers of ``order`` that are KRaft quorum voters too (combined nodes,
         ``process.roles=broker,controller``): at most one per batch, as a controller roll stops one controller at
         a time (a quorum of 3 voters survives one down).
+    :param controller_last: move the controller (``state.controller_id``) last (default); False keeps it where
+        ``order`` has it (the roll's ``keep_order``).
     :returns: batches in restart order; every broker of ``order`` is in exactly one.
     :raises ValueError: unknown ids in ``order`` (all named), duplicates (named), non-integers;
         ``max_parallel`` not an integer >= 1; ``batch_by`` not in :data:`BATCH_BY`; with
@@ -281,8 +283,9 @@ def plan_batches(
       last broker; the roll stops it once its batch-mates are gone (``operators.broker_roll``), so their
       controlled shutdowns go through it and the controller moves once, at the end (Kafka's rolling-restart
       practice, without a batch of its own). With no compatible batch (``max_parallel`` 1, its rack's batches
-      full, the joint rule) it is alone and last. If ``order`` does not have it last (``keep_order``), it is moved
-      last and a reason says so.
+      full, the joint rule) it is alone and last. If ``order`` does not have it last, it is moved last and a
+      reason says so; with ``controller_last=False`` (the roll's ``keep_order`` on a list of brokers: the operator's
+      order, kafka_roller's) it stays where ``order`` has it, placed like any other broker.
     * At most ``max_parallel`` brokers per batch.
     * Greedy, order-preserving: walk ``order``; each broker joins the first open batch (in the order
       batches were opened) it is compatible with (same rack for ``rack``, fewer than ``max_parallel``
@@ -305,7 +308,7 @@ def plan_batches(
             raise ValueError(
                 f"batch_by='rack' needs broker.rack on every broker to restart; brokers without a rack: {rackless}"
             )
-    ctrl, moved = _controller_apart(state, walk)
+    ctrl, moved = _controller_apart(state, walk) if controller_last else (None, [])
     quorum = {int(v) for v in voters}
     wanted = set(walk)
     walk = [b for b in walk if b != ctrl]

@@ -159,12 +159,13 @@ class RollPlanOperator(RollPlanBase):
             self.log.info("ZooKeeper mode: the controller is a broker, rolled last (broker %s)", state.controller_id)
             ordering = state
         requested = list(self.setting("brokers"))
+        keep_order = is_true(self.setting("keep_order"))
         refusals = down_brokers(state.broker_ids, state.down_broker_ids, requested)
         if refusals:
             raise AirflowFailException(f"cluster {profile.cluster!r}: " + "; ".join(refusals))
         try:
             plan = plan_restart(ordering.broker_ids, leader if kraft else ordering.controller_id, requested,
-                                keep_order=is_true(self.setting("keep_order")))
+                                keep_order=keep_order)
         except ValueError as exc:
             named = controllers_not_brokers(requested, quorum.voter_ids if quorum else (), state.broker_ids)
             if named and "controllers" in (context.get("params") or {}):  # the DAG has a controller roll
@@ -172,7 +173,9 @@ class RollPlanOperator(RollPlanBase):
                 named += f": controllers are rolled by the controllers param{roles}"
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}" + (f"; {named}" if named else "")) from exc
         try:
-            batches = plan_batches(ordering, plan.order, max_parallel, batch_by, voters=voters & set(plan.order))
+            # keep_order on a list of brokers keeps the controller where the list has it (restart_order did too)
+            batches = plan_batches(ordering, plan.order, max_parallel, batch_by, voters=voters & set(plan.order),
+                                   controller_last=not (keep_order and requested))
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         steps = []

@@ -267,6 +267,16 @@ def test_controller_last_of_the_last_batch_even_when_the_order_has_it_elsewhere(
     assert not any("controller" in r for b in plan_batches(state, [3, 1], 2) for r in b.reasons)
 
 
+def test_keep_order_leaves_the_controller_where_the_order_has_it():
+    """The roll's ``keep_order`` on a list of brokers (``controller_last=False``): serial, the order as given;
+    batched, the controller placed like any broker, no controller reason."""
+    state = synthetic(6, 3, 60, 3, 1, controller=0, seed=2)
+    assert ids(plan_batches(state, [0, 3, 1, 4], max_parallel=1, controller_last=False)) == [(0,), (3,), (1,), (4,)]
+    batches = plan_batches(state, [0, 3, 1, 4], max_parallel=4, batch_by="rack", controller_last=False)
+    assert ids(batches) == [(0, 3), (1, 4)]
+    assert not any("controller" in r for b in batches for r in b.reasons)
+
+
 def test_controller_alone_when_the_joint_rule_refuses_every_batch():
     """RF 2, min ISR 1, every partition on the controller and one other broker: stopping both takes it offline."""
     state = state_of(3, p("t", 0, [2, 0]), p("t", 1, [2, 1]), controller=2, default_min_insync=1)

@@ -510,6 +510,15 @@ def test_a_reassignment_in_progress_refuses_the_roll_before_anything_is_frozen(b
     assert len(broker_plan()) == 3
 
 
+def test_keep_order_keeps_the_zookeeper_controller_where_the_list_has_it(broker_plan):
+    """ZooKeeper mode, controller 1: a list of brokers goes controller last unless keep_order (the log's order and
+    the batches agree); a full roll puts it last either way."""
+    broker_plan.mode["kraft"] = False
+    assert [b["label"] for b in broker_plan(brokers=[1, 0])] == ["broker 0", "broker 1"]
+    assert [b["label"] for b in broker_plan(brokers=[1, 0], keep_order=True)] == ["broker 1", "broker 0"]
+    assert [b["label"] for b in broker_plan(keep_order=True)] == ["broker 0", "broker 2", "broker 1"]
+
+
 def test_roles_controllers_plans_no_broker(broker_plan):
     assert broker_plan(roles="controllers") == []
     stored = json.loads(MemoryStore.records["restart"])

@@ -316,12 +316,15 @@ def test_a_reassignment_by_hand_refuses_the_roll_and_one_started_during_it_is_na
     progress) refuses the roll at its plan, naming the partition and how to finish or cancel it; no broker is touched.
     Cancelled, then started again right after the first broker's stop of the next roll: the second broker's gate holds
     on the new replica (a URP to the metadata) and, when it gives up, names the reassignment; the second broker is not
-    touched. Each reassignment is cancelled the same way (its throttles removed), and the topic deleted."""
+    touched. That roll names the ZooKeeper controller first with ``keep_order``, which keeps it first. Each
+    reassignment is cancelled the same way (its throttles removed), and the topic deleted."""
     from confluent_kafka import Producer
 
     topic = "kafka-ops-test-reassigning"
     bootstrap = shared.bootstrap_servers
-    first, second, third = sorted(shared.broker_ids)[:3]
+    # the controller first: the second roll's keep_order must keep it there (not move it last)
+    first = controller(shared)
+    second, third = sorted(b for b in shared.broker_ids if b != first)[:2]
     plan, later = tmp_path / "move.json", tmp_path / "move-later.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": [first, third]}]}))

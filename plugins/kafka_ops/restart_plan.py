@@ -28,6 +28,13 @@ def _check_ids(values: Iterable[object], what: str) -> list[int]:
     return ids  # type: ignore[return-value]
 
 
+def moves_controller_last(requested: Sequence[int] | None, keep_order: bool) -> bool:
+    """Whether a roll moves the controller last: always for a full roll (``requested`` empty), for a list of
+    brokers unless ``keep_order`` (the operator's order, kafka_roller's). The one rule for the order
+    (:func:`restart_order`) and the batches (``kafka_ops.batches.plan_batches(controller_last=...)``)."""
+    return not (requested and keep_order)
+
+
 def restart_order(
     known_broker_ids: Iterable[int],
     controller_id: int | None,
@@ -49,7 +56,6 @@ def restart_order(
     known = sorted(set(_check_ids(known_broker_ids, "known broker ids")))
     if not requested:
         order = list(known)
-        move_controller = True
     else:
         order = _check_ids(requested, "requested brokers")
         dups = sorted({b for b in order if order.count(b) > 1})
@@ -58,8 +64,7 @@ def restart_order(
         unknown = [b for b in order if b not in known]
         if unknown:
             raise ValueError(f"unknown broker ids {unknown}; registered brokers are {known}")
-        move_controller = not keep_order
-    if move_controller and controller_id is not None and controller_id in order:
+    if moves_controller_last(requested, keep_order) and controller_id is not None and controller_id in order:
         order = [b for b in order if b != controller_id] + [controller_id]
     return order
 

@@ -34,7 +34,13 @@ from kafka_ops.batches import plan_batches
 from kafka_ops.health import burrow_watches, consumer_lag, unavoidable_outages
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, combined_nodes, controllers_not_brokers
-from kafka_ops.restart_plan import down_brokers, plan_restart, reassignment_refusal, resolve_groups
+from kafka_ops.restart_plan import (
+    down_brokers,
+    moves_controller_last,
+    plan_restart,
+    reassignment_refusal,
+    resolve_groups,
+)
 from kafka_ops.roll import LagStreak, RollRecord, batch_grid_label, batch_label, clock
 from kafka_ops.roll_spec import ClusterMode
 from runtime.broker_commands import check_commands
@@ -173,9 +179,8 @@ class RollPlanOperator(RollPlanBase):
                 named += f": controllers are rolled by the controllers param{roles}"
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}" + (f"; {named}" if named else "")) from exc
         try:
-            # keep_order on a list of brokers keeps the controller where the list has it (restart_order did too)
             batches = plan_batches(ordering, plan.order, max_parallel, batch_by, voters=voters & set(plan.order),
-                                   controller_last=not (keep_order and requested))
+                                   controller_last=moves_controller_last(requested, keep_order))
         except ValueError as exc:
             raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
         steps = []

@@ -165,6 +165,7 @@ def test_dry_run_prints_every_edit_per_host_and_touches_nothing(zk39, capfd, cap
     assert files(sandbox, sandbox.broker_ids) == props
 
 
+@pytest.mark.extended
 def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     sandbox = zk39
     before = starts(sandbox)

@@ -461,6 +461,7 @@ def test_a_quorum_without_a_leader_holds_the_broker_gate_until_it_has_one_again(
         {b: int(b in brokers) for b in kraft.broker_ids}
 
 
+@pytest.mark.extended
 def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft, monkeypatch, tmp_path, capfd,
                                                                            caplog):
     """The active controller (quorum leader) frozen (SIGSTOP) for 40 s right after the first broker stopped: the

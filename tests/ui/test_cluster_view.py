@@ -221,6 +221,7 @@ def operation_progress(frame: Any) -> tuple[str, str] | None:
     return (found[0]["done / total"], found[0]["now"]) if found else None
 
 
+@pytest.mark.extended
 def test_a_roll_shows_its_lock_linked_to_the_run_and_its_progress_moving(
     page: Any, airflow_ui: RunningAirflow, kraft: RunningSandbox, tmp_path: Path
 ) -> None:

@@ -459,6 +459,26 @@ def revert_refusal(view: MigrationView) -> str | None:
     return None
 
 
+def controller_epoch_floor(zk_epoch: int, controller_znode: Mapping[str, Any] | None) -> int | None:
+    """The value to write into ``/controller_epoch`` before a revert deletes ``/controller``, or None when it may stay.
+
+    During the migration the KRaft controller writes every partition's state znode
+    (``/brokers/topics/<t>/partitions/<p>/state``) with its own KRaft epoch as the ``controller_epoch``
+    (``ZkTopicMigrationClient``), and ``/controller`` names that epoch (``kraftControllerEpoch``). After the revert a
+    broker becomes the ZooKeeper-mode controller with ``/controller_epoch`` + 1, and that controller aborts every
+    leader election of a partition whose state names a newer epoch ("Aborted leader election ... already written by
+    another controller", ``PartitionStateMachine``): a controlled shutdown then moves no leadership and ends unclean,
+    its partitions offline (KAFKA-20488). Raising ``/controller_epoch`` to the KRaft epoch first makes the new
+    controller's epoch newer than every state the KRaft controller wrote (epochs only have to grow).
+
+    :param zk_epoch: ``/controller_epoch``'s value (an integer).
+    :param controller_znode: ``/controller``'s JSON, or None.
+    :returns: the KRaft epoch when it is above ``zk_epoch``, else None (no ``kraftControllerEpoch``: None).
+    """
+    kraft_epoch = int((controller_znode or {}).get("kraftControllerEpoch", -1))
+    return kraft_epoch if kraft_epoch > zk_epoch else None
+
+
 def broker_controller_settled(holder: int, named: Mapping[int, int | None]) -> tuple[bool, str]:
     """Whether a ZooKeeper-mode controller that just took ``/controller`` (broker ``holder``) is known to every
     broker: ``named`` maps each live broker id to the controller id its own Metadata answer names (None: it did not

@@ -315,8 +315,9 @@ class DeprovisionControllersOperator(ClusterOperator):
     """A revert's middle step (Kafka 3.9 docs, "Reverting to ZooKeeper mode During the Migration"), once every
     broker runs ZooKeeper mode again: every controller stopped, its metadata log and ``meta.properties`` removed
     (a later migration formats afresh), its ``server.properties`` moved aside; then ``/controller`` deleted (a
-    broker becomes the controller) and ``/migration`` (so a later migration starts over). Waits until a broker
-    holds ``/controller``.
+    broker becomes the controller) and ``/migration`` (so a later migration starts over), ``/controller_epoch``
+    raised first to the KRaft controller's epoch where it is below it (KAFKA-20488). Waits until a broker holds
+    ``/controller``.
 
     :raises runtime.failures.RunRefused: a broker still runs as a KRaft broker, or a controller is finalized.
     """
@@ -337,11 +338,13 @@ class DeprovisionControllersOperator(ClusterOperator):
             done = {str(n["id"]): steps.deprovision_controller(profile, n, self.log, self.dry_run)
                     for n in steps.controllers(profile)}
             if self.dry_run:
-                self.log.info("DRY RUN: would delete /controller and /migration, then wait for a broker to become "
+                self.log.info("DRY RUN: would raise /controller_epoch to the KRaft controller's epoch if below "
+                              "it, delete /controller and /migration, then wait for a broker to become "
                               "the controller")
                 return {"deprovisioned": done}
             with ZooKeeperHook(profile=profile) as hook:
                 zk = hook.get_conn()
+                steps.raise_controller_epoch(zk, self.log)
                 for path in ("/controller", "/migration"):
                     if zk.exists(path):
                         self.log.info("deleting %s (was %s)", path, zk.get(path)[0].decode(errors="replace"))

@@ -69,6 +69,35 @@ def znodes(profile: ClusterProfile) -> dict[str, Any]:
                 "controller": read(zk, "/controller"), "zk_registered": tuple(sorted(int(i) for i in ids))}
 
 
+def raise_controller_epoch(zk: Any, log: Any) -> int | None:
+    """Before a revert deletes ``/controller``: raise ``/controller_epoch`` to the KRaft controller's epoch when it
+    is below it (:func:`kafka_ops.migration.controller_epoch_floor`, KAFKA-20488), so the next ZooKeeper-mode
+    controller may elect leaders for the partitions whose state the KRaft controller wrote. The write is
+    version-checked: a ZooKeeper-mode controller elected meanwhile makes it fail rather than be overwritten.
+
+    :param zk: a started kazoo client (``ZooKeeperHook.get_conn()``).
+    :param log: where to say what was done (a ``logging.Logger``).
+    :returns: the epoch written, or None when ``/controller_epoch`` stays (already past it, or no KRaft controller
+        in ``/controller``).
+    :raises kazoo.exceptions.BadVersionError: ``/controller_epoch`` changed between the read and the write.
+    """
+    if not zk.exists("/controller_epoch") or not zk.exists("/controller"):
+        return None
+    raw, stat = zk.get("/controller_epoch")
+    zk_epoch = int(raw.decode().strip())
+    controller = json.loads(zk.get("/controller")[0] or b"null") or {}
+    floor = migration.controller_epoch_floor(zk_epoch, controller)
+    if floor is None:
+        log.info("/controller_epoch %d is not below the KRaft controller's epoch %s: kept", zk_epoch,
+                 controller.get("kraftControllerEpoch", "(none)"))
+        return None
+    zk.set("/controller_epoch", str(floor).encode(), version=stat.version)
+    log.info("/controller_epoch raised from %d to %d, the KRaft controller's epoch, which every partition state it "
+             "wrote names: the next ZooKeeper-mode controller (epoch %d) may elect their leaders (KAFKA-20488)",
+             zk_epoch, floor, floor + 1)
+    return floor
+
+
 def read_view(profile: ClusterProfile, admin: KafkaAdminHook, broker_ids: list[int]) -> tuple[migration.MigrationView,
                                                                                               dict[str, Any]]:
     """(where the migration is, the znodes read) for the brokers ``broker_ids`` and the profile's controllers."""

@@ -165,7 +165,6 @@ def test_dry_run_prints_every_edit_per_host_and_touches_nothing(zk39, capfd, cap
     assert files(sandbox, sandbox.broker_ids) == props
 
 
-@pytest.mark.extended
 def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     sandbox = zk39
     before = starts(sandbox)
@@ -195,6 +194,13 @@ def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     # the roll that drops the flag began only once every broker knew the new controller (else a controlled shutdown
     # could go to the stopped KRaft controller and end unclean)
     assert re.search(r"ZooKeeper-mode controller: /controller held by broker \d, and every broker names it", text)
+    # the partition states the KRaft controller wrote name its epoch: the next ZooKeeper-mode controller's epoch is
+    # above it, else its elections abort and a controlled shutdown ends unclean, its partitions offline (KAFKA-20488)
+    kraft_epoch = int(zk["controller"]["kraftControllerEpoch"])
+    raised = re.search(r"/controller_epoch raised from (\d+) to (\d+)", text)
+    kept = re.search(r"/controller_epoch (\d+) is not below the KRaft controller's epoch (\d+)", text)
+    assert (raised and int(raised[2]) >= kraft_epoch) or (kept and int(kept[1]) >= kraft_epoch), (raised, kept)
+    print(f"KRaft controller epoch {kraft_epoch}: " + (raised or kept)[0])
     assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 0, 101: 0, 102: 0}, "one roll: the flag removed"
     zk = znodes(sandbox)

@@ -240,3 +240,16 @@ def test_a_new_zookeeper_controller_is_settled_once_every_broker_names_it():
     ok, seen = settled(2, {0: 2, 1: None, 2: 2})
     assert not ok and seen == "/controller held by broker 2; broker 1 did not answer Metadata"
     assert settled(2, {0: -1, 1: 2, 2: 2})[0] is False, "a broker naming no controller yet is not settled"
+
+
+def test_controller_epoch_floor_raises_to_the_kraft_epoch_only_when_it_is_ahead():
+    # the KRaft controller's partition states name its epoch 7; a ZooKeeper controller at 4 + 1 would abort
+    # their elections (KAFKA-20488), so /controller_epoch goes to 7 (the next controller is 8)
+    assert migration.controller_epoch_floor(4, {"kraftControllerId": 101, "kraftControllerEpoch": 7}) == 7
+    assert migration.controller_epoch_floor(6, {"kraftControllerEpoch": 7}) == 7
+    # already at or past it: kept
+    assert migration.controller_epoch_floor(7, {"kraftControllerEpoch": 7}) is None
+    assert migration.controller_epoch_floor(9, {"kraftControllerEpoch": 7}) is None
+    # a ZooKeeper-mode controller's /controller (no KRaft epoch), or none at all: kept
+    assert migration.controller_epoch_floor(3, {"brokerid": 0, "version": 2}) is None
+    assert migration.controller_epoch_floor(3, None) is None

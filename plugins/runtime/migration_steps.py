@@ -47,26 +47,27 @@ def controller_answer(admin: KafkaAdminHook, profile: ClusterProfile, node: Mapp
         return None
 
 
+def read_json(zk: Any, path: str) -> Any:
+    """A znode's JSON (a started kazoo client ``zk``), None when the znode is absent or empty."""
+    return json.loads(zk.get(path)[0] or b"null") if zk.exists(path) else None
+
+
 def znodes(profile: ClusterProfile) -> dict[str, Any]:
     """``{"cluster_id", "migration", "controller", "zk_registered"}`` from ZooKeeper (JSON parsed; None when a
     znode is absent).
 
     :raises ValueError: the profile names no ZooKeeper.
     """
-    def read(zk: Any, path: str) -> Any:
-        found = zk.exists(path)
-        return json.loads(zk.get(path)[0] or b"null") if found else None
-
     if not profile.zookeeper:
         raise ValueError(f"connection {profile.cluster!r} names no ZooKeeper (profile field 'zookeeper' in extra): "
                          "a migration to KRaft, and its revert, act on a ZooKeeper-mode cluster through its "
                          "ZooKeeper; a KRaft cluster (no ZooKeeper) has nothing to migrate")
     with ZooKeeperHook(profile=profile) as hook:
         zk = hook.get_conn()
-        cluster = read(zk, "/cluster/id")
+        cluster = read_json(zk, "/cluster/id")
         ids = zk.get_children("/brokers/ids") if zk.exists("/brokers/ids") else []
-        return {"cluster_id": (cluster or {}).get("id"), "migration": read(zk, "/migration"),
-                "controller": read(zk, "/controller"), "zk_registered": tuple(sorted(int(i) for i in ids))}
+        return {"cluster_id": (cluster or {}).get("id"), "migration": read_json(zk, "/migration"),
+                "controller": read_json(zk, "/controller"), "zk_registered": tuple(sorted(int(i) for i in ids))}
 
 
 def raise_controller_epoch(zk: Any, log: Any) -> int | None:
@@ -81,11 +82,11 @@ def raise_controller_epoch(zk: Any, log: Any) -> int | None:
         in ``/controller``).
     :raises kazoo.exceptions.BadVersionError: ``/controller_epoch`` changed between the read and the write.
     """
-    if not zk.exists("/controller_epoch") or not zk.exists("/controller"):
+    controller = read_json(zk, "/controller")
+    if controller is None or not zk.exists("/controller_epoch"):
         return None
     raw, stat = zk.get("/controller_epoch")
     zk_epoch = int(raw.decode().strip())
-    controller = json.loads(zk.get("/controller")[0] or b"null") or {}
     floor = migration.controller_epoch_floor(zk_epoch, controller)
     if floor is None:
         log.info("/controller_epoch %d is not below the KRaft controller's epoch %s: kept", zk_epoch,

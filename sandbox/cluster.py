@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -477,8 +478,10 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
 
 def _wait_quorum_settled(workdir: Workdir, info: state.SandboxState, remaining: Callable[[], float],
                          say: Say) -> None:
-    """KRaft with dedicated controllers: wait until one controller leads the quorum and every voter has fetched
-    from it in its epoch (DescribeQuorum: no voter at end offset -1), before any broker starts. Started side by
+    """KRaft with dedicated controllers: wait until one controller leads the quorum, every voter has fetched
+    from it in its epoch (DescribeQuorum: no voter at end offset -1), and every voter's own log says it follows
+    (or is) that leader in that epoch, before any broker starts (the leader's view can run a few ms ahead of a
+    follower's logged transition). Started side by
     side on a loaded machine, the voters may elect two leaders in a row (epochs 1 and 2 within milliseconds); a
     broker that came up between them could keep its AlterPartition channel on the deposed one, so its ISR
     expansions never reached the active controller (KAFKA-14154's family). Brokers started after this find the
@@ -502,7 +505,8 @@ def _wait_quorum_settled(workdir: Workdir, info: state.SandboxState, remaining: 
                 continue
             last["quorum"] = described
             offsets = {v["id"]: v["end_offset"] for v in described["voters"]}
-            return set(offsets) >= set(info.voters) and min(offsets.values()) >= 0
+            return (set(offsets) >= set(info.voters) and min(offsets.values()) >= 0
+                    and all(_logged_settled(workdir, voter, described["epoch"]) for voter in info.voters))
         return False
 
     try:
@@ -510,6 +514,17 @@ def _wait_quorum_settled(workdir: Workdir, info: state.SandboxState, remaining: 
     except procs.Timeout as exc:
         raise procs.Timeout(f"{exc}: last answer {last.get('quorum') or last.get('error')}") from None
     say(f"quorum leader {last['quorum']['leader']} (epoch {last['quorum']['epoch']}), followed by every voter")
+
+
+_SETTLED = re.compile(r"Completed transition to (?:Leader|LeaderState|FollowerState)\(.*?epoch=(\d+)")
+
+
+def _logged_settled(workdir: Workdir, voter: int, epoch: int) -> bool:
+    """Whether KRaft voter ``voter``'s own log says it became the leader or a follower in ``epoch`` (Kafka's
+    ``RaftManager`` line "Completed transition to Leader(...epoch=N" / "FollowerState(...epoch=N")."""
+    log = workdir.host(voter).server_log
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return any(int(m.group(1)) == epoch for m in _SETTLED.finditer(text))
 
 
 def _wait_partitions_led(info: state.SandboxState, timeout_s: float) -> None:

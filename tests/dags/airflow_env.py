@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -147,9 +149,31 @@ def roll_records(dag_id: str, run_id: str) -> list[str]:
 def _dag(dag_id: str) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    with _test_alarm_kept():
+        bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     assert not bag.import_errors, bag.import_errors
     return bag.dags[dag_id]
+
+
+@contextmanager
+def _test_alarm_kept() -> Iterator[None]:
+    """Keep the test's own timeout (pytest-timeout's SIGALRM, ``timeout`` in pyproject.toml) across DAG parsing:
+    Airflow parses each DAG file under ``dagbag_import_timeout`` by installing its own SIGALRM handler and, when
+    done, cancelling the real-time timer (``setitimer(ITIMER_REAL, 0)``), the test's alarm with it, so a hung DAG
+    test used to run until CI's limit. The handler and the timer's remaining seconds (less the time parsing took)
+    are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGALRM)
+    remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        if remaining > 0:
+            signal.signal(signal.SIGALRM, handler)
+            signal.setitimer(signal.ITIMER_REAL, max(remaining - (time.monotonic() - began), 0.001))
 
 
 def _result(run: Any) -> DagRunResult:

@@ -126,9 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--client-sasl",
         action="store_true",
         help=f"every broker gets a second listener on port {settings.BROKER_CLIENT_PORT}, SASL_PLAINTEXT with "
-        f"SASL/{settings.SASL_MECHANISM} and one user ({settings.SASL_USER}, a password made at up), and the "
+        "SASL (--sasl-mechanism) and one user ({settings.SASL_USER}, a password made at up), and the "
         "Airflow connection uses it (login and password in the connection); the sandbox's own tools, Burrow and "
         "replication keep the PLAINTEXT listener",
+    )
+    up.add_argument(
+        "--sasl-mechanism",
+        choices=settings.SASL_MECHANISMS,
+        default=settings.SASL_MECHANISM,
+        help="--client-sasl's mechanism (default %(default)s): PLAIN keeps the password in the listener's JAAS "
+        "config; SCRAM-SHA-256 or SCRAM-SHA-512 keep a salted credential in Kafka's own metadata, created at up "
+        "through the PLAINTEXT listener (AlterUserScramCredentials) before anything uses the SASL listener",
     )
     up.add_argument(
         "--client-tls",
@@ -241,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 broker_config=dict(args.broker_config),
                 client_sasl=args.client_sasl,
                 client_tls=args.client_tls,
+                sasl_mechanism=args.sasl_mechanism,
             )
         elif args.command == "down":
             cluster.down(workdir, kill=args.kill)

@@ -29,6 +29,7 @@ from sandbox import (
     kafka_release,
     kraft_storage,
     procs,
+    scram,
     service,
     settings,
     sshd,
@@ -164,6 +165,7 @@ def up(
     observer_controllers: int = 0,
     client_sasl: bool = False,
     client_tls: bool = False,
+    sasl_mechanism: str = settings.SASL_MECHANISM,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -182,10 +184,12 @@ def up(
     (dynamic quorum only): that many controllers more (node ids after the voters'), formatted with
     ``--no-initial-controllers`` and started but never added to the voter set: observers, as a controller is between
     its start and ``kafka-metadata-quorum add-controller`` (KIP-853). ``client_sasl`` / ``client_tls``: every
-    broker gets a second listener, SASL_PLAINTEXT with PLAIN and one user (``settings.SASL_USER``, a password made
-    here), SSL with a certificate of the sandbox's own CA (``sandbox.tls``), or both (SASL_SSL), which the Airflow
-    connection uses (the user and password in its login and password, the CA in ``ssl.ca.location``, as an
-    operator's secured cluster); the rest of the sandbox keeps the PLAINTEXT listener.
+    broker gets a second listener, SASL_PLAINTEXT with one user (``settings.SASL_USER``, a password made here) and
+    ``sasl_mechanism`` (PLAIN; or SCRAM-SHA-256/512, the credential created in Kafka once the brokers are up and
+    accepted by every broker before `up` goes on, ``sandbox.scram``), SSL with a certificate of the sandbox's own
+    CA (``sandbox.tls``), or both (SASL_SSL), which the Airflow connection uses (the user and password in its
+    login and password, the CA in ``ssl.ca.location``, as an operator's secured cluster); the rest of the sandbox
+    keeps the PLAINTEXT listener.
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -194,6 +198,11 @@ def up(
             again; the message names the log to read).
     """
     _validate_up_args(brokers, spares, racks, kafka_version, address_base)
+    if sasl_mechanism not in settings.SASL_MECHANISMS:
+        raise SandboxError(f"--sasl-mechanism must be one of {', '.join(settings.SASL_MECHANISMS)} "
+                           f"(got {sasl_mechanism!r})")
+    if sasl_mechanism != settings.SASL_MECHANISM and not client_sasl:
+        raise SandboxError(f"--sasl-mechanism {sasl_mechanism} needs --client-sasl (the listener it is for)")
     if mode not in ("zookeeper", "kraft"):
         raise SandboxError(f"--mode must be zookeeper or kraft (got {mode!r})")
     if mode == "zookeeper" and kafka_release.RELEASES[kafka_version].major >= 4:
@@ -267,6 +276,7 @@ def up(
                 "quorum": quorum,
                 "observer_controllers": observer_controllers,
                 "client_sasl": client_sasl,
+                "sasl_mechanism": sasl_mechanism if client_sasl else "",
                 "client_tls": client_tls,
             }
             if existing is not None and existing.options() == wanted:
@@ -310,6 +320,7 @@ def up(
             observer_controllers=observer_controllers,
             sasl_password=secrets.token_urlsafe(18) if client_sasl else "",
             tls_password=secrets.token_urlsafe(18) if client_tls else "",
+            sasl_mechanism=sasl_mechanism,
         )
         if quorum == "dynamic":
             info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
@@ -416,6 +427,9 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     say(f"brokers {expected} live" + (f", controllers {sorted(info.voters)} in the quorum" if info.kraft else "")
         + (f", controllers {sorted(set(info.controllers) - set(info.voters))} observers" if info.observer_controllers
            else ""))
+    if info.sasl_password and scram.is_scram(info.sasl_mechanism):
+        scram.create_user(info, remaining())
+        say(f"{info.sasl_mechanism} user {settings.SASL_USER} created; every broker accepts its login")
     created = workload.create_topics(info.bootstrap_servers, len(active), timeout_s=remaining())
     _wait_partitions_led(info, remaining())
     written = workload.seed(info.bootstrap_servers, len(active), timeout_s=remaining())

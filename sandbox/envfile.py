@@ -62,7 +62,7 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
         doc["client_listener"] = {"bootstrap_servers": info.client_bootstrap_servers,
                                   "security_protocol": listener.protocol}
         if info.sasl_password:
-            doc["client_listener"].update(mechanism=settings.SASL_MECHANISM, user=settings.SASL_USER,
+            doc["client_listener"].update(mechanism=info.sasl_mechanism, user=settings.SASL_USER,
                                           password=info.sasl_password)
         if info.tls_password:
             doc["client_listener"]["ca_file"] = str(info.tls_dir / tls.CA_FILE)
@@ -111,7 +111,7 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
         kafka["extra"]["security.protocol"] = listener.protocol
         if info.sasl_password:  # the credentials in the connection's login and password
             kafka.update(login=settings.SASL_USER, password=info.sasl_password)
-            kafka["extra"]["sasl.mechanism"] = settings.SASL_MECHANISM
+            kafka["extra"]["sasl.mechanism"] = info.sasl_mechanism
         if info.tls_password:  # the sandbox's own CA; the brokers' addresses are in its certificate
             kafka["extra"]["ssl.ca.location"] = str(info.tls_dir / tls.CA_FILE)
         if info.kraft:  # the controllers' CONTROLLER listener (combined nodes' too) stays PLAINTEXT

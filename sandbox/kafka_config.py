@@ -40,11 +40,13 @@ def _dumps(props: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class ClientListener:
-    """The brokers' second listener for clients (``up --client-sasl`` / ``--client-tls``): SASL/PLAIN with one user,
-    ``settings.SASL_USER`` with ``sasl_password`` (KIP-43), and/or TLS with the PKCS12 ``keystore`` (its password
-    ``keystore_password``; ``sandbox.tls``). Empty fields: that part is off."""
+    """The brokers' second listener for clients (``up --client-sasl`` / ``--client-tls``): SASL with one user,
+    ``settings.SASL_USER`` with ``sasl_password``, by ``sasl_mechanism`` (PLAIN, KIP-43; SCRAM-SHA-256/512,
+    KIP-84), and/or TLS with the PKCS12 ``keystore`` (its password ``keystore_password``; ``sandbox.tls``). Empty
+    fields: that part is off."""
 
     sasl_password: str = ""
+    sasl_mechanism: str = settings.SASL_MECHANISM
     keystore: str = ""
     keystore_password: str = ""
 
@@ -58,9 +60,14 @@ class ClientListener:
 
 def client_listener(props: dict[str, str], host: str, client: ClientListener | None) -> dict[str, str]:
     """``props`` (a broker's) with a second listener for clients on ``settings.BROKER_CLIENT_PORT``, named after its
-    protocol: SASL with the PLAIN mechanism and one user (Kafka's ``PlainLoginModule`` in the listener's own
-    ``sasl.jaas.config``), TLS with the keystore; each setting under KIP-103's ``listener.name.<listener>.``
-    prefix, so replication stays on the PLAINTEXT listener. ``client`` None or empty: ``props`` unchanged.
+    protocol: SASL with one mechanism, PLAIN with one user (Kafka's ``PlainLoginModule``, the password in the
+    listener's own ``sasl.jaas.config``) or SCRAM (``ScramLoginModule``: the listener knows no password, Kafka
+    checks the salted credential kept in its metadata, which ``sandbox.scram`` creates), TLS with the keystore;
+    each setting under KIP-103's ``listener.name.<listener>.`` prefix, so replication stays on the PLAINTEXT
+    listener. ``client`` None or empty: ``props`` unchanged.
+
+    Raises:
+        ValueError: a mechanism other than ``settings.SASL_MECHANISMS``.
     """
     name = client.protocol if client else ""
     if not name:
@@ -73,9 +80,17 @@ def client_listener(props: dict[str, str], host: str, client: ClientListener | N
     if "listener.security.protocol.map" in props:  # KRaft: set explicitly (ZooKeeper mode: Kafka's default has it)
         out["listener.security.protocol.map"] = f"{props['listener.security.protocol.map']},{name}:{name}"
     if client.sasl_password:
-        out[prefix + "sasl.enabled.mechanisms"] = settings.SASL_MECHANISM
-        out[prefix + "plain.sasl.jaas.config"] = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-                                                  f'user_{settings.SASL_USER}="{client.sasl_password}";')
+        mechanism = client.sasl_mechanism
+        if mechanism not in settings.SASL_MECHANISMS:
+            raise ValueError(f"SASL mechanism {mechanism!r}: must be one of {list(settings.SASL_MECHANISMS)}")
+        out[prefix + "sasl.enabled.mechanisms"] = mechanism
+        if mechanism == "PLAIN":
+            out[prefix + "plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{settings.SASL_USER}="{client.sasl_password}";')
+        else:
+            out[prefix + f"{mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;")
     if client.keystore:
         out.update({prefix + "ssl.keystore.type": "PKCS12", prefix + "ssl.keystore.location": client.keystore,
                     prefix + "ssl.keystore.password": client.keystore_password,

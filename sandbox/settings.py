@@ -36,7 +36,11 @@ CONTROLLER_PORT = 9093  # KRaft controllers' listener (CONTROLLER)
 #: tools, Burrow and the tests' observers keep the PLAINTEXT one. A client that does not authenticate (or speak
 #: TLS) is refused on this port.
 BROKER_CLIENT_PORT = 9094
-SASL_MECHANISM = "PLAIN"
+SASL_MECHANISM = "PLAIN"  # `--client-sasl`'s mechanism unless `--sasl-mechanism` names another
+#: `up --sasl-mechanism`: PLAIN (KIP-43: the password in the listener's JAAS config) or SCRAM (KIP-84: salted
+#: credentials Kafka keeps in its metadata, created at `up` with AlterUserScramCredentials, KIP-554)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_ITERATIONS = 4096  # Kafka's minimum for SCRAM-SHA-256/512 (and kafka-configs' default)
 SASL_USER = "kafkaops"  # the only user the listener knows; its password is made at `up` (state.json)
 SSH_PORT = 2222  # sshd of each host, on the host's address
 ZOOKEEPER_PREFERRED_PORT = 2181  # used when free, else a free port (env.json tells)

@@ -45,6 +45,7 @@ class SandboxState:
     observer_controllers: int = 0  # dynamic quorum: the last N controllers are not voters (KIP-853 observers)
     sasl_password: str = ""  # `up --client-sasl`: settings.SASL_USER's password on the client listener ("" = none)
     tls_password: str = ""  # `up --client-tls`: the client listener's keystore password (`tls_dir`; "" = no TLS)
+    sasl_mechanism: str = settings.SASL_MECHANISM  # `up --sasl-mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 
     @property
     def kraft(self) -> bool:
@@ -110,8 +111,8 @@ class SandboxState:
         """The brokers' second listener for clients (``--client-sasl`` / ``--client-tls``; its protocol "" = none)."""
         tls = self.tls_password != ""
         return kafka_config.ClientListener(
-            sasl_password=self.sasl_password, keystore=str(self.tls_dir / tls_mod.KEYSTORE_FILE) if tls else "",
-            keystore_password=self.tls_password)
+            sasl_password=self.sasl_password, sasl_mechanism=self.sasl_mechanism,
+            keystore=str(self.tls_dir / tls_mod.KEYSTORE_FILE) if tls else "", keystore_password=self.tls_password)
 
     @property
     def tls_dir(self) -> Path:
@@ -140,6 +141,7 @@ class SandboxState:
             "quorum": self.quorum,
             "broker_config": dict(self.broker_config),
             "client_sasl": bool(self.sasl_password),
+            "sasl_mechanism": self.sasl_mechanism if self.sasl_password else "",
             "client_tls": bool(self.tls_password),
         }
 

@@ -400,11 +400,13 @@ def start(
     broker_config: dict[str, str] | None = None,
     client_sasl: bool = False,
     client_tls: bool = False,
+    sasl_mechanism: str | None = None,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
     ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``);
     ``client_sasl`` / ``client_tls``: the Airflow connection goes through a SASL and/or TLS listener
-    (``--client-sasl`` / ``--client-tls``).
+    (``--client-sasl`` / ``--client-tls``); ``sasl_mechanism``: the SASL mechanism (``--sasl-mechanism``; PLAIN by
+    default).
 
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
@@ -438,6 +440,8 @@ def start(
         args += ["--broker-config", f"{key}={value}"]
     if client_sasl:
         args += ["--client-sasl"]
+    if sasl_mechanism:
+        args += ["--sasl-mechanism", sasl_mechanism]
     if client_tls:
         args += ["--client-tls"]
     began = time.monotonic()

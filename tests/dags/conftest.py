@@ -30,10 +30,11 @@ def use_sandbox(monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> Iterator[C
 @pytest.fixture
 def kraft(fresh_sandbox, use_sandbox):
     """A KRaft sandbox of this test (3 controllers, 3 brokers, Kafka 4.0.0), healthy, with the Airflow
-    connections pointed at it; the Kafka connection goes through the brokers' SASL_SSL listener (SASL/PLAIN over
-    TLS, the sandbox's own CA; the controllers' listener stays PLAINTEXT: the profile's ``controller_client`` says
-    so)."""
-    sandbox = fresh_sandbox(mode="kraft", controllers=3, client_sasl=True, client_tls=True)
+    connections pointed at it; the Kafka connection goes through the brokers' SASL_SSL listener (SCRAM-SHA-256 over
+    TLS, the credential in the metadata log, the sandbox's own CA; the controllers' listener stays PLAINTEXT: the
+    profile's ``controller_client`` says so)."""
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, client_sasl=True, client_tls=True,
+                            sasl_mechanism="SCRAM-SHA-256")
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     return sandbox

@@ -158,11 +158,22 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
                                                                        capfd, caplog):
     """Also the path of ZooKeeper clusters before Kafka 2.4 (``reassignment_via: zookeeper``: the moves go
     through /admin/reassign_partitions); the scale-out and stuck-wave tests use the admin API. The product reaches
-    the brokers through SASL_PLAINTEXT."""
-    sandbox = fresh_sandbox(brokers=4, racks=2, client_sasl=True)
+    the brokers through SASL_PLAINTEXT with SCRAM-SHA-512 (KIP-84): a salted credential in ZooKeeper, which Kafka's
+    own kafka-configs describes and every broker checks (a wrong password refused)."""
+    from sandbox import scram, state
+    from sandbox.layout import Workdir
+
+    sandbox = fresh_sandbox(brokers=4, racks=2, client_sasl=True, sasl_mechanism="SCRAM-SHA-512")
     use_sandbox(sandbox.workdir)
     with_profile(monkeypatch, reassignment_via="zookeeper")
     sandbox.wait_healthy(timeout_s=120)
+    described = sandbox.kafka_tool("kafka-configs.sh", "--bootstrap-server", sandbox.bootstrap_servers, "--describe",
+                                   "--entity-type", "users", "--entity-name", "kafkaops")
+    assert "SCRAM-SHA-512=iterations=4096" in described.stdout, (described.stdout, described.stderr)
+    info = state.load(Workdir.at(sandbox.workdir))
+    for address in sandbox.client_bootstrap_servers.split(","):
+        assert scram.login_error(info, address) is None, f"{address} accepts the connection's login"
+        assert "Authentication failed" in (scram.login_error(info, address, password="wrong") or ""), address
     before = snapshot(admin(sandbox.bootstrap_servers))
 
     for conf, expected in [({"brokers": [9]}, "unknown"), ({"brokers": [1, 2, 3]}, "replication factor")]:

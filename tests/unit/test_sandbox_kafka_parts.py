@@ -207,6 +207,18 @@ def test_a_client_listener_beside_the_plaintext_one(tmp_path) -> None:
     assert (tls["listener.name.sasl_ssl.ssl.keystore.type"], tls["listener.name.sasl_ssl.ssl.keystore.location"],
             tls["listener.name.sasl_ssl.ssl.keystore.password"]) == ("PKCS12", "/k/broker.p12", "kpw")
     assert tls["listener.name.sasl_ssl.sasl.enabled.mechanisms"] == "PLAIN"
+    scram = kafka_config.ClientListener(sasl_password="pw", sasl_mechanism="SCRAM-SHA-256", keystore="/k/broker.p12",
+                                        keystore_password="kpw")
+    scram_broker = javaproperties.loads(kafka_config.zookeeper_broker(
+        broker_id=0, rack=None, host="h", zookeeper_connect="z:2181", log_dir=tmp_path, kafka_version="3.6.2",
+        brokers=3, client=scram))
+    assert scram_broker["listener.name.sasl_ssl.sasl.enabled.mechanisms"] == "SCRAM-SHA-256"
+    assert scram_broker["listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;"), "SCRAM: no password in the file"
+    assert "pw" not in "".join(v for k, v in scram_broker.items() if "jaas" in k)
+    with pytest.raises(ValueError, match="SASL mechanism 'GSSAPI': must be one of"):
+        kafka_config.client_listener({"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "x"}, "h",
+                                     kafka_config.ClientListener(sasl_password="pw", sasl_mechanism="GSSAPI"))
     only_tls = kafka_config.ClientListener(keystore="/k/broker.p12", keystore_password="kpw")
     assert only_tls.protocol == "SSL" and kafka_config.ClientListener().protocol == ""
     plain = kafka_config.zookeeper_broker(broker_id=0, rack=None, host="h", zookeeper_connect="z:2181",

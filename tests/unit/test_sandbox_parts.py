@@ -139,6 +139,27 @@ def test_a_client_listener_sandbox_s_connection_authenticates_on_it(tmp_path) ->
     assert kraft["controller_client"] == {"security.protocol": "PLAINTEXT"}
 
 
+def test_a_scram_sandbox_s_connection_names_its_mechanism(tmp_path) -> None:
+    """``up --client-sasl --sasl-mechanism SCRAM-SHA-512``: the connection's ``sasl.mechanism`` and env.json name
+    SCRAM, which both of the product's clients are given; `up` on a running workdir tells the mechanism apart."""
+    from kafka_ops.profile import ClusterProfile
+
+    workdir = Workdir.at(tmp_path)
+    sshd.generate_keys(workdir)
+    info = _state(workdir)
+    info.sasl_password, info.sasl_mechanism = "pw-1", "SCRAM-SHA-512"
+    kafka = envfile.connections(workdir, info)["kafka_sandbox"]
+    assert kafka["extra"]["sasl.mechanism"] == "SCRAM-SHA-512"
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", kafka["host"], kafka["extra"],
+                                                    login=kafka["login"], password=kafka["password"])
+    assert profile.confluent_config()["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert profile.kafka_python_config()["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert envfile.env_document(workdir, info)["client_listener"]["mechanism"] == "SCRAM-SHA-512"
+    assert info.options()["sasl_mechanism"] == "SCRAM-SHA-512"
+    info.sasl_password = ""
+    assert info.options()["sasl_mechanism"] == "", "no SASL listener: no mechanism to compare"
+
+
 def test_known_hosts_lists_every_host_with_the_shared_key(tmp_path) -> None:
     workdir = Workdir.at(tmp_path)
     sshd.generate_keys(workdir)
@@ -314,6 +335,9 @@ def test_unpack_stages_a_release_on_every_host_and_leaves_the_running_one(tmp_pa
         ({"mode": "kraft", "combined": -1}, "--combined must be between 0 and --brokers 3"),
         ({"mode": "kraft", "quorum": "raft"}, "--quorum must be static or dynamic"),
         ({"mode": "zookeeper", "quorum": "dynamic"}, "--quorum dynamic is for --mode kraft"),
+        ({"mode": "zookeeper", "client_sasl": True, "sasl_mechanism": "SCRAM-SHA-1"},
+         "--sasl-mechanism must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 .got 'SCRAM-SHA-1'."),
+        ({"mode": "zookeeper", "sasl_mechanism": "SCRAM-SHA-512"}, "--sasl-mechanism SCRAM-SHA-512 needs --client-sa"),
     ],
 )
 def test_combined_mode_and_quorum_options_are_checked_before_anything_starts(tmp_path, options, message) -> None:

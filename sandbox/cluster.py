@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -28,6 +27,7 @@ from sandbox import (
     kafka_config,
     kafka_release,
     kraft_storage,
+    node_log,
     procs,
     scram,
     service,
@@ -520,7 +520,8 @@ def _wait_quorum_settled(workdir: Workdir, info: state.SandboxState, remaining: 
             last["quorum"] = described
             offsets = {v["id"]: v["end_offset"] for v in described["voters"]}
             return (set(offsets) >= set(info.voters) and min(offsets.values()) >= 0
-                    and all(_logged_settled(workdir, voter, described["epoch"]) for voter in info.voters))
+                    and all(described["epoch"] in node_log.raft_settled_epochs(workdir.host(voter).server_log)
+                            for voter in info.voters))
         return False
 
     try:
@@ -528,17 +529,6 @@ def _wait_quorum_settled(workdir: Workdir, info: state.SandboxState, remaining: 
     except procs.Timeout as exc:
         raise procs.Timeout(f"{exc}: last answer {last.get('quorum') or last.get('error')}") from None
     say(f"quorum leader {last['quorum']['leader']} (epoch {last['quorum']['epoch']}), followed by every voter")
-
-
-_SETTLED = re.compile(r"Completed transition to (?:Leader|LeaderState|FollowerState)\(.*?epoch=(\d+)")
-
-
-def _logged_settled(workdir: Workdir, voter: int, epoch: int) -> bool:
-    """Whether KRaft voter ``voter``'s own log says it became the leader or a follower in ``epoch`` (Kafka's
-    ``RaftManager`` line "Completed transition to Leader(...epoch=N" / "FollowerState(...epoch=N")."""
-    log = workdir.host(voter).server_log
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return any(int(m.group(1)) == epoch for m in _SETTLED.finditer(text))
 
 
 def _wait_partitions_led(info: state.SandboxState, timeout_s: float) -> None:

@@ -25,6 +25,10 @@ and 4.x, both modes):
 - the node became a partition's leader (state.change.logger):
   ``[Broker id=0] Leader orders-1 with topic id Some(…) starts at leader epoch 3 from offset …``.
 
+A KRaft voter's Raft state, read by :func:`raft_settled_epochs` (``RaftManager``, 3.x and 4.x): the leader or a
+follower of an epoch, ``Completed transition to Leader(localReplicaKey=…, epoch=2, …)`` /
+``Completed transition to FollowerState(fetchTimeoutMs=2000, epoch=2, leader=101, …)``.
+
 Timestamps are the local time Kafka's log pattern prints (``%d``), as epoch seconds.
 """
 
@@ -113,6 +117,19 @@ def runs(log: Path) -> list[Run]:
     except FileNotFoundError:
         return []
     return runs_of_text(text)
+
+
+_RAFT_SETTLED = re.compile(r"Completed transition to (?:Leader|LeaderState|FollowerState)\(.*?epoch=(\d+)")
+
+
+def raft_settled_epochs(log: Path) -> set[int]:
+    """The epochs in which the KRaft voter whose node log is ``log`` became the quorum leader or a follower of one
+    (empty when the log does not exist or it never did)."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return set()
+    return {int(m.group(1)) for m in _RAFT_SETTLED.finditer(text)}
 
 
 _MARKER_TEXT = b"] kafka-service: start "

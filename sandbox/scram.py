@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from sandbox import procs, settings, status
 from sandbox.state import SandboxState
@@ -67,15 +67,13 @@ def login_error(info: SandboxState, address: str, password: str | None = None) -
     """None when the broker at ``address`` (its client listener) answers a Metadata request after the sandbox
     user's SASL login (``password``: the sandbox's by default), else librdkafka's error. Only that broker is asked
     (no other broker's connection counts); librdkafka retries the login for the call's 3 s."""
-    conf = {"bootstrap.servers": address, "security.protocol": info.client_listener.protocol,
-            "sasl.mechanism": info.sasl_mechanism, "sasl.username": settings.SASL_USER,
-            "sasl.password": info.sasl_password if password is None else password,
-            "socket.timeout.ms": 3000, "log_level": 0}
+    errors: list[str] = []
+    conf = {"security.protocol": info.client_listener.protocol, "sasl.mechanism": info.sasl_mechanism,
+            "sasl.username": settings.SASL_USER, "sasl.password": info.sasl_password if password is None else password,
+            "error_cb": lambda err: errors.append(err.str())}
     if info.tls_password:
         conf["ssl.ca.location"] = str(info.tls_dir / CA_FILE)
-    errors: list[str] = []
-    conf["error_cb"] = lambda err: errors.append(err.str())
-    client = AdminClient(conf)
+    client = status.admin_client(address, timeout_s=3.0, config=conf)
     try:
         client.list_topics(timeout=3)
     except KafkaException as exc:

@@ -56,10 +56,12 @@ class ClusterHealth:
         return "; ".join(parts) or "healthy"
 
 
-def admin_client(bootstrap_servers: str, timeout_s: float = 5.0) -> AdminClient:
-    """A quiet confluent-kafka AdminClient (librdkafka's connection warnings off)."""
+def admin_client(bootstrap_servers: str, timeout_s: float = 5.0, config: dict[str, Any] | None = None
+                 ) -> AdminClient:
+    """A quiet confluent-kafka AdminClient (librdkafka's connection warnings off); ``config``: librdkafka settings
+    over these (a listener's security settings, callbacks)."""
     return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": int(timeout_s * 1000),
-                        "log_level": 0, "client.id": "sandbox-status"})
+                        "log_level": 0, "client.id": "sandbox-status", **(config or {})})
 
 
 def cluster_health(bootstrap_servers: str, timeout_s: float = 5.0, client: AdminClient | None = None) -> ClusterHealth:

@@ -403,22 +403,20 @@ def test_observer_controller_options_are_checked_before_anything_starts(tmp_path
 
 def test_a_voter_counts_as_settled_only_once_its_own_log_names_the_leaders_epoch(tmp_path: Path) -> None:
     """`up` starts the brokers only when each voter's own log says it follows (or is) the leader in the epoch
-    DescribeQuorum names: a follower's logged transition can trail the leader's view of its fetch by a few ms."""
-    workdir = Workdir.at(tmp_path)
-    log = workdir.host(100).server_log
-    assert not cluster._logged_settled(workdir, 100, 1), "no log yet"
+    DescribeQuorum names (``node_log.raft_settled_epochs``): a follower's logged transition can trail the leader's
+    view of its fetch by a few ms."""
+    from sandbox import node_log
+
+    log = Workdir.at(tmp_path).host(100).server_log
+    assert node_log.raft_settled_epochs(log) == set(), "no log yet"
     log.parent.mkdir(parents=True)
     log.write_text(
         "[2026-12-03 07:04:17,951] INFO [RaftManager id=100] Completed transition to UnattachedState(epoch=1, "
         "leaderId=OptionalInt.empty, votedKey=Optional[ReplicaKey(id=101)]) from UnattachedState(epoch=0)\n")
-    assert not cluster._logged_settled(workdir, 100, 1), "voted, not yet following"
+    assert node_log.raft_settled_epochs(log) == set(), "voted, not yet following"
     log.write_text(log.read_text() + (
         "[2026-12-03 07:04:18,009] INFO [RaftManager id=100] Completed transition to FollowerState("
-        "fetchTimeoutMs=2000, epoch=1, leader=101, leaderEndpoints=Endpoints(...)) from UnattachedState(epoch=1)\n"))
-    assert cluster._logged_settled(workdir, 100, 1)
-    assert not cluster._logged_settled(workdir, 100, 2), "a later epoch's leader is not followed yet"
-    leader = workdir.host(101).server_log
-    leader.parent.mkdir(parents=True)
-    leader.write_text("[2026-12-03 07:04:17,952] INFO [RaftManager id=101] Completed transition to Leader("
-                      "localReplicaKey=ReplicaKey(id=101), epoch=2, epochStartOffset=0) from CandidateState(epoch=2)\n")
-    assert cluster._logged_settled(workdir, 101, 2)
+        "fetchTimeoutMs=2000, epoch=1, leader=101, leaderEndpoints=Endpoints(...)) from UnattachedState(epoch=1)\n"
+        "[2026-12-03 07:05:02,500] INFO [RaftManager id=100] Completed transition to Leader("
+        "localReplicaKey=ReplicaKey(id=100), epoch=3, epochStartOffset=90) from CandidateState(epoch=3)\n"))
+    assert node_log.raft_settled_epochs(log) == {1, 3}, "a follower of epoch 1, then the leader of epoch 3"

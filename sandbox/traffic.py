@@ -50,7 +50,8 @@ class TrafficResult:
     - ``out_of_order``: ``[partition, offset, seq, previous seq]`` where a partition's sequence numbers
       went down (the producer writes them increasing; Kafka keeps per-partition order). Only each message's
       first copy counts: a duplicate's later copy is reported in ``duplicates``.
-    - ``errors``: failed delivery reports by Kafka error name (e.g. ``NOT_ENOUGH_REPLICAS``).
+    - ``errors``: failed delivery reports, and produce calls the client refused before queueing, by Kafka
+      error name (e.g. ``NOT_ENOUGH_REPLICAS``, ``_UNKNOWN_TOPIC``).
     - ``unresolved``: messages without any delivery report when the run ended.
     """
 
@@ -186,6 +187,13 @@ class Traffic:
             except BufferError:
                 self.producer.poll(0.05)
                 continue
+            except KafkaException as exc:
+                # Refused before it was queued (e.g. _UNKNOWN_TOPIC while a just-restarted broker's metadata
+                # lacks the topic): counted like a failed delivery, and the same seq is tried again.
+                with self.lock:
+                    self.errors[error_name(exc)] += 1
+                self.producer.poll(0.05)
+                continue
             seq += 1
             self.sent = seq
             self.producer.poll(0)
@@ -319,6 +327,12 @@ class Traffic:
             reads = dict(self.reads)
             errors = dict(self.errors)
         return compare(acked, reads, errors, unresolved, self._stopped_at - self._started_at)
+
+
+def error_name(exc: KafkaException) -> str:
+    """The Kafka error name a confluent-kafka exception carries (``_UNKNOWN_TOPIC``), else its text."""
+    error = exc.args[0] if exc.args else None
+    return error.name() if isinstance(error, KafkaError) else str(error)
 
 
 def compare(acked: dict[int, tuple[int, int]], reads: dict[tuple[int, int], int], errors: dict[str, int],

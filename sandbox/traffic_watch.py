@@ -110,8 +110,12 @@ class KafkaPythonTraffic:
                 continue
             with self.lock:
                 self.pending += 1
-            future = self.producer.send(self.topic, key=str(seq).zfill(12).encode(),
-                                        value=json.dumps({"seq": seq}).encode())
+            try:
+                future = self.producer.send(self.topic, key=str(seq).zfill(12).encode(),
+                                            value=json.dumps({"seq": seq}).encode())
+            except Exception as exc:  # refused before it was queued (no metadata for the topic in max_block_ms)
+                self._failed(exc)  # counted like a failed send; the same seq is tried again
+                continue
             future.add_callback(lambda md, s=seq: self._acked(s, md))
             future.add_errback(self._failed)
             seq += 1

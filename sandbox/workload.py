@@ -44,6 +44,8 @@ SEED_TIMEOUT_S = 60.0
 LOOP_STALL_DUMP_S = 30.0
 #: Seconds between two writes of the loop's heartbeat file (``Workdir.workload_heartbeat``).
 HEARTBEAT_EVERY_S = 1.0
+#: Seconds between two log lines about produce calls the client refused (each refusal is counted in ``failed``).
+REFUSAL_LOG_EVERY_S = 10.0
 
 log = logging.getLogger("sandbox.workload")
 
@@ -266,10 +268,17 @@ class Workload:
         self.stopping = threading.Event()
         self.sent = 0
         self.failed = 0
+        self.last_refusal_log = float("-inf")
 
     def _delivered(self, err, _msg) -> None:
         if err is not None:
             self.failed += 1
+
+    def _refused(self, topic: str, exc: KafkaException) -> None:
+        now = time.monotonic()
+        if now - self.last_refusal_log >= REFUSAL_LOG_EVERY_S:
+            self.last_refusal_log = now
+            log.info("produce to %s refused (%d so far), retried next round: %s", topic, self.failed, exc.args[0])
 
     def produce_due(self, elapsed_s: float) -> None:
         """Produce what the rate owes after ``elapsed_s`` seconds of running (every topic, partitions in turn)."""
@@ -280,6 +289,13 @@ class Workload:
                 try:
                     self.producer.produce(topic, value, partition=self.sent % partitions, on_delivery=self._delivered)
                 except BufferError:  # brokers unreachable for a while: drop this round, the rate catches up
+                    break
+                except KafkaException as exc:
+                    # Refused before it was queued, e.g. _UNKNOWN_TOPIC: a just-restarted broker answered metadata
+                    # before its cache held the topic (seen during a ZooKeeper-to-KRaft migration). A real
+                    # application retries; so does the workload, next round, instead of dying.
+                    self.failed += 1
+                    self._refused(topic, exc)
                     break
             self.sent += 1
         self.producer.poll(0)

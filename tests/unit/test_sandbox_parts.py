@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from sandbox import cluster, debs, envfile, hosts, procs, settings, sshd, state, workload
 from sandbox.layout import Workdir
@@ -186,7 +187,6 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
     from concurrent.futures import Future
     from types import SimpleNamespace
 
-    from confluent_kafka import KafkaError, KafkaException
 
     monkeypatch.setattr(workload, "CREATE_RETRY_S", 0.0)
     plan = sorted(workload.topic_plan(3))
@@ -420,3 +420,43 @@ def test_a_voter_counts_as_settled_only_once_its_own_log_names_the_leaders_epoch
         "[2026-12-03 07:05:02,500] INFO [RaftManager id=100] Completed transition to Leader("
         "localReplicaKey=ReplicaKey(id=100), epoch=3, epochStartOffset=90) from CandidateState(epoch=3)\n"))
     assert node_log.raft_settled_epochs(log) == {1, 3}, "a follower of epoch 1, then the leader of epoch 3"
+
+
+class RefusingProducer:
+    """A producer that refuses the first ``refusals`` calls as librdkafka does for a topic its metadata lacks."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.queued: list[tuple[str, int]] = []
+
+    def produce(self, topic: str, _value: bytes, partition: int, on_delivery) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+        self.queued.append((topic, partition))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def test_the_workload_outlives_a_produce_refused_for_an_unknown_topic(caplog) -> None:
+    # CI: a broker restarted during a ZooKeeper-to-KRaft migration answered metadata without the topic; the
+    # workload died on the refusal, its groups' lag went to STOP and the next roll's lag gate held for good.
+    load = object.__new__(workload.Workload)  # no Kafka: only the produce round is under test
+    load.plan = workload.topic_plan(3)
+    load.producer = RefusingProducer(refusals=1)
+    load.sent = load.failed = 0
+    load.last_refusal_log = float("-inf")
+    rounds = 3
+    with caplog.at_level("INFO", logger="sandbox.workload"):
+        load.produce_due(rounds / settings.PRODUCE_MSGS_PER_S)
+    assert load.failed == 1 and load.sent == rounds
+    assert len(load.producer.queued) == (rounds - 1) * len(load.plan), "only the refused round is dropped"
+    assert "refused" in caplog.text and "_UNKNOWN_TOPIC" in caplog.text
+
+
+def test_traffic_names_a_refused_produce_by_its_kafka_error() -> None:
+    from sandbox import traffic
+
+    assert traffic.error_name(KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))) == "_UNKNOWN_TOPIC"
+    assert traffic.error_name(KafkaException("broken")) == "broken"

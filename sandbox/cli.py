@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a CA the sandbox makes (DIR/tls/ca.pem, in the connection's ssl.ca.location)",
     )
     up.add_argument(
+        "--client-auth",
+        action="store_true",
+        help="with --client-tls: the listener requires a client certificate of the sandbox's CA (mutual TLS; "
+        "DIR/tls/client.pem and client.key, in the connection's ssl.certificate.location and ssl.key.location)",
+    )
+    up.add_argument(
         "--timeout",
         type=float,
         default=settings.UP_TIMEOUT_S,
@@ -250,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 client_sasl=args.client_sasl,
                 client_tls=args.client_tls,
                 sasl_mechanism=args.sasl_mechanism,
+                client_auth=args.client_auth,
             )
         elif args.command == "down":
             cluster.down(workdir, kill=args.kill)

@@ -166,6 +166,7 @@ def up(
     client_sasl: bool = False,
     client_tls: bool = False,
     sasl_mechanism: str = settings.SASL_MECHANISM,
+    client_auth: bool = False,
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -189,7 +190,8 @@ def up(
     accepted by every broker before `up` goes on, ``sandbox.scram``), SSL with a certificate of the sandbox's own
     CA (``sandbox.tls``), or both (SASL_SSL), which the Airflow connection uses (the user and password in its
     login and password, the CA in ``ssl.ca.location``, as an operator's secured cluster); the rest of the sandbox
-    keeps the PLAINTEXT listener.
+    keeps the PLAINTEXT listener. ``client_auth`` (with ``client_tls``): the listener requires a client certificate
+    of the sandbox's CA (``ssl.client.auth=required``, mutual TLS); the connection names its key pair.
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -203,6 +205,8 @@ def up(
                            f"(got {sasl_mechanism!r})")
     if sasl_mechanism != settings.SASL_MECHANISM and not client_sasl:
         raise SandboxError(f"--sasl-mechanism {sasl_mechanism} needs --client-sasl (the listener it is for)")
+    if client_auth and not client_tls:
+        raise SandboxError("--client-auth needs --client-tls (client certificates are checked by the TLS listener)")
     if mode not in ("zookeeper", "kraft"):
         raise SandboxError(f"--mode must be zookeeper or kraft (got {mode!r})")
     if mode == "zookeeper" and kafka_release.RELEASES[kafka_version].major >= 4:
@@ -278,6 +282,7 @@ def up(
                 "client_sasl": client_sasl,
                 "sasl_mechanism": sasl_mechanism if client_sasl else "",
                 "client_tls": client_tls,
+                "client_auth": client_auth,
             }
             if existing is not None and existing.options() == wanted:
                 problems = _health_problems(existing)
@@ -321,6 +326,7 @@ def up(
             sasl_password=secrets.token_urlsafe(18) if client_sasl else "",
             tls_password=secrets.token_urlsafe(18) if client_tls else "",
             sasl_mechanism=sasl_mechanism,
+            client_auth=client_auth,
         )
         if quorum == "dynamic":
             info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
@@ -394,7 +400,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         else:  # hosts a migration provisions: no server.properties, nothing started
             hosts.prepare_bare(workdir, spec, info.kafka_version)
     if info.tls_password:  # one broker certificate for every host (spares too), signed by the sandbox's own CA
-        tls.write(info.tls_dir, [s.host for s in specs], info.tls_password)
+        tls.write(info.tls_dir, [s.host for s in specs], info.tls_password, client=info.client_auth)
     for spec in specs:
         hosts.prepare(workdir, spec, info.zookeeper_connect, info.kafka_version, brokers=len(active),
                       quorum=info.quorum_config if info.kraft else None, extra=info.broker_config,

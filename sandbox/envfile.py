@@ -66,6 +66,9 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
                                           password=info.sasl_password)
         if info.tls_password:
             doc["client_listener"]["ca_file"] = str(info.tls_dir / tls.CA_FILE)
+        if info.client_auth:  # mutual TLS: the connection's client certificate and its key
+            doc["client_listener"].update(cert_file=str(info.tls_dir / tls.CLIENT_CERT_FILE),
+                                          key_file=str(info.tls_dir / tls.CLIENT_KEY_FILE))
     if info.controller_hosts and not info.kraft:  # hosts a migration provisions (not started)
         doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "provisioned": False}
                               for i, h in sorted(info.controllers.items())]
@@ -112,8 +115,9 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
         if info.sasl_password:  # the credentials in the connection's login and password
             kafka.update(login=settings.SASL_USER, password=info.sasl_password)
             kafka["extra"]["sasl.mechanism"] = info.sasl_mechanism
-        if info.tls_password:  # the sandbox's own CA; the brokers' addresses are in its certificate
-            kafka["extra"]["ssl.ca.location"] = str(info.tls_dir / tls.CA_FILE)
+        # the sandbox's own CA (the brokers' addresses are in its certificate); with --client-auth the client's
+        # certificate and key (paths: the key file is readable by its owner only, no password in the connection)
+        kafka["extra"].update(info.client_ssl_config)
         if info.kraft:  # the controllers' CONTROLLER listener (combined nodes' too) stays PLAINTEXT
             kafka["extra"]["controller_client"] = {"security.protocol": "PLAINTEXT"}
     if info.controller_hosts:

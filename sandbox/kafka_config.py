@@ -42,13 +42,15 @@ def _dumps(props: dict[str, str]) -> str:
 class ClientListener:
     """The brokers' second listener for clients (``up --client-sasl`` / ``--client-tls``): SASL with one user,
     ``settings.SASL_USER`` with ``sasl_password``, by ``sasl_mechanism`` (PLAIN, KIP-43; SCRAM-SHA-256/512,
-    KIP-84), and/or TLS with the PKCS12 ``keystore`` (its password ``keystore_password``; ``sandbox.tls``). Empty
-    fields: that part is off."""
+    KIP-84), and/or TLS with the PKCS12 ``keystore`` (its password ``keystore_password``; ``sandbox.tls``) and, with a
+    ``truststore`` (a PEM file of the CA), a client certificate required (mutual TLS). Empty fields: that part is
+    off."""
 
     sasl_password: str = ""
     sasl_mechanism: str = settings.SASL_MECHANISM
     keystore: str = ""
     keystore_password: str = ""
+    truststore: str = ""  # `up --client-auth`: the CA (PEM) the listener checks client certificates against
 
     @property
     def protocol(self) -> str:
@@ -67,9 +69,12 @@ def client_listener(props: dict[str, str], host: str, client: ClientListener | N
     listener. ``client`` None or empty: ``props`` unchanged.
 
     Raises:
-        ValueError: a mechanism other than ``settings.SASL_MECHANISMS``.
+        ValueError: a mechanism other than ``settings.SASL_MECHANISMS``; a truststore without a keystore (client
+            certificates need TLS).
     """
     name = client.protocol if client else ""
+    if client and client.truststore and not client.keystore:
+        raise ValueError("a client certificate (truststore) needs the TLS listener (keystore)")
     if not name:
         return props
     listener = f"{name}://{host}:{settings.BROKER_CLIENT_PORT}"
@@ -95,6 +100,9 @@ def client_listener(props: dict[str, str], host: str, client: ClientListener | N
         out.update({prefix + "ssl.keystore.type": "PKCS12", prefix + "ssl.keystore.location": client.keystore,
                     prefix + "ssl.keystore.password": client.keystore_password,
                     prefix + "ssl.key.password": client.keystore_password})
+        if client.truststore:  # mutual TLS: ssl.client.auth, the CA as a PEM truststore (KIP-651, Kafka 2.7)
+            out.update({prefix + "ssl.client.auth": "required", prefix + "ssl.truststore.type": "PEM",
+                        prefix + "ssl.truststore.location": client.truststore})
     return out
 
 

@@ -16,7 +16,6 @@ from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScram
 
 from sandbox import procs, settings, status
 from sandbox.state import SandboxState
-from sandbox.tls import CA_FILE
 
 _MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 
@@ -71,8 +70,7 @@ def login_error(info: SandboxState, address: str, password: str | None = None) -
     conf = {"security.protocol": info.client_listener.protocol, "sasl.mechanism": info.sasl_mechanism,
             "sasl.username": settings.SASL_USER, "sasl.password": info.sasl_password if password is None else password,
             "error_cb": lambda err: errors.append(err.str())}
-    if info.tls_password:
-        conf["ssl.ca.location"] = str(info.tls_dir / CA_FILE)
+    conf.update(info.client_ssl_config)
     client = status.admin_client(address, timeout_s=3.0, config=conf)
     try:
         client.list_topics(timeout=3)

@@ -46,6 +46,7 @@ class SandboxState:
     sasl_password: str = ""  # `up --client-sasl`: settings.SASL_USER's password on the client listener ("" = none)
     tls_password: str = ""  # `up --client-tls`: the client listener's keystore password (`tls_dir`; "" = no TLS)
     sasl_mechanism: str = settings.SASL_MECHANISM  # `up --sasl-mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    client_auth: bool = False  # `up --client-auth`: the TLS client listener requires a client certificate
 
     @property
     def kraft(self) -> bool:
@@ -112,12 +113,26 @@ class SandboxState:
         tls = self.tls_password != ""
         return kafka_config.ClientListener(
             sasl_password=self.sasl_password, sasl_mechanism=self.sasl_mechanism,
-            keystore=str(self.tls_dir / tls_mod.KEYSTORE_FILE) if tls else "", keystore_password=self.tls_password)
+            keystore=str(self.tls_dir / tls_mod.KEYSTORE_FILE) if tls else "", keystore_password=self.tls_password,
+            truststore=str(self.tls_dir / tls_mod.CA_FILE) if tls and self.client_auth else "")
 
     @property
     def tls_dir(self) -> Path:
         """Where ``--client-tls`` keeps the CA certificate and the brokers' keystore (``sandbox.tls``)."""
         return Path(self.workdir) / "tls"
+
+    @property
+    def client_ssl_config(self) -> dict[str, str]:
+        """librdkafka's TLS settings for the client listener: the sandbox's CA (``ssl.ca.location``) and, with
+        ``--client-auth``, the client key pair (``ssl.certificate.location``, ``ssl.key.location``); {} without
+        ``--client-tls``."""
+        if not self.tls_password:
+            return {}
+        conf = {"ssl.ca.location": str(self.tls_dir / tls_mod.CA_FILE)}
+        if self.client_auth:
+            conf["ssl.certificate.location"] = str(self.tls_dir / tls_mod.CLIENT_CERT_FILE)
+            conf["ssl.key.location"] = str(self.tls_dir / tls_mod.CLIENT_KEY_FILE)
+        return conf
 
     @property
     def client_bootstrap_servers(self) -> str:
@@ -143,6 +158,7 @@ class SandboxState:
             "client_sasl": bool(self.sasl_password),
             "sasl_mechanism": self.sasl_mechanism if self.sasl_password else "",
             "client_tls": bool(self.tls_password),
+            "client_auth": self.client_auth,
         }
 
 

@@ -407,12 +407,13 @@ def start(
     client_sasl: bool = False,
     client_tls: bool = False,
     sasl_mechanism: str | None = None,
+    client_auth: bool = False,
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
     ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``);
     ``client_sasl`` / ``client_tls``: the Airflow connection goes through a SASL and/or TLS listener
     (``--client-sasl`` / ``--client-tls``); ``sasl_mechanism``: the SASL mechanism (``--sasl-mechanism``; PLAIN by
-    default).
+    default); ``client_auth``: the TLS listener requires the connection's client certificate (``--client-auth``).
 
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
@@ -450,6 +451,8 @@ def start(
         args += ["--sasl-mechanism", sasl_mechanism]
     if client_tls:
         args += ["--client-tls"]
+    if client_auth:
+        args += ["--client-auth"]
     args += ["--timeout", str(timeout_s - UP_GRACE_S)]  # up gives up (and stops what it started) first
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)

@@ -160,7 +160,7 @@ def fresh_sandbox(
         brokers: int = 3, spare_brokers: int = 0, racks: int = 3, kafka_version: str | None = None,
         mode: str = "zookeeper", controllers: int = 3, combined: int = 0, quorum: str = "static",
         observer_controllers: int = 0, broker_config: dict[str, str] | None = None, client_sasl: bool = False,
-        client_tls: bool = False, sasl_mechanism: str | None = None,
+        client_tls: bool = False, sasl_mechanism: str | None = None, client_auth: bool = False,
     ) -> testing.RunningSandbox:
         k = next(_fresh_counter)
         if k > 254:
@@ -182,6 +182,7 @@ def fresh_sandbox(
             client_sasl=client_sasl,
             client_tls=client_tls,
             sasl_mechanism=sasl_mechanism,
+            client_auth=client_auth,
         )
         started.append(running)
         return running

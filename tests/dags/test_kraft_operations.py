@@ -528,6 +528,33 @@ def test_quorum_leader_frozen_40_s_right_after_a_broker_stop_is_ridden_out(kraft
     assert "the KRaft quorum leader answers before starting broker" in text, "the start waited for a leader"
 
 
+def assert_the_listener_wants_a_client_certificate(sandbox) -> None:
+    """The client listener refuses a client that trusts the CA but shows no certificate (Kafka's own log line names
+    the failed TLS handshake) and accepts the connection's client certificate (both of the product's clients)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    from hooks.cluster_profile import get_cluster_profile
+    from kafka import KafkaAdminClient as PythonAdmin
+
+    listener = sandbox.env["client_listener"]
+    first = listener["bootstrap_servers"].split(",")[0]
+    anonymous = AdminClient({"bootstrap.servers": first, "security.protocol": "SSL", "ssl.ca.location":
+                             listener["ca_file"], "log_level": 0})
+    with pytest.raises(KafkaException):
+        anonymous.list_topics(timeout=5)
+    broker = next(b for b in sandbox.broker_ids if sandbox.broker(b)["host"] == first.rsplit(":", 1)[0])
+    wait_for(lambda: "SSL handshake failed" in sandbox.host_dir(broker).server_log.read_text(), 15,
+             what=f"broker {broker}'s log naming the refused handshake")
+    profile = get_cluster_profile("kafka_sandbox")  # the connection, as the operators read it
+    assert profile.confluent_config()["ssl.certificate.location"].endswith("client.pem")
+    assert len(AdminClient(profile.confluent_config()).list_topics(timeout=10).brokers) == 5
+    python = PythonAdmin(**profile.kafka_python_config())
+    try:
+        assert len(python.describe_cluster()["brokers"]) == 5
+    finally:
+        python.close()
+
+
 def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_sandbox, use_sandbox, monkeypatch, capfd,
                                                                        caplog):
     """The reassignment path of a KRaft cluster: AlterPartitionReassignments and the throttle configs go to
@@ -538,11 +565,12 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
     named with the remedy, and a second decommission of it removes the registration."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    # the connection uses a TLS listener (the sandbox's own CA): the snapshot, the reassignment, the throttles and
-    # the unregistration go through it
-    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=5, racks=2, client_tls=True)
+    # the connection uses a mutual-TLS listener (the sandbox's own CA; ssl.client.auth=required, the connection's
+    # client certificate): the snapshot, the reassignment, the throttles and the unregistration go through it
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=5, racks=2, client_tls=True, client_auth=True)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
+    assert_the_listener_wants_a_client_certificate(sandbox)
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, [0, 1, 2, 3, 4]) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [2],

@@ -443,3 +443,47 @@ def test_the_tls_material_certifies_every_broker_address_under_the_sandbox_s_own
         pkcs12.load_key_and_certificates(keystore.read_bytes(), b"wrong")
     with pytest.raises(ValueError, match="no broker address"):
         tls.write(tmp_path / "none", [], "kpw")
+
+
+def test_client_auth_material_is_a_client_key_pair_of_the_same_ca(tmp_path) -> None:
+    """``up --client-auth``: beside the broker's keystore, a client certificate signed by the sandbox's CA for client
+    authentication only (clientAuth, ``CN=kafkaops``) and its unencrypted PEM key, readable by its owner only;
+    without it no client material is written."""
+    import stat
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    from sandbox import tls
+
+    ca_path, _ = tls.write(tmp_path / "tls", ["127.0.0.11"], "kpw", client=True)
+    ca = x509.load_pem_x509_certificate(ca_path.read_bytes())
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls" / tls.CLIENT_CERT_FILE).read_bytes())
+    cert.verify_directly_issued_by(ca)
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == tls.CLIENT_NAME
+    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    key_file = tmp_path / "tls" / tls.CLIENT_KEY_FILE
+    key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    assert key.public_key().public_numbers() == cert.public_key().public_numbers(), "the key of the certificate"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    tls.write(tmp_path / "plain", ["127.0.0.11"], "kpw")
+    assert not (tmp_path / "plain" / tls.CLIENT_CERT_FILE).exists()
+
+
+def test_the_mutual_tls_listener_requires_a_client_certificate_of_the_ca() -> None:
+    """KIP-103 prefixed settings of the client listener: ``ssl.client.auth=required`` and the CA as a PEM truststore
+    (KIP-651) only when a truststore is given; a truststore without TLS is refused."""
+    from sandbox import kafka_config
+
+    props = {"listeners": "PLAINTEXT://h:9092", "advertised.listeners": "PLAINTEXT://h:9092"}
+    tls_only = kafka_config.ClientListener(keystore="/t/broker.p12", keystore_password="kpw")
+    assert "listener.name.ssl.ssl.client.auth" not in kafka_config.client_listener(props, "h", tls_only)
+    mutual = kafka_config.ClientListener(keystore="/t/broker.p12", keystore_password="kpw", truststore="/t/ca.pem")
+    out = kafka_config.client_listener(props, "h", mutual)
+    assert out["listeners"] == "PLAINTEXT://h:9092,SSL://h:9094"
+    assert (out["listener.name.ssl.ssl.client.auth"], out["listener.name.ssl.ssl.truststore.type"],
+            out["listener.name.ssl.ssl.truststore.location"]) == ("required", "PEM", "/t/ca.pem")
+    with pytest.raises(ValueError, match="needs the TLS listener"):
+        kafka_config.client_listener(props, "h", kafka_config.ClientListener(sasl_password="pw", truststore="/ca"))

@@ -161,6 +161,31 @@ def test_a_scram_sandbox_s_connection_names_its_mechanism(tmp_path) -> None:
     assert info.options()["sasl_mechanism"] == "", "no SASL listener: no mechanism to compare"
 
 
+def test_a_mutual_tls_sandbox_s_connection_names_its_client_certificate(tmp_path) -> None:
+    """``up --client-tls --client-auth``: the connection's extra names the client certificate and key (paths, no
+    password), which both of the product's clients are given; `up` on a running workdir tells it apart."""
+    from kafka_ops.profile import ClusterProfile
+
+    workdir = Workdir.at(tmp_path)
+    sshd.generate_keys(workdir)
+    info = _state(workdir)
+    info.tls_password, info.client_auth = "kpw", True
+    kafka = envfile.connections(workdir, info)["kafka_sandbox"]
+    tls_dir = tmp_path / "tls"
+    assert {k: v for k, v in kafka["extra"].items() if k.startswith(("ssl.", "security."))} == {
+        "security.protocol": "SSL", "ssl.ca.location": str(tls_dir / "ca.pem"),
+        "ssl.certificate.location": str(tls_dir / "client.pem"), "ssl.key.location": str(tls_dir / "client.key")}
+    assert "password" not in kafka or not kafka["password"], "no secret in the connection: the key file is 0600"
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", kafka["host"], kafka["extra"])
+    assert profile.confluent_config()["ssl.certificate.location"] == str(tls_dir / "client.pem")
+    python = profile.kafka_python_config()
+    assert (python["ssl_certfile"], python["ssl_keyfile"]) == (str(tls_dir / "client.pem"), str(tls_dir / "client.key"))
+    listener = envfile.env_document(workdir, info)["client_listener"]
+    assert listener["cert_file"] == str(tls_dir / "client.pem") and listener["key_file"] == str(tls_dir / "client.key")
+    assert info.client_listener.truststore == str(tls_dir / "ca.pem")
+    assert info.options()["client_auth"] is True
+
+
 def test_known_hosts_lists_every_host_with_the_shared_key(tmp_path) -> None:
     workdir = Workdir.at(tmp_path)
     sshd.generate_keys(workdir)
@@ -338,6 +363,7 @@ def test_unpack_stages_a_release_on_every_host_and_leaves_the_running_one(tmp_pa
         ({"mode": "zookeeper", "client_sasl": True, "sasl_mechanism": "SCRAM-SHA-1"},
          "--sasl-mechanism must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 .got 'SCRAM-SHA-1'."),
         ({"mode": "zookeeper", "sasl_mechanism": "SCRAM-SHA-512"}, "--sasl-mechanism SCRAM-SHA-512 needs --client-sa"),
+        ({"mode": "zookeeper", "client_auth": True}, "--client-auth needs --client-tls"),
     ],
 )
 def test_combined_mode_and_quorum_options_are_checked_before_anything_starts(tmp_path, options, message) -> None:

@@ -146,6 +146,22 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert len(statuses) == len(plan["partitions"]) > 0, verify.stdout
     assert all(status.startswith("complete") for _, status in statuses), verify.stdout
 
+    # the same scale-out triggered again (twice by accident): refused before anything is touched, broker 3 neither
+    # started again nor drained, nothing moved
+    caplog.clear()
+    starts = sandbox.starts([3])
+    layout = {(p.topic, p.partition): p.replicas for p in after.partitions if (p.topic, p.partition) in factors_before}
+    again = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                        "throttle_bytes_per_s": 200_000_000, **FAST})
+    text = capfd.readouterr().out + caplog.text
+    assert again.state == "failed" and again.state_of("validate") == "failed", again.states
+    assert again.state_of("start_new_brokers") != "success" and again.state_of("reassign.plan") != "success"
+    assert "broker 3 already holds" in text and "this is a rebalance, not a scale-out" in text, text[-3000:]
+    assert "nothing was touched" in text
+    assert sandbox.starts([3]) == starts, "broker 3 was not started again"
+    now = {(p.topic, p.partition): p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions}
+    assert layout and {k: v for k, v in now.items() if k in layout} == layout, "nothing moved"
+
 
 def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:
     """Change the kafka_sandbox connection's profile (extra) for this test."""

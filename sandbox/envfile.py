@@ -19,7 +19,7 @@ import json
 import shlex
 from typing import Any
 
-from sandbox import settings, sshd, tls
+from sandbox import settings, sshd
 from sandbox.layout import Workdir
 from sandbox.state import SandboxState
 
@@ -64,11 +64,8 @@ def env_document(workdir: Workdir, info: SandboxState) -> dict[str, Any]:
         if info.sasl_password:
             doc["client_listener"].update(mechanism=info.sasl_mechanism, user=settings.SASL_USER,
                                           password=info.sasl_password)
-        if info.tls_password:
-            doc["client_listener"]["ca_file"] = str(info.tls_dir / tls.CA_FILE)
-        if info.client_auth:  # mutual TLS: the connection's client certificate and its key
-            doc["client_listener"].update(cert_file=str(info.tls_dir / tls.CLIENT_CERT_FILE),
-                                          key_file=str(info.tls_dir / tls.CLIENT_KEY_FILE))
+        files = {"ssl.ca.location": "ca_file", "ssl.certificate.location": "cert_file", "ssl.key.location": "key_file"}
+        doc["client_listener"].update({files[k]: v for k, v in info.client_ssl_config.items()})
     if info.controller_hosts and not info.kraft:  # hosts a migration provisions (not started)
         doc["controllers"] = [{"id": i, "host": h, "ssh_port": settings.SSH_PORT, "provisioned": False}
                               for i, h in sorted(info.controllers.items())]

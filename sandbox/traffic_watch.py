@@ -27,6 +27,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
+from kafka.errors import KafkaError as KafkaPythonError
 
 from sandbox import node_log
 from sandbox.layout import Workdir
@@ -113,7 +114,8 @@ class KafkaPythonTraffic:
             try:
                 future = self.producer.send(self.topic, key=str(seq).zfill(12).encode(),
                                             value=json.dumps({"seq": seq}).encode())
-            except Exception as exc:  # refused before it was queued (no metadata for the topic in max_block_ms)
+            except KafkaPythonError as exc:  # refused before it was queued (KafkaTimeoutError: no metadata for the
+                # topic within max_block_ms)
                 self._failed(exc)  # counted like a failed send; the same seq is tried again
                 continue
             future.add_callback(lambda md, s=seq: self._acked(s, md))

@@ -292,11 +292,11 @@ class Workload:
                     break
                 except KafkaException as exc:
                     # Refused before it was queued, e.g. _UNKNOWN_TOPIC: a just-restarted broker answered metadata
-                    # before its cache held the topic (seen during a ZooKeeper-to-KRaft migration). A real
-                    # application retries; so does the workload, next round, instead of dying.
+                    # before its cache held the topic (seen during a ZooKeeper-to-KRaft migration). A refusal is
+                    # the topic's: the round's other topics go on, this one is tried again next round (as a real
+                    # application would retry) instead of the workload dying.
                     self.failed += 1
                     self._refused(topic, exc)
-                    break
             self.sent += 1
         self.producer.poll(0)
 

@@ -27,7 +27,9 @@ and 4.x, both modes):
 
 A KRaft voter's Raft state, read by :func:`raft_settled_epochs` (``RaftManager``, 3.x and 4.x): the leader or a
 follower of an epoch, ``Completed transition to Leader(localReplicaKey=…, epoch=2, …)`` /
-``Completed transition to FollowerState(fetchTimeoutMs=2000, epoch=2, leader=101, …)``.
+``Completed transition to FollowerState(fetchTimeoutMs=2000, epoch=2, leader=101, …)``; the last such transition
+before a shutdown is the voter's state when it was stopped (``Leader``, ``Follower``, ``Unattached``, ``Candidate``,
+``Prospective`` (4.1+), ``Resigned``; the ``State`` suffix some releases print is dropped).
 
 Timestamps are the local time Kafka's log pattern prints (``%d``), as epoch seconds.
 """
@@ -74,11 +76,15 @@ class Run:
     version: str | None = None  # "3.6.2"
     ibp: str | None = None  # inter.broker.protocol.version as Kafka parsed it ("3.6-IV2"), ZooKeeper mode
     failure: str | None = None  # the fatal exception of a failed start ("IllegalArgumentException: ...")
+    raft_state_at_shutdown: str | None = None  # a KRaft voter's last Raft state before its shutdown ("Leader", ...)
 
     @property
     def ibp_major_minor(self) -> str | None:
         """``"3.6"`` of ``"3.6-IV2"``."""
         return self.ibp.split("-")[0] if self.ibp else None
+
+
+_RAFT_STATE = re.compile(r"Completed transition to (\w+)\(")
 
 
 def _parse_run(head: re.Match, body: str) -> Run:
@@ -87,6 +93,8 @@ def _parse_run(head: re.Match, body: str) -> Run:
         run.started = parse_time(m.group(1))
     if m := _SHUTDOWN.search(body):
         run.shutdown = parse_time(m.group(1))
+        states = _RAFT_STATE.findall(body, 0, m.start())
+        run.raft_state_at_shutdown = states[-1].removesuffix("State") if states else None
     if run.shutdown is not None and (m := _STOPPED.search(body)):
         run.stopped = parse_time(m.group(1))
     if m := _VERSION.search(body):

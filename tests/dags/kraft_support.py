@@ -1,5 +1,5 @@
-"""What the KRaft DAG tests read from outside a KRaft sandbox: the controllers' ids, their shutdown order from
-their own logs, and the active controller from DescribeQuorum (kafka-python)."""
+"""What the KRaft DAG tests read from outside a KRaft sandbox: the controllers' ids, their shutdown order and their
+Raft state when they stopped from their own logs, and the active controller from DescribeQuorum (kafka-python)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,31 @@ CONTROLLERS = [100, 101, 102]  # `sandbox up --mode kraft --controllers 3`
 def controller_shutdowns(sandbox) -> list[int]:
     """Controllers ordered by the time their last shutdown began, from their own logs."""
     return sandbox.shutdown_order(CONTROLLERS)
+
+
+def stopped_while_leading(sandbox, nodes: list[int], since: float) -> list[int]:
+    """Of ``nodes``, those whose own log shows them leading the metadata quorum when a shutdown of theirs began at or
+    after ``since`` (epoch seconds), in shutdown order: the quorum elections a roll caused
+    (``node_log.Run.raft_state_at_shutdown``). A leader change without such a stop is an election Kafka held itself:
+    on a loaded machine a leader that misses a majority's fetches for ``controller.quorum.fetch.timeout.ms`` resigns
+    (KIP-996's check-quorum), which no roll order prevents."""
+    stops = sorted((run.shutdown, n) for n in nodes for run in sandbox.node_runs(n)
+                   if run.shutdown is not None and run.shutdown >= since and run.raft_state_at_shutdown == "Leader")
+    return [n for _, n in stops]
+
+
+def assert_quorum_leader_stopped_last(sandbox, voters_in_roll_order: list[int], since: float) -> None:
+    """The roll stopped the quorum leader last: of the voters (in the order the roll stopped them), none but the
+    last led the quorum when it stopped. The leader at each turn is what counts, not the one before the run: Kafka
+    may move leadership itself during the roll (:func:`stopped_while_leading`), and the roll reads DescribeQuorum
+    again at each controller's turn. The last may have stopped as a follower when Kafka moved leadership to a voter
+    already restarted.
+
+    :raises AssertionError: a voter other than the last was stopped while it led the quorum.
+    """
+    led = stopped_while_leading(sandbox, voters_in_roll_order, since)
+    assert led in ([], voters_in_roll_order[-1:]), \
+        f"voters stopped while leading the quorum: {led}; roll order {voters_in_roll_order}"
 
 
 def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from airflow_env import failure_lines, run_dag
-from kraft_support import CONTROLLERS, controller_shutdowns, leader_of, quorum_of
+from kraft_support import CONTROLLERS, assert_quorum_leader_stopped_last, controller_shutdowns, quorum_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from test_kafka_upgrade import Responder
 
@@ -106,10 +106,9 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     before = started(kraft)
     features_before = kafka_features(kraft)
     assert features_before["eligible.leader.replicas.version"] == "0" and features_before["group.version"] == "1"
-    first_leader = leader_of(kraft)
     approver = Responder("kafka_upgrade", "approve_protocol_bump", "Approve")
     approver.start()
-    began = time.monotonic()
+    began, roll_began = time.monotonic(), time.time()
     try:
         with watched_traffic(kraft.workdir, kraft.bootstrap_servers, kraft.broker_ids) as traffic, \
                 MetadataWatcher(kraft.bootstrap_servers, interval_s=0.25) as watcher:
@@ -129,8 +128,9 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     for n in nodes(kraft):
         assert kraft.host_dir(n).kafka_link.resolve().name == f"kafka_2.13-{TARGET}"
     order = [int(label.split()[1]) for label in result.mapped_labels("controller_binaries.controller")]
-    assert sorted(order) == CONTROLLERS and order[-1] == first_leader, order
-    assert controller_shutdowns(kraft) == order, "one at a time, the active controller last"
+    assert sorted(order) == CONTROLLERS, order
+    assert controller_shutdowns(kraft) == order, "one at a time, in the order of the roll's tasks"
+    assert_quorum_leader_stopped_last(kraft, order, roll_began)
     tis = result.task_instances
     last_controller = max(ti.end_date for ti in tis if ti.task_id == "controller_binaries.controller")
     first_broker = min(ti.start_date for ti in tis if ti.task_id == "binaries.broker")
@@ -274,7 +274,7 @@ def test_kraft_upgrade_of_a_combined_cluster_rolls_each_node_once_the_quorum_lea
     sandbox.wait_healthy(timeout_s=120)
     ids = list(sandbox.broker_ids)
     before = unpacked_start_releases(sandbox, ids)
-    first_leader = leader_of(sandbox)
+    roll_began = time.time()
     watcher = MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.25)
     result, traffic = approved_upgrade(sandbox, ids, watcher)
     text = output(capfd, caplog)
@@ -285,7 +285,8 @@ def test_kraft_upgrade_of_a_combined_cluster_rolls_each_node_once_the_quorum_lea
     assert {n: [r.removeprefix("Kafka ") for r in after[n][len(before[n]):]] for n in ids} == {n: [TARGET] for n in ids}
     assert result.mapped_labels("controller_binaries.controller") == []
     order = [int(label.split()[1]) for label in result.mapped_labels("binaries.broker")]
-    assert sorted(order) == ids and order[-1] == first_leader, order
+    assert sorted(order) == ids and sandbox.shutdown_order(ids) == order, order
+    assert_quorum_leader_stopped_last(sandbox, order, roll_began)
     assert finalized(sandbox) == {b: 27 for b in ids}
     assert watcher.ever_offline() == [], "no partition offline during the upgrade"
 
@@ -303,7 +304,7 @@ def test_kraft_upgrade_on_a_dynamic_quorum_upgrades_the_controller_that_is_an_ob
     sandbox.wait_healthy(timeout_s=120)
     nodes = CONTROLLERS + [watcher_id] + list(sandbox.broker_ids)
     before = unpacked_start_releases(sandbox, nodes)
-    first_leader = leader_of(sandbox)
+    roll_began = time.time()
     result, traffic = approved_upgrade(sandbox, list(sandbox.broker_ids))
     text = output(capfd, caplog)
     print(f"dynamic-quorum upgrade: {result.mapped_labels('controller_binaries.controller')}; {traffic.summary()}")
@@ -313,7 +314,9 @@ def test_kraft_upgrade_on_a_dynamic_quorum_upgrades_the_controller_that_is_an_ob
     assert {n: [r.removeprefix("Kafka ") for r in after[n][len(before[n]):]] for n in nodes} == \
         {n: [TARGET] for n in nodes}, "every node, the observer too, started once, on the target"
     order = [int(label.split()[1]) for label in result.mapped_labels("controller_binaries.controller")]
-    assert order[0] == watcher_id and sorted(order[1:]) == CONTROLLERS and order[-1] == first_leader, order
+    assert order[0] == watcher_id and sorted(order[1:]) == CONTROLLERS, order
+    assert sandbox.shutdown_order(CONTROLLERS + [watcher_id]) == order
+    assert_quorum_leader_stopped_last(sandbox, order, roll_began)
     assert finalized(sandbox) == {b: 27 for b in sandbox.broker_ids}
     quorum = quorum_of(sandbox)
     assert sorted(quorum.voter_ids) == CONTROLLERS and quorum.observer(watcher_id) is not None

@@ -448,6 +448,39 @@ def test_a_voter_counts_as_settled_only_once_its_own_log_names_the_leaders_epoch
     assert node_log.raft_settled_epochs(log) == {1, 3}, "a follower of epoch 1, then the leader of epoch 3"
 
 
+
+def test_a_voters_raft_state_when_it_stopped_is_its_last_transition_before_the_shutdown_line() -> None:
+    """What the KRaft tests judge "the quorum leader last" by (``node_log.Run.raft_state_at_shutdown``): the last
+    ``Completed transition to`` of a start before its ``shutting down`` line; the Resigned state a leader enters
+    while shutting down comes after the line and does not count; a leader that resigned on its own earlier (Kafka's
+    check-quorum on a loaded machine) and followed another voter stopped as a follower."""
+    from sandbox import node_log
+
+    def start(at: str, pid: int) -> str:
+        return f"[2026-12-03 {at},000] kafka-service: start /h/100/kafka_2.13-4.1.0 (pid {pid})\n"
+
+    def line(at: str, text: str) -> str:
+        return f"[2026-12-03 {at},000] INFO {text}\n"
+
+    text = (start("13:53:00", 1)
+            + line("13:53:01", "[RaftManager id=100] Completed transition to Leader(localReplicaKey=ReplicaKey(id=100"
+                               "), epoch=1, epochStartOffset=0) from CandidateState(epoch=1)")
+            + line("13:54:07", "[ControllerServer id=100] shutting down (kafka.server.ControllerServer)")
+            + line("13:54:08", "[RaftManager id=100] Completed transition to ResignedState(localId=100, epoch=1) "
+                               "from Leader(epoch=1)")
+            + start("13:55:00", 2)
+            + line("13:55:02", "[RaftManager id=100] Completed transition to FollowerState(fetchTimeoutMs=2000, "
+                               "epoch=1, leader=101) from UnattachedState(epoch=1)")
+            + line("13:56:00", "[RaftManager id=100] Completed transition to Leader(localReplicaKey=ReplicaKey(id=100"
+                               "), epoch=2, epochStartOffset=9) from CandidateState(epoch=2)")
+            + line("13:56:30", "[RaftManager id=100] Completed transition to ResignedState(localId=100, epoch=2) "
+                               "from Leader(epoch=2)")
+            + line("13:56:31", "[RaftManager id=100] Completed transition to FollowerState(fetchTimeoutMs=2000, "
+                               "epoch=3, leader=102) from ResignedState(epoch=2)")
+            + line("13:57:00", "[ControllerServer id=100] shutting down (kafka.server.ControllerServer)")
+            + start("13:58:00", 3))
+    runs = node_log.runs_of_text(text)
+    assert [r.raft_state_at_shutdown for r in runs] == ["Leader", "Follower", None]
 class RefusingProducer:
     """A producer that refuses the first ``refusals`` calls as librdkafka does for a topic its metadata lacks."""
 

@@ -62,7 +62,7 @@ unit: venv
 TEST_WORKERS ?= 0
 # `make test` (CI) runs every test but those marked `extended`: each operation, DAG and UI action on real Kafka with
 # the faults of each kind; `extended` marks the rest of the fault matrix (further faults of a kind CI already
-# covers, longer outages), which `make test-all` adds. See tests/conftest.py and the README.
+# covers, longer outages) and operations in a shape CI runs in another, which `make test-all` adds. See tests/conftest.py and the README.
 TEST_SELECTION ?= not extended
 test: install
 	$(VENV)/bin/ruff check .

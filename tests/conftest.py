@@ -22,7 +22,8 @@ ZooKeeper and Burrow fall back to free ports by themselves.
 
 ``--sandbox-workdir DIR`` reuses a sandbox that is already up in DIR (not stopped at the end).
 
-Marker ``extended`` (pyproject.toml): the rest of the fault matrix beyond CI's tier; ``make test`` runs
+Marker ``extended`` (pyproject.toml): the rest of the fault matrix beyond CI's tier, and operations in a shape CI
+runs in another (the ZooKeeper-mode batched roll, the combined-mode KRaft roll); ``make test`` runs
 ``-m "not extended"``, ``make test-all`` everything.
 """
 

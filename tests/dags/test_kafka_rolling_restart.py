@@ -170,6 +170,7 @@ def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(sha
     assert result.state_of("run_outcome") == "success"
 
 
+@pytest.mark.extended
 def test_two_rolls_in_one_run_each_restart_their_brokers(shared, monkeypatch, tmp_path, capfd, caplog):
     """Roll 1 restarts every broker; roll 2 (a needs-action rule leaving broker 0 alone, a before-start step)
     restarts the others once more, its before-start step running while each of them is down."""
@@ -881,6 +882,7 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
     assert rc == 0, err
 
 
+@pytest.mark.extended
 def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_sandbox, use_sandbox, capfd, caplog):
     """max_parallel + batch_by=rack on 6 brokers in 3 racks (RF 3, min.insync.replicas 2): brokers of one
     rack go down together, never one batch across racks, one batch per rack; the controller goes last in its

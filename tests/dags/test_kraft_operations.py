@@ -221,6 +221,7 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert quorum_of(kraft).observer(watcher_id) is not None, f"controller {watcher_id} is still an observer"
 
 
+@pytest.mark.extended
 def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_leader_last(fresh_sandbox, use_sandbox,
                                                                                          capfd, caplog):
     """Kafka 4.0 in combined mode, as its quickstart config runs it: brokers 0-2 are the quorum's voters too

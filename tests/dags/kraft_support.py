@@ -17,29 +17,32 @@ def controller_shutdowns(sandbox) -> list[int]:
     return sandbox.shutdown_order(CONTROLLERS)
 
 
-def stopped_while_leading(sandbox, nodes: list[int], since: float) -> list[int]:
-    """Of ``nodes``, those whose own log shows them leading the metadata quorum when a shutdown of theirs began at or
-    after ``since`` (epoch seconds), in shutdown order: the quorum elections a roll caused
-    (``node_log.Run.raft_state_at_shutdown``). A leader change without such a stop is an election Kafka held itself:
-    on a loaded machine a leader that misses a majority's fetches for ``controller.quorum.fetch.timeout.ms`` resigns
-    (KIP-996's check-quorum), which no roll order prevents."""
-    stops = sorted((run.shutdown, n) for n in nodes for run in sandbox.node_runs(n)
-                   if run.shutdown is not None and run.shutdown >= since and run.raft_state_at_shutdown == "Leader")
-    return [n for _, n in stops]
+def raft_states_at_stops(sandbox, nodes: list[int], since: float) -> list[tuple[float, int, str | None]]:
+    """``(epoch seconds, node id, Raft state)`` of each shutdown of ``nodes`` that began at or after ``since``, in
+    shutdown order; the state is the node's own log's last transition before it (``node_log.Run
+    .raft_state_at_shutdown``: ``Leader``, ``Follower``, ...; None when the log names none)."""
+    return sorted((run.shutdown, n, run.raft_state_at_shutdown) for n in nodes for run in sandbox.node_runs(n)
+                  if run.shutdown is not None and run.shutdown >= since)
 
 
 def assert_quorum_leader_stopped_last(sandbox, voters_in_roll_order: list[int], since: float) -> None:
-    """The roll stopped the quorum leader last: of the voters (in the order the roll stopped them), none but the
-    last led the quorum when it stopped. The leader at each turn is what counts, not the one before the run: Kafka
-    may move leadership itself during the roll (:func:`stopped_while_leading`), and the roll reads DescribeQuorum
-    again at each controller's turn. The last may have stopped as a follower when Kafka moved leadership to a voter
-    already restarted.
+    """The roll stopped the quorum leader last: each voter (in the order the roll stopped them) stopped since
+    ``since`` with a Raft state its own log names, and none but the last led the quorum when it stopped. The leader at
+    each turn is what counts, not the one before the run: Kafka may move leadership itself during a roll (on a loaded
+    machine a leader that misses a majority's fetches for ``controller.quorum.fetch.timeout.ms`` resigns, KIP-996's
+    check-quorum), and the roll reads DescribeQuorum again at each controller's turn. The last may have stopped as a
+    follower when Kafka moved leadership to a voter already restarted.
 
-    :raises AssertionError: a voter other than the last was stopped while it led the quorum.
+    :raises AssertionError: a voter did not stop, its log names no Raft state at its stop, or a voter other than the
+        last was stopped while it led the quorum.
     """
-    led = stopped_while_leading(sandbox, voters_in_roll_order, since)
+    stops = raft_states_at_stops(sandbox, voters_in_roll_order, since)
+    states = {n: state for _, n, state in stops}
+    assert sorted(states) == sorted(voters_in_roll_order) and None not in states.values(), \
+        f"each voter's Raft state at its stop, from its own log: {stops}"
+    led = [n for _, n, state in stops if state == "Leader"]
     assert led in ([], voters_in_roll_order[-1:]), \
-        f"voters stopped while leading the quorum: {led}; roll order {voters_in_roll_order}"
+        f"voters stopped while leading the quorum: {led}; roll order {voters_in_roll_order}; {stops}"
 
 
 def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:

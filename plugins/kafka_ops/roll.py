@@ -116,6 +116,23 @@ class RollRecord:
             groups.setdefault(int(s.get("batch", position + 1)), []).append(int(s["id"]))
         return [groups[k] for k in sorted(groups)]
 
+    def regrouped(self, batches: list[list[int]]) -> RollRecord:
+        """A copy whose steps go in ``batches`` (broker ids, in roll order), each step's ``batch`` (1-based) and
+        ``position`` (1-based, counting brokers) renumbered; the progress is kept.
+
+        :raises ValueError: ``batches`` do not hold each planned broker exactly once.
+        """
+        by_id = {int(s["id"]): s for s in self.steps}
+        flat = [int(b) for batch in batches for b in batch]
+        if sorted(flat) != sorted(by_id) or len(flat) != len(self.steps) or any(not batch for batch in batches):
+            raise ValueError(f"batches {batches} do not hold the roll's brokers {sorted(by_id)} once each")
+        steps, position = [], 0
+        for number, batch in enumerate(batches, start=1):
+            for b in batch:
+                position += 1
+                steps.append({**by_id[int(b)], "position": position, "batch": number})
+        return replace(self, steps=tuple(steps))
+
     def progress(self, broker_id: int) -> BrokerProgress | None:
         """The broker's progress in this roll, or None when the roll has not touched it."""
         return self.brokers.get(int(broker_id))

@@ -11,7 +11,10 @@ leading its preferred partitions (preferred leader election, KIP-460); the run's
 A KRaft combined node (a broker that is a quorum voter too, ``process.roles=broker,controller``; its step says
 ``"voter": True``) also gets what a controller roll checks (``kafka_ops.quorum`` / ``kafka_ops.controller_roll``):
 its gate waits until a caught-up majority of the voters stays without it, and it is back only once it fetches from
-the quorum leader again and is caught up, before the ISR and leadership waits.
+the quorum leader again and is caught up, before the ISR and leadership waits. The quorum leader's batch goes last,
+decided again at each batch's turn (``kafka_ops.combined_roll``): the task takes its batch from the roll's record by
+position, and a batch holding the current leader while other voters of the roll are still to go moves to the end (a
+gate that sees its voter become the leader gives the turn back: :class:`LeaderMoved`).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from hooks.burrow import BurrowHook
 from kafka_ops import health
 from kafka_ops.batches import stop_gate
 from kafka_ops.cluster import ClusterState
+from kafka_ops.combined_roll import leader_batch_last, must_go_later
 from kafka_ops.controller_roll import controller_back, describe_quorum_line, service_state
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import can_restart_controller
-from kafka_ops.restart_plan import reassignment_hold
-from kafka_ops.roll import RollRecord, batch_label, labelled_batch
+from kafka_ops.restart_plan import moves_controller_last, reassignment_hold
+from kafka_ops.roll import RollRecord, batch_grid_label, batch_label, labelled_batch
 from kafka_ops.roll_spec import ClusterMode
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand
@@ -44,7 +48,7 @@ from runtime.start_dependencies import Dependency, dependencies
 from runtime.waiting import Check
 from runtime.warming_prober import WarmingProber
 
-from operators.node_roll import NodeRollOperator
+from operators.node_roll import ChooseAgain, NodeRollOperator
 
 #: Seconds a gate waiting only for the lag streak looks after the next poll is due (the watch's clock and the wait's
 #: sleep are not the same clock: a look a hair early would find the poll not due and wait a whole interval more).
@@ -66,6 +70,11 @@ def voters_of(nodes: Mapping[int, dict]) -> list[int]:
     """The combined nodes among a batch's steps (``"voter": True``, set by ``operators.roll_plan``), in batch
     order."""
     return [bid for bid, step in nodes.items() if step.get("voter")]
+
+
+class LeaderMoved(ChooseAgain):
+    """While its gate waited, a combined node of the batch became the quorum leader and other voters of the roll
+    remain: the task chooses its batch again (``kafka_ops.combined_roll.leader_batch_last``)."""
 
 
 class BrokerRollOperator(NodeRollOperator):
@@ -134,7 +143,38 @@ class BrokerRollOperator(NodeRollOperator):
         self._connect_ahead({int(b["id"]): b for b in self.batch["brokers"]})
 
     def _choose(self, store: RollStore, record: RollRecord, position: int) -> tuple[RollRecord, dict[int, dict]]:
-        return record, {int(b["id"]): b for b in self.batch["brokers"] if not record.is_done(int(b["id"]))}
+        """The unfinished brokers of the batch at ``position`` in the roll's record, once the current quorum leader's
+        batch is behind every other batch with a voter still to go (:meth:`_leader_batch_last`); the task's label
+        follows the batch it takes."""
+        record = self._leader_batch_last(store, record, position)
+        steps = {int(s["id"]): dict(s) for s in record.steps}
+        ids = record.batches[position]
+        if ids != [int(b["id"]) for b in self.batch["brokers"]]:
+            self.log.info("this task rolls %s (planned: %s): the roll's order changed since its plan",
+                          batch_label(ids), self.batch["label"])
+            item = {**self.batch, "label": batch_label(ids), "brokers": [steps[b] for b in ids]}
+            self.batch = {**item, "grid_label": batch_grid_label(item, self.dry_run)}
+        return record, {b: steps[b] for b in ids if not record.is_done(b)}
+
+    def _leader_batch_last(self, store: RollStore, record: RollRecord, position: int) -> RollRecord:
+        """KRaft combined nodes: the record with the batch at ``position`` moved to the end when it holds the quorum
+        leader (DescribeQuorum, read now) and other voters of the roll are still to go (saved when it moves;
+        ``kafka_ops.combined_roll.leader_batch_last``). Nothing asked when the batch holds no voter, or when the
+        operator's order is kept (``keep_order`` with a list of brokers)."""
+        voters = {int(s["id"]) for s in record.steps if s.get("voter")}
+        if not voters & set(record.batches[position]) or not self._leader_goes_last():
+            return record
+        if self.mode(self._context, self.prober.admin) is not ClusterMode.KRAFT:
+            return record
+        leader = self._ask(lambda: self.prober.admin.describe_quorum().leader_id, "the quorum leader")
+        begun = {b for b in record.order if record.phase(b) not in (None, "done")}
+        batches, reason = leader_batch_last(record.batches, position, leader, voters, record.finished(), begun)
+        if reason is None:
+            return record
+        self.log.warning("%s%s", "DRY RUN: " if self.dry_run else "", reason)
+        record = record.regrouped(batches)
+        store.save(record)
+        return record
 
     def _alive(self, nodes: Mapping[int, dict]) -> set[int]:
         """The brokers in the metadata; while the cluster migrates to KRaft, those of ``nodes`` whose service status
@@ -318,7 +358,7 @@ class BrokerRollOperator(NodeRollOperator):
             if missing:
                 return health.Verdict(False, [f"broker {b} is not in the metadata (down)" for b in missing], "gate")
             safety, imbalance = stop_gate(state, ids, stopped)
-            safety = safety + self._quorum_gate(voters)
+            safety = safety + self._quorum_gate(voters, record)
             if fix_imbalance and imbalance is not None and not imbalance.ok and all(v.ok for v in safety):
                 if self.dry_run:  # the election would fix it: report it, judge the rest
                     count = len(health.imbalance_elections(state))
@@ -328,7 +368,7 @@ class BrokerRollOperator(NodeRollOperator):
                 if self._elect_for_imbalance(who, state):
                     state = prober.state(configs=True)
                     safety, imbalance = stop_gate(state, ids, stopped)
-                    safety = safety + self._quorum_gate(voters)
+                    safety = safety + self._quorum_gate(voters, record)
             verdicts = safety + ([imbalance] if imbalance is not None else [])
             held_on_urp[:] = [any(v.rule == "urp" and not v.ok for v in verdicts)]
             return health.combine(verdicts + answers(state, verdicts), rule=f"gate {who}")
@@ -346,6 +386,8 @@ class BrokerRollOperator(NodeRollOperator):
                     return health.combine([needs], rule=f"gate {who}")
             try:
                 return cluster_check()
+            except ChooseAgain:
+                raise
             except Exception as exc:
                 needs = self._start_needs(nodes)
                 if needs.ok:
@@ -391,13 +433,30 @@ class BrokerRollOperator(NodeRollOperator):
             self.log.info("could not list the partition reassignments in progress: %s", describe(exc))
             return None
 
-    def _quorum_gate(self, voters: list[int]) -> list[health.Verdict]:
+    def _leader_goes_last(self) -> bool:
+        """Whether this roll puts the quorum leader last (``kafka_ops.restart_plan.moves_controller_last``: always,
+        unless ``keep_order`` keeps the operator's list of brokers as given)."""
+        return moves_controller_last(list(self.setting("brokers") or []), is_true(self.setting("keep_order")))
+
+    def _quorum_gate(self, voters: list[int], record: RollRecord) -> list[health.Verdict]:
         """For the combined nodes among the brokers to stop: one verdict each, OK when a caught-up majority of the
         voters stays without it (``kafka_ops.quorum.can_restart_controller``, Strimzi's quorum check; the plan puts
-        at most one voter in a batch). [] without voters (no DescribeQuorum asked)."""
+        at most one voter in a batch). [] without voters (no DescribeQuorum asked).
+
+        :raises LeaderMoved: one of ``voters`` is the quorum leader now and other voters of the roll (``record``) are
+            not done (``kafka_ops.combined_roll.must_go_later``), unless ``keep_order`` keeps the operator's order; a
+            dry run logs it instead.
+        """
         if not voters:
             return []
         quorum = self.prober.admin.describe_quorum()
+        roll_voters = {int(s["id"]) for s in record.steps if s.get("voter")}
+        left = [b for b in record.order if not record.is_done(b)]
+        later = must_go_later(quorum.leader_id, voters, roll_voters, left) if self._leader_goes_last() else None
+        if later and not self.dry_run:
+            raise LeaderMoved(later)
+        if later:
+            self.log.warning("DRY RUN: %s (a real run chooses its batch again)", later)
         fetch_timeout_ms = int(self.setting("quorum_fetch_timeout_ms"))
         verdicts = [can_restart_controller(quorum, v, fetch_timeout_ms) for v in voters]
         if all(v.ok for v in verdicts) and quorum.leader_id in voters and not getattr(self, "_leader_said", False):

@@ -45,16 +45,20 @@ def assert_quorum_leader_stopped_last(sandbox, voters_in_roll_order: list[int], 
         f"voters stopped while leading the quorum: {led}; roll order {voters_in_roll_order}; {stops}"
 
 
-def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:
+def describe_quorum(sandbox, deadline_s: float = 30.0, skip: tuple[int, ...] = ()) -> dict[str, Any]:
     """DescribeQuorum (kafka-python) through the first broker of the sandbox that answers, each asked alone in turn
     until ``deadline_s``: a client of all of them may send it to a broker a roll just stopped (its metadata still
-    names it), which refuses the connection.
+    names it), which refuses the connection. ``skip``: brokers not to ask (frozen ones would hold each request until
+    its timeout).
 
     :raises KafkaError: no broker answered within ``deadline_s`` (the last error).
     """
     deadline = time.monotonic() + deadline_s
+    skipped = {f"{sandbox.broker(b)['host']}:" for b in skip}
     while True:
         for address in sandbox.bootstrap_servers.split(","):
+            if any(address.startswith(host) for host in skipped):
+                continue
             client = None
             try:
                 # a broker that is down refuses at once, but kafka-python keeps retrying it until its bootstrap
@@ -82,3 +86,87 @@ def quorum_of(sandbox):
     from kafka_ops.quorum import Quorum
 
     return Quorum.from_describe(describe_quorum(sandbox))
+
+
+class LeadershipMover:
+    """Moves the quorum leadership of a sandbox whose brokers are voters too (combined mode) onto voter ``onto``,
+    from a thread, once ``when`` shows in the run's output (read off ``capfd`` / ``caplog`` as the run goes on): while
+    another voter leads, that leader is frozen (SIGSTOP) until the others elect a new one, then thawed and waited for
+    until it fetches from the new leader again, and so on until ``onto`` leads or ``timeout_s`` (seconds) ran out.
+    Kafka has no request that moves the quorum's leadership; each election here is Kafka's own among the two voters
+    left (about one in two goes to ``onto``). ``moves`` lists each leader seen in turn; ``done`` says whether ``onto``
+    led at the end; ``output`` is the run's output read meanwhile. Nothing stays frozen after ``__exit__``."""
+
+    def __init__(self, sandbox, onto: int, capfd, caplog, when: str, timeout_s: float = 90.0) -> None:
+        import threading
+
+        self.sandbox, self.onto, self._capfd, self._caplog, self._when = sandbox, onto, capfd, caplog, when
+        self._timeout_s = timeout_s
+        self._seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._frozen: set[int] = set()
+        self.moves: list[int] = []
+        self.done = False
+        self.began_at: float | None = None
+
+    @property
+    def output(self) -> str:
+        return "".join(self._seen)
+
+    def _quorum(self) -> dict[str, Any] | None:
+        try:
+            return describe_quorum(self.sandbox, deadline_s=5, skip=tuple(self._frozen))["topics"][0]["partitions"][0]
+        except KafkaError:
+            return None
+
+    def _signal(self, verb: str, node: int) -> None:
+        done = self.sandbox.cli(verb, str(node))
+        assert done.returncode == 0, done.stderr
+        (self._frozen.add if verb == "freeze" else self._frozen.discard)(node)
+
+    def _wait(self, what, deadline: float) -> dict[str, Any] | None:
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            q = self._quorum()
+            if q is not None and what(q):
+                return q
+            self._stop.wait(0.2)
+        return None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._seen.append(self._capfd.readouterr().out)
+            if self._when in self.output + self._caplog.text:
+                break
+            self._stop.wait(0.2)
+        self.began_at = time.time()
+        deadline = time.monotonic() + self._timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            q = self._wait(lambda q: q["leader_id"] >= 0 and q["leader_id"] not in self._frozen, deadline)
+            if q is None:
+                break
+            leader = q["leader_id"]
+            if not self.moves or self.moves[-1] != leader:
+                self.moves.append(leader)
+            for node in list(self._frozen):  # the voter frozen before: thawed, back as a follower of the new leader
+                thawed_ms = time.time() * 1000
+                self._signal("thaw", node)
+                self._wait(lambda q, node=node, after=thawed_ms: any(
+                    v["replica_id"] == node and v["last_fetch_timestamp"] > after for v in q["current_voters"]),
+                    deadline)
+            if leader == self.onto:
+                self.done = True
+                break
+            self._signal("freeze", leader)
+        for node in list(self._frozen):
+            self._signal("thaw", node)
+
+    def __enter__(self) -> LeadershipMover:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        for node in list(self._frozen):
+            self._signal("thaw", node)

@@ -17,7 +17,7 @@ import pytest
 from airflow_env import published_labels, run_dag, xcom_value
 from batch_checks import assert_one_election_per_batch, batches_of
 from kafka import KafkaAdminClient
-from kraft_support import CONTROLLERS, assert_quorum_leader_stopped_last, leader_of, quorum_of
+from kraft_support import CONTROLLERS, LeadershipMover, assert_quorum_leader_stopped_last, leader_of, quorum_of
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from timed_faults import FaultAfterTrigger, ThawOnceLogged
 
@@ -317,6 +317,44 @@ def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_lea
     assert "lagging: 2 (" in text, "the gate names the crashed voter"
     assert sandbox.starts(nodes) == before, f"broker {target} was not touched"
     assert target in admin(sandbox.bootstrap_servers).list_topics(timeout=10).brokers
+
+
+@pytest.mark.extended
+def test_a_combined_node_that_becomes_the_quorum_leader_mid_roll_goes_last(fresh_sandbox, use_sandbox, capfd, caplog):
+    """Combined mode (brokers 0-2 are the quorum's voters too), one broker at a time: the plan puts the quorum leader
+    last; once the first broker soaks, Kafka's own elections (the leader frozen until the other voters elect one,
+    then thawed, until the voter planned second leads) move the leadership onto a voter still to go. At that voter's
+    turn (or at its gate, if it leads only then) the roll reads DescribeQuorum again and its batch goes last: the
+    voter that led when the roll reached it is restarted last, as a follower none but the last stopped while leading
+    (each voter's own log), each broker started exactly once, nothing offline, no acknowledged message lost."""
+    sandbox = fresh_sandbox(mode="kraft", combined=3, brokers=3)
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    nodes = [0, 1, 2]
+    before = sandbox.starts(nodes)
+    leader = leader_of(sandbox)
+    first, onto = (n for n in nodes if n != leader)  # the plan: by id, the leader last
+    roll_began = time.time()
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, nodes) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher, \
+            LeadershipMover(sandbox, onto, capfd, caplog, when=f"broker {first}: soaking") as mover:
+        rolled = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "brokers", "soak_s": 3,
+                                                   "consumer_groups": None, **FAST})
+    text = mover.output + capfd.readouterr().out + caplog.text
+    labels = rolled.mapped_labels("restart.broker")
+    print(f"planned {[first, onto, leader]}; leaders while moving: {mover.moves}; rolled {labels}; "
+          f"{traffic.summary()}")
+    print("\n".join(line[:300] for line in text.splitlines() if "quorum leader" in line)[-3000:])
+    assert mover.done, f"Kafka's elections never gave voter {onto} the leadership: {mover.moves}"
+    assert rolled.state == "success", rolled.states
+    order = [b for batch in batches_of(labels) for b in batch]
+    assert order == [first, leader, onto], f"the voter that became the leader went last: {labels}"
+    assert f"broker {onto} is the quorum leader now and voters [{leader}] of this roll are still to go" in text or \
+        f"broker {onto} became the quorum leader (the active controller) and voters [{leader}]" in text
+    assert_quorum_leader_stopped_last(sandbox, order, roll_began)
+    assert {n: sandbox.starts(nodes)[n] - before[n] for n in nodes} == dict.fromkeys(nodes, 1), "each started once"
+    assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
+    assert_no_acknowledged_message_lost(traffic)
 
 
 @pytest.mark.extended

@@ -3,6 +3,7 @@ Raft state when they stopped from their own logs, and the active controller from
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -10,6 +11,9 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
 CONTROLLERS = [100, 101, 102]  # `sandbox up --mode kraft --controllers 3`
+#: A KRaft voter's Raft transition in its log: ``Completed transition to Leader(... epoch=3 ...)``, the ``State`` suffix
+#: of some releases dropped.
+_TRANSITION = re.compile(r"Completed transition to (\w+?)(?:State)?\(.*?epoch=(\d+)")
 
 
 def controller_shutdowns(sandbox) -> list[int]:
@@ -45,20 +49,16 @@ def assert_quorum_leader_stopped_last(sandbox, voters_in_roll_order: list[int], 
         f"voters stopped while leading the quorum: {led}; roll order {voters_in_roll_order}; {stops}"
 
 
-def describe_quorum(sandbox, deadline_s: float = 30.0, skip: tuple[int, ...] = ()) -> dict[str, Any]:
+def describe_quorum(sandbox, deadline_s: float = 30.0) -> dict[str, Any]:
     """DescribeQuorum (kafka-python) through the first broker of the sandbox that answers, each asked alone in turn
     until ``deadline_s``: a client of all of them may send it to a broker a roll just stopped (its metadata still
-    names it), which refuses the connection. ``skip``: brokers not to ask (frozen ones would hold each request until
-    its timeout).
+    names it), which refuses the connection.
 
     :raises KafkaError: no broker answered within ``deadline_s`` (the last error).
     """
     deadline = time.monotonic() + deadline_s
-    skipped = {f"{sandbox.broker(b)['host']}:" for b in skip}
     while True:
         for address in sandbox.bootstrap_servers.split(","):
-            if any(address.startswith(host) for host in skipped):
-                continue
             client = None
             try:
                 # a broker that is down refuses at once, but kafka-python keeps retrying it until its bootstrap
@@ -94,8 +94,11 @@ class LeadershipMover:
     another voter leads, that leader is frozen (SIGSTOP) until the others elect a new one, then thawed and waited for
     until it fetches from the new leader again, and so on until ``onto`` leads or ``timeout_s`` (seconds) ran out.
     Kafka has no request that moves the quorum's leadership; each election here is Kafka's own among the two voters
-    left (about one in two goes to ``onto``). ``moves`` lists each leader seen in turn; ``done`` says whether ``onto``
-    led at the end; ``output`` is the run's output read meanwhile. Nothing stays frozen after ``__exit__``."""
+    left (about one in two goes to ``onto``); then it waits until every broker is in the metadata again (a frozen one
+    may have been fenced). The run must leave it the time: the roll's next turn must not come while a node is frozen
+    (a broker down that the roll did not stop fails the roll). ``moves`` lists each leader seen in turn; ``done`` says
+    whether ``onto`` led at the end; ``output`` is the run's output read meanwhile. Nothing stays frozen after
+    ``__exit__``."""
 
     def __init__(self, sandbox, onto: int, capfd, caplog, when: str, timeout_s: float = 90.0) -> None:
         import threading
@@ -114,23 +117,33 @@ class LeadershipMover:
     def output(self) -> str:
         return "".join(self._seen)
 
-    def _quorum(self) -> dict[str, Any] | None:
-        try:
-            return describe_quorum(self.sandbox, deadline_s=5, skip=tuple(self._frozen))["topics"][0]["partitions"][0]
-        except KafkaError:
-            return None
+    def _raft_state(self, node: int) -> tuple[str, int]:
+        """The voter's last Raft transition in its own log: (``Leader`` / ``Follower`` / ``Prospective`` / ...,
+        epoch); ("", -1) before any. DescribeQuorum cannot say it here: a broker forwards it to the active controller it
+        knows, the frozen one, and waits for its timeout."""
+        text = self.sandbox.host_dir(node).server_log.read_text(errors="replace")
+        found = _TRANSITION.findall(text)
+        return (found[-1][0], int(found[-1][1])) if found else ("", -1)
 
     def _signal(self, verb: str, node: int) -> None:
         done = self.sandbox.cli(verb, str(node))
         assert done.returncode == 0, done.stderr
         (self._frozen.add if verb == "freeze" else self._frozen.discard)(node)
 
-    def _wait(self, what, deadline: float) -> dict[str, Any] | None:
+    def _wait(self, what, deadline: float) -> Any:
         while not self._stop.is_set() and time.monotonic() < deadline:
-            q = self._quorum()
-            if q is not None and what(q):
-                return q
-            self._stop.wait(0.2)
+            found = what()
+            if found is not None:
+                return found
+            self._stop.wait(0.1)
+        return None
+
+    def _new_leader(self, after_epoch: int) -> tuple[int, int] | None:
+        """(node, epoch) of a voter not frozen whose log says it leads an epoch later than ``after_epoch``."""
+        for node in self.sandbox.broker_ids:
+            state, epoch = self._raft_state(node)
+            if node not in self._frozen and state == "Leader" and epoch > after_epoch:
+                return node, epoch
         return None
 
     def _run(self) -> None:
@@ -141,25 +154,38 @@ class LeadershipMover:
             self._stop.wait(0.2)
         self.began_at = time.time()
         deadline = time.monotonic() + self._timeout_s
+        epoch = -1
         while not self._stop.is_set() and time.monotonic() < deadline:
-            q = self._wait(lambda q: q["leader_id"] >= 0 and q["leader_id"] not in self._frozen, deadline)
-            if q is None:
+            found = self._wait(lambda after=epoch: self._new_leader(after), deadline)
+            if found is None:
                 break
-            leader = q["leader_id"]
-            if not self.moves or self.moves[-1] != leader:
-                self.moves.append(leader)
+            leader, epoch = found
+            self.moves.append(leader)
             for node in list(self._frozen):  # the voter frozen before: thawed, back as a follower of the new leader
-                thawed_ms = time.time() * 1000
                 self._signal("thaw", node)
-                self._wait(lambda q, node=node, after=thawed_ms: any(
-                    v["replica_id"] == node and v["last_fetch_timestamp"] > after for v in q["current_voters"]),
-                    deadline)
+                self._wait(lambda node=node, now=epoch: (lambda s: True if s[0] == "Follower" and s[1] >= now
+                                                         else None)(self._raft_state(node)), deadline)
             if leader == self.onto:
                 self.done = True
                 break
             self._signal("freeze", leader)
         for node in list(self._frozen):
             self._signal("thaw", node)
+        self._registered(time.monotonic() + 15)
+
+    def _registered(self, deadline: float) -> None:
+        """Wait (until ``deadline``, monotonic) until every broker is in the metadata again: a node frozen longer than
+        ``broker.session.timeout.ms`` was fenced, and a roll's turn that came meanwhile would find it down."""
+        from observers import admin
+
+        wanted = set(self.sandbox.broker_ids)
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                if wanted <= set(admin(self.sandbox.bootstrap_servers).list_topics(timeout=5).brokers):
+                    return
+            except Exception:  # noqa: BLE001 - a broker between states
+                pass
+            self._stop.wait(0.2)
 
     def __enter__(self) -> LeadershipMover:
         self._thread.start()

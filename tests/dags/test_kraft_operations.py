@@ -322,7 +322,7 @@ def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_lea
 @pytest.mark.extended
 def test_a_combined_node_that_becomes_the_quorum_leader_mid_roll_goes_last(fresh_sandbox, use_sandbox, capfd, caplog):
     """Combined mode (brokers 0-2 are the quorum's voters too), one broker at a time: the plan puts the quorum leader
-    last; once the first broker soaks, Kafka's own elections (the leader frozen until the other voters elect one,
+    last; while the first broker soaks, Kafka's own elections (the leader frozen until the other voters elect one,
     then thawed, until the voter planned second leads) move the leadership onto a voter still to go. At that voter's
     turn (or at its gate, if it leads only then) the roll reads DescribeQuorum again and its batch goes last: the
     voter that led when the roll reached it is restarted last, as a follower none but the last stopped while leading
@@ -337,14 +337,18 @@ def test_a_combined_node_that_becomes_the_quorum_leader_mid_roll_goes_last(fresh
     roll_began = time.time()
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, nodes) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher, \
-            LeadershipMover(sandbox, onto, capfd, caplog, when=f"broker {first}: soaking") as mover:
-        rolled = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "brokers", "soak_s": 3,
+            LeadershipMover(sandbox, onto, capfd, caplog, when=f"broker {first}: soaking", timeout_s=24) as mover:
+        # the first broker's soak (30 s) holds the roll while the leadership moves (a few elections of 3-5 s each, and
+        # the frozen node back in the metadata): a turn that found a node frozen and fenced would fail the roll on a
+        # broker it did not stop
+        rolled = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", "roles": "brokers", "soak_s": 30,
                                                    "consumer_groups": None, **FAST})
     text = mover.output + capfd.readouterr().out + caplog.text
     labels = rolled.mapped_labels("restart.broker")
     print(f"planned {[first, onto, leader]}; leaders while moving: {mover.moves}; rolled {labels}; "
           f"{traffic.summary()}")
-    print("\n".join(line[:300] for line in text.splitlines() if "quorum leader" in line)[-3000:])
+    print("\n".join(line[:600] for line in text.splitlines()
+                    if "quorum leader" in line or "rror" in line or "fail" in line)[-6000:])
     assert mover.done, f"Kafka's elections never gave voter {onto} the leadership: {mover.moves}"
     assert rolled.state == "success", rolled.states
     order = [b for batch in batches_of(labels) for b in batch]

@@ -140,6 +140,22 @@ def raft_settled_epochs(log: Path) -> set[int]:
     return {int(m.group(1)) for m in _RAFT_SETTLED.finditer(text)}
 
 
+_RAFT_TRANSITION = re.compile(r"Completed transition to (\w+?)(?:State)?\(.*?epoch=(\d+)")
+
+
+def last_raft_transition(log: Path) -> tuple[str, int] | None:
+    """The KRaft voter's last Raft transition its node log ``log`` names: (``Leader``, ``Follower``, ``Unattached``,
+    ``Prospective``, ``Candidate``, ``Resigned``; the ``State`` suffix dropped), epoch); None when the log does not
+    exist or names none. Its current state while it runs, also when DescribeQuorum cannot be asked (a broker
+    forwards it to the active controller it knows, which may be the one frozen)."""
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    found = _RAFT_TRANSITION.findall(text)
+    return (found[-1][0], int(found[-1][1])) if found else None
+
+
 _MARKER_TEXT = b"] kafka-service: start "
 
 

@@ -116,6 +116,11 @@ class RollRecord:
             groups.setdefault(int(s.get("batch", position + 1)), []).append(int(s["id"]))
         return [groups[k] for k in sorted(groups)]
 
+    @property
+    def voters(self) -> set[int]:
+        """Planned brokers that are KRaft quorum voters too (combined nodes: steps with ``"voter": True``)."""
+        return {int(s["id"]) for s in self.steps if s.get("voter")}
+
     def regrouped(self, batches: list[list[int]]) -> RollRecord:
         """A copy whose steps go in ``batches`` (broker ids, in roll order), each step's ``batch`` (1-based) and
         ``position`` (1-based, counting brokers) renumbered; the progress is kept.

@@ -161,10 +161,8 @@ class BrokerRollOperator(NodeRollOperator):
         leader (DescribeQuorum, read now) and other voters of the roll are still to go (saved when it moves;
         ``kafka_ops.combined_roll.leader_batch_last``). Nothing asked when the batch holds no voter, or when the
         operator's order is kept (``keep_order`` with a list of brokers)."""
-        voters = {int(s["id"]) for s in record.steps if s.get("voter")}
+        voters = record.voters  # planned on a KRaft cluster only (operators.roll_plan)
         if not voters & set(record.batches[position]) or not self._leader_goes_last():
-            return record
-        if self.mode(self._context, self.prober.admin) is not ClusterMode.KRAFT:
             return record
         leader = self._ask(lambda: self.prober.admin.describe_quorum().leader_id, "the quorum leader")
         begun = {b for b in record.order if record.phase(b) not in (None, "done")}
@@ -450,9 +448,8 @@ class BrokerRollOperator(NodeRollOperator):
         if not voters:
             return []
         quorum = self.prober.admin.describe_quorum()
-        roll_voters = {int(s["id"]) for s in record.steps if s.get("voter")}
         left = [b for b in record.order if not record.is_done(b)]
-        later = must_go_later(quorum.leader_id, voters, roll_voters, left) if self._leader_goes_last() else None
+        later = must_go_later(quorum.leader_id, voters, record.voters, left) if self._leader_goes_last() else None
         if later and not self.dry_run:
             raise LeaderMoved(later)
         if later:

@@ -3,17 +3,14 @@ Raft state when they stopped from their own logs, and the active controller from
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
+from timed_faults import RunWatcher
 
 CONTROLLERS = [100, 101, 102]  # `sandbox up --mode kraft --controllers 3`
-#: A KRaft voter's Raft transition in its log: ``Completed transition to Leader(... epoch=3 ...)``, the ``State`` suffix
-#: of some releases dropped.
-_TRANSITION = re.compile(r"Completed transition to (\w+?)(?:State)?\(.*?epoch=(\d+)")
 
 
 def controller_shutdowns(sandbox) -> list[int]:
@@ -88,7 +85,7 @@ def quorum_of(sandbox):
     return Quorum.from_describe(describe_quorum(sandbox))
 
 
-class LeadershipMover:
+class LeadershipMover(RunWatcher):
     """Moves the quorum leadership of a sandbox whose brokers are voters too (combined mode) onto voter ``onto``,
     from a thread, once ``when`` shows in the run's output (read off ``capfd`` / ``caplog`` as the run goes on): while
     another voter leads, that leader is frozen (SIGSTOP) until the others elect a new one, then thawed and waited for
@@ -100,30 +97,23 @@ class LeadershipMover:
     whether ``onto`` led at the end; ``output`` is the run's output read meanwhile. Nothing stays frozen after
     ``__exit__``."""
 
-    def __init__(self, sandbox, onto: int, capfd, caplog, when: str, timeout_s: float = 90.0) -> None:
-        import threading
+    join_s = 60.0
 
-        self.sandbox, self.onto, self._capfd, self._caplog, self._when = sandbox, onto, capfd, caplog, when
-        self._timeout_s = timeout_s
-        self._seen: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self, sandbox, onto: int, capfd, caplog, when: str, timeout_s: float = 90.0) -> None:
+        super().__init__(capfd, caplog)
+        self.sandbox, self.onto, self._when, self._timeout_s = sandbox, onto, when, timeout_s
         self._frozen: set[int] = set()
         self.moves: list[int] = []
         self.done = False
         self.began_at: float | None = None
 
-    @property
-    def output(self) -> str:
-        return "".join(self._seen)
-
     def _raft_state(self, node: int) -> tuple[str, int]:
-        """The voter's last Raft transition in its own log: (``Leader`` / ``Follower`` / ``Prospective`` / ...,
-        epoch); ("", -1) before any. DescribeQuorum cannot say it here: a broker forwards it to the active controller it
-        knows, the frozen one, and waits for its timeout."""
-        text = self.sandbox.host_dir(node).server_log.read_text(errors="replace")
-        found = _TRANSITION.findall(text)
-        return (found[-1][0], int(found[-1][1])) if found else ("", -1)
+        """The voter's last Raft transition in its own log (``sandbox.node_log.last_raft_transition``: DescribeQuorum
+        cannot say it here, a broker forwards it to the active controller it knows, the frozen one, and waits for its
+        timeout); ("", -1) before any."""
+        from sandbox.node_log import last_raft_transition
+
+        return last_raft_transition(self.sandbox.host_dir(node).server_log) or ("", -1)
 
     def _signal(self, verb: str, node: int) -> None:
         done = self.sandbox.cli(verb, str(node))
@@ -147,11 +137,8 @@ class LeadershipMover:
         return None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self._seen.append(self._capfd.readouterr().out)
-            if self._when in self.output + self._caplog.text:
-                break
-            self._stop.wait(0.2)
+        if not self._await_logged(self._when):
+            return
         self.began_at = time.time()
         deadline = time.monotonic() + self._timeout_s
         epoch = -1
@@ -187,12 +174,6 @@ class LeadershipMover:
                 pass
             self._stop.wait(0.2)
 
-    def __enter__(self) -> LeadershipMover:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
+    def _finish(self) -> None:
         for node in list(self._frozen):
             self._signal("thaw", node)

@@ -65,26 +65,19 @@ class FaultAfterTrigger:
         return None if self.began is None or self.ended is None else self.ended - self.began
 
 
-class ThawOnceLogged:
-    """A frozen process thawed (``thaw()``, once) by a thread as soon as ``text`` shows in the run's output, read off
-    ``capfd`` while the run goes on, then ``settle_s`` later; or after ``timeout_s`` (seconds), or when the body ends,
-    whichever comes first. ``output`` is what was read (``output(capfd, caplog)`` after the body gives the rest);
-    ``thawed_at`` the epoch seconds of the thaw (None before). With ``freeze=(text, action)`` the process is frozen
-    by the thread too, once that text shows (``frozen_at``; never frozen: never thawed), and ``timeout_s`` counts from
-    then."""
+class RunWatcher:
+    """A thread that acts on what a run logs while it goes on (read off ``capfd``, and ``caplog``): subclasses
+    implement :meth:`_run` (with :meth:`_await_logged`) and :meth:`_finish`, which ``__exit__`` calls once the
+    thread ended or was given ``join_s`` seconds (undo what the thread left, so no fault outlives the block).
+    ``output`` is what was read (``capfd.readouterr().out`` after the block gives the rest)."""
 
-    def __init__(self, capfd, caplog, text: str, thaw, timeout_s: float, settle_s: float = 0.0,
-                 freeze: tuple[str, Callable[[], object]] | None = None) -> None:
-        import threading
+    join_s = 30.0
 
-        self._capfd, self._caplog, self._text, self._thaw = capfd, caplog, text, thaw
-        self._timeout_s, self._settle_s, self._freeze = timeout_s, settle_s, freeze
+    def __init__(self, capfd, caplog) -> None:
+        self._capfd, self._caplog = capfd, caplog
         self._seen: list[str] = []
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.thawed_at: float | None = None
-        self.frozen_at: float | None = None if freeze else time.time()
 
     @property
     def output(self) -> str:
@@ -94,12 +87,51 @@ class ThawOnceLogged:
         self._seen.append(self._capfd.readouterr().out)
         return text in self.output + self._caplog.text
 
+    def _await_logged(self, text: str, pause_s: float = 0.2) -> bool:
+        """Wait until ``text`` shows in the run's output; False when the block ended first."""
+        while not self._stop.is_set():
+            if self._seen_now(text):
+                return True
+            self._stop.wait(pause_s)
+        return False
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        """Called by ``__exit__`` after the thread: undo what it left."""
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.join_s)
+        self._finish()
+
+
+class ThawOnceLogged(RunWatcher):
+    """A frozen process thawed (``thaw()``, once) by a thread as soon as ``text`` shows in the run's output, read off
+    ``capfd`` while the run goes on, then ``settle_s`` later; or after ``timeout_s`` (seconds), or when the body ends,
+    whichever comes first. ``output`` is what was read (``output(capfd, caplog)`` after the body gives the rest);
+    ``thawed_at`` the epoch seconds of the thaw (None before). With ``freeze=(text, action)`` the process is frozen
+    by the thread too, once that text shows (``frozen_at``; never frozen: never thawed), and ``timeout_s`` counts from
+    then."""
+
+    def __init__(self, capfd, caplog, text: str, thaw, timeout_s: float, settle_s: float = 0.0,
+                 freeze: tuple[str, Callable[[], object]] | None = None) -> None:
+        super().__init__(capfd, caplog)
+        self._text, self._thaw = text, thaw
+        self._timeout_s, self._settle_s, self._freeze = timeout_s, settle_s, freeze
+        self._lock = threading.Lock()
+        self.thawed_at: float | None = None
+        self.frozen_at: float | None = None if freeze else time.time()
+
     def _run(self) -> None:
         if self._freeze is not None:
             text, freeze = self._freeze
-            while not self._stop.is_set() and not self._seen_now(text):
-                self._stop.wait(0.2)
-            if self._stop.is_set():
+            if not self._await_logged(text):
                 return
             freeze()
             self.frozen_at = time.time()
@@ -117,11 +149,5 @@ class ThawOnceLogged:
                 self.thawed_at = time.time()
                 self._thaw()
 
-    def __enter__(self) -> ThawOnceLogged:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+    def _finish(self) -> None:
         self._thaw_once()

@@ -101,8 +101,7 @@ def test_a_gate_whose_voter_became_the_quorum_leader_gives_the_turn_back_while_o
     assert [v.ok for v in op._quorum_gate([0], last)] == [True], "the last voter of the roll may stop as the leader"
 
 
-def test_the_batch_holding_the_quorum_leader_at_its_turn_goes_last_and_the_task_takes_the_next(op, monkeypatch):
-    monkeypatch.setattr(op, "mode", lambda context, admin: ClusterMode.KRAFT)
+def test_the_batch_holding_the_quorum_leader_at_its_turn_goes_last_and_the_task_takes_the_next(op):
     op.batch = {"batch": 1, "batches": 3, "label": "brokers 0, 3", "grid_label": "brokers 0, 3 (1/3)",
                 "brokers": [{"id": 0, "host": "h0", "batch": 1, "voter": True}, {"id": 3, "host": "h3", "batch": 1}]}
     store, roll = Store(), record([0, 3], [1, 4], [2, 5])
@@ -120,15 +119,14 @@ def test_the_batch_holding_the_quorum_leader_at_its_turn_goes_last_and_the_task_
     assert kept is begun and list(nodes) == [0, 3], "a batch the roll began keeps its place"
 
 
-def test_a_batch_without_a_voter_does_not_ask_the_quorum(op, monkeypatch):
-    monkeypatch.setattr(op, "mode", lambda context, admin: ClusterMode.KRAFT)
+def test_a_batch_without_a_voter_does_not_ask_the_quorum(op):
     op.batch = {"batch": 1, "batches": 2, "label": "broker 3", "brokers": [{"id": 3, "host": "h3", "batch": 1}]}
     roll = record([3], [0])
     _, nodes = op._choose(Store(), roll, 0)
     assert list(nodes) == [3] and op.prober.admin.asked == 0
 
 
-def test_keep_order_keeps_the_operators_order_when_the_leader_moves(monkeypatch):
+def test_keep_order_keeps_the_operators_order_when_the_leader_moves():
     op = BrokerRollOperator(task_id="broker", roll_id="restart",
                             settings={"cluster": "c", "brokers": [0, 1, 2], "keep_order": True},
                             batch={"batch": 1, "batches": 3, "label": "broker 0",
@@ -136,7 +134,6 @@ def test_keep_order_keeps_the_operators_order_when_the_leader_moves(monkeypatch)
     op.resolve({"params": {}})
     op.prober = type("Prober", (), {"admin": Admin()})()
     op._context = {}
-    monkeypatch.setattr(op, "mode", lambda context, admin: ClusterMode.KRAFT)
     op.prober.admin.quorum = quorum(leader=0)
     roll, store = record([0], [1], [2]), Store()
     kept, nodes = op._choose(store, roll, 0)

@@ -448,6 +448,24 @@ def test_a_voter_counts_as_settled_only_once_its_own_log_names_the_leaders_epoch
     assert node_log.raft_settled_epochs(log) == {1, 3}, "a follower of epoch 1, then the leader of epoch 3"
 
 
+def test_a_voters_current_raft_state_is_the_last_transition_its_log_names(tmp_path: Path) -> None:
+    from sandbox import node_log
+
+    log = Workdir.at(tmp_path).host(0).server_log
+    assert node_log.last_raft_transition(log) is None, "no log yet"
+    log.parent.mkdir(parents=True)
+    log.write_text("[2026-12-03 07:04:17,951] INFO [KafkaRaftServer nodeId=0] starting\n")
+    assert node_log.last_raft_transition(log) is None, "no transition yet"
+    log.write_text(log.read_text() + (
+        "[2026-12-03 07:04:18,009] INFO [RaftManager id=0] Completed transition to FollowerState("
+        "fetchTimeoutMs=2000, epoch=1, leader=1, leaderEndpoints=Endpoints(...)) from UnattachedState(epoch=1)\n"))
+    assert node_log.last_raft_transition(log) == ("Follower", 1)
+    log.write_text(log.read_text() + (
+        "[2026-12-03 07:05:02,500] INFO [RaftManager id=0] Completed transition to Leader("
+        "localReplicaKey=ReplicaKey(id=0), epoch=3, epochStartOffset=90) from CandidateState(epoch=3)\n"))
+    assert node_log.last_raft_transition(log) == ("Leader", 3)
+
+
 
 def test_a_voters_raft_state_when_it_stopped_is_its_last_transition_before_the_shutdown_line() -> None:
     """What the KRaft tests judge "the quorum leader last" by (``node_log.Run.raft_state_at_shutdown``): the last

@@ -62,14 +62,15 @@ ELECTION_ANSWER_S = 3.0
 ANSWER_TIMEOUT_S = 5.0
 #: Seconds a request librdkafka sends to "the controller" (DescribeCluster) is waited for in
 #: :meth:`KafkaAdminHook.cluster_state` before the Metadata is asked again: the broker it names may have crashed a
-#: moment ago (see ``KafkaAdminHook._describe_cluster``). A healthy broker answers in milliseconds.
+#: moment ago (see ``KafkaAdminHook._describe_cluster``); also what the first broker asked for topic configs gets.
+#: A healthy broker answers in milliseconds.
 CONTROLLER_ANSWER_S = 5.0
 #: Brokers asked at most at once for the broker defaults (``KafkaAdminHook._broker_defaults_of``): a crashed
 #: broker still in the Metadata costs a second while another answers; the rest are asked one by one only if none of
 #: these does.
 DEFAULTS_ASKED_AT_ONCE = 3
-#: Metadata reads at most, after DescribeCluster or topic configs went unanswered, until one names a broker other
-#: than the one they were sent to (a KRaft broker names a random broker it believes alive, KIP-590): with 3
+#: Metadata reads at most, after DescribeCluster went unanswered, until one names a broker other
+#: than the one it was sent to (a KRaft broker names a random broker it believes alive, KIP-590): with 3
 #: brokers listed and one crashed, 3 reads all naming it happen 1 time in 27; then the look fails at once
 #: (transient) instead of waiting out the request timeout for that broker again.
 METADATA_PICKS = 3
@@ -193,8 +194,10 @@ class KafkaAdminHook(ClusterProfileHook):
         self._topic_min_insync: dict[str, int | None] = {}
         # broker id -> rack from the last DescribeCluster answered (kept while the controller does not answer)
         self._racks: dict[int, str | None] = {}
-        # the controller the last Metadata this hook read named: where librdkafka sends topic DescribeConfigs
-        self._named: int | None = None
+        # the broker ids of the last Metadata this hook read, and the broker whose DescribeConfigs answered last:
+        # where topic DescribeConfigs go (see _topic_config_readers)
+        self._listed: tuple[int, ...] = ()
+        self._config_via: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -269,12 +272,12 @@ class KafkaAdminHook(ClusterProfileHook):
         with self._client() as admin:
             self.requests["Metadata"] += 1
             md = admin.list_topics(timeout=self.request_timeout_s)
-            self._named = md.controller_id
             controller_id = md.controller_id if md.controller_id is not None else -1
             racks: dict[int, str | None] = {}
             silent_controller: int | None = None
             if describe_cluster:
                 md, controller_id, racks, silent_controller = self._describe_cluster(admin, md)
+            self._listed = tuple(md.brokers)
 
         brokers = tuple(
             Broker(id=b.id, host=b.host, port=b.port, rack=racks.get(b.id) or None) for b in md.brokers.values()
@@ -302,14 +305,10 @@ class KafkaAdminHook(ClusterProfileHook):
             if self._broker_defaults is None:
                 self._broker_defaults = self._broker_defaults_of(controller_id, brokers, silent_controller)
             default_min_isr, imbalance_pct = self._broker_defaults
-            if silent_controller is not None and any(t not in self._topic_min_insync for t in topic_names):
-                raise self._controller_silent(silent_controller)
-            overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr)
+            overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr, silent_controller)
         else:
             default_min_isr, imbalance_pct = self._broker_defaults_of(controller_id, brokers, silent_controller)
-            if silent_controller is not None:
-                raise self._controller_silent(silent_controller)
-            overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
+            overrides = self._topic_min_insync_overrides(topic_names, default_min_isr, silent_controller)
         return ClusterState(
             brokers=brokers,
             partitions=tuple(partitions),
@@ -331,8 +330,8 @@ class KafkaAdminHook(ClusterProfileHook):
         :data:`CONTROLLER_ANSWER_S` at most; on a timeout the Metadata is read again and, when it names another
         broker (KRaft picks again), DescribeCluster is sent once more. When that fails too: the Metadata's
         controller id, the racks this hook last read (none read: None), and the silent broker's id (the caller
-        reads no topic configs through it). Other errors (e.g. authorization) keep the Metadata's controller id
-        and no racks, as before.
+        asks it for configs last). Other errors (e.g. authorization) keep the Metadata's controller id and no
+        racks, as before.
         """
         named = md.controller_id if md.controller_id is not None else -1
         wait_s = min(self.request_timeout_s, CONTROLLER_ANSWER_S)
@@ -362,14 +361,6 @@ class KafkaAdminHook(ClusterProfileHook):
             racks = {n.id: n.rack for n in desc.nodes or []}
             self._racks.update(racks)
             return md, named, racks, None
-
-    def _controller_silent(self, broker: int) -> KafkaException:
-        """The transient error of a look that needs topic configs while the broker the Metadata names as the
-        controller does not answer (librdkafka sends topic DescribeConfigs there): the caller looks again, with a
-        fresh Metadata."""
-        return KafkaException(KafkaError(
-            KafkaError._TIMED_OUT, f"broker {broker}, named the controller by the Metadata, does not answer "
-                                   f"(down, or not fenced yet): topic configs not read"))
 
     def _broker_defaults_of(self, controller_id: int, brokers: tuple[Broker, ...],
                             silent: int | None = None) -> tuple[int, int]:
@@ -438,20 +429,23 @@ class KafkaAdminHook(ClusterProfileHook):
             done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
             for future in done:
                 if future.exception() is None:
+                    self._config_via = asked[future]
                     return {n: e.value for n, e in future.result().items() if n in (MIN_INSYNC, LEADER_IMBALANCE)}, last
                 last = future.exception()
                 self.log.warning("broker %s did not describe its configs (%s)", asked[future], last)
         return None, last
 
-    def _cached_topic_min_insync(self, topics: list[str], present: set[str], default: int) -> dict[str, int]:
-        """The overrides of ``topics`` from the cache, after reading the topics it lacks and dropping
-        the cached topics no longer ``present`` in the Metadata."""
+    def _cached_topic_min_insync(self, topics: list[str], present: set[str], default: int,
+                                 silent: int | None = None) -> dict[str, int]:
+        """The overrides of ``topics`` from the cache, after reading the topics it lacks (``silent``: a broker to
+        ask last, see :meth:`_topic_config_readers`) and dropping the cached topics no longer ``present`` in the
+        Metadata."""
         cache = self._topic_min_insync
         for gone in [t for t in cache if t not in present]:
             del cache[gone]
         new = [t for t in topics if t not in cache]
         for i in range(0, len(new), _TOPIC_CONFIG_BATCH):  # batch by batch: a failed poll keeps what it read
-            cache.update(self._topic_min_insync_read(new[i : i + _TOPIC_CONFIG_BATCH], default))
+            cache.update(self._topic_min_insync_read(new[i : i + _TOPIC_CONFIG_BATCH], default, silent))
         if new:
             self.log.debug("configs of %d new topic(s) read, %d cached", len(new), len(cache))
         return {t: v for t in topics if (v := cache.get(t)) is not None}
@@ -469,6 +463,7 @@ class KafkaAdminHook(ClusterProfileHook):
             self.requests["DescribeConfigs"] += 1
             futures = admin.describe_configs([resource], request_timeout=self.request_timeout_s)
             entries = futures[resource].result(timeout=self.request_timeout_s + 5)
+        self._config_via = broker_id
         wanted = None if names is None else set(names)
         return {n: e.value for n, e in entries.items() if wanted is None or n in wanted}
 
@@ -615,31 +610,58 @@ class KafkaAdminHook(ClusterProfileHook):
         dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG
         return {name: e.value for name, e in entries.items() if e.source in (dynamic, dynamic.value)}
 
-    def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False) -> dict[str, dict[str, Any]]:
-        """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out."""
+    def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False,
+                              silent: int | None = None) -> dict[str, dict[str, Any]]:
+        """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out.
+
+        Each batch goes to the first broker of :meth:`_topic_config_readers` and is waited for
+        :data:`CONTROLLER_ANSWER_S` at most (a healthy broker answers in milliseconds; that one may have crashed a
+        moment ago and still be in the Metadata), then asked once of the next broker, which gets the full request
+        timeout (it may be slow rather than down).
+
+        :raises KafkaException: no answer from either (transient), or an error the cluster answered.
+        """
         names = list(topics)
         out: dict[str, dict[str, Any]] = {}
+        if not names:
+            return out
+        readers = self._topic_config_readers(silent)
+        if not readers:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "the Metadata lists no broker to describe topics"))
         for i in range(0, len(names), _TOPIC_CONFIG_BATCH):
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in names[i : i + _TOPIC_CONFIG_BATCH]]
             first_wait_s = min(self.request_timeout_s, CONTROLLER_ANSWER_S)
             try:
-                out.update(self._topic_configs_of(resources, skip_unknown, first_wait_s))
+                out.update(self._topic_configs_of(resources, skip_unknown, first_wait_s, readers[0]))
             except KafkaException as exc:
-                if not _timed_out(exc):
+                if not _timed_out(exc) or len(readers) < 2:
                     raise
-                # librdkafka sends them to the broker its last Metadata named the controller, which may have crashed
-                # a moment ago (see _describe_cluster): a fresh Metadata (a KRaft broker names another), once more
-                self.log.info("topic configs not described within %.0f s (%s); asking again after a fresh Metadata",
-                              first_wait_s, exc)
-                # every read naming the same broker again: asking it once more would wait out the request timeout
-                # for a broker that crashed a moment ago (a fresh look took 20 s, failing, on a KRaft sandbox)
-                silent = self._named
-                with self._client() as admin:
-                    if silent is not None and not self._metadata_naming_another(admin, silent)[1]:
-                        raise self._controller_silent(silent) from exc
-                # the broker named now gets the full request timeout: it may be slow rather than down
-                out.update(self._topic_configs_of(resources, skip_unknown, self.request_timeout_s))
+                self.log.info("broker %s did not describe topic configs within %.0f s (%s); asking broker %s",
+                              readers[0], first_wait_s, exc, readers[1])
+                readers = readers[1:] + readers[:1]  # the silent one last, for the next batches too
+                out.update(self._topic_configs_of(resources, skip_unknown, self.request_timeout_s, readers[0]))
         return out
+
+    def _topic_config_readers(self, silent: int | None = None) -> list[int]:
+        """The brokers topic DescribeConfigs go to, in order: the one whose DescribeConfigs answered last, the
+        other brokers of the last Metadata (read now when this hook has read none), ``silent`` (a broker that did
+        not answer a moment ago) last.
+
+        Any broker answers topic DescribeConfigs (Kafka's Java AdminClient sends them to its least loaded node).
+        librdkafka sends them to the broker its last Metadata named the controller, and waits for it: a KRaft
+        broker names a random broker it believes alive (KIP-590), one that crashed a moment ago included until the
+        active controller fences it (``broker.session.timeout.ms``), and librdkafka's own Metadata refreshes may
+        name it again right after a read that named another: on the sandbox a look waited 5 s, then the 15 s
+        request timeout, then failed. A request that holds one BROKER resource goes to that broker instead, topic
+        resources included (librdkafka's DescribeConfigs): :meth:`_topic_configs_of` adds it.
+        """
+        if not self._listed:
+            with self._client() as admin:
+                self.requests["Metadata"] += 1
+                self._listed = tuple(admin.list_topics(timeout=self.request_timeout_s).brokers)
+        first = [self._config_via] if self._config_via in self._listed and self._config_via != silent else []
+        rest = sorted(b for b in self._listed if b not in (self._config_via, silent))
+        return first + rest + ([silent] if silent in self._listed else [])
 
     def _metadata_naming_another(self, admin: AdminClient, silent: int) -> tuple[Any, bool]:
         """Read the Metadata until it names a controller other than ``silent`` (a broker that just left a request
@@ -648,38 +670,45 @@ class KafkaAdminHook(ClusterProfileHook):
         for _ in range(METADATA_PICKS):
             self.requests["Metadata"] += 1
             md = admin.list_topics(timeout=self.request_timeout_s)
-            self._named = md.controller_id
+            self._listed = tuple(md.brokers)
             if md.controller_id is not None and md.controller_id != silent:
                 return md, True
         return md, False
 
     def _topic_configs_of(self, resources: list[ConfigResource], skip_unknown: bool,
-                          timeout_s: float) -> dict[str, dict[str, Any]]:
-        """One DescribeConfigs of topic ``resources``, its answer waited for ``timeout_s`` seconds."""
+                          timeout_s: float, via: int) -> dict[str, dict[str, Any]]:
+        """One DescribeConfigs of topic ``resources`` sent to broker ``via`` (with that broker's BROKER resource,
+        whose answer is dropped: see :meth:`_topic_config_readers`), its answer waited for ``timeout_s`` seconds."""
         out: dict[str, dict[str, Any]] = {}
         with self._client() as admin:
             self.requests["DescribeConfigs"] += 1
-            futures = admin.describe_configs(resources, request_timeout=timeout_s)
-            for res, fut in futures.items():
+            futures = admin.describe_configs(resources + [ConfigResource(ResourceType.BROKER, str(via))],
+                                             request_timeout=timeout_s)
+            for res in resources:
                 try:
-                    out[res.name] = fut.result(timeout=timeout_s + 5)
+                    out[res.name] = futures[res].result(timeout=timeout_s + 5)
                 except KafkaException as exc:
                     err = exc.args[0] if exc.args else None
                     if skip_unknown and isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                         self.log.info("topic %s vanished while reading its configs; skipped", res.name)
                         continue
                     raise
+        self._config_via = via
         return out
 
-    def _topic_min_insync_overrides(self, topics: list[str], default: int) -> dict[str, int]:
-        """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default``."""
-        return {t: v for t, v in self._topic_min_insync_read(topics, default).items() if v is not None}
+    def _topic_min_insync_overrides(self, topics: list[str], default: int, silent: int | None = None
+                                    ) -> dict[str, int]:
+        """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default`` (``silent``: a
+        broker to ask last)."""
+        return {t: v for t, v in self._topic_min_insync_read(topics, default, silent).items() if v is not None}
 
-    def _topic_min_insync_read(self, topics: list[str], default: int) -> dict[str, int | None]:
+    def _topic_min_insync_read(self, topics: list[str], default: int, silent: int | None = None
+                               ) -> dict[str, int | None]:
         """topic -> its ``min.insync.replicas`` when a topic override or different from ``default``,
-        else None, for every topic of ``topics`` that still exists (DescribeConfigs)."""
+        else None, for every topic of ``topics`` that still exists (DescribeConfigs; ``silent``: a broker to ask
+        last)."""
         out: dict[str, int | None] = {}
-        for topic, entries in self._topic_config_entries(topics, skip_unknown=True).items():
+        for topic, entries in self._topic_config_entries(topics, skip_unknown=True, silent=silent).items():
             out[topic] = None
             entry = entries.get(MIN_INSYNC)
             if entry is None or entry.value is None:

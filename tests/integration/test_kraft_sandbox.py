@@ -314,11 +314,13 @@ def test_right_after_a_crash_the_lock_avoids_the_broker_and_no_look_waits_out_th
         healthy: RunningSandbox) -> None:
     """A broker crashed (SIGKILL) stays in the Metadata until the active controller fences it
     (``broker.session.timeout.ms``), and a KRaft broker names a random broker it believes alive the controller
-    (KIP-590), the crashed one included: librdkafka sends DescribeCluster and topic DescribeConfigs there and waits.
-    Within that window the lock topic is placed on brokers that answer (before: a replica on the crashed broker, its
-    holder record's acks=all write waiting until the fencing), and each config-reading look of a fresh hook (a
-    gate's first look) ends within a bound far below the 15 s request timeout it waited out up to three times
-    (45 s, then failed), or fails naming the silent broker."""
+    (KIP-590), the crashed one included: librdkafka sends DescribeCluster there and waits. Within that window the lock
+    topic is placed on brokers that answer (before: a replica on the crashed broker, its holder record's acks=all
+    write waiting until the fencing), and each config-reading look of a fresh hook (a gate's first look) reads every
+    config within a bound far below the 15 s request timeout it waited out up to three times (45 s, then failed).
+    Topic DescribeConfigs go to the broker whose DescribeConfigs answered last: when they followed the controller the
+    Metadata named, librdkafka's own Metadata refreshes named the crashed broker again and a look took 21 s and
+    failed (CI, 2026-12-03)."""
     from hooks.kafka_admin import CONTROLLER_ANSWER_S
     from hooks.kafka_lock import KafkaLockStore
     from kafka_ops.profile import ClusterProfile
@@ -348,7 +350,7 @@ def test_right_after_a_crash_the_lock_avoids_the_broker_and_no_look_waits_out_th
     assert sorted(replicas) == [0, 2], "RF 2 on the brokers that answer (3 brokers, one crashed)"
     bound_s = 2 * CONTROLLER_ANSWER_S + 3  # DescribeCluster twice, the broker defaults' second, topic configs
     assert looks and all(took <= bound_s for took, _ in looks), looks
-    assert all(outcome == "read" or "does not answer" in outcome for _, outcome in looks), looks
+    assert all(outcome == "read" for _, outcome in looks), looks
 
 
 @pytest.mark.extended

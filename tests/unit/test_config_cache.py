@@ -43,7 +43,9 @@ class FakeAdmin:
 
     ``topics``: name -> partition count (RF 3, every replica in the ISR); ``min_isr``: topic -> its
     ``min.insync.replicas`` override; ``broker_min_isr``: the brokers' default. ``topic_calls`` holds one
-    list of topic names per topic DescribeConfigs call, ``broker_calls`` the broker ids asked.
+    list of topic names per topic DescribeConfigs call and ``topic_via`` the broker each went to (librdkafka sends a
+    request holding one BROKER resource to that broker, topic resources included; else to the controller the last
+    Metadata named), ``broker_calls`` the broker ids asked for their own configs alone.
     ``vanish_on_describe``: topics answered UNKNOWN_TOPIC_OR_PART (deleted after the Metadata);
     ``fail_topic_calls``: the indexes (in ``topic_calls``) of calls whose futures time out.
     ``controllers``: the controller ids the next Metadata answers name, one each (then ``controller``);
@@ -60,6 +62,8 @@ class FakeAdmin:
         self.min_isr: dict[str, int] = {}
         self.broker_min_isr = 2
         self.topic_calls: list[list[str]] = []
+        self.topic_via: list[int] = []
+        self.topic_timeouts: list[float] = []
         self.broker_calls: list[str] = []
         self.vanish_on_describe: set[str] = set()
         self.fail_topic_calls: set[int] = set()
@@ -111,12 +115,20 @@ class FakeAdmin:
                     }
                 )
             return out
-        assert all(r.restype == ResourceType.TOPIC for r in resources), "one resource type per call"
+        routed = [int(r.name) for r in resources if r.restype == ResourceType.BROKER]
+        assert len(routed) <= 1, "librdkafka: only one ConfigResource of type BROKER is allowed per call"
+        via = routed[0] if routed else self.named
         call = len(self.topic_calls)
-        self.topic_calls.append([r.name for r in resources])
+        self.topic_calls.append([r.name for r in resources if r.restype == ResourceType.TOPIC])
+        self.topic_via.append(via)
+        self.topic_timeouts.append(request_timeout)
         for r in resources:
-            if call in self.fail_topic_calls or self.named in self.silent:
+            if via in self.never_answer:
+                out[r] = Future()
+            elif call in self.fail_topic_calls or via in self.silent:
                 out[r] = _done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+            elif r.restype == ResourceType.BROKER:
+                out[r] = _done({kafka_admin.MIN_INSYNC: _entry(str(self.broker_min_isr), BROKER_DEFAULT)})
             elif r.name in self.vanish_on_describe or r.name not in self.topics:
                 out[r] = _done(error=KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
             elif r.name in self.min_isr:
@@ -231,10 +243,10 @@ def test_a_topic_deleted_between_metadata_and_describe_is_skipped_not_cached(fak
 
 def test_a_failed_poll_keeps_the_batches_it_read(fake: type[FakeAdmin]) -> None:
     hook, admin = make_hook(True, names(450))
-    # the second batch; not asked again: the fresh Metadata names the same controller (1) every time
-    admin.fail_topic_calls = {1}
-    with pytest.raises(KafkaException, match="broker 1, named the controller"):
+    admin.fail_topic_calls = {1, 2}  # the second batch, and again when asked of another broker
+    with pytest.raises(KafkaException, match="Timed out"):
         hook.cluster_state()
+    assert admin.topic_via[1:3] == [1, 0], "the broker that answered the first batch, then another"
     assert len(hook._topic_min_insync) == 200
     calls = len(admin.topic_calls)
     hook.cluster_state()
@@ -361,9 +373,10 @@ def test_request_counts_at_2000_topics_of_5_partitions(fake: type[FakeAdmin]) ->
 
 
 # --- a broker that crashed a moment ago, still in the Metadata ---------------------------------------------------
-# librdkafka sends DescribeCluster and topic DescribeConfigs to the broker the last Metadata named the controller and
-# waits for it; a KRaft broker names a random broker it believes alive (KIP-590), the crashed one included until the
-# controller fences it. On the sandbox a gate's first look after a voter crashed took 45 s and failed.
+# librdkafka sends DescribeCluster to the broker the last Metadata named the controller and waits for it; a KRaft
+# broker names a random broker it believes alive (KIP-590), the crashed one included until the controller fences it.
+# On the sandbox a gate's first look after a voter crashed took 45 s and failed. Topic DescribeConfigs go to a broker
+# the hook chooses (any broker answers them).
 
 
 def test_a_silent_controller_is_not_waited_out_when_the_metadata_names_another(fake: type[FakeAdmin]) -> None:
@@ -376,31 +389,32 @@ def test_a_silent_controller_is_not_waited_out_when_the_metadata_names_another(f
     assert admin.broker_calls == ["0"] and dict(state.topic_min_insync) == {"a": 3}
 
 
-def test_a_controller_silent_twice_keeps_the_racks_read_and_reads_no_topic_configs(fake: type[FakeAdmin]) -> None:
+def test_a_controller_silent_twice_keeps_the_racks_read_and_reads_new_topic_configs_elsewhere(
+        fake: type[FakeAdmin]) -> None:
     hook, admin = make_hook(True, {"a": 1}, a=3)
     first = hook.cluster_state()
+    assert admin.topic_via == [1], "the topic configs through the broker whose defaults answered (the controller)"
     admin.silent, admin.controller = {1}, 1  # the controller of ZooKeeper mode crashed: the Metadata names it on
     state, cost = poll_cost(hook)
     assert cost == {"Metadata": 1 + kafka_admin.METADATA_PICKS, "DescribeCluster": 1}, \
         "the same broker named by every fresh Metadata: not asked again"
     assert state == first, "the racks of the last DescribeCluster, the cached configs"
     admin.topics["b"] = 1
-    with pytest.raises(KafkaException, match="broker 1, named the controller by the Metadata, does not answer"):
-        hook.cluster_state()
-    assert admin.topic_calls == [["a"]], "a new topic's configs are not asked of a silent controller"
-    admin.silent = set()
-    assert dict(hook.cluster_state().topic_min_insync) == {"a": 3}, "read once it answers"
-    assert admin.topic_calls == [["a"], ["b"]]
+    state = hook.cluster_state()
+    assert dict(state.topic_min_insync) == {"a": 3}
+    assert admin.topic_calls == [["a"], ["b"]] and admin.topic_via == [1, 0], \
+        "a new topic's configs asked of a broker that answers, the silent controller not asked"
 
 
-def test_an_uncached_look_fails_fast_while_the_controller_is_silent(fake: type[FakeAdmin]) -> None:
-    hook, admin = make_hook(False, {"a": 1})
+def test_an_uncached_look_reads_every_config_from_brokers_that_answer_while_the_controller_is_silent(
+        fake: type[FakeAdmin]) -> None:
+    hook, admin = make_hook(False, {"a": 1}, a=3)
     admin.silent = {1}
-    with pytest.raises(KafkaException, match="broker 1, named the controller by the Metadata, does not answer"):
-        hook.cluster_state()
+    state, cost = poll_cost(hook)
+    assert cost == {"Metadata": 1 + kafka_admin.METADATA_PICKS, "DescribeCluster": 1, "DescribeConfigs": 2}
     assert admin.broker_calls == ["0"], "the broker defaults of a broker that answers, the silent one not asked"
-    assert admin.topic_calls == []
-    state = hook.cluster_state(configs=False)
+    assert admin.topic_via == [0], "the topic configs through the broker that answered"
+    assert state.default_min_insync == 2 and dict(state.topic_min_insync) == {"a": 3}
     assert [b.rack for b in state.brokers] == [None, None, None], "no racks read yet: unknown"
 
 
@@ -453,21 +467,27 @@ def test_an_election_waits_for_its_answer_at_most_its_timeout(fake) -> None:
     assert hook.requests["ElectLeaders"] == 2
 
 
-def test_unanswered_topic_configs_are_asked_again_only_of_another_controller(fake: type[FakeAdmin]) -> None:
-    """Topic DescribeConfigs go where the last Metadata named the controller; unanswered, they are asked again once
-    a fresh Metadata names another broker (a KRaft broker picks one at random), the Metadata read up to
-    ``METADATA_PICKS`` times; when every read names the same broker the look fails at once (transient), never
-    waiting out the request timeout for that broker a second time."""
+def test_unanswered_topic_configs_are_asked_once_more_of_another_broker(fake: type[FakeAdmin]) -> None:
+    """Topic DescribeConfigs go to the broker whose DescribeConfigs answered last (any broker answers them; the
+    request holds that broker's BROKER resource, so librdkafka sends it there rather than to the broker the
+    Metadata names the controller, which a KRaft broker picks at random, KIP-590). Unanswered within
+    ``CONTROLLER_ANSWER_S``, they are asked once of another broker of the Metadata, with the full request timeout;
+    the broker that was silent is asked last by the look's later batches. No Metadata is read for it."""
     hook, admin = make_hook(True, {"a": 1, "b": 1}, b=3)
     admin.fail_topic_calls = {0}
-    admin.controllers = [1, 1, 1, 2]  # the look's Metadata, then two fresh reads naming 1 again, then 2
     state = hook.cluster_state()
-    assert dict(state.topic_min_insync) == {"b": 3} and len(admin.topic_calls) == 2
-    assert hook.requests["Metadata"] == 4
+    assert dict(state.topic_min_insync) == {"b": 3} and admin.topic_via == [1, 0]
+    assert hook.requests["Metadata"] == 1
+    assert hook._topic_config_readers() == [0, 1, 2], "the broker that answered last first; then the rest by id"
 
     hook, admin = make_hook(True, {"a": 1})
-    admin.fail_topic_calls = {0}  # every Metadata names broker 1 (the fake's controller)
-    with pytest.raises(KafkaException, match="broker 1, named the controller by the Metadata, does not answer"):
-        hook.cluster_state()
-    assert len(admin.topic_calls) == 1, "not asked of the same broker again"
-    assert hook.requests["Metadata"] == 1 + kafka_admin.METADATA_PICKS
+    hook.request_timeout_s = 30
+    hook.cluster_state()
+    admin.silent, admin.controller = {1}, 0  # broker 1, which answered, crashed; the Metadata names 0 now
+    admin.topics["b"] = 1
+    assert dict(hook.cluster_state().topic_min_insync) == {}
+    admin.topics["c"] = 1
+    hook.cluster_state()
+    assert admin.topic_via == [1, 1, 0, 0], "b asked of broker 1, then of 0; c of 0 at once"
+    assert admin.topic_timeouts == [kafka_admin.CONTROLLER_ANSWER_S, kafka_admin.CONTROLLER_ANSWER_S, 30,
+                                    kafka_admin.CONTROLLER_ANSWER_S]

@@ -194,10 +194,11 @@ class KafkaAdminHook(ClusterProfileHook):
         self._topic_min_insync: dict[str, int | None] = {}
         # broker id -> rack from the last DescribeCluster answered (kept while the controller does not answer)
         self._racks: dict[int, str | None] = {}
-        # the broker ids of the last Metadata this hook read, and the broker whose DescribeConfigs answered last:
-        # where topic DescribeConfigs go (see _topic_config_readers)
+        # the broker ids of the last Metadata this hook read, the broker whose DescribeConfigs answered last and the
+        # one that left the last DescribeCluster unanswered: where topic DescribeConfigs go (_topic_config_readers)
         self._listed: tuple[int, ...] = ()
         self._config_via: int | None = None
+        self._unanswered: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -277,6 +278,7 @@ class KafkaAdminHook(ClusterProfileHook):
             silent_controller: int | None = None
             if describe_cluster:
                 md, controller_id, racks, silent_controller = self._describe_cluster(admin, md)
+                self._unanswered = silent_controller
             self._listed = tuple(md.brokers)
 
         brokers = tuple(
@@ -305,10 +307,10 @@ class KafkaAdminHook(ClusterProfileHook):
             if self._broker_defaults is None:
                 self._broker_defaults = self._broker_defaults_of(controller_id, brokers, silent_controller)
             default_min_isr, imbalance_pct = self._broker_defaults
-            overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr, silent_controller)
+            overrides = self._cached_topic_min_insync(topic_names, set(md.topics), default_min_isr)
         else:
             default_min_isr, imbalance_pct = self._broker_defaults_of(controller_id, brokers, silent_controller)
-            overrides = self._topic_min_insync_overrides(topic_names, default_min_isr, silent_controller)
+            overrides = self._topic_min_insync_overrides(topic_names, default_min_isr)
         return ClusterState(
             brokers=brokers,
             partitions=tuple(partitions),
@@ -435,17 +437,15 @@ class KafkaAdminHook(ClusterProfileHook):
                 self.log.warning("broker %s did not describe its configs (%s)", asked[future], last)
         return None, last
 
-    def _cached_topic_min_insync(self, topics: list[str], present: set[str], default: int,
-                                 silent: int | None = None) -> dict[str, int]:
-        """The overrides of ``topics`` from the cache, after reading the topics it lacks (``silent``: a broker to
-        ask last, see :meth:`_topic_config_readers`) and dropping the cached topics no longer ``present`` in the
-        Metadata."""
+    def _cached_topic_min_insync(self, topics: list[str], present: set[str], default: int) -> dict[str, int]:
+        """The overrides of ``topics`` from the cache, after reading the topics it lacks and dropping
+        the cached topics no longer ``present`` in the Metadata."""
         cache = self._topic_min_insync
         for gone in [t for t in cache if t not in present]:
             del cache[gone]
         new = [t for t in topics if t not in cache]
         for i in range(0, len(new), _TOPIC_CONFIG_BATCH):  # batch by batch: a failed poll keeps what it read
-            cache.update(self._topic_min_insync_read(new[i : i + _TOPIC_CONFIG_BATCH], default, silent))
+            cache.update(self._topic_min_insync_read(new[i : i + _TOPIC_CONFIG_BATCH], default))
         if new:
             self.log.debug("configs of %d new topic(s) read, %d cached", len(new), len(cache))
         return {t: v for t in topics if (v := cache.get(t)) is not None}
@@ -610,8 +610,7 @@ class KafkaAdminHook(ClusterProfileHook):
         dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG
         return {name: e.value for name, e in entries.items() if e.source in (dynamic, dynamic.value)}
 
-    def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False,
-                              silent: int | None = None) -> dict[str, dict[str, Any]]:
+    def _topic_config_entries(self, topics: Iterable[str], skip_unknown: bool = False) -> dict[str, dict[str, Any]]:
         """topic -> {name -> ConfigEntry}; with ``skip_unknown``, topics deleted meanwhile are left out.
 
         Each batch goes to the first broker of :meth:`_topic_config_readers` and is waited for
@@ -625,9 +624,7 @@ class KafkaAdminHook(ClusterProfileHook):
         out: dict[str, dict[str, Any]] = {}
         if not names:
             return out
-        readers = self._topic_config_readers(silent)
-        if not readers:
-            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "the Metadata lists no broker to describe topics"))
+        readers = self._topic_config_readers()
         for i in range(0, len(names), _TOPIC_CONFIG_BATCH):
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in names[i : i + _TOPIC_CONFIG_BATCH]]
             first_wait_s = min(self.request_timeout_s, CONTROLLER_ANSWER_S)
@@ -642,10 +639,10 @@ class KafkaAdminHook(ClusterProfileHook):
                 out.update(self._topic_configs_of(resources, skip_unknown, self.request_timeout_s, readers[0]))
         return out
 
-    def _topic_config_readers(self, silent: int | None = None) -> list[int]:
+    def _topic_config_readers(self) -> list[int]:
         """The brokers topic DescribeConfigs go to, in order: the one whose DescribeConfigs answered last, the
-        other brokers of the last Metadata (read now when this hook has read none), ``silent`` (a broker that did
-        not answer a moment ago) last.
+        other brokers of the last Metadata (read now when this hook has read none; a Metadata answer lists at least
+        the broker that sent it), the one that left the last DescribeCluster unanswered last.
 
         Any broker answers topic DescribeConfigs (Kafka's Java AdminClient sends them to its least loaded node).
         librdkafka sends them to the broker its last Metadata named the controller, and waits for it: a KRaft
@@ -659,8 +656,9 @@ class KafkaAdminHook(ClusterProfileHook):
             with self._client() as admin:
                 self.requests["Metadata"] += 1
                 self._listed = tuple(admin.list_topics(timeout=self.request_timeout_s).brokers)
-        first = [self._config_via] if self._config_via in self._listed and self._config_via != silent else []
-        rest = sorted(b for b in self._listed if b not in (self._config_via, silent))
+        via, silent = self._config_via, self._unanswered
+        first = [via] if via in self._listed and via != silent else []
+        rest = sorted(b for b in self._listed if b not in (via, silent))
         return first + rest + ([silent] if silent in self._listed else [])
 
     def _metadata_naming_another(self, admin: AdminClient, silent: int) -> tuple[Any, bool]:
@@ -696,19 +694,15 @@ class KafkaAdminHook(ClusterProfileHook):
         self._config_via = via
         return out
 
-    def _topic_min_insync_overrides(self, topics: list[str], default: int, silent: int | None = None
-                                    ) -> dict[str, int]:
-        """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default`` (``silent``: a
-        broker to ask last)."""
-        return {t: v for t, v in self._topic_min_insync_read(topics, default, silent).items() if v is not None}
+    def _topic_min_insync_overrides(self, topics: list[str], default: int) -> dict[str, int]:
+        """Topics whose ``min.insync.replicas`` is a topic override or differs from ``default``."""
+        return {t: v for t, v in self._topic_min_insync_read(topics, default).items() if v is not None}
 
-    def _topic_min_insync_read(self, topics: list[str], default: int, silent: int | None = None
-                               ) -> dict[str, int | None]:
+    def _topic_min_insync_read(self, topics: list[str], default: int) -> dict[str, int | None]:
         """topic -> its ``min.insync.replicas`` when a topic override or different from ``default``,
-        else None, for every topic of ``topics`` that still exists (DescribeConfigs; ``silent``: a broker to ask
-        last)."""
+        else None, for every topic of ``topics`` that still exists (DescribeConfigs)."""
         out: dict[str, int | None] = {}
-        for topic, entries in self._topic_config_entries(topics, skip_unknown=True, silent=silent).items():
+        for topic, entries in self._topic_config_entries(topics, skip_unknown=True).items():
             out[topic] = None
             entry = entries.get(MIN_INSYNC)
             if entry is None or entry.value is None:

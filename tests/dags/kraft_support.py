@@ -128,6 +128,11 @@ class LeadershipMover(RunWatcher):
             self._stop.wait(0.1)
         return None
 
+    def _follows(self, node: int, epoch: int) -> bool | None:
+        """True once the voter's log says it follows in ``epoch`` or later; None before (what ``_wait`` waits on)."""
+        state, at = self._raft_state(node)
+        return True if state == "Follower" and at >= epoch else None
+
     def _new_leader(self, after_epoch: int) -> tuple[int, int] | None:
         """(node, epoch) of a voter not frozen whose log says it leads an epoch later than ``after_epoch``."""
         for node in self.sandbox.broker_ids:
@@ -150,8 +155,7 @@ class LeadershipMover(RunWatcher):
             self.moves.append(leader)
             for node in list(self._frozen):  # the voter frozen before: thawed, back as a follower of the new leader
                 self._signal("thaw", node)
-                self._wait(lambda node=node, now=epoch: (lambda s: True if s[0] == "Follower" and s[1] >= now
-                                                         else None)(self._raft_state(node)), deadline)
+                self._wait(lambda node=node, now=epoch: self._follows(node, now), deadline)
             if leader == self.onto:
                 self.done = True
                 break

@@ -32,10 +32,10 @@ def test_second_gate_look_sends_no_describe_configs(sandbox: RunningSandbox, mon
         asked: list[list[str]] = []
         read = prober.admin._topic_config_entries
 
-        def spy(topics, skip_unknown=False, silent=None):
+        def spy(topics, skip_unknown=False):
             names = list(topics)
             asked.append(names)
-            return read(names, skip_unknown, silent)
+            return read(names, skip_unknown)
 
         monkeypatch.setattr(prober.admin, "_topic_config_entries", spy)
         prober.look("gate", 1)

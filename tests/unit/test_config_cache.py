@@ -414,6 +414,7 @@ def test_an_uncached_look_reads_every_config_from_brokers_that_answer_while_the_
     assert cost == {"Metadata": 1 + kafka_admin.METADATA_PICKS, "DescribeCluster": 1, "DescribeConfigs": 2}
     assert admin.broker_calls == ["0"], "the broker defaults of a broker that answers, the silent one not asked"
     assert admin.topic_via == [0], "the topic configs through the broker that answered"
+    assert hook._topic_config_readers() == [0, 2, 1], "the broker that left DescribeCluster unanswered last"
     assert state.default_min_insync == 2 and dict(state.topic_min_insync) == {"a": 3}
     assert [b.rack for b in state.brokers] == [None, None, None], "no racks read yet: unknown"
 

@@ -62,6 +62,11 @@ CREATE_RETRY_S = 1.0
 #: REQUEST_TIMED_OUT, librdkafka's own timeout) or went to a controller that no longer is one; or librdkafka dropped
 #: the connection it was sent on (_DESTROY_BROKER, "Broker handle destroyed without termination": the bootstrap
 #: address's handle, given up once the metadata names the brokers; seen once in a `sandbox up` of a test).
+#: Seconds one CreateTopics is waited for at most before it is tried again (after a fresh Metadata): librdkafka waits
+#: for the controller its last Metadata named, and a ZooKeeper-mode sandbox's first Metadata, read right after the
+#: brokers registered, may name none or one it cannot reach yet (a `sandbox up` of 4 brokers failed "Failed while
+#: waiting for controller" when the one try was given the whole timeout). A controller answers in milliseconds.
+CREATE_ATTEMPT_S = 10.0
 CREATE_TRANSIENT = {KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.NOT_CONTROLLER,
                     KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER}
 
@@ -71,7 +76,8 @@ def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0)
     returns the topics that did not exist when it was called. A transient error (:data:`CREATE_TRANSIENT`, or one
     librdkafka marks retriable; ``REQUEST_TIMED_OUT``: a KRaft broker forwards CreateTopics to the active
     controller, which on a loaded machine may answer after the broker gave up) is tried again for the topics still
-    missing, every :data:`CREATE_RETRY_S`, until ``timeout_s``.
+    missing, every :data:`CREATE_RETRY_S`, until ``timeout_s``; each try is waited for :data:`CREATE_ATTEMPT_S` at
+    most.
 
     Raises:
         KafkaException: a topic could not be created (other than "already exists"), or a retriable error lasted
@@ -86,7 +92,7 @@ def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0)
         new = [NewTopic(name, partitions, rf) for name, (partitions, rf, _) in plan.items() if name not in existing]
         if not new:
             return missing_at_first
-        left = max(1.0, deadline - time.monotonic())
+        left = max(1.0, min(CREATE_ATTEMPT_S, deadline - time.monotonic()))
         retry: KafkaException | None = None
         for future in admin.create_topics(new, operation_timeout=left, request_timeout=left).values():
             try:

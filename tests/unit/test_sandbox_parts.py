@@ -218,6 +218,7 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
     went_through, lost = plan[0], plan[1]  # both timed out; the first was created all the same
     exists: set[str] = {"__consumer_offsets"}
     calls: list[list[str]] = []
+    waits: list[float] = []
     refuse: list[int] = []
 
     class Admin:
@@ -228,6 +229,7 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
             return SimpleNamespace(topics=dict.fromkeys(exists))
 
         def create_topics(self, new, operation_timeout, request_timeout):
+            waits.append(request_timeout)
             calls.append(sorted(t.topic for t in new))
             futures = {}
             for topic in new:
@@ -247,6 +249,11 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
     monkeypatch.setattr(workload, "AdminClient", Admin)
     assert sorted(workload.create_topics("b:9092", 3, timeout_s=10)) == plan
     assert calls == [plan, [lost]], "tried again for the topic still missing only"
+    waits.clear()
+    exists.clear()
+    calls.clear()
+    assert sorted(workload.create_topics("b:9092", 3, timeout_s=60)) == plan
+    assert waits[0] == workload.CREATE_ATTEMPT_S, "one try never takes the whole timeout (a controller unknown yet)"
     exists.clear()
     calls.clear()
     refuse.append(KafkaError.INVALID_REPLICATION_FACTOR)

@@ -38,6 +38,12 @@ GROUP_COMMIT_INTERVAL_MS = 1000  # auto.commit.interval.ms of a group member (li
 KEY_WIDTH = 12  # keys are the sequence number, zero-padded
 
 
+#: Seconds ``Traffic.stop`` waits for its consumer to close (leave the group): librdkafka's ``Consumer.close`` has no
+#: timeout and once held a test's stop 16 minutes after a reassignment with a broker killed (the session's hang
+#: guard ended it); the reads are counted already, so a close that hangs is left to a daemon thread.
+CLOSE_TIMEOUT_S = 30.0
+
+
 @dataclass
 class TrafficResult:
     """What a traffic run saw. Counts are messages; ``seconds`` is the producing time.
@@ -311,7 +317,12 @@ class Traffic:
         finally:  # the reader never outlives the run, whatever happened
             self._consuming.clear()
             self._threads[1].join()
-            self.consumer.close()
+            closer = threading.Thread(target=self.consumer.close, name="traffic-consumer-close", daemon=True)
+            closer.start()
+            closer.join(CLOSE_TIMEOUT_S)
+            if closer.is_alive():
+                log.warning("the traffic's consumer did not close within %.0f s; left to close on its own",
+                            CLOSE_TIMEOUT_S)
         return self._result(unresolved)
 
     def __enter__(self) -> Traffic:

@@ -10,11 +10,12 @@ waits until every broker accepts the login on its client listener: each learns o
 from __future__ import annotations
 
 import secrets
+import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from sandbox import procs, settings, status
+from sandbox import controller_request, procs, settings, status
 from sandbox.state import SandboxState
 
 _MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
@@ -32,7 +33,8 @@ def create_user(info: SandboxState, timeout_s: float) -> None:
 
     Raises:
         ValueError: ``info.sasl_mechanism`` is not a SCRAM mechanism.
-        confluent_kafka.KafkaException: Kafka refused the credential (e.g. a KRaft metadata.version before 3.5-IV2).
+        confluent_kafka.KafkaException: Kafka refused the credential (e.g. a KRaft metadata.version before 3.5-IV2),
+            or the request still failed transiently after ``timeout_s`` (each try: ``controller_request.ATTEMPT_S``).
         procs.Timeout: a broker still refuses the login after ``timeout_s`` seconds (the last error named).
     """
     if not is_scram(info.sasl_mechanism):
@@ -41,8 +43,12 @@ def create_user(info: SandboxState, timeout_s: float) -> None:
     upsert = UserScramCredentialUpsertion(
         settings.SASL_USER, ScramCredentialInfo(_MECHANISMS[info.sasl_mechanism], settings.SCRAM_ITERATIONS),
         info.sasl_password.encode(), secrets.token_bytes(16))
-    for future in admin.alter_user_scram_credentials([upsert], request_timeout=min(timeout_s, 30.0)).values():
-        future.result()
+
+    def attempt(seconds: float) -> None:
+        controller_request.settle(admin.alter_user_scram_credentials([upsert], request_timeout=seconds).values())
+
+    deadline = time.monotonic() + timeout_s
+    controller_request.until_done(attempt, admin, timeout_s, f"creating {settings.SASL_USER}'s credential")
     last: dict[int, str] = {}
     waiting = {s.id: s.host for s in info.active_specs}
 
@@ -56,8 +62,8 @@ def create_user(info: SandboxState, timeout_s: float) -> None:
         return not waiting
 
     try:
-        procs.wait_for(every_broker_accepts, timeout_s, f"every broker to accept {settings.SASL_USER}'s "
-                       f"{info.sasl_mechanism} login", poll_s=0.3)
+        procs.wait_for(every_broker_accepts, max(0.0, deadline - time.monotonic()),
+                       f"every broker to accept {settings.SASL_USER}'s {info.sasl_mechanism} login", poll_s=0.3)
     except procs.Timeout as exc:
         raise procs.Timeout(f"{exc}: {', '.join(f'broker {b}: {last.get(b)}' for b in sorted(waiting))}") from None
 

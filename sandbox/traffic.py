@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sandbox import procs
+from sandbox import controller_request, procs
 
 log = logging.getLogger(__name__)
 
@@ -95,21 +95,24 @@ class TrafficResult:
 
 def ensure_topic(bootstrap_servers: str, topic: str, partitions: int = 3, replication_factor: int = 3,
                  min_insync_replicas: int = 2, timeout_s: float = 30.0) -> bool:
-    """Create ``topic`` (CreateTopics) unless it exists; returns True when it was created.
+    """Create ``topic`` (CreateTopics) unless it exists; returns True when it did not exist. Each try is waited for
+    ``controller_request.ATTEMPT_S`` at most and tried again on a transient error until ``timeout_s``.
 
     Raises:
-        KafkaException: the creation failed for another reason than TOPIC_ALREADY_EXISTS.
+        KafkaException: the creation failed for another reason than TOPIC_ALREADY_EXISTS, or a transient error
+            lasted until ``timeout_s``.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    if topic in admin.list_topics(timeout=timeout_s).topics:
+        return False
     new = NewTopic(topic, partitions, replication_factor, config={"min.insync.replicas": str(min_insync_replicas)})
-    future = admin.create_topics([new], request_timeout=timeout_s)[topic]
-    try:
-        future.result(timeout=timeout_s + 5)
-        return True
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return False
-        raise
+
+    def attempt(seconds: float) -> None:
+        controller_request.settle(admin.create_topics([new], operation_timeout=seconds, request_timeout=seconds)
+                                  .values(), ignore={"TOPIC_ALREADY_EXISTS"})
+
+    controller_request.until_done(attempt, admin, timeout_s, f"creating {topic}")
+    return True
 
 
 class Traffic:

@@ -30,10 +30,10 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sandbox import procs, settings, state
+from sandbox import controller_request, procs, settings, state
 from sandbox.layout import Workdir
 
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -56,60 +56,32 @@ def topic_plan(brokers: int) -> dict[str, tuple[int, int, int]]:
     return {name: (p, min(rf, brokers), size) for name, (p, rf, size) in settings.WORKLOAD_TOPICS.items()}
 
 
-#: Seconds between tries of a CreateTopics that Kafka answered with a transient error.
-CREATE_RETRY_S = 1.0
-#: CreateTopics errors tried again besides those librdkafka marks retriable: the request timed out (Kafka's
-#: REQUEST_TIMED_OUT, librdkafka's own timeout) or went to a controller that no longer is one; or librdkafka dropped
-#: the connection it was sent on (_DESTROY_BROKER, "Broker handle destroyed without termination": the bootstrap
-#: address's handle, given up once the metadata names the brokers; seen once in a `sandbox up` of a test).
-#: Seconds one CreateTopics is waited for at most before it is tried again (after a fresh Metadata): librdkafka waits
-#: for the controller its last Metadata named, and a ZooKeeper-mode sandbox's first Metadata, read right after the
-#: brokers registered, may name none or one it cannot reach yet (a `sandbox up` of 4 brokers failed "Failed while
-#: waiting for controller" when the one try was given the whole timeout). A controller answers in milliseconds.
-CREATE_ATTEMPT_S = 10.0
-CREATE_TRANSIENT = {KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.NOT_CONTROLLER,
-                    KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER}
-
-
 def create_topics(bootstrap_servers: str, brokers: int, timeout_s: float = 30.0) -> list[str]:
     """Create the workload topics that do not exist yet (CreateTopics: Kafka assigns the replicas, rack-aware);
-    returns the topics that did not exist when it was called. A transient error (:data:`CREATE_TRANSIENT`, or one
-    librdkafka marks retriable; ``REQUEST_TIMED_OUT``: a KRaft broker forwards CreateTopics to the active
-    controller, which on a loaded machine may answer after the broker gave up) is tried again for the topics still
-    missing, every :data:`CREATE_RETRY_S`, until ``timeout_s``; each try is waited for :data:`CREATE_ATTEMPT_S` at
-    most.
+    returns the topics that did not exist when it was called. Each try creates the topics still missing and is
+    waited for ``controller_request.ATTEMPT_S`` at most; a transient error (``controller_request.is_transient``) is
+    tried again until ``timeout_s``.
 
     Raises:
-        KafkaException: a topic could not be created (other than "already exists"), or a retriable error lasted
+        KafkaException: a topic could not be created (other than "already exists"), or a transient error lasted
             until ``timeout_s``.
     """
-    deadline = time.monotonic() + timeout_s
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     plan = topic_plan(brokers)
-    existing = set(admin.list_topics(timeout=timeout_s).topics)
-    missing_at_first = [name for name in plan if name not in existing]
-    while True:
+    missing_at_first = [name for name in plan if name not in admin.list_topics(timeout=timeout_s).topics]
+
+    def attempt(seconds: float) -> None:
+        existing = admin.list_topics(timeout=seconds).topics
         new = [NewTopic(name, partitions, rf) for name, (partitions, rf, _) in plan.items() if name not in existing]
         if not new:
-            return missing_at_first
-        left = max(1.0, min(CREATE_ATTEMPT_S, deadline - time.monotonic()))
-        retry: KafkaException | None = None
-        for future in admin.create_topics(new, operation_timeout=left, request_timeout=left).values():
-            try:
-                future.result()
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.name() == "TOPIC_ALREADY_EXISTS":
-                    continue
-                transient = error.retriable() or error.code() in CREATE_TRANSIENT
-                if not transient or time.monotonic() >= deadline:
-                    raise
-                retry = exc
-        if retry is None:
-            return missing_at_first
-        log.info("creating the workload topics: %s; trying again", retry)
-        time.sleep(CREATE_RETRY_S)
-        existing = set(admin.list_topics(timeout=max(1.0, deadline - time.monotonic())).topics)
+            return
+        controller_request.settle(
+            admin.create_topics(new, operation_timeout=seconds, request_timeout=seconds).values(),
+            ignore={"TOPIC_ALREADY_EXISTS"})
+
+    if missing_at_first:
+        controller_request.until_done(attempt, admin, timeout_s, "creating the workload topics")
+    return missing_at_first
 
 
 def seed(bootstrap_servers: str, brokers: int, timeout_s: float = SEED_TIMEOUT_S) -> int:

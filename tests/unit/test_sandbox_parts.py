@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sandbox import cluster, debs, envfile, hosts, procs, settings, sshd, state, workload
+from sandbox import cluster, controller_request, debs, envfile, hosts, procs, scram, settings, sshd, state, workload
 from sandbox.layout import Workdir
 
 
@@ -213,7 +213,7 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
     from types import SimpleNamespace
 
 
-    monkeypatch.setattr(workload, "CREATE_RETRY_S", 0.0)
+    monkeypatch.setattr(controller_request, "RETRY_S", 0.0)
     plan = sorted(workload.topic_plan(3))
     went_through, lost = plan[0], plan[1]  # both timed out; the first was created all the same
     exists: set[str] = {"__consumer_offsets"}
@@ -253,13 +253,55 @@ def test_topic_creation_tries_a_timed_out_create_again_and_fails_on_a_real_refus
     exists.clear()
     calls.clear()
     assert sorted(workload.create_topics("b:9092", 3, timeout_s=60)) == plan
-    assert waits[0] == workload.CREATE_ATTEMPT_S, "one try never takes the whole timeout (a controller unknown yet)"
+    assert waits[0] == controller_request.ATTEMPT_S, "one try never takes the whole timeout (a controller unknown yet)"
     exists.clear()
     calls.clear()
     refuse.append(KafkaError.INVALID_REPLICATION_FACTOR)
     with pytest.raises(KafkaException):
         workload.create_topics("b:9092", 3, timeout_s=10)
     assert len(calls) == 1, "a refusal is not tried again"
+
+
+def test_the_scram_user_is_created_again_after_a_wait_for_the_controller_timed_out(tmp_path, monkeypatch) -> None:
+    """AlterUserScramCredentials goes to the controller librdkafka's last Metadata named; right after a
+    ZooKeeper-mode sandbox's brokers registered none may be named yet (a `sandbox up` of 4 brokers failed "Failed
+    while waiting for controller" on its one try of 30 s). Each try is waited for ATTEMPT_S at most and, after a
+    fresh Metadata, tried again; a refusal fails at once."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(controller_request, "RETRY_S", 0.0)
+    info = _state(Workdir.at(tmp_path))
+    info.sasl_password, info.sasl_mechanism = "pw-1", "SCRAM-SHA-512"
+    waits: list[float] = []
+    metadata_reads: list[float] = []
+    answers: list[int] = [KafkaError._TIMED_OUT]
+
+    class Admin:
+        def list_topics(self, timeout):
+            metadata_reads.append(timeout)
+            return SimpleNamespace(topics={})
+
+        def alter_user_scram_credentials(self, upserts, request_timeout):
+            waits.append(request_timeout)
+            future: Future = Future()
+            code = answers.pop(0) if answers else None
+            if code is None:
+                future.set_result(None)
+            else:
+                future.set_exception(KafkaException(KafkaError(code, "Failed while waiting for controller")))
+            return {upserts[0].user: future}
+
+    monkeypatch.setattr(scram.status, "admin_client", lambda *a, **k: Admin())
+    monkeypatch.setattr(scram, "login_error", lambda *a, **k: None)
+    scram.create_user(info, timeout_s=120.0)
+    assert waits == [controller_request.ATTEMPT_S] * 2, "two tries, neither given the whole timeout"
+    assert len(metadata_reads) == 1, "a fresh Metadata (naming the controller) before the second try"
+    waits.clear()
+    answers.extend([KafkaError.UNSUPPORTED_VERSION])
+    with pytest.raises(KafkaException):
+        scram.create_user(info, timeout_s=120.0)
+    assert len(waits) == 1, "a refusal is not tried again"
 
 
 def test_stall_file_holds_a_deadline(tmp_path) -> None:

@@ -22,7 +22,17 @@ and a consumer-group reader per client library, ``sandbox.traffic_watch``). Both
 
 The other tool is any command line (``--compare``), run by the shell, with ``{workdir}``, ``{bootstrap}`` and
 ``{zookeeper}`` replaced by the sandbox's; its output goes to ``<logs>/<size>/compare-<n>.log``. This repository
-ships no other tool: install it yourself and point ``--compare`` at it.
+ships no other tool: install it yourself and point ``--compare`` at it. kafka_roller (Tesla's kafka-helmsman; its
+pins are older than this Python: fabric 3.0.1, invoke 2.0.0 and today's confluent-kafka and kazoo work) on the
+sandbox: its ``restart`` lists the brokers itself (controller last), asks for Enter, and runs ``sudo stop kafka`` /
+``sudo start kafka`` (``service kafka stop`` where PID 1 is systemd) over SSH on port 22 of each broker's address.
+The sandbox's sshd listens on 2222 and its hosts have no ``sudo``: give kafka_roller a HOME whose ``.ssh/config``
+says ``Port 2222``, and for the bench's duration put on the machine's PATH a ``sudo`` that runs its arguments and
+``stop`` / ``start`` scripts that run ``kafka-service stop`` / ``start`` (remove them after: the product's
+preflight checks that a service command's program exists on the host). With the kafka_roller script on PATH::
+
+    --compare 'echo | HOME=/tmp/roller-home kafka_roller -i {workdir}/ssh/id_ed25519 restart \
+               --bootstrap={bootstrap} --zk={zookeeper} -e 1'
 
 Usage: ``.venv/bin/python bench/side_by_side.py --compare 'CMD' [--sizes 3 6] [--repeat 3] [--runner scheduler]
 [--broker-config leader.imbalance.check.interval.seconds=5] [--conf '{...}']``. Exit 1 if a run failed.

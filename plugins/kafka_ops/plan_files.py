@@ -202,24 +202,20 @@ class Plan:
 # -- schema -----------------------------------------------------------------------------------------
 
 
-def _inline_refs(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...] = ()) -> Any:
-    """``node`` with each ``{"$ref": "#/$defs/x"}`` replaced by ``$defs/x`` (same meaning; jsonschema
-    validates about 2.5 times faster without resolving references). Same as planner.output's."""
-    if isinstance(node, list):
-        return [_inline_refs(v, defs, seen) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" not in node:
-        return {k: _inline_refs(v, defs, seen) for k, v in node.items()}
-    ref = node["$ref"]
-    name = ref.removeprefix("#/$defs/")
-    if name == ref or name not in defs or name in seen:
-        raise ValueError(f"unsupported $ref {ref!r} in the plan file schema (only non-recursive #/$defs/...)")
-    target = _inline_refs(defs[name], defs, seen + (name,))
-    rest = {k: _inline_refs(v, defs, seen) for k, v in node.items() if k != "$ref"}
-    if set(target) & set(rest):
-        return {"allOf": [target, rest]}
-    return {**target, **rest}
+def _schema_inlined(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``{"$ref": "#/$defs/x"}`` replaced by a copy of ``$defs/x`` (``jsonref``; same meaning:
+    jsonschema validates about 2.5 times faster without resolving references, and reassignment documents list tens of
+    thousands of partitions). Only references inside the file are followed.
+
+    Raises:
+        jsonref.JsonRefError: a reference to another document, or to nothing.
+    """
+    import jsonref
+
+    def local_only(uri: str) -> Any:
+        raise ValueError(f"plan file schema: a $ref to another document ({uri}): only #/$defs/... is supported")
+
+    return jsonref.replace_refs(schema, proxies=False, lazy_load=False, loader=local_only)
 
 
 @functools.lru_cache(maxsize=8)
@@ -236,8 +232,8 @@ def _validators(schema_path: str) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"plan file schema {schema_path} not found (set {SCHEMA_ENV} to its path)") from exc
     Draft202012Validator.check_schema(schema)
-    defs = schema["$defs"]
-    return {name: Draft202012Validator(_inline_refs(defs[name], defs)) for name in defs}
+    defs = _schema_inlined(schema)["$defs"]
+    return {name: Draft202012Validator(defs[name]) for name in defs}
 
 
 def _path_key(error) -> tuple:

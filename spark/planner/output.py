@@ -29,28 +29,21 @@ class PlanOutputError(RuntimeError):
     """
 
 
-def _inline_refs(node, defs: dict, seen: tuple = ()):
-    """``node`` with each ``{"$ref": "#/$defs/x"}`` replaced by (a copy of) ``$defs/x``.
+def _schema_inlined(schema: dict) -> dict:
+    """``schema`` with each ``{"$ref": "#/$defs/x"}`` replaced by a copy of ``$defs/x`` (``jsonref``; same meaning,
+    but jsonschema then validates about 2.5 times faster: resolving a $ref costs more than checking the keywords
+    behind it, and reassignment documents list tens of thousands of partitions). Only references inside the file are
+    followed.
 
-    Same meaning (a $ref's sibling keywords are kept; on a clash both go under ``allOf``), but
-    jsonschema then validates about 2.5 times faster: resolving a $ref costs more than checking
-    the keywords behind it, and reassignment documents list tens of thousands of partitions.
+    Raises:
+        jsonref.JsonRefError: a reference to another document, or to nothing.
     """
-    if isinstance(node, list):
-        return [_inline_refs(v, defs, seen) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" not in node:
-        return {k: _inline_refs(v, defs, seen) for k, v in node.items()}
-    ref = node["$ref"]
-    name = ref.removeprefix("#/$defs/")
-    if name == ref or name not in defs or name in seen:
-        raise ValueError(f"{SCHEMA_FILE}: unsupported $ref {ref!r} (only non-recursive #/$defs/...)")
-    target = _inline_refs(defs[name], defs, seen + (name,))
-    rest = {k: _inline_refs(v, defs, seen) for k, v in node.items() if k != "$ref"}
-    if set(target) & set(rest):
-        return {"allOf": [target, rest]}
-    return {**target, **rest}
+    import jsonref
+
+    def local_only(uri: str):
+        raise ValueError(f"{SCHEMA_FILE}: a $ref to another document ({uri}): only #/$defs/... is supported")
+
+    return jsonref.replace_refs(schema, proxies=False, lazy_load=False, loader=local_only)
 
 
 @functools.cache
@@ -63,7 +56,7 @@ def _validator(definition: str):
     Draft202012Validator.check_schema(schema)
     if definition not in schema["$defs"]:
         raise KeyError(f"{SCHEMA_FILE}: no $defs/{definition}")
-    return Draft202012Validator(_inline_refs(schema["$defs"][definition], schema["$defs"]))
+    return Draft202012Validator(_schema_inlined(schema)["$defs"][definition])
 
 
 def _path_key(error) -> tuple:

@@ -19,7 +19,7 @@ import os
 import time
 
 import pytest
-from airflow_env import clear_and_resume, run_dag, xcom_value
+from airflow_env import clear_and_resume, run_dag, sandbox_profile, xcom_value
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaAdminClient
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
@@ -223,7 +223,6 @@ def test_the_kraft_quorum_leader_killed_mid_wave_and_back_10_s_later_is_waited_o
     other voters elect a leader, the reassignment goes on, the run succeeds (the broker drained and stopped, no
     throttle left, the lock topic free); nothing offline, no acknowledged message lost."""
     from hooks.kafka_lock import KafkaLockStore
-    from kafka_ops.profile import ClusterProfile
     from kraft_support import leader_of
 
     sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=4, racks=2)
@@ -256,9 +255,7 @@ def test_the_kraft_quorum_leader_killed_mid_wave_and_back_10_s_later_is_waited_o
     assert all(drained not in p.replicas for p in after.partitions), "the drained broker holds nothing"
     assert drained not in after.brokers, "the drained broker was stopped"
     assert throttles_left(sandbox) == {}, "no throttle left"
-    conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
-    profile = ClusterProfile.from_connection_fields("kafka_sandbox", conn["host"], conn["extra"])
-    with KafkaLockStore(profile) as store:
+    with KafkaLockStore(sandbox_profile()) as store:
         assert store.current_holder(wait_s=1) is None, "the lock was released"
 
 

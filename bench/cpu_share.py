@@ -170,3 +170,41 @@ def describe(shares: dict[str, float], wall_s: float, cores: int | None = None) 
     parts = ", ".join(f"{name} {cpu:.1f}" for name, cpu in shares.items() if cpu >= 0.05)
     busy = 100 * used / available
     return f"{used:.1f} of {available:.1f} CPU s ({cores} cores x {wall_s:.1f} s, {busy:.0f}% busy): {parts}"
+
+
+#: A measured run starts once the CPU was busy at most this fraction over :data:`CPU_SPAN_S` (or after
+#: :data:`CPU_REST_LIMIT_S`, the fraction printed either way): right after a sandbox of 12 brokers came up its JVMs
+#: still compile and collect, and a roll started then paid for it (the first 8 of 12 broker tasks 9-19 s, the last 4
+#: 4-5 s).
+REST_CPU_BUSY = 0.35
+CPU_SPAN_S = 3.0
+CPU_REST_LIMIT_S = 60.0
+
+
+def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
+    """The machine's CPU busy fraction (0..1, every core) over the next ``span_s`` seconds, from ``/proc/stat``
+    (user + nice + system + irq + softirq + steal against the total)."""
+    (total0, idle0) = proc_stat()
+    time.sleep(span_s)
+    (total1, idle1) = proc_stat()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def proc_stat() -> tuple[int, int]:
+    """(all CPU ticks, idle + iowait ticks) since boot, every core (``/proc/stat``'s first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]
+
+
+def machine_at_rest(limit_s: float = CPU_REST_LIMIT_S) -> tuple[float, float]:
+    """Wait until the machine's CPU is busy at most :data:`REST_CPU_BUSY` over :data:`CPU_SPAN_S` (the sandbox, its
+    workload and an idle Airflow keep it partly busy), at most ``limit_s``: (seconds waited, the last busy
+    fraction). On 2 cores a run that starts while something else still works (Airflow after its start, the previous
+    turn's restarted JVMs) pays for it. In ``bench/side_by_side.py`` it does not make turns alike: the first turn at a
+    size was often the slowest whichever tool took it (ours 78.1 / 67.4 / 50.2 s against 34.9-38.7 s later;
+    kafka_roller 30.8 s against 18.7 s), with the client traffic taking up to a core in it (``clients_cpu_s``)."""
+    began = time.monotonic()
+    busy = cpu_busy()
+    while busy > REST_CPU_BUSY and time.monotonic() - began < limit_s:
+        busy = cpu_busy()
+    return time.monotonic() - began, busy

@@ -32,6 +32,8 @@ The table:
   gate, the SSH commands, the waits' polls; "exit to next launch" is ours too: the gone wait and the start command);
 - ratio = wall / sum of unavoidable; overhead per broker = (wall - airflow - fixed - ctrl_s - unavoidable) /
   brokers: the per-broker tasks' own cost (Airflow's task start, the gate, the SSH commands, the waits' polls).
+- the machine at rest before the run: it starts once the CPU was busy at most 35% over 3 s (at most 60 s waited,
+  the fraction printed; ``cpu_share.machine_at_rest``);
 - the machine's CPU during the run (``bench/cpu_share.py``: every process sampled every 0.5 s, about 1% of a core),
   by what took it: the Kafka JVMs, the bench's clients, Airflow's scheduler, api-server, PostgreSQL and tasks; on a
   machine of few cores a broker's start is CPU-bound, so these say what a faster roll would take CPU from;
@@ -64,7 +66,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from cpu_share import CpuSampler, describe  # noqa: E402
+from cpu_share import REST_CPU_BUSY, CpuSampler, describe, machine_at_rest  # noqa: E402
 
 from sandbox import restart_timeline  # noqa: E402
 from sandbox.layout import Workdir  # noqa: E402
@@ -378,6 +380,9 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
     try:
         up_sandbox(workdir, size, mode, controllers)
         chosen = RUNNERS[runner](root, workdir, dag_id, root / "run.log")
+        waited, busy = machine_at_rest()
+        print(f"{size} brokers: the CPU {busy:.0%} busy before the run (waited {waited:.1f} s for at most "
+              f"{REST_CPU_BUSY:.0%})", flush=True)
         bootstrap = json.loads((workdir / "env.json").read_text())["bootstrap_servers"]
         with watched_traffic(workdir, bootstrap, list(range(size)), rate_per_s=rate_per_s) if traffic \
                 else nullcontext() as watched, CpuSampler() as cpu:

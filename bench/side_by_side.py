@@ -55,7 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "plugins"))  # the Burrow hook and the lag gate's window rule (consumers_at_rest)
-from cpu_share import CpuSampler, own_threads  # noqa: E402
+from cpu_share import REST_CPU_BUSY, CpuSampler, machine_at_rest, own_threads, proc_stat  # noqa: E402
 from restart_overhead import RUNNERS, _sandbox, traffic_result, up_sandbox  # noqa: E402
 
 from sandbox.cli import key_value  # noqa: E402
@@ -71,11 +71,6 @@ REST_SPAN_S = 10.0
 #: 50 msg/s the clients take 1-3 CPU s in a turn of 15-30 s).
 BUSY_CLIENTS_S = 10.0
 IMBALANCE_PERCENT = 10.0  # Kafka's leader.imbalance.per.broker.percentage default
-#: A turn starts once the CPU was busy at most this fraction over :data:`CPU_SPAN_S` (or after :data:`CPU_REST_LIMIT_S`,
-#: the fraction printed either way).
-REST_CPU_BUSY = 0.35
-CPU_SPAN_S = 3.0
-CPU_REST_LIMIT_S = 60.0
 
 
 def cluster_look(bootstrap: str) -> dict[str, Any]:
@@ -144,13 +139,13 @@ class CpuDuring:
     does."""
 
     def __enter__(self) -> CpuDuring:
-        self._stat, self._own = _proc_stat(), time.process_time()
+        self._stat, self._own = proc_stat(), time.process_time()
         self._threads = CpuSampler(read=own_threads, interval_s=THREAD_SAMPLE_S).__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._threads.__exit__(*exc)
-        (total0, idle0), (total1, idle1) = self._stat, _proc_stat()
+        (total0, idle0), (total1, idle1) = self._stat, proc_stat()
         self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
         self.clients_s = time.process_time() - self._own
         spent = self._threads.spent(group=lambda name: name)
@@ -162,34 +157,6 @@ class CpuDuring:
 
 THREADS_SHOWN = 4
 THREAD_SAMPLE_S = 0.5
-
-
-def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
-    """The machine's CPU busy fraction (0..1, every core) over the next ``span_s`` seconds, from ``/proc/stat``
-    (user + nice + system + irq + softirq + steal against the total)."""
-    with CpuDuring() as cpu:
-        time.sleep(span_s)
-    return cpu.busy
-
-
-def _proc_stat() -> tuple[int, int]:
-    """(all CPU ticks, idle + iowait ticks) since boot, every core (``/proc/stat``'s first line)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return sum(fields), fields[3] + fields[4]
-
-
-def machine_at_rest(limit_s: float = CPU_REST_LIMIT_S) -> tuple[float, float]:
-    """Wait until the machine's CPU is busy at most :data:`REST_CPU_BUSY` over :data:`CPU_SPAN_S` (the sandbox, its
-    workload and an idle Airflow keep it partly busy), at most ``limit_s``: (seconds waited, the last busy
-    fraction). On 2 cores a turn that starts while something else still works (Airflow after its start, the previous
-    turn's restarted JVMs) pays for it. It does not make turns alike: the first turn at a size was often the slowest
-    whichever tool took it (ours 78.1 / 67.4 / 50.2 s against 34.9-38.7 s later; kafka_roller 30.8 s against 18.7 s),
-    with the client traffic taking up to a core in it (``clients_cpu_s``)."""
-    began = time.monotonic()
-    busy = cpu_busy()
-    while busy > REST_CPU_BUSY and time.monotonic() - began < limit_s:
-        busy = cpu_busy()
-    return time.monotonic() - began, busy
 
 
 def judged(workdir: Path, brokers: list[int], began: float, ended: float, bootstrap: str) -> dict[str, Any]:

@@ -86,22 +86,21 @@ def test_the_imbalance_bench_reads_the_gate_from_the_broker_tasks_marks() -> Non
     assert broker_task_seconds(failed) == 21.0
 
 
-def test_the_side_by_side_bench_starts_a_turn_once_the_cpu_rests_or_says_it_did_not(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A turn of ``bench/side_by_side.py`` waits until the CPU was busy at most ``REST_CPU_BUSY`` over a span (a
-    turn on a busy machine pays for whatever else runs); after the limit it goes on and reports the last
-    fraction. ``cpu_busy`` reads /proc/stat: a fraction between 0 and 1."""
-    import side_by_side
+def test_the_benches_start_a_run_once_the_cpu_rests_or_say_it_did_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn of ``bench/side_by_side.py`` and a run of ``bench/restart_overhead.py`` wait until the CPU was busy at
+    most ``REST_CPU_BUSY`` over a span (a run on a busy machine pays for whatever else runs); after the limit it goes
+    on and reports the last fraction. ``cpu_busy`` reads /proc/stat: a fraction between 0 and 1."""
+    import cpu_share
 
     busy = iter([0.9, 0.8, 0.2, 0.1])
-    monkeypatch.setattr(side_by_side, "cpu_busy", lambda: next(busy))
-    waited, last = side_by_side.machine_at_rest(limit_s=60)
+    monkeypatch.setattr(cpu_share, "cpu_busy", lambda: next(busy))
+    waited, last = cpu_share.machine_at_rest(limit_s=60)
     assert last == 0.2 and next(busy) == 0.1, "stopped at the first span at rest"
-    monkeypatch.setattr(side_by_side, "cpu_busy", lambda: 0.9)
-    waited, last = side_by_side.machine_at_rest(limit_s=0.0)
+    monkeypatch.setattr(cpu_share, "cpu_busy", lambda: 0.9)
+    waited, last = cpu_share.machine_at_rest(limit_s=0.0)
     assert last == 0.9, "never at rest: goes on after the limit with what it saw"
     monkeypatch.undo()
-    assert 0.0 <= side_by_side.cpu_busy(0.05) <= 1.0
+    assert 0.0 <= cpu_share.cpu_busy(0.05) <= 1.0
 
 
 def test_the_side_by_side_bench_says_what_a_turn_cost_the_cpu() -> None:

@@ -10,6 +10,9 @@ Each process is counted from the last sample at or before the window's start (0 
 first sample at or after its end (the window widened by up to one sampling interval at each end), or to its last
 sample when it ended inside the window: a short-lived process (an Airflow task) loses up to one interval of its CPU,
 so the shares of such processes are lower bounds.
+
+The benches also start a measured run only once the machine's CPU rests (:func:`machine_at_rest`, from
+``/proc/stat``): a run started while the sandbox's JVMs still warm up measures them.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
 
 Connections (ids in :data:`KAFKA_CONN_ID`, :data:`SSH_CONN_ID`, :data:`BURROW_CONN_ID`):
 
-- ``kafka_sandbox`` (conn type ``kafka``): host = the bootstrap servers, extra = librdkafka settings
-  (``bootstrap.servers``) plus the cluster profile (docs/architecture.md). Paths that differ per broker host
-  carry a ``{broker_id}`` placeholder (``server_properties``, ``kafka_home``): profile code fills them
-  with ``str.format(broker_id=...)``, a no-op for the fixed paths of a real fleet.
+- ``kafka_sandbox`` (conn type ``kafka``): host = the bootstrap servers (none when longer than Airflow keeps,
+  :data:`AIRFLOW_HOST_MAX`), extra = librdkafka settings (``bootstrap.servers``) plus the cluster profile
+  (docs/architecture.md). Paths that differ per broker host carry a ``{broker_id}`` placeholder
+  (``server_properties``, ``kafka_home``): profile code fills them with ``str.format(broker_id=...)``, a no-op for
+  the fixed paths of a real fleet.
 - ``sandbox_ssh`` (conn type ``ssh``): login, port 2222, extra ``key_file`` and ``host_key`` (the
   broker hosts share one host key, so host key checking stays on whichever broker is the remote
   host; ``known_hosts`` names the file with every host for clients that read one).
@@ -27,6 +28,11 @@ KAFKA_CONN_ID = "kafka_sandbox"
 SSH_CONN_ID = "sandbox_ssh"
 BURROW_CONN_ID = "sandbox_burrow"
 SPARK_CONN_ID = "spark_default"
+#: Characters Airflow's connection table keeps of a connection's ``host`` (``Connection.host``: a VARCHAR(500);
+#: PostgreSQL refuses a longer value, the REST API answers 422, SQLite does not check). The bootstrap servers of a
+#: sandbox of 30 brokers are longer: they are then in the extra's ``bootstrap.servers`` alone (a TEXT column), which
+#: the cluster profile reads as well.
+AIRFLOW_HOST_MAX = 500
 SSH_CMD_TIMEOUT_S = int(settings.STOP_TIMEOUT_S + settings.START_WAIT_S + 15)  # kafka-service restart, with grace
 
 
@@ -83,7 +89,7 @@ def connections(workdir: Workdir, info: SandboxState) -> dict[str, dict[str, Any
     host_pattern = str(workdir.hosts / "{broker_id}")
     kafka = {
         "conn_type": "kafka",
-        "host": info.client_bootstrap_servers,
+        "host": info.client_bootstrap_servers if len(info.client_bootstrap_servers) <= AIRFLOW_HOST_MAX else None,
         "extra": {
             "bootstrap.servers": info.client_bootstrap_servers,
             "ssh_conn_id": SSH_CONN_ID,

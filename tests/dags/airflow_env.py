@@ -89,7 +89,7 @@ def sandbox_profile(conn_id: str = "kafka_sandbox") -> Any:
     from kafka_ops.profile import ClusterProfile
 
     conn = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])
-    return ClusterProfile.from_connection_fields(conn_id, conn["host"], conn.get("extra"), port=conn.get("port"),
+    return ClusterProfile.from_connection_fields(conn_id, conn.get("host"), conn.get("extra"), port=conn.get("port"),
                                                  login=conn.get("login"), password=conn.get("password"))
 
 

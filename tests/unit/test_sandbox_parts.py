@@ -103,6 +103,28 @@ def test_env_json_and_airflow_env(tmp_path) -> None:
     assert kafka["extra"]["kafka_home"].format(broker_id=0) == str(workdir.host(0).kafka_link)
 
 
+def test_a_sandbox_of_30_brokers_names_its_bootstrap_servers_where_airflow_keeps_them(tmp_path) -> None:
+    """Airflow keeps 500 characters of a connection's host (PostgreSQL refuses more: the REST API answered 422 for a
+    30-broker sandbox): the connection then has no host and its extra's ``bootstrap.servers`` names every broker,
+    which the product's profile reads; a small sandbox keeps both."""
+    from kafka_ops.profile import ClusterProfile
+
+    workdir = Workdir.at(tmp_path)
+    sshd.generate_keys(workdir)
+    specs = hosts.specs(30, 0, 3, "127.9.100.11")
+    info = state.SandboxState(workdir=str(workdir.root), brokers=30, spare_brokers=0, racks=3, kafka_version="3.6.2",
+                              address_base="127.9.100.11", zookeeper_port=2181, burrow_port=8000,
+                              hosts=[vars(s) for s in specs])
+    kafka = envfile.connections(workdir, info)["kafka_sandbox"]
+    servers = info.client_bootstrap_servers
+    assert len(servers) > envfile.AIRFLOW_HOST_MAX and kafka["host"] is None
+    assert kafka["extra"]["bootstrap.servers"] == servers
+    profile = ClusterProfile.from_connection_fields("kafka_sandbox", kafka["host"], kafka["extra"])
+    assert profile.confluent_config()["bootstrap.servers"].split(",") == [f"127.9.100.{11 + i}:9092" for i in range(30)]
+    small = envfile.connections(workdir, _state(workdir))["kafka_sandbox"]
+    assert small["host"] == small["extra"]["bootstrap.servers"] == "127.9.0.11:9092,127.9.0.12:9092,127.9.0.13:9092"
+
+
 def test_a_client_listener_sandbox_s_connection_authenticates_on_it(tmp_path) -> None:
     """``up --client-sasl``: the Airflow connection names the SASL listener with the user and password in its login
     and password (what the product's profile reads), env.json names them for the tests; with ``--client-tls`` too

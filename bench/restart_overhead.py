@@ -278,7 +278,7 @@ class SchedulerRunner:
     """Runs the DAG on a real Airflow (``airflow standalone`` as the demo starts it: scheduler, LocalExecutor,
     dag-processor, api-server; port ``port``) with the sandbox's connections in its metadata DB, triggered over the
     REST API and polled every :data:`POLL_S`. A dry run first: a worker's first task pays its cold start (5-6 s), once
-    per worker, not once per run. :meth:`close` stops Airflow."""
+    per worker, not once per run. :meth:`close` stops Airflow (called here when the set-up fails)."""
 
     name = "scheduler"
 
@@ -288,14 +288,18 @@ class SchedulerRunner:
 
         self.home, self.dag_id = root / "airflow", dag_id
         args = argparse.Namespace(airflow_home=self.home, port=port, start_timeout=600.0)
-        with open(log_path, "a") as log, contextlib.redirect_stdout(log):
-            settings = demo_cli.ensure_airflow(args)
-            self.client, _ = demo_cli.login(settings, 600)
-            self.client.put_connections(list(sandbox_env.connection_bodies(
-                sandbox_env.connection_env(workdir)).values()))
-            demo_cli.wait_for_dag(self.client, settings.home, 600, dag_id)
-        self.client.set_paused(dag_id, False)
-        self._once({"dry_run": True, "cluster": "kafka_sandbox"})
+        try:
+            with open(log_path, "a") as log, contextlib.redirect_stdout(log):
+                settings = demo_cli.ensure_airflow(args)
+                self.client, _ = demo_cli.login(settings, 600)
+                self.client.put_connections(list(sandbox_env.connection_bodies(
+                    sandbox_env.connection_env(workdir)).values()))
+                demo_cli.wait_for_dag(self.client, settings.home, 600, dag_id)
+            self.client.set_paused(dag_id, False)
+            self._once({"dry_run": True, "cluster": "kafka_sandbox"})
+        except BaseException:  # no runner for the caller to close: its Airflow (port, database) would outlive the bench
+            self.close()
+            raise
 
     def _once(self, conf: dict[str, Any]) -> tuple[str, dict[str, Any], float, float]:
         began = time.time()

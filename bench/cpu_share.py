@@ -187,16 +187,21 @@ CPU_REST_LIMIT_S = 60.0
 def cpu_busy(span_s: float = CPU_SPAN_S) -> float:
     """The machine's CPU busy fraction (0..1, every core) over the next ``span_s`` seconds, from ``/proc/stat``
     (user + nice + system + irq + softirq + steal against the total)."""
-    (total0, idle0) = proc_stat()
+    before = proc_stat()
     time.sleep(span_s)
-    (total1, idle1) = proc_stat()
-    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+    return busy_between(before, proc_stat())
 
 
 def proc_stat() -> tuple[int, int]:
     """(all CPU ticks, idle + iowait ticks) since boot, every core (``/proc/stat``'s first line)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     return sum(fields), fields[3] + fields[4]
+
+
+def busy_between(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The CPU busy fraction (0..1, every core) between two :func:`proc_stat` readings."""
+    (total0, idle0), (total1, idle1) = before, after
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
 
 
 def machine_at_rest(limit_s: float = CPU_REST_LIMIT_S) -> tuple[float, float]:

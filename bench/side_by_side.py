@@ -55,7 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "plugins"))  # the Burrow hook and the lag gate's window rule (consumers_at_rest)
-from cpu_share import REST_CPU_BUSY, CpuSampler, machine_at_rest, own_threads, proc_stat  # noqa: E402
+from cpu_share import REST_CPU_BUSY, CpuSampler, busy_between, machine_at_rest, own_threads, proc_stat  # noqa: E402
 from restart_overhead import RUNNERS, _sandbox, traffic_result, up_sandbox  # noqa: E402
 
 from sandbox.cli import key_value  # noqa: E402
@@ -145,8 +145,7 @@ class CpuDuring:
 
     def __exit__(self, *exc: object) -> None:
         self._threads.__exit__(*exc)
-        (total0, idle0), (total1, idle1) = self._stat, proc_stat()
-        self.busy = 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+        self.busy = busy_between(self._stat, proc_stat())
         self.clients_s = time.process_time() - self._own
         spent = self._threads.spent(group=lambda name: name)
         self.threads = {name: round(s, 1) for name, s in list(spent.items())[:THREADS_SHOWN] if s >= 0.5}

@@ -80,19 +80,6 @@ def connection_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def sandbox_profile(conn_id: str = "kafka_sandbox") -> Any:
-    """The product's :class:`ClusterProfile` of a connection this process's ``AIRFLOW_CONN_*`` variable defines, built
-    as the operators build it: host, extra and the SASL login / password (the shared and KRaft sandboxes' client
-    listener wants them)."""
-    import json
-
-    from kafka_ops.profile import ClusterProfile
-
-    conn = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])
-    return ClusterProfile.from_connection_fields(conn_id, conn.get("host"), conn.get("extra"), port=conn.get("port"),
-                                                 login=conn.get("login"), password=conn.get("password"))
-
-
 @dataclass
 class DagRunResult:
     """A finished ``dag.test()`` run: its state and every task instance's state by (task_id, map_index)."""

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import javaproperties
 import pytest
-from airflow_env import published_labels, run_dag, sandbox_profile, xcom_value
+from airflow_env import published_labels, run_dag, xcom_value
 from batch_checks import assert_one_election_per_batch, batches_of
 from kafka import KafkaAdminClient
 from kraft_support import CONTROLLERS, LeadershipMover, assert_quorum_leader_stopped_last, leader_of, quorum_of
@@ -430,9 +430,10 @@ def test_a_voter_whose_disk_was_replaced_holds_the_rolls_and_is_named_with_its_r
 def test_the_lock_without_zookeeper_makes_a_second_run_wait_or_fail(kraft, capfd, caplog):
     """Another operation holds the cluster (its lock is the lock topic in the cluster, named holder): a run with
     lock_wait=fail fails at once naming it; a run with lock_wait=wait waits until it is released, then rolls."""
+    from hooks.cluster_profile import get_cluster_profile
     from hooks.kafka_lock import KafkaLockStore
 
-    profile = sandbox_profile()
+    profile = get_cluster_profile("kafka_sandbox")
     assert profile.lock_in == "kafka"
     other = "kafka_upgrade/manual__other-run"
     with KafkaLockStore(profile) as store:

@@ -19,7 +19,7 @@ import os
 import time
 
 import pytest
-from airflow_env import clear_and_resume, run_dag, sandbox_profile, xcom_value
+from airflow_env import clear_and_resume, run_dag, xcom_value
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaAdminClient
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
@@ -222,6 +222,7 @@ def test_the_kraft_quorum_leader_killed_mid_wave_and_back_10_s_later_is_waited_o
     """KRaft: the active controller (quorum leader) SIGKILLed while a wave copies, started again 10 s later: the
     other voters elect a leader, the reassignment goes on, the run succeeds (the broker drained and stopped, no
     throttle left, the lock topic free); nothing offline, no acknowledged message lost."""
+    from hooks.cluster_profile import get_cluster_profile
     from hooks.kafka_lock import KafkaLockStore
     from kraft_support import leader_of
 
@@ -255,7 +256,7 @@ def test_the_kraft_quorum_leader_killed_mid_wave_and_back_10_s_later_is_waited_o
     assert all(drained not in p.replicas for p in after.partitions), "the drained broker holds nothing"
     assert drained not in after.brokers, "the drained broker was stopped"
     assert throttles_left(sandbox) == {}, "no throttle left"
-    with KafkaLockStore(sandbox_profile()) as store:
+    with KafkaLockStore(get_cluster_profile("kafka_sandbox")) as store:
         assert store.current_holder(wait_s=1) is None, "the lock was released"
 
 

@@ -37,7 +37,7 @@ from confluent_kafka.admin import NewTopic
 from kafka_ops.profile import ClusterProfile
 
 from hooks.cluster_lock import LockHolder
-from hooks.kafka_admin import KafkaAdminHook
+from hooks.kafka_admin import KafkaAdminHook, LibrdkafkaLog
 
 LOCK_TOPIC = "kafka-ops.operation-lock"
 #: How long a reader waits for the holder record of a lock topic that exists (the creator writes it right
@@ -141,7 +141,7 @@ class KafkaLockStore:
         # roll); a log that no longer starts at 0 is read from its start (auto.offset.reset=earliest)
         consumer = Consumer(self.profile.confluent_config(**{
             "group.id": "kafka-ops-lock-reader", "enable.auto.commit": False, "enable.partition.eof": True,
-            "auto.offset.reset": "earliest", "socket.timeout.ms": 10000}))
+            "auto.offset.reset": "earliest", "socket.timeout.ms": 10000}), logger=LibrdkafkaLog())
         try:
             consumer.assign([TopicPartition(LOCK_TOPIC, 0, 0)])
             deadline = time.monotonic() + wait_s
@@ -234,7 +234,8 @@ class KafkaLockStore:
 
     def _write_holder(self, doc: dict[str, Any]) -> None:
         producer = Producer(self.profile.confluent_config(**{
-            "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(REQUEST_TIMEOUT_S * 2000)}))
+            "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(REQUEST_TIMEOUT_S * 2000)}),
+            logger=LibrdkafkaLog())  # its lines ("Coordinator load in progress: retrying") at their own level
         failures: list[Any] = []
         producer.produce(LOCK_TOPIC, key=b"holder", value=json.dumps(doc).encode(), partition=0,
                          on_delivery=lambda err, _msg: failures.append(err) if err is not None else None)

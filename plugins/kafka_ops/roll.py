@@ -385,6 +385,17 @@ def labelled_batch(item: Mapping[str, Any], dry_run: bool = False) -> dict[str, 
     return dict(item) if "grid_label" in item else {**item, "grid_label": batch_grid_label(item, dry_run)}
 
 
+#: How the reason of a node the needs-action rule left alone begins (``"left alone: <why>"``).
+LEFT_ALONE = "left alone"
+
+
+def left_alone(record: RollRecord, ids: list[int]) -> list[int]:
+    """Those of ``ids`` the roll marked done without touching them (reason ``"left alone: ..."``: the needs-action
+    rule found nothing to do), in the order given; a node restarted, not done yet or unknown to the record is not."""
+    return [n for n in ids if record.is_done(n) and (p := record.progress(n)) is not None
+            and p.reason.startswith(LEFT_ALONE)]
+
+
 def eta_s(record: RollRecord) -> float | None:
     """Seconds until the roll ends: the mean time of the batches restarted so far (``took_s`` of the
     brokers done with a time, one figure per batch) times the batches not done yet; None before the first

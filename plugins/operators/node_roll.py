@@ -37,11 +37,13 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleExcept
 from kafka_ops.health import Verdict, start_needs_answer
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import (
+    LEFT_ALONE,
     Decision,
     RollRecord,
     clock,
     decide,
     eta_s,
+    left_alone,
     names,
     soak_left_ms,
     turn,
@@ -479,8 +481,22 @@ class NodeRollOperator(ClusterOperator):
         ids = self._planned(record, position)  # a controller roll may have put another node at this position
         self._report(record, ids)
         self.marks["done"] = time.time()
-        action = "dry run" if self.dry_run else "restarted" if acted else "left alone"
+        alone = [] if self.dry_run else left_alone(record, ids)
+        self._label_left_alone(alone, ids)
+        action = "dry run" if self.dry_run else "left alone" if ids and len(alone) == len(ids) else "restarted"
         return {**self._result(ids, action), "marks": self.marks}
+
+    def _label_left_alone(self, alone: list[int], ids: list[int]) -> None:
+        """The Grid label the task ends with (its ``map_index_template`` renders the item's ``grid_label`` as it
+        ends) names what this run left alone: ``"broker 0 (1/4) · left alone"`` when the needs-action rule left
+        every node of the batch alone (a config change out of scope, an upgrade phase with nothing to do), ``"brokers
+        0, 3 (1/2) · left alone: broker 0"`` when some; unchanged otherwise: a success in the Grid is a restart
+        only where the run restarted."""
+        if not alone:
+            return
+        mark = "left alone" if len(alone) == len(ids) else f"left alone: {names(alone, self.node)}"
+        item = getattr(self, self.item_field)
+        setattr(self, self.item_field, {**item, "grid_label": f"{item['grid_label']} · {mark}"[:250]})
 
     def execute_in_window(self, context: Any, event: Any = None) -> dict:
         """Resumed by the window gate's trigger when the next maintenance window opens: the batch from its start
@@ -498,7 +514,7 @@ class NodeRollOperator(ClusterOperator):
                 act, why = self.needs_action(nid, facts, cfg)
                 if not act:
                     self.log.info("%s %s: left alone: %s", self.node, nid, why)
-                    record = store.mark(record, nid, "done", f"left alone: {why}")
+                    record = store.mark(record, nid, "done", f"{LEFT_ALONE}: {why}")
                     del nodes[nid]
                     continue
                 self.log.warning("%s %s: rolling it due to: %s", self.node, nid, why)

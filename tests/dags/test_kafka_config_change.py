@@ -64,6 +64,12 @@ def output(capfd, caplog) -> str:
     return capfd.readouterr().out + caplog.text
 
 
+def broker_labels(result) -> dict[int, str]:
+    """Broker id -> the Grid label its roll task ended with (``"broker 0 (1/3) · left alone"``)."""
+    return {int(label.split()[1]): label for (task, _), label in result.labels.items()
+            if task == "restart.broker" and label}
+
+
 def test_dry_run_names_the_brokers_it_would_restart_and_touches_nothing(sandbox, capfd, caplog):
     files = {b: properties(sandbox, b) for b in sandbox.broker_ids}
     before = sandbox.starts()
@@ -134,11 +140,15 @@ def test_a_static_change_on_two_brokers_restarts_exactly_those(sandbox, capfd, c
         "queued.max.requests": ("500", "DEFAULT_CONFIG"), "log.cleaner.backoff.ms": ("15000", "DEFAULT_CONFIG")}
     assert properties(sandbox, 0) == untouched
     assert "broker 0: left alone: not in the change's scope [1, 2]" in text
+    labels = broker_labels(result)
+    assert labels[0].endswith(" · left alone") and not any("left alone" in labels[b] for b in (1, 2)), \
+        f"the Grid calls only broker 0 left alone: {labels}"
 
     again = run_dag(DAG_ID, change)
     text = output(capfd, caplog)
     assert again.state == "success", failure_lines(text)
     assert restarts(sandbox, before) == {0: 0, 1: 1, 2: 1}, "a re-run restarts nothing"
+    assert all(label.endswith(" · left alone") for label in broker_labels(again).values()), broker_labels(again)
     assert text.count("left alone: server.properties and the running config agree on log.cleaner.backoff.ms, "
                       "queued.max.requests") == 2
 

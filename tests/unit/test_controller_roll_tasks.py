@@ -431,8 +431,10 @@ def test_a_controller_the_needs_action_rule_leaves_alone_is_not_restarted(cluste
     op = tasks.ControllerRollOperator(task_id="controller", roll_id="controllers", item=items[0], settings=SETTINGS,
                                       needs_action=lambda cid, facts, cfg: (False, f"{cid} runs {facts['v']} already"),
                                       facts=lambda profile, step, cfg: {"v": "4.1.0"})
+    label = items[0]["grid_label"]
     assert op.execute(context())["action"] == "left alone"
     assert restarts(cluster.events) == [] and record().progress(100).reason == "left alone: 100 runs 4.1.0 already"
+    assert op.item["grid_label"] == f"{label} · left alone", "the Grid label it ends with says so"
 
 
 # --- the broker plan: roles and KRaft ---------------------------------------------------------------------------

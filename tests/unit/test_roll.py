@@ -17,6 +17,7 @@ from kafka_ops.roll import (
     eta_s,
     grid_label,
     labelled_batch,
+    left_alone,
     turn,
 )
 from kafka_ops.roll_spec import requested
@@ -318,6 +319,16 @@ def test_eta_is_none_before_a_broker_is_done() -> None:
     assert eta_s(record(b2="starting")) is None
     # a broker left alone (took_s 0) gives no time to go by
     assert eta_s(RollRecord("r", T0, STEPS_3).mark(2, "done", T0, "left alone")) is None
+
+
+def test_left_alone_names_the_nodes_done_without_a_restart_in_the_order_given() -> None:
+    rec = (RollRecord("r", T0, STEPS_3).mark(2, "done", T0, "left alone: not in the change's scope [0, 1]")
+           .mark(0, "done", T0, "restarted", 12.0).mark(1, "starting", T0))
+    assert left_alone(rec, [0, 1, 2]) == [2]
+    assert left_alone(rec, [2, 9]) == [2], "a node unknown to the record is not left alone"
+    assert left_alone(rec, [0, 1]) == [], "restarted, or not done yet"
+    resumed = RollRecord("r", T0, STEPS_3).mark(0, "done", T0, "restarted, back in every ISR; soaking", 8.0)
+    assert left_alone(resumed, [0]) == [], "done by an earlier try of the task: restarted, not left alone"
 
 
 def test_eta_is_the_mean_time_per_restart_times_the_brokers_left() -> None:

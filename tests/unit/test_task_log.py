@@ -101,3 +101,34 @@ def test_librdkafka_connection_failures_are_info_and_other_lines_keep_their_leve
     assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
         ("librdkafka", logging.INFO, "FAIL [rdkafka#producer-1] 127.0.0.1:1/bootstrap: Connect failed"),
         ("librdkafka", logging.ERROR, "SSL [rdkafka#producer-1] handshake failed")]
+
+
+def test_the_lock_topics_producer_and_reader_log_through_librdkafka_log(monkeypatch):
+    """The lock's holder write (an idempotent producer) and its reader (a consumer) hand librdkafka's lines to
+    LibrdkafkaLog like the admin client: without it, a line such as "Failed to acquire idempotence PID ...
+    Coordinator load in progress: retrying" (librdkafka level 4, a warning) went to stderr and showed in the task
+    log at ERROR in a run that succeeded."""
+    from hooks import kafka_lock
+    from kafka_ops.profile import ClusterProfile
+
+    given: list[tuple[str, object]] = []
+
+    class Stop(Exception):
+        pass
+
+    def recording(kind: str):
+        def build(conf, **kwargs):
+            given.append((kind, kwargs.get("logger")))
+            raise Stop
+        return build
+
+    monkeypatch.setattr(kafka_lock, "Producer", recording("producer"))
+    monkeypatch.setattr(kafka_lock, "Consumer", recording("consumer"))
+    store = kafka_lock.KafkaLockStore(ClusterProfile(cluster="c", bootstrap_servers="127.0.0.1:1"))
+    monkeypatch.setattr(store, "_exists", lambda: True)
+    with pytest.raises(Stop):
+        store._write_holder({"holder": "run"})
+    with pytest.raises(Stop):
+        store._read_holder(0.1)
+    assert [kind for kind, _ in given] == ["producer", "consumer"]
+    assert all(isinstance(logger, LibrdkafkaLog) for _, logger in given), given

@@ -109,6 +109,34 @@ def test_sandbox_options_default_without_a_running_sandbox(tmp_path: Path) -> No
         "brokers": 3, "spare_brokers": 0, "mode": "zookeeper", "kafka_version": "3.9.1", "controller_hosts": 3}
 
 
+@pytest.mark.parametrize("running", [
+    {"brokers": 5, "spare_brokers": 0, "racks": 2, "kafka_version": "4.0.0", "address_base": "127.0.0.11",
+     "mode": "kraft", "controllers": 0, "observer_controllers": 0, "combined": 3, "quorum": "static",
+     "broker_config": {}, "client_sasl": False, "sasl_mechanism": "", "client_tls": False, "client_auth": False},
+    {"brokers": 3, "spare_brokers": 1, "racks": 3, "kafka_version": "4.1.0", "address_base": "127.0.0.11",
+     "mode": "kraft", "controllers": 3, "observer_controllers": 1, "combined": 0, "quorum": "dynamic",
+     "broker_config": {"leader.imbalance.check.interval.seconds": "5"}, "client_sasl": True,
+     "sasl_mechanism": "SCRAM-SHA-256", "client_tls": True, "client_auth": True},
+])
+def test_up_asks_a_running_sandbox_for_every_option_it_was_started_with(running, monkeypatch) -> None:
+    """``sandbox up`` reuses a running sandbox only when every option matches (``SandboxState.options``): the demo on
+    a combined-mode sandbox passed ``--controllers 0`` without ``--combined`` and ``up`` refused ("--controllers must
+    be at least 1"); SASL / TLS listeners and a dynamic quorum went unnamed the same way."""
+    from sandbox.cli import build_parser
+
+    sent: list[list[str]] = []
+    monkeypatch.setattr(sandbox_env, "_run_sandbox", lambda repo, args, timeout_s: sent.append(args))
+    sandbox_env.up(Path("."), Path("wd"), None, dict(running))
+    args = vars(build_parser().parse_args(sent[0]))
+    asked = {k: args[k] for k in running if k not in ("broker_config", "controllers", "sasl_mechanism")}
+    assert asked == {k: v for k, v in running.items() if k in asked}, sent[0]
+    assert dict(args["broker_config"]) == running["broker_config"]
+    if running["client_sasl"]:
+        assert args["sasl_mechanism"] == running["sasl_mechanism"]
+    if not running["combined"]:
+        assert args["controllers"] == running["controllers"]
+
+
 def test_stop_ends_the_whole_marked_tree_and_nothing_else(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

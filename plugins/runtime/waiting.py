@@ -46,6 +46,11 @@ class WaitTimeout(Exception):
 RAMP_LATE_FRACTION = 0.25
 
 
+#: A wait whose checks ran this many seconds or more past its timeout says how long it took in all: one check can
+#: outlast the timeout (a service that does not answer is retried by its client, e.g. Burrow's HTTP retries).
+OVERRUN_NAMED_S = 1.0
+
+
 class WaitAborted(Exception):
     """A fatal error while checking (see :mod:`runtime.failures`); the message names the cause."""
 
@@ -78,7 +83,8 @@ def wait_until(
         spaced, such as consecutive Burrow polls).
     :param ok_line: the INFO line for the passing check, %-style with ``what`` and the verdict.
     :raises WaitTimeout: not reached by the deadline; names ``what``, the timeout and the last verdict
-        (or the last transient error).
+        (or the last transient error), and the time the wait took when its last check ran
+        :data:`OVERRUN_NAMED_S` or more past the timeout.
     :raises WaitAborted: ``check`` raised a fatal error.
     """
     began = clock()
@@ -111,7 +117,10 @@ def wait_until(
             pause = interval_s if ramp_from_s is None else min(
                 interval_s, max(ramp_from_s, (clock() - began) * RAMP_LATE_FRACTION))
         if clock() + pause > deadline:
-            raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}")
+            took = clock() - began
+            past = (f" [the wait took {took:.0f} s: its last check ran past the timeout]"
+                    if took - timeout_s >= OVERRUN_NAMED_S else "")
+            raise WaitTimeout(f"gave up after {timeout_s:.0f} s ({polls} checks) waiting until {what}: {last}{past}")
         sleep(pause)
 
 

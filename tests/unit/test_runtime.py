@@ -223,6 +223,23 @@ def test_timeout_names_what_the_timeout_and_the_last_verdict() -> None:
     assert t.sleeps == [10, 10, 10] and t.now - 1000 <= 30
 
 
+def test_a_timeout_whose_last_check_ran_long_says_how_long_the_wait_took() -> None:
+    """A Burrow that does not answer holds each check for its HTTP retries (up to about 45 s): a gate of 30 s
+    said "gave up after 30 s" 46 s after it began. The message now says how long it took in all."""
+    t = FakeTime()
+
+    def slow_check() -> Check:
+        t.now += 16  # the check's own time: retries of a request that is not answered
+        raise ConnectionError("Read timed out. (read timeout=10.0)")
+
+    with pytest.raises(WaitTimeout) as err:
+        wait(slow_check, t, interval_s=5, timeout_s=30)
+    message = str(err.value)
+    assert message.startswith("gave up after 30 s (2 checks) waiting until broker 3 is back in every ISR: could not "
+                              "check: ConnectionError"), message
+    assert message.endswith(" [the wait took 37 s: its last check ran past the timeout]"), message
+
+
 def test_timeout_after_transient_errors_names_the_last_error() -> None:
     t = FakeTime()
     check = script(Check(False, "urp: 3 partitions"), KazooTimeoutError("Connection time-out"))

@@ -76,24 +76,19 @@ def up(repo: Path, workdir: Path, address_base: str | None, options: dict[str, o
     Raises:
         DemoError: the sandbox could not start or runs but is unhealthy.
     """
-    flags = {"brokers": "--brokers", "spare_brokers": "--spare-brokers", "mode": "--mode", "racks": "--racks",
-             "kafka_version": "--kafka-version", "controllers": "--controllers",
-             "controller_hosts": "--controller-hosts", "address_base": "--address-base",
-             "combined": "--combined", "quorum": "--quorum", "observer_controllers": "--observer-controllers"}
-    switches = {"client_sasl": "--client-sasl", "client_tls": "--client-tls", "client_auth": "--client-auth"}
     if address_base:
         options = {**options, "address_base": address_base}
+    # every option as ``sandbox up`` names it (``spare_brokers`` -> ``--spare-brokers``, a switch when boolean): a
+    # running sandbox is reused only when all of them match, one in combined mode or with a SASL / TLS listener too
     args = ["up", "--workdir", str(workdir)]
-    for key, flag in flags.items():
-        if options.get(key) is not None:
-            args += [flag, str(options[key])]
-    # a running sandbox's every option is passed back (``up`` compares them all): one started in combined mode or
-    # with a SASL / TLS listener is reused, not refused ("--controllers must be at least 1 (got 0)")
-    args += [flag for key, flag in switches.items() if options.get(key)]
-    if options.get("client_sasl") and options.get("sasl_mechanism"):
-        args += ["--sasl-mechanism", str(options["sasl_mechanism"])]
-    for key, value in (options.get("broker_config") or {}).items():  # a running sandbox's: kept as it was started
-        args += ["--broker-config", f"{key}={value}"]
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if key == "broker_config":  # a running sandbox's: kept as it was started
+            args += [a for k, v in (value or {}).items() for a in ("--broker-config", f"{k}={v}")]
+        elif isinstance(value, bool):
+            args += [flag] if value else []
+        elif value is not None and value != "":
+            args += [flag, str(value)]
     _run_sandbox(repo, args, UP_TIMEOUT_S)
 
 

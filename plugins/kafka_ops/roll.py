@@ -396,6 +396,15 @@ def left_alone(record: RollRecord, ids: list[int]) -> list[int]:
             and p.reason.startswith(LEFT_ALONE)]
 
 
+def left_alone_mark(record: RollRecord, ids: list[int], node: str = "broker") -> str | None:
+    """The Grid label's mark for a task over ``ids`` (its batch): ``"left alone"`` when the roll left every one
+    alone, ``"left alone: broker 0"`` when some (:func:`left_alone`), None when it left none alone."""
+    alone = left_alone(record, ids)
+    if not alone:
+        return None
+    return LEFT_ALONE if len(alone) == len(ids) else f"{LEFT_ALONE}: {names(alone, node)}"
+
+
 def eta_s(record: RollRecord) -> float | None:
     """Seconds until the roll ends: the mean time of the batches restarted so far (``took_s`` of the
     brokers done with a time, one figure per batch) times the batches not done yet; None before the first

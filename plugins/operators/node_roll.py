@@ -43,7 +43,7 @@ from kafka_ops.roll import (
     clock,
     decide,
     eta_s,
-    left_alone,
+    left_alone_mark,
     names,
     soak_left_ms,
     turn,
@@ -481,22 +481,12 @@ class NodeRollOperator(ClusterOperator):
         ids = self._planned(record, position)  # a controller roll may have put another node at this position
         self._report(record, ids)
         self.marks["done"] = time.time()
-        alone = [] if self.dry_run else left_alone(record, ids)
-        self._label_left_alone(alone, ids)
-        action = "dry run" if self.dry_run else "left alone" if ids and len(alone) == len(ids) else "restarted"
+        mark = left_alone_mark(record, ids, self.node)
+        if mark:  # the label the task ends with (map_index_template): a green task is a restart only where it was
+            item = getattr(self, self.item_field)
+            setattr(self, self.item_field, {**item, "grid_label": f"{item['grid_label']} · {mark}"[:250]})
+        action = "dry run" if self.dry_run else "left alone" if mark == LEFT_ALONE else "restarted"
         return {**self._result(ids, action), "marks": self.marks}
-
-    def _label_left_alone(self, alone: list[int], ids: list[int]) -> None:
-        """The Grid label the task ends with (its ``map_index_template`` renders the item's ``grid_label`` as it
-        ends) names what this run left alone: ``"broker 0 (1/4) · left alone"`` when the needs-action rule left
-        every node of the batch alone (a config change out of scope, an upgrade phase with nothing to do), ``"brokers
-        0, 3 (1/2) · left alone: broker 0"`` when some; unchanged otherwise: a success in the Grid is a restart
-        only where the run restarted."""
-        if not alone:
-            return
-        mark = "left alone" if len(alone) == len(ids) else f"left alone: {names(alone, self.node)}"
-        item = getattr(self, self.item_field)
-        setattr(self, self.item_field, {**item, "grid_label": f"{item['grid_label']} · {mark}"[:250]})
 
     def execute_in_window(self, context: Any, event: Any = None) -> dict:
         """Resumed by the window gate's trigger when the next maintenance window opens: the batch from its start

@@ -83,6 +83,8 @@ def test_dry_run_names_the_brokers_it_would_restart_and_touches_nothing(sandbox,
     assert re.search(r"broker 1: rolling it due to: queued\.max\.requests 400 in server\.properties, the broker runs "
                      r"500 \(DEFAULT_CONFIG, read-only\): restart", text)
     assert "broker 0: left alone: not in the change's scope [1, 2]" in text
+    labels = broker_labels(result)
+    assert labels[0].endswith(" · dry run · left alone") and not any("left alone" in labels[b] for b in (1, 2)), labels
     assert {b: properties(sandbox, b) for b in sandbox.broker_ids} == files, "no file was written"
     assert configs(sandbox, 1, "log.cleaner.backoff.ms")["log.cleaner.backoff.ms"][1] == "DEFAULT_CONFIG"
     assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}

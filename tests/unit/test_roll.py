@@ -18,6 +18,7 @@ from kafka_ops.roll import (
     grid_label,
     labelled_batch,
     left_alone,
+    left_alone_mark,
     turn,
 )
 from kafka_ops.roll_spec import requested
@@ -329,6 +330,9 @@ def test_left_alone_names_the_nodes_done_without_a_restart_in_the_order_given() 
     assert left_alone(rec, [0, 1]) == [], "restarted, or not done yet"
     resumed = RollRecord("r", T0, STEPS_3).mark(0, "done", T0, "restarted, back in every ISR; soaking", 8.0)
     assert left_alone(resumed, [0]) == [], "done by an earlier try of the task: restarted, not left alone"
+    assert left_alone_mark(rec, [2]) == "left alone"
+    assert left_alone_mark(rec, [0, 2]) == "left alone: broker 2"
+    assert left_alone_mark(rec, [0, 1], node="controller") is None
 
 
 def test_eta_is_the_mean_time_per_restart_times_the_brokers_left() -> None:

@@ -446,7 +446,8 @@ def load_plan(
 # -- before executing -------------------------------------------------------------------------------
 
 
-def check_plan_current(plan: Plan, state: ClusterState, new_brokers: Iterable[int] = ()) -> list[str]:
+def check_plan_current(plan: Plan, state: ClusterState, new_brokers: Iterable[int] = (),
+                       not_started: Iterable[int] = ()) -> list[str]:
     """Problems that make ``plan`` stale or unsafe against a fresh snapshot ``state``; [] = OK.
 
     One line per problem, naming the partition:
@@ -457,12 +458,13 @@ def check_plan_current(plan: Plan, state: ClusterState, new_brokers: Iterable[in
     - ``"orders-3: target brokers [7] are not registered"``: AlterPartitionReassignments refuses
       targets that are not live brokers (Kafka's InvalidReplicaAssignmentException). Brokers in
       ``new_brokers`` (a scale-out's) are named as such: ``"... (new broker 7 not started or not
-      registered yet)"``;
+      registered yet)"``; brokers in ``not_started`` (those a scale-out dry run planned onto without starting them,
+      from their server.properties) are not a problem: the dry run moves nothing;
     - ``"orders-3: plan changes the replication factor from 3 to 2 (target [1, 2], current
       [1, 2, 3])"``: a reassignment plan must keep each partition's replica count.
     """
     new = set(new_brokers)
-    registered = set(state.broker_ids)
+    registered = set(state.broker_ids) | set(not_started)
     live = {(p.topic, p.partition): p for p in state.partitions}
     problems = []
     for m in plan.moves:

@@ -5,12 +5,16 @@ written into the run's directory (``runtime.run_dir``) in the planner's fixed fo
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import Broker, ClusterState, fenced_down
+from kafka_ops.unstarted_broker import unstarted_broker
+from runtime.host_files import run_on_host
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
@@ -30,16 +34,16 @@ def partition_sizes(log_dir_rows: list[dict[str, Any]]) -> dict[tuple[str, int],
 
 
 def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, int], int],
-                   drained_down: Sequence[Broker] = ()) -> dict[str, int]:
+                   not_live: Sequence[Broker] = ()) -> dict[str, int]:
     """Write ``brokers.json`` and ``partitions.jsonl`` into ``directory`` (created); returns counts
     ``{"brokers", "partitions", "bytes"}``. Sizes missing from ``sizes`` are written as 0 (unknown: the
-    planner then balances replica counts and says so). ``drained_down``: brokers a decommission removes that are
-    not live (registered but fenced), listed too so that the planner knows them; never a target, since the
-    planner only drains them."""
+    planner then balances replica counts and says so). ``not_live``: brokers the planner must know that the
+    metadata leaves out, listed too: those a decommission removes that are registered but fenced (the planner
+    only drains them), and a scale-out dry run's new brokers not started yet (:mod:`kafka_ops.unstarted_broker`)."""
     directory.mkdir(parents=True, exist_ok=True)
     live = {b.id for b in state.brokers}
     brokers = [{"id": b.id, "rack": b.rack, "host": b.host, "port": b.port}
-               for b in sorted([*state.brokers, *(b for b in drained_down if b.id not in live)], key=lambda b: b.id)]
+               for b in sorted([*state.brokers, *(b for b in not_live if b.id not in live)], key=lambda b: b.id)]
     (directory / "brokers.json").write_text(json.dumps(brokers, indent=1))
     total = 0
     with open(directory / "partitions.jsonl", "w") as out:
@@ -51,14 +55,28 @@ def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, 
     return {"brokers": len(brokers), "partitions": len(state.partitions), "bytes": total}
 
 
+def snapshot_broker_ids(directory: Path) -> set[int]:
+    """The broker ids of ``directory/brokers.json`` as :func:`write_snapshot` wrote it.
+
+    :raises OSError: no such file. :raises ValueError: not the JSON list written there.
+    """
+    return {int(b["id"]) for b in json.loads((directory / "brokers.json").read_text())}
+
+
 class SnapshotOperator(ClusterOperator):
     """Snapshot the cluster into ``<run directory>/snapshot`` (Metadata, DescribeCluster for racks,
     DescribeLogDirs for sizes); returns the run directory's path (str).
 
     :param mode: the planner's mode; for ``decommission`` the brokers of setting ``brokers`` that a KRaft
         cluster has registered but fenced (stopped without being unregistered) are listed too (DescribeCluster
-        v2, Kafka 4.0+), so that the planner knows them.
-    :param settings: ``cluster``, and ``brokers`` for a decommission (values or ``FromParam``).
+        v2, Kafka 4.0+), so that the planner knows them; for a ``scale-out`` dry run, the brokers of ``brokers``
+        not registered yet are listed as their hosts' ``server.properties`` describe them (the profile's
+        ``broker_hosts`` and ``server_properties``, read over SSH: ``kafka_ops.unstarted_broker``), so that the dry
+        run plans onto them without starting them.
+    :param settings: ``cluster``, ``dry_run``, and ``brokers`` for a decommission or scale-out (values or
+        ``FromParam``).
+    :raises AirflowFailException: a scale-out dry run's new broker has no host or file to read, its file
+        cannot be read, or it describes another broker or a controller.
     """
 
     ui_color = "#eeeeee"
@@ -72,6 +90,7 @@ class SnapshotOperator(ClusterOperator):
         profile = self.profile
         run_dir = run_directory(context)
         drained_down: list[Broker] = []
+        unstarted: list[Broker] = []
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             sizes = partition_sizes(admin.describe_log_dirs(state.broker_ids))
@@ -81,11 +100,33 @@ class SnapshotOperator(ClusterOperator):
                 if missing:
                     drained_down = [b for b in fenced_down(admin.broker_registrations() or [], state.broker_ids)
                                     if b.id in missing]
+        if self.planner_mode == "scale-out" and self.dry_run:
+            named = [int(b) for b in self.setting("brokers")]
+            unstarted = [self._unstarted(profile, b) for b in named if not state.has_broker(b)]
+        if unstarted:
+            self.log.info("DRY RUN: brokers %s are not started: planned onto as their server.properties describe "
+                          "them (%s); a real run starts them first and plans onto them as registered",
+                          [b.id for b in unstarted],
+                          ", ".join(f"broker {b.id} on {b.host}, rack {b.rack}" for b in unstarted))
         if drained_down:
             self.log.info("brokers %s are registered but fenced (down): listed for the planner, which drains them",
                           [b.id for b in drained_down])
-        counts = write_snapshot(run_dir / "snapshot", state, sizes, drained_down)
+        counts = write_snapshot(run_dir / "snapshot", state, sizes, [*drained_down, *unstarted])
         self.log.info("snapshot of cluster %r: %d brokers (racks %s), %d partitions, %.3f GB in %s",
                       profile.cluster, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
                       counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")
         return str(run_dir)
+
+    def _unstarted(self, profile: Any, broker_id: int) -> Broker:
+        """New broker ``broker_id`` as its host's server.properties describes it (read over SSH, nothing changed)."""
+        host, path = profile.broker_hosts.get(broker_id), profile.server_properties_for(broker_id)
+        if not host or not path:
+            raise AirflowFailException(f"broker {broker_id} is not registered: a dry run plans onto it from its host's "
+                                       f"server.properties, and connection {profile.cluster!r} names no "
+                                       f"{'broker_hosts entry' if not host else 'server_properties'} for it")
+        node = {"id": broker_id, "host": host}
+        text = run_on_host(profile, node, f"cat {shlex.quote(path)}", "reading server.properties", read_only=True)
+        try:
+            return unstarted_broker(broker_id, host, text)
+        except ValueError as exc:
+            raise AirflowFailException(str(exc)) from exc

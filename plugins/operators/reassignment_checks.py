@@ -24,10 +24,12 @@ class ReassignmentChecksOperator(ClusterOperator):
 
     ``scale-out``: the new broker ids are not repeated and hold no replicas yet; without
     ``start_new_brokers`` they must be registered, with it each unregistered one needs a host in the
-    profile's ``broker_hosts``. ``decommission``: the ids are registered brokers (on KRaft also fenced ones: a
-    broker stopped without being unregistered, whose registration the run then removes) and the rest can hold
-    every partition (at least the largest replication factor, enough racks for rack diversity), and on a KRaft
-    cluster none of them is a voter of the metadata quorum too (a combined node, DescribeQuorum).
+    profile's ``broker_hosts`` (and, for a dry run, which plans onto it without starting it, the profile's
+    ``server_properties``, read by the snapshot). ``decommission``: the ids are registered brokers (on KRaft
+    also fenced ones: a broker stopped without being unregistered, whose registration the run then removes) and
+    the rest can hold every partition (at least the largest replication factor, enough racks for rack
+    diversity), and on a KRaft cluster none of them is a voter of the metadata quorum too (a combined node,
+    DescribeQuorum).
 
     :param mode: one of :data:`MODES`.
     :param settings: ``cluster``, ``brokers``, ``dry_run``, and ``start_new_brokers`` for a scale-out.
@@ -60,9 +62,11 @@ class ReassignmentChecksOperator(ClusterOperator):
             if start:
                 refusals += [f"broker {b} is not registered and connection {profile.cluster!r} has no "
                              f"broker_hosts entry to start it on" for b in absent if b not in profile.broker_hosts]
-            if start and absent and self.dry_run:
-                refusals.append(f"a dry run starts nothing, and the planner can only place replicas on registered "
-                                f"brokers: start brokers {absent} first (or run without dry_run)")
+            if start and self.dry_run:
+                # the dry run starts nothing: the snapshot lists such a broker from its host's server.properties
+                refusals += [f"broker {b} is not registered and a dry run, which starts nothing, plans onto it from "
+                             f"its host's server.properties: connection {profile.cluster!r} names no "
+                             f"server_properties" for b in absent if not profile.server_properties_for(b)]
         else:
             refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else (),
                                           fenced=[b.id for b in fenced_down(registrations, state.broker_ids)])

@@ -25,6 +25,7 @@ from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
+from operators.cluster_snapshot import snapshot_broker_ids
 
 #: ``spark/`` beside ``plugins/`` (the repository, and /opt/airflow in the docker image);
 #: ``KAFKA_OPS_SPARK_DIR`` overrides it.
@@ -129,14 +130,16 @@ class CheckPlanOperator(ClusterOperator):
             ongoing = Reassignments(admin, profile).ongoing()
         # moves already at their target were made by this run's waves before a resume: not stale
         pending = tuple(m for m in plan.moves if _current(state, m) != tuple(m.replicas))
-        problems = check_plan_current(replace(plan, moves=pending), state)
+        # a scale-out dry run plans onto new brokers it does not start (listed in the snapshot from their files)
+        unstarted = sorted(snapshot_broker_ids(run_dir / "snapshot") - set(state.broker_ids)) if self.dry_run else []
+        problems = check_plan_current(replace(plan, moves=pending), state, not_started=unstarted)
         if len(pending) < len(plan.moves):
             self.log.info("%d of %d moves are at their target already (a resumed run)",
                           len(plan.moves) - len(pending), len(plan.moves))
         if problems:
             raise AirflowFailException(f"the plan no longer fits the cluster ({len(problems)} problems; make a "
                                        f"new run): " + "; ".join(problems[:20]))
-        self._check_disk(profile, pending)
+        self._check_disk(profile, pending, unstarted)
         ours = {(m.topic, m.partition) for m in plan.moves}
         others = [o for o in ongoing if (o["topic"], o["partition"]) not in ours]
         if others:
@@ -154,13 +157,19 @@ class CheckPlanOperator(ClusterOperator):
         return publish(context, self.labels_for, items)
 
 
-    def _check_disk(self, profile: Any, pending: tuple[Any, ...]) -> None:
+    def _check_disk(self, profile: Any, pending: tuple[Any, ...], unstarted: list[int]) -> None:
         """The preflight of the data the plan copies: every receiving broker's log dirs have the usable bytes for
         it, with a margin (``kafka_ops.preflight.disk_problems``); a dry run logs the verdict and goes on.
+        ``unstarted``: brokers a dry run planned onto without starting them: not asked (a stopped broker answers
+        no DescribeLogDirs), what they would receive is logged.
 
         :raises AirflowFailException: naming every broker short of space (nothing was moved).
         """
         receive = bytes_to_receive(pending)
+        for bid in unstarted:
+            if bid in receive:
+                self.log.info("disk preflight: broker %d is not started: it would receive %d bytes; a real run asks "
+                              "its log dirs once it has started it", bid, receive.pop(bid))
         if not receive:
             return
         with KafkaAdminHook(profile=profile) as admin:

@@ -17,6 +17,7 @@ import pytest
 from airflow_env import published_labels, run_dag
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
+from kafka_ops import properties_file
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 
 from sandbox.traffic_watch import watched_traffic
@@ -94,6 +95,29 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     sandbox.wait_healthy(timeout_s=120)
     assert 3 not in registered(sandbox)
     before = snapshot(admin(sandbox.bootstrap_servers))
+
+    # the runbook's dry run first: broker 3 is planned onto as its host's server.properties describes it, nothing is
+    # started, throttled or moved
+    dry = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                      "dry_run": True, **FAST})
+    text = capfd.readouterr().out + caplog.text
+    assert dry.state == "success", dry.states
+    assert sandbox.starts([3]) == {3: 0} and 3 not in registered(sandbox), "a dry run starts nothing"
+    dry_dir = run_directory("manual", "kafka_scale_out")
+    listed = {b["id"]: b for b in json.loads((dry_dir / "snapshot" / "brokers.json").read_text())}
+    rack = properties_file.parse(sandbox.host_dir(3).server_properties.read_text())["broker.rack"]
+    assert listed[3]["rack"] == rack == sandbox.broker(3)["rack"] and listed[3]["host"] == sandbox.broker(3)["host"]
+    dry_moves = json.loads((dry_dir / "plan" / "reassignment.json").read_text())["partitions"]
+    assert any(3 in p["replicas"] for p in dry_moves), "the dry run's plan moves replicas onto broker 3"
+    assert "brokers [3] are not started: planned onto as their server.properties describe them" in text, text[-3000:]
+    assert "disk preflight: broker 3 is not started: it would receive" in text
+    assert "DRY RUN: wave 1/" in text
+    layout_before = {(p.topic, p.partition): p.replicas for p in before.partitions}
+    unmoved = {(p.topic, p.partition): p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions}
+    assert {k: v for k, v in unmoved.items() if k in layout_before} == layout_before, "nothing moved"
+    assert throttles_left(sandbox) == {}, "nothing throttled"
+
+    caplog.clear()
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, sandbox.broker_ids) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         result = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,

@@ -573,6 +573,14 @@ def test_plan_unregistered_new_brokers_are_named_together():
     ]
 
 
+def test_plan_onto_brokers_a_dry_run_did_not_start_is_not_stale():
+    plan = Plan("d", (Move("t", 0, (5, 2), (1, 2)), Move("t", 1, (6, 2), (1, 2))), (), {})
+    state = live(part("t", 0, [1, 2]), part("t", 1, [1, 2]))
+    assert check_plan_current(plan, state, new_brokers=(5, 6), not_started=[5]) == [
+        "t-1: target brokers [6] are not registered (new broker 6 not started or not registered yet)"
+    ]
+
+
 def test_plan_changing_the_replication_factor_is_refused():
     plan = Plan("d", (Move("orders", 0, (1, 2), (1, 2, 3)), Move("orders", 1, (1, 2, 3), (1, 2))), (), {})
     state = live(part("orders", 0, [1, 2, 3]), part("orders", 1, [1, 2]))

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from kafka_ops.cluster import Broker, ClusterState, Partition
-from operators.cluster_snapshot import partition_sizes, write_snapshot
+from operators.cluster_snapshot import partition_sizes, snapshot_broker_ids, write_snapshot
 from operators.leadership import drained_last
 from operators.reassignment_plan import SPARK_DIR, planner_args
 from operators.roll_plan import batch_items
@@ -48,12 +48,17 @@ def test_write_snapshot_writes_the_planners_format(tmp_path: Path) -> None:
 
 def test_a_fenced_broker_a_decommission_removes_is_listed_for_the_planner(tmp_path: Path) -> None:
     down = Broker(4, "h4", 9092, "a")
-    counts = write_snapshot(tmp_path, STATE, {}, drained_down=[down, STATE.brokers[0]])
+    counts = write_snapshot(tmp_path, STATE, {}, not_live=[down, STATE.brokers[0]])
     assert counts["brokers"] == 3, "a live broker given again is not listed twice"
     assert [b["id"] for b in json.loads((tmp_path / "brokers.json").read_text())] == [0, 1, 4]
     from planner.snapshot import load_snapshot
 
     assert list(load_snapshot(str(tmp_path)).broker_ids) == [0, 1, 4]
+
+
+def test_snapshot_broker_ids_read_back_what_was_written(tmp_path: Path) -> None:
+    write_snapshot(tmp_path, STATE, {}, not_live=[Broker(7, "h7", 0, "a")])
+    assert snapshot_broker_ids(tmp_path) == {0, 1, 7}
 
 
 def test_the_snapshot_is_what_the_planner_reads(tmp_path: Path) -> None:

@@ -1,0 +1,50 @@
+"""``kafka_ops.unstarted_broker``: a new broker that has not started, as its host's server.properties describes it
+(what a scale-out dry run plans onto), and the refusals of a file that describes another broker."""
+
+from __future__ import annotations
+
+import pytest
+from kafka_ops.cluster import Broker
+from kafka_ops.unstarted_broker import unstarted_broker
+
+KRAFT = """# written by hand
+process.roles=broker
+node.id=7
+broker.rack=rack-b
+listeners=PLAINTEXT://10.0.0.7:9092,CLIENT://10.0.0.7:9094
+advertised.listeners=CLIENT://kafka-7.example:9094,PLAINTEXT://10.0.0.7:9092
+controller.quorum.bootstrap.servers=10.0.0.100:9093
+"""
+
+ZOOKEEPER = """broker.id=3
+zookeeper.connect=zk:2181
+listeners=PLAINTEXT\\://0.0.0.0\\:9192
+"""
+
+
+def test_a_kraft_brokers_file_gives_its_rack_and_its_first_advertised_port() -> None:
+    assert unstarted_broker(7, "h7", KRAFT) == Broker(7, "h7", 9094, "rack-b")
+
+
+def test_a_zookeeper_brokers_file_without_rack_or_advertised_listeners() -> None:
+    # escaped separators read as Properties.load reads them; no broker.rack = no rack (empty counts as unset)
+    assert unstarted_broker(3, "h3", ZOOKEEPER) == Broker(3, "h3", 9192, None)
+    assert unstarted_broker(3, "h3", ZOOKEEPER + "broker.rack=  \n").rack is None
+    assert unstarted_broker(3, "h3", "broker.id=3\n").port == 0, "no listener named: port 0"
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("zookeeper.connect=zk:2181\n", "sets neither node.id nor broker.id"),
+    ("broker.id=4\n", "has broker.id=4: that host starts broker 4, not 3"),
+    ("node.id=3\nbroker.id=5\n", "has broker.id=5"),
+    ("broker.id=three\n", "broker.id=three, not a number"),
+    ("process.roles=controller\nnode.id=3\n", "process.roles=controller: a controller"),
+])
+def test_a_file_that_does_not_describe_broker_3_is_refused(text: str, words: str) -> None:
+    with pytest.raises(ValueError, match="broker 3: its server.properties on h3") as info:
+        unstarted_broker(3, "h3", text)
+    assert words in str(info.value)
+
+
+def test_a_combined_node_is_a_broker() -> None:
+    assert unstarted_broker(3, "h3", "process.roles=broker,controller\nnode.id=3\nbroker.rack=a\n").rack == "a"

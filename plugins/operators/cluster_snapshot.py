@@ -5,16 +5,13 @@ written into the run's directory (``runtime.run_dir``) in the planner's fixed fo
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import Broker, ClusterState, fenced_down
-from kafka_ops.unstarted_broker import unstarted_broker
-from runtime.host_files import run_on_host
+from runtime.host_files import unstarted_broker_on_host
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
@@ -102,7 +99,7 @@ class SnapshotOperator(ClusterOperator):
                                     if b.id in missing]
         if self.planner_mode == "scale-out" and self.dry_run:
             named = [int(b) for b in self.setting("brokers")]
-            unstarted = [self._unstarted(profile, b) for b in named if not state.has_broker(b)]
+            unstarted = [unstarted_broker_on_host(profile, b) for b in named if not state.has_broker(b)]
         if unstarted:
             self.log.info("DRY RUN: brokers %s are not started: planned onto as their server.properties describe "
                           "them (%s); a real run starts them first and plans onto them as registered",
@@ -116,17 +113,3 @@ class SnapshotOperator(ClusterOperator):
                       profile.cluster, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
                       counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")
         return str(run_dir)
-
-    def _unstarted(self, profile: Any, broker_id: int) -> Broker:
-        """New broker ``broker_id`` as its host's server.properties describes it (read over SSH, nothing changed)."""
-        host, path = profile.broker_hosts.get(broker_id), profile.server_properties_for(broker_id)
-        if not host or not path:
-            raise AirflowFailException(f"broker {broker_id} is not registered: a dry run plans onto it from its host's "
-                                       f"server.properties, and connection {profile.cluster!r} names no "
-                                       f"{'broker_hosts entry' if not host else 'server_properties'} for it")
-        node = {"id": broker_id, "host": host}
-        text = run_on_host(profile, node, f"cat {shlex.quote(path)}", "reading server.properties", read_only=True)
-        try:
-            return unstarted_broker(broker_id, host, text)
-        except ValueError as exc:
-            raise AirflowFailException(str(exc)) from exc

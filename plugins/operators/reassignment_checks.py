@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import fenced_down
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
-from runtime.failures import RunRefused
+from runtime.failures import RunRefused, describe
+from runtime.host_files import unstarted_broker_on_host
 from runtime.params import is_true
 from runtime.reassignments import Reassignments
 
@@ -25,11 +27,13 @@ class ReassignmentChecksOperator(ClusterOperator):
     ``scale-out``: the new broker ids are not repeated and hold no replicas yet; without
     ``start_new_brokers`` they must be registered, with it each unregistered one needs a host in the
     profile's ``broker_hosts`` (and, for a dry run, which plans onto it without starting it, the profile's
-    ``server_properties``, read by the snapshot). ``decommission``: the ids are registered brokers (on KRaft
-    also fenced ones: a broker stopped without being unregistered, whose registration the run then removes) and
-    the rest can hold every partition (at least the largest replication factor, enough racks for rack
-    diversity), and on a KRaft cluster none of them is a voter of the metadata quorum too (a combined node,
-    DescribeQuorum).
+    ``server_properties``, read by the snapshot); a new broker's file, when the profile names one, must start that
+    broker (its ``node.id`` / ``broker.id``: ``kafka_ops.unstarted_broker``).
+
+    ``decommission``: the ids are registered brokers (on KRaft also fenced ones: a broker stopped without being
+    unregistered, whose registration the run then removes) and the rest can hold every partition (at least the
+    largest replication factor, enough racks for rack diversity), and on a KRaft cluster none of them is a voter of
+    the metadata quorum too (a combined node, DescribeQuorum).
 
     :param mode: one of :data:`MODES`.
     :param settings: ``cluster``, ``brokers``, ``dry_run``, and ``start_new_brokers`` for a scale-out.
@@ -67,6 +71,8 @@ class ReassignmentChecksOperator(ClusterOperator):
                 refusals += [f"broker {b} is not registered and a dry run, which starts nothing, plans onto it from "
                              f"its host's server.properties: connection {profile.cluster!r} names no "
                              f"server_properties" for b in absent if not profile.server_properties_for(b)]
+            if start:
+                refusals += self._unstarted_files(profile, absent)
         else:
             refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else (),
                                           fenced=[b.id for b in fenced_down(registrations, state.broker_ids)])
@@ -78,3 +84,23 @@ class ReassignmentChecksOperator(ClusterOperator):
         self.log.info("%s of brokers %s on cluster %r: accepted (live brokers %s)", self.mode, brokers,
                       profile.cluster, state.broker_ids)
         return brokers
+
+    def _unstarted_files(self, profile: Any, absent: list[int]) -> list[str]:
+        """Refusals for new brokers to be started whose host's server.properties (when the profile names one and a
+        host) does not start them: another id (a ``broker_hosts`` entry pointing at another broker's host), no id
+        (a generated one), a controller; or a file that cannot be read."""
+        refusals = []
+        for bid in absent:
+            if bid not in profile.broker_hosts or not profile.server_properties_for(bid):
+                continue
+            try:
+                broker = unstarted_broker_on_host(profile, bid)
+            except AirflowFailException as exc:
+                refusals.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - SSH refused, host key unknown: a refusal naming it
+                refusals.append(f"broker {bid} ({profile.broker_hosts[bid]}): reading server.properties: "
+                                f"{describe(exc)}")
+            else:
+                self.log.info("new broker %d: %s's server.properties starts it in rack %s", bid, broker.host,
+                              broker.rack)
+        return refusals

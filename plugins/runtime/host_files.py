@@ -2,7 +2,8 @@
 step dict ``{"id", "host", "role"?}``): run a command (complete output for reads an edit is computed from),
 where Kafka lives and its ``server.properties`` (the profile's ``kafka_home`` / ``server_properties``), and the
 safe edit of that file: a timestamped backup (``server.properties.bak-<epoch>``) kept beside it, the new text
-written to a temp file and renamed over it, then read back.
+written to a temp file and renamed over it, then read back; and a new broker not started yet as its file describes
+it (:func:`unstarted_broker_on_host`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.broker_ssh import BrokerShell, IncompleteOutput
+from kafka_ops.cluster import Broker
 from kafka_ops.profile import ClusterProfile
+from kafka_ops.unstarted_broker import unstarted_broker
 
 from runtime.broker_commands import remote_command
 
@@ -74,3 +77,23 @@ def write_properties(profile: ClusterProfile, node: Mapping[str, Any], text: str
                                    f"({len(back)} vs {len(text)} characters): not started on it; the previous "
                                    f"file is kept beside it as {backup}")
     return backup
+
+
+def unstarted_broker_on_host(profile: ClusterProfile, broker_id: int) -> Broker:
+    """New broker ``broker_id``, not started yet, as its host's ``server.properties`` describes it: the host from the
+    profile's ``broker_hosts``, the file from its ``server_properties`` (read over SSH, nothing changed; the rules
+    are :func:`kafka_ops.unstarted_broker.unstarted_broker`'s).
+
+    :raises AirflowFailException: the profile names no host or file for it, the read failed, or the file describes
+        another broker, no id, or a controller.
+    """
+    host, path = profile.broker_hosts.get(broker_id), profile.server_properties_for(broker_id)
+    if not host or not path:
+        raise AirflowFailException(f"broker {broker_id} is not registered, and connection {profile.cluster!r} names "
+                                   f"no {'broker_hosts entry' if not host else 'server_properties'} to read it from")
+    text = run_on_host(profile, {"id": broker_id, "host": host}, f"cat {shlex.quote(path)}",
+                       "reading server.properties", read_only=True)
+    try:
+        return unstarted_broker(broker_id, host, text)
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from exc

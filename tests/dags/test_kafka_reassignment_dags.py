@@ -96,6 +96,22 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert 3 not in registered(sandbox)
     before = snapshot(admin(sandbox.bootstrap_servers))
 
+    # a new broker's host whose server.properties starts another broker (a broker_hosts entry pointing at the wrong
+    # host): refused before anything is touched, in a real run as in a dry run
+    props = sandbox.host_dir(3).server_properties
+    good = props.read_text()
+    assert "broker.id=3\n" in good
+    props.write_text(good.replace("broker.id=3\n", "broker.id=4\n"))
+    try:
+        wrong = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                            **FAST})
+    finally:
+        props.write_text(good)
+    text = capfd.readouterr().out + caplog.text
+    assert wrong.state == "failed" and wrong.state_of("validate") == "failed", wrong.states
+    assert "has broker.id=4: that host starts broker 4, not 3" in text and "nothing was touched" in text, text[-3000:]
+    assert sandbox.starts([3]) == {3: 0} and 3 not in registered(sandbox)
+
     # the runbook's dry run first: broker 3 is planned onto as its host's server.properties describes it, nothing is
     # started, throttled or moved
     dry = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,

@@ -691,3 +691,17 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
     assert sandbox.starts() == before, "nothing restarted"
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
+
+    # bringing broker 4 back is a scale-out; its dry run plans onto it, unregistered and stopped, as its host's
+    # server.properties describes it (node.id, process.roles=broker, broker.rack), and starts nothing
+    monkeypatch.setattr(check_plan_module, "load_plan", real_load_plan)
+    dry = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [4], "start_new_brokers": True,
+                                      "dry_run": True, "healthcheck_interval_s": 1, "healthcheck_timeout_s": 60})
+    text = capfd.readouterr().out + caplog.text
+    assert dry.state == "success", dry.states
+    rack = javaproperties.loads(sandbox.host_dir(4).server_properties.read_text())["broker.rack"]
+    assert f"brokers [4] are not started: planned onto as their server.properties describe them (broker 4 on " \
+           f"{sandbox.broker(4)['host']}, rack {rack})" in text, text[-3000:]
+    assert "plan: 0 moves" not in text and "disk preflight: broker 4 is not started: it would receive" in text
+    assert sandbox.starts() == before, "a dry run starts nothing"
+    assert [p for p in snapshot(admin(sandbox.bootstrap_servers)).partitions if 4 in p.replicas] == []

@@ -9,6 +9,7 @@ refuses a file where both are set and differ); the rack is ``broker.rack``. Pure
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from kafka_ops import properties_file
 from kafka_ops.cluster import Broker
@@ -62,3 +63,26 @@ def _first_port(props: dict[str, str]) -> int:
             if match:
                 return int(match.group(1))
     return 0
+
+
+def rack_problem(broker: Broker, cluster: Iterable[Broker]) -> str | None:
+    """Why ``broker`` (a new one) cannot join ``cluster``'s registered brokers as its rack stands, or None.
+
+    The planner places replicas rack-aware and, like Kafka's own rack-aware assignment (``kafka-reassign-partitions.sh
+    --generate`` and topic creation: "Not all brokers have rack information"), refuses a cluster where only some
+    brokers have a ``broker.rack``: a new broker without one joining brokers that have racks, or one with a rack
+    joining brokers without.
+
+    :param broker: the new broker (:func:`unstarted_broker`). :param cluster: the registered brokers.
+    :returns: the refusal, naming the broker, its host and the racks; None when the racks fit.
+    """
+    racks = sorted({b.rack for b in cluster if b.rack is not None})
+    without = sorted(b.id for b in cluster if b.rack is None)
+    if broker.rack is None and racks:
+        return (f"broker {broker.id}: its server.properties on {broker.host} sets no broker.rack, while the brokers "
+                f"have racks {racks}: set its broker.rack (the plan is rack-aware and needs a rack on every broker)")
+    if broker.rack is not None and without:
+        return (f"broker {broker.id}: its server.properties on {broker.host} sets broker.rack={broker.rack}, while "
+                f"brokers {without} have none: a rack on some brokers only is refused (as Kafka's rack-aware "
+                f"assignment refuses it)")
+    return None

@@ -11,6 +11,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import fenced_down
 from kafka_ops.plan_files import reassignment_in_progress
 from kafka_ops.reassignment import check_decommission, check_scale_out
+from kafka_ops.unstarted_broker import rack_problem
 from runtime.failures import RunRefused, describe
 from runtime.host_files import unstarted_broker_on_host
 from runtime.params import is_true
@@ -72,7 +73,7 @@ class ReassignmentChecksOperator(ClusterOperator):
                              f"its host's server.properties: connection {profile.cluster!r} names no "
                              f"server_properties" for b in absent if not profile.server_properties_for(b)]
             if start:
-                refusals += self._unstarted_files(profile, absent)
+                refusals += self._unstarted_files(profile, absent, state)
         else:
             refusals = check_decommission(state, brokers, quorum.voter_ids if quorum is not None else (),
                                           fenced=[b.id for b in fenced_down(registrations, state.broker_ids)])
@@ -85,10 +86,11 @@ class ReassignmentChecksOperator(ClusterOperator):
                       profile.cluster, state.broker_ids)
         return brokers
 
-    def _unstarted_files(self, profile: Any, absent: list[int]) -> list[str]:
+    def _unstarted_files(self, profile: Any, absent: list[int], state: Any) -> list[str]:
         """Refusals for new brokers to be started whose host's server.properties (when the profile names one and a
         host) does not start them: another id (a ``broker_hosts`` entry pointing at another broker's host), no id
-        (a generated one), a controller; or a file that cannot be read."""
+        (a generated one), a controller; a rack the plan cannot use (``kafka_ops.unstarted_broker.rack_problem``);
+        or a file that cannot be read."""
         refusals = []
         for bid in absent:
             if bid not in profile.broker_hosts or not profile.server_properties_for(bid):
@@ -101,6 +103,9 @@ class ReassignmentChecksOperator(ClusterOperator):
                 refusals.append(f"broker {bid} ({profile.broker_hosts[bid]}): reading server.properties: "
                                 f"{describe(exc)}")
             else:
+                if problem := rack_problem(broker, state.brokers):
+                    refusals.append(problem)
+                    continue
                 self.log.info("new broker %d: %s's server.properties starts it in rack %s", bid, broker.host,
                               broker.rack)
         return refusals

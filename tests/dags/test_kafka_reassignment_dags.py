@@ -98,19 +98,24 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
 
     # a new broker's host whose server.properties starts another broker (a broker_hosts entry pointing at the wrong
     # host): refused before anything is touched, in a real run as in a dry run
+    # or one without the broker.rack the other brokers have, which the rack-aware plan cannot place
     props = sandbox.host_dir(3).server_properties
     good = props.read_text()
+    rack_line = next(line for line in good.splitlines(keepends=True) if line.startswith("broker.rack="))
     assert "broker.id=3\n" in good
-    props.write_text(good.replace("broker.id=3\n", "broker.id=4\n"))
-    try:
-        wrong = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
-                                            **FAST})
-    finally:
-        props.write_text(good)
-    text = capfd.readouterr().out + caplog.text
-    assert wrong.state == "failed" and wrong.state_of("validate") == "failed", wrong.states
-    assert "has broker.id=4: that host starts broker 4, not 3" in text and "nothing was touched" in text, text[-3000:]
-    assert sandbox.starts([3]) == {3: 0} and 3 not in registered(sandbox)
+    wrong_files = {"has broker.id=4: that host starts broker 4, not 3": good.replace("broker.id=3\n", "broker.id=4\n"),
+                   "sets no broker.rack, while the brokers have racks": good.replace(rack_line, "")}
+    for refusal, bad in wrong_files.items():
+        props.write_text(bad)
+        try:
+            wrong = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                                **FAST})
+        finally:
+            props.write_text(good)
+        text = capfd.readouterr().out + caplog.text
+        assert wrong.state == "failed" and wrong.state_of("validate") == "failed", wrong.states
+        assert refusal in text and "nothing was touched" in text, text[-3000:]
+        assert sandbox.starts([3]) == {3: 0} and 3 not in registered(sandbox)
 
     # the runbook's dry run first: broker 3 is planned onto as its host's server.properties describes it, nothing is
     # started, throttled or moved

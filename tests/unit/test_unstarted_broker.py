@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from kafka_ops.cluster import Broker
-from kafka_ops.unstarted_broker import unstarted_broker
+from kafka_ops.unstarted_broker import rack_problem, unstarted_broker
 
 KRAFT = """# written by hand
 process.roles=broker
@@ -48,3 +48,19 @@ def test_a_file_that_does_not_describe_broker_3_is_refused(text: str, words: str
 
 def test_a_combined_node_is_a_broker() -> None:
     assert unstarted_broker(3, "h3", "process.roles=broker,controller\nnode.id=3\nbroker.rack=a\n").rack == "a"
+
+
+RACKED = [Broker(0, "h0", 9092, "a"), Broker(1, "h1", 9092, "b")]
+RACKLESS = [Broker(0, "h0", 9092), Broker(1, "h1", 9092)]
+
+
+def test_a_new_broker_without_rack_among_brokers_with_racks_is_refused_and_the_other_way_round() -> None:
+    assert rack_problem(Broker(3, "h3", 9092, None), RACKED) == (
+        "broker 3: its server.properties on h3 sets no broker.rack, while the brokers have racks ['a', 'b']: set its "
+        "broker.rack (the plan is rack-aware and needs a rack on every broker)")
+    assert "sets broker.rack=c, while brokers [0, 1] have none" in rack_problem(Broker(3, "h3", 9092, "c"), RACKLESS)
+
+
+def test_a_new_broker_whose_rack_fits_is_not_refused() -> None:
+    assert rack_problem(Broker(3, "h3", 9092, "c"), RACKED) is None, "a new rack is a rack"
+    assert rack_problem(Broker(3, "h3", 9092, None), RACKLESS) is None

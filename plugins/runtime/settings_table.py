@@ -101,7 +101,8 @@ SETTINGS: dict[str, Setting] = {
     "cancel_on_timeout": Setting(True, {"type": "boolean"},
                                  "Cancel a wave's moves that are still running at its timeout"),
     "start_new_brokers": Setting(False, {"type": "boolean"}, "Start the new brokers over SSH (hosts from the "
-                                 "profile's broker_hosts) and wait until they are registered"),
+                                 "profile's broker_hosts) and wait until they are registered; with dry_run nothing "
+                                 "starts: the plan places them as their server.properties describe them"),
     "drain_only": Setting(False, {"type": "boolean"},
                           "Move only the drained brokers' replicas: the kept brokers exchange nothing (the plan "
                           "copies exactly the drained bytes; without it the plan also evens out the kept brokers "

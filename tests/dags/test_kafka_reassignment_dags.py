@@ -117,6 +117,17 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
         assert refusal in text and "nothing was touched" in text, text[-3000:]
         assert sandbox.starts([3]) == {3: 0} and 3 not in registered(sandbox)
 
+    # a host whose key the SSH connection does not know: refused, naming it, before anything is touched
+    hosts = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])["extra"]["broker_hosts"]
+    with monkeypatch.context() as patch:
+        with_profile(patch, broker_hosts={**hosts, "3": "127.0.0.251"})
+        unknown = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                              "dry_run": True, **FAST})
+    text = capfd.readouterr().out + caplog.text
+    assert unknown.state == "failed" and unknown.state_of("validate") == "failed", unknown.states
+    assert "broker 3 (127.0.0.251): reading server.properties: " in text and "nothing was touched" in text, \
+        text[-3000:]
+
     # the runbook's dry run first: broker 3 is planned onto as its host's server.properties describes it, nothing is
     # started, throttled or moved
     dry = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,

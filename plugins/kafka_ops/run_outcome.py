@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kafka_ops.plan_files import Plan
+
 #: Airflow's limit on a DAG run's note, characters (``DAGRunPatchBody.note``).
 NOTE_LIMIT = 1000
 #: Longest error text quoted on the note's first line, characters.
@@ -122,6 +124,35 @@ def other_failures(failures: Sequence[TaskFailure], first: TaskFailure | None, l
         return None
     more = f" (+{len(others) - limit} more)" if len(others) > limit else ""
     return "also failed: " + ", ".join(others[:limit]) + more
+
+
+def plan_line(plan: Plan, waves_done: int | None, dry_run: bool) -> str:
+    """The note's line about a reassignment run's plan (scale-out, decommission): what it moves, the net change of
+    replicas per broker (brokers whose count does not change left out), how far the run got, and where its files are
+    (``rollback.json`` among them).
+
+    ``"plan: 34 moves in 3 waves, 1.234 GB; replicas per broker: 0 -12, 1 -10, 2 -8, 3 +30; waves done 2 of 3;
+    files in /data/kafka_scale_out/manual__.../plan"``; a dry run's begins ``"plan (dry run: nothing moved)"`` and
+    counts no waves.
+
+    :param plan: the run's plan (``kafka_ops.plan_files.load_plan``).
+    :param waves_done: wave task instances that succeeded, or None when the run's task states are unknown.
+    """
+    net: dict[int, int] = {}
+    for m in plan.moves:
+        for b in set(m.replicas) - set(m.current):
+            net[b] = net.get(b, 0) + 1
+        for b in set(m.current) - set(m.replicas):
+            net[b] = net.get(b, 0) - 1
+    waves = len(plan.waves)
+    text = (f"{'plan (dry run: nothing moved)' if dry_run else 'plan'}: {len(plan.moves)} "
+            f"move{'' if len(plan.moves) == 1 else 's'} in {waves} wave{'' if waves == 1 else 's'}, "
+            f"{plan.bytes / 1e9:.3f} GB")
+    if any(net.values()):
+        text += "; replicas per broker: " + ", ".join(f"{b} {n:+d}" for b, n in sorted(net.items()) if n)
+    if not dry_run and waves_done is not None:
+        text += f"; waves done {waves_done} of {waves}"
+    return f"{text}; files in {plan.directory}"
 
 
 def note_markdown(first_line: str, items: Sequence[str], limit: int = NOTE_LIMIT) -> str:

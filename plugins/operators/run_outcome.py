@@ -143,6 +143,7 @@ class RunOutcomeOperator(ClusterOperator):
             items.append(line)
         if health:
             items.append(health)
+        items += run_report.plan_lines(context, crumbs, dry)
         items += rolls
         items.append(lock_line)
         next_step = advice(outcome, ti.dag_id, ti.run_id, down)

@@ -25,9 +25,10 @@ def data_root() -> Path:
     return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow") / "kafka-ops-data"
 
 
-def run_directory(context: Any) -> Path:
-    """This run's directory (created), named by DAG id and run id (characters outside ``[A-Za-z0-9_.+-]``
-    become ``_``: run ids hold ``:`` and ``+``)."""
+def run_directory(context: Any, create: bool = True) -> Path:
+    """This run's directory (created unless ``create`` is False: a reader that only looks), named by DAG id and run
+    id (characters outside ``[A-Za-z0-9_.+-]`` become ``_``: run ids hold ``:`` and ``+``)."""
     path = data_root() / context["dag"].dag_id / _UNSAFE.sub("_", str(context["run_id"]))
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path

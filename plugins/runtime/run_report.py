@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_ops.plan_files import PlanFileError, load_plan
 from kafka_ops.profile import ClusterProfile
-from kafka_ops.run_outcome import TaskFailure
+from kafka_ops.run_outcome import TaskFailure, plan_line
 
 from runtime.failure_record import FAILURE_KEY
 from runtime.pending_labels import GRID_LABELS_KEY, label_for
+from runtime.run_dir import run_directory
 
 #: Task states that count as failed (an earlier roll position in one stops the later ones).
 FAILED_STATES = {"failed", "upstream_failed"}
@@ -107,6 +109,27 @@ def cluster_line(profile: ClusterProfile) -> tuple[str, list[int]]:
     return (f"cluster {profile.cluster}: brokers down {down or 'none'}; "
             f"{len(state.under_replicated_partitions())} under-replicated, "
             f"{len(state.offline_partitions())} offline partitions"), down
+
+
+def plan_lines(context: Any, crumbs: list[dict[str, Any]] | None, dry_run: bool,
+               wave_task: str = "reassign.wave") -> list[str]:
+    """``[the note's line about the run's plan]`` (``kafka_ops.run_outcome.plan_line``) when the run's directory holds
+    a plan (a scale-out or decommission that got as far as planning), else ``[]``.
+
+    :param crumbs: the run's :func:`task_states` (the waves done are its ``wave_task`` instances in ``success``), or
+        None when unread. A plan that cannot be read is named as such.
+    """
+    directory = run_directory(context, create=False) / "plan"
+    if not (directory / "reassignment.json").exists():
+        return []
+    try:
+        plan = load_plan(directory, snapshot_dir=directory.parent / "snapshot")
+    except PlanFileError as exc:
+        return [f"plan in {directory}: unreadable ({exc})"[:300]]
+    done = None if crumbs is None else sum(
+        1 for c in crumbs if str(c["task_id"]) == wave_task and int(c.get("map_index", -1)) >= 0
+        and c.get("state") == "success")
+    return [plan_line(plan, done, dry_run)]
 
 
 def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -> tuple[list[str], list[str]]:

@@ -144,6 +144,13 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert "brokers [3] are not started: planned onto as their server.properties describe them" in text, text[-3000:]
     assert "disk preflight: broker 3 is not started: it would receive" in text
     assert "DRY RUN: wave 1/" in text
+    # the run's note (run_outcome logs its items) says what the plan would move and where its files are
+    files = re.escape(str(dry_dir / "plan"))
+    line = re.search(rf"plan \(dry run: nothing moved\): {len(dry_moves)} moves in \d+ waves?, [\d.]+ GB; replicas "
+                     rf"per broker: ([^;]+); files in {files}", text)
+    assert line, text[-3000:]
+    net = {int(b): int(n) for b, n in (pair.split() for pair in line[1].split(", "))}
+    assert net[3] == sum(3 in p["replicas"] for p in dry_moves) > 0 and sum(net.values()) == 0, net
     layout_before = {(p.topic, p.partition): p.replicas for p in before.partitions}
     unmoved = {(p.topic, p.partition): p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions}
     assert {k: v for k, v in unmoved.items() if k in layout_before} == layout_before, "nothing moved"
@@ -164,7 +171,10 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     print(traffic.summary())
     assert_no_acknowledged_message_lost(traffic)
     assert result.state == "success", result.states
-    assert "waiting deferred (no worker slot held)" in capfd.readouterr().out + caplog.text
+    text = capfd.readouterr().out + caplog.text
+    assert "waiting deferred (no worker slot held)" in text
+    waves = len(json.loads((run_dir / "plan" / "waves.json").read_text()))
+    assert f"waves done {waves} of {waves}; files in {run_dir / 'plan'}" in text, text[-3000:]
     assert 3 in registered(sandbox), "the new broker was started and registered"
     after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
                      what="every partition in sync")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
+from kafka_ops.plan_files import Move, Plan, Wave
 from kafka_ops.run_outcome import (
     NOTE_LIMIT,
     TaskFailure,
@@ -13,6 +14,7 @@ from kafka_ops.run_outcome import (
     note_markdown,
     other_failures,
     outcome_of,
+    plan_line,
 )
 from runtime.failure_record import FAILURE_KEY, failure_record, record_failure
 from runtime.failures import RunRefused
@@ -107,3 +109,21 @@ def test_a_failed_task_records_its_reason_and_whether_it_refused_the_run() -> No
             raise RuntimeError("execution API gone")
 
     record_failure({"ti": Broken(), "exception": ValueError("v")})  # never raises
+
+
+def test_the_plan_line_says_what_moves_where_how_far_and_where_the_files_are() -> None:
+    moves = (Move("t", 0, (3, 1), (0, 1), size_bytes=600_000_000), Move("t", 1, (2, 3), (2, 0), size_bytes=634_000_000),
+             Move("t", 2, (1, 2), (2, 1)))  # a leader swap only: no broker gains or loses a replica
+    plan = Plan("/data/run/plan", moves, (Wave(1, moves[:1], 600_000_000), Wave(2, moves[1:], 634_000_000)), {})
+    assert plan_line(plan, 1, dry_run=False) == (
+        "plan: 3 moves in 2 waves, 1.234 GB; replicas per broker: 0 -2, 3 +2; waves done 1 of 2; "
+        "files in /data/run/plan")
+    assert plan_line(plan, None, dry_run=False).endswith("0 -2, 3 +2; files in /data/run/plan"), "states unread"
+    assert plan_line(plan, 2, dry_run=True).startswith(
+        "plan (dry run: nothing moved): 3 moves in 2 waves, 1.234 GB; replicas per broker: 0 -2, 3 +2; "
+        "files in"), "a dry run counts no waves"
+    swap = Plan("/d", (Move("t", 0, (1, 2), (2, 3)), Move("t", 1, (2, 3), (1, 2))), (), {})
+    assert plan_line(swap, None, dry_run=False) == "plan: 2 moves in 0 waves, 0.000 GB; files in /d", \
+        "brokers whose count does not change are left out"
+    empty = Plan("/d", moves[2:], (Wave(1, moves[2:], 0),), {})
+    assert plan_line(empty, 0, dry_run=False) == "plan: 1 move in 1 wave, 0.000 GB; waves done 0 of 1; files in /d"

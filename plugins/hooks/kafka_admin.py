@@ -1017,6 +1017,18 @@ class KafkaAdminHook(ClusterProfileHook):
         it (ZooKeeper mode). Other errors are raised."""
         return self.quorum_if_kraft() is not None
 
+    def cluster_id(self) -> str:
+        """The cluster's id as the brokers report it (Metadata v2+, KIP-78): what ``kafka-storage format -t`` writes
+        into a KRaft node's ``meta.properties``, and what a broker checks its log dirs against at start.
+
+        :raises confluent_kafka.KafkaException: no broker answered. :raises ValueError: the brokers report none.
+        """
+        with self._client() as admin:
+            md = admin.list_topics(timeout=self.request_timeout_s)
+        if not md.cluster_id:
+            raise ValueError("the brokers report no cluster id (Metadata v2+, Kafka 0.10.1+)")
+        return str(md.cluster_id)
+
     def quorum_if_kraft(self) -> Quorum | None:
         """The metadata quorum (:meth:`describe_quorum`) of a KRaft cluster, None when the brokers do not offer
         DescribeQuorum (ZooKeeper mode). Other errors are raised."""

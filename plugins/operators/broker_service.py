@@ -13,6 +13,7 @@ from kafka_ops.reassignment import leaders_on, partitions_on
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
 from runtime.failures import describe
+from runtime.host_files import run_on_host, storage_format_command
 from runtime.lock_holding import ensure_held
 from runtime.params import is_true
 from runtime.waiting import Check
@@ -22,7 +23,8 @@ from operators.cluster_operator import ClusterOperator
 
 class BrokerServiceOperator(ClusterOperator):
     """``action="start"``: start the brokers in setting ``brokers`` that are not registered (hosts from the
-    profile's ``broker_hosts``) and wait until each is registered. ``action="stop"``: stop each broker in
+    profile's ``broker_hosts``; on a KRaft cluster their storage formatted for the cluster first, a formatted one
+    left as it is) and wait until each is registered. ``action="stop"``: stop each broker in
     ``brokers`` that is still registered, after checking it holds and leads nothing, and wait until it is
     gone; on a KRaft cluster then unregister it (also one found stopped already, e.g. on a resume). Nothing at all
     unless setting ``enabled`` is true (default true). Returns (XCom) the ids it started / stopped itself.
@@ -59,7 +61,8 @@ class BrokerServiceOperator(ClusterOperator):
         acted = []
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
-            kraft = self.action == "stop" and self.mode(context, prober.admin).has_quorum
+            kraft = self.mode(context, prober.admin).has_quorum
+            cluster_id: str | None = None
             for bid in wanted:
                 registered = state.has_broker(bid)
                 if self.action == "start" and registered:
@@ -80,11 +83,42 @@ class BrokerServiceOperator(ClusterOperator):
                     raise AirflowFailException(
                         f"broker {bid} is not registered and connection {profile.cluster!r} has no "
                         f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
+                if kraft:
+                    cluster_id = cluster_id or self.ask(prober.admin.cluster_id, "the cluster's id")
+                    self._format_storage(context, bid, host, cluster_id, dry_run)
                 self._run_command(context, prober, bid, host, dry_run)
                 acted.append(bid)
         self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
                       " (DRY RUN: nothing ran)" if dry_run else "")
         return acted
+
+    def _format_storage(self, context: Any, bid: int, host: str, cluster_id: str, dry_run: bool) -> None:
+        """A new KRaft broker's log dirs formatted for the cluster before its first start (Kafka refuses to start on
+        a log dir without ``meta.properties``: "No readable meta.properties files found"), as Kafka's operations
+        guide adds a broker: ``kafka-storage format -t <cluster id> -c server.properties``, ``--ignore-formatted``
+        (``runtime.host_files.storage_format_command``). Without ``kafka_home`` and ``server_properties`` in the
+        profile the run cannot: it says so and starts the broker as it is (formatted by whoever prepared the host).
+
+        :raises AirflowFailException: the format failed (its output in the message).
+        """
+        profile = self.profile
+        if not profile.kafka_home_for(bid) or not profile.server_properties_for(bid):
+            self.log.warning("broker %s: connection %r names no kafka_home and server_properties, so its storage is "
+                             "not formatted by the run: a KRaft broker starts only on log dirs formatted for the "
+                             "cluster (kafka-storage.sh format -t %s -c <server.properties>)", bid, profile.cluster,
+                             cluster_id)
+            return
+        node = {"id": bid, "host": host}
+        command = storage_format_command(profile, bid, cluster_id)
+        if dry_run:
+            self.log.info("DRY RUN: broker %s (%s): would format its storage for cluster %s (a formatted log dir is "
+                          "left as it is): %s", bid, host, cluster_id, command)
+            return
+        ensure_held(profile, context, self.operation, self.log)
+        out = run_on_host(profile, node, command, "formatting its storage", timeout_s=float(
+            self.setting("command_timeout_s")))
+        self.log.info("broker %s (%s): storage for cluster %s: %s", bid, host, cluster_id,
+                      out.strip().splitlines()[-1] if out.strip() else "formatted")
 
     def _removal_steps(self, bid: int, state: Any, live: bool, kraft: bool, dry_run: bool) -> list[str]:
         """``kafka_ops.broker_removal.removal_steps`` for ``bid``; a dry run's waves moved nothing, so there a broker

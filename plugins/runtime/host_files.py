@@ -38,6 +38,21 @@ def node_paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
     return home, props
 
 
+def storage_format_command(profile: ClusterProfile, node_id: int, cluster_id: str, release: str | None = None) -> str:
+    """Kafka's ``kafka-storage format`` of a KRaft node joining ``cluster_id`` (its log dirs from its
+    ``server.properties``): ``<kafka_home>/bin/kafka-storage.sh format -t <id> -c <server.properties>
+    [-r <release>] --ignore-formatted`` (a log dir formatted already is left as it is; one formatted for another
+    cluster makes the node refuse to start, naming it). ``release``: the bootstrap ``metadata.version`` a new
+    controller writes; a broker takes the cluster's from the controllers and needs none. Every value quoted.
+
+    :raises AirflowFailException: the profile sets no ``kafka_home`` / ``server_properties`` (:func:`node_paths`).
+    """
+    home, props = node_paths(profile, node_id)
+    version = f" -r {shlex.quote(release)}" if release else ""
+    return (f"{shlex.quote(f'{home}/bin/kafka-storage.sh')} format -t {shlex.quote(cluster_id)} -c "
+            f"{shlex.quote(props)}{version} --ignore-formatted")
+
+
 def run_on_host(profile: ClusterProfile, node: Mapping[str, Any], command: str, what: str, timeout_s: float = 120,
                 read_only: bool = False) -> str:
     """``command`` on the node's host; its stdout. ``read_only``: complete output guaranteed

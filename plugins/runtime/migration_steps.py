@@ -24,7 +24,7 @@ from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll_spec import WayBack
 
 from runtime.config_steps import read_properties_text
-from runtime.host_files import node_paths, run_on_host, who, write_properties
+from runtime.host_files import node_paths, run_on_host, storage_format_command, who, write_properties
 from runtime.upgrade_steps import properties_way_back
 
 
@@ -212,10 +212,8 @@ def provision_controller(profile: ClusterProfile, node: Mapping[str, Any], text:
 
     :raises AirflowFailException: a step failed (its output in the message).
     """
-    home, props = node_paths(profile, int(node["id"]))
-    tool = f"{home}/bin/kafka-storage.sh"
-    format_cmd = (f"{shlex.quote(tool)} format -t {shlex.quote(cluster_id)} -c {shlex.quote(props)} "
-                  f"-r {shlex.quote(release)} --ignore-formatted")
+    _, props = node_paths(profile, int(node["id"]))
+    format_cmd = storage_format_command(profile, int(node["id"]), cluster_id, release)
     current = run_on_host(profile, node, f"cat {shlex.quote(props)} 2>/dev/null; true", "reading server.properties",
                           read_only=True)
     if dry_run:

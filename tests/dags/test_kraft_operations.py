@@ -692,16 +692,43 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.under_replicated == [] and end.offline == []
 
-    # bringing broker 4 back is a scale-out; its dry run plans onto it, unregistered and stopped, as its host's
-    # server.properties describes it (node.id, process.roles=broker, broker.rack), and starts nothing
-    monkeypatch.setattr(check_plan_module, "load_plan", real_load_plan)
-    dry = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [4], "start_new_brokers": True,
-                                      "dry_run": True, "healthcheck_interval_s": 1, "healthcheck_timeout_s": 60})
+
+def test_scale_out_on_kraft_formats_the_new_brokers_storage_then_starts_it_and_moves_its_share(
+        fresh_sandbox, use_sandbox, capfd, caplog):
+    """KRaft (a dynamic quorum, Kafka 4.1): the new broker's host is prepared as an operator prepares one (Kafka and
+    its server.properties, empty log dir: no ``meta.properties``). The dry run plans onto it as its file describes it
+    and formats and starts nothing; the real run formats its storage for the cluster (``kafka-storage format``, as
+    Kafka's operations guide adds a broker; it refused to start before: "No readable meta.properties files found"),
+    starts it and moves its share in throttled waves. Nothing offline, no acknowledged message lost."""
+    sandbox = fresh_sandbox(mode="kraft", controllers=3, brokers=3, spare_brokers=1, racks=2, kafka_version="4.1.0",
+                            quorum="dynamic")
+    use_sandbox(sandbox.workdir)
+    sandbox.wait_healthy(timeout_s=120)
+    meta = sandbox.host_dir(3).data / "meta.properties"
+    assert not meta.exists(), "the spare host's log dir is not formatted"
+    conf = {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True, "healthcheck_interval_s": 1,
+            "healthcheck_timeout_s": 120, "verify_interval_s": 1, "throttle_bytes_per_s": 200_000_000}
+    dry = run_dag("kafka_scale_out", {**conf, "dry_run": True})
     text = capfd.readouterr().out + caplog.text
     assert dry.state == "success", dry.states
-    rack = javaproperties.loads(sandbox.host_dir(4).server_properties.read_text())["broker.rack"]
-    assert f"brokers [4] are not started: planned onto as their server.properties describe them (broker 4 on " \
-           f"{sandbox.broker(4)['host']}, rack {rack})" in text, text[-3000:]
-    assert "plan: 0 moves" not in text and "disk preflight: broker 4 is not started: it would receive" in text
-    assert sandbox.starts() == before, "a dry run starts nothing"
-    assert [p for p in snapshot(admin(sandbox.bootstrap_servers)).partitions if 4 in p.replicas] == []
+    rack = javaproperties.loads(sandbox.host_dir(3).server_properties.read_text())["broker.rack"]
+    assert (f"brokers [3] are not started: planned onto as their server.properties describe them (broker 3 on "
+            f"{sandbox.broker(3)['host']}, rack {rack})") in text, text[-3000:]
+    assert "DRY RUN: broker 3 (" in text and "would format its storage for cluster" in text
+    assert not meta.exists() and starts(sandbox, 3, "broker") == 0, "a dry run formats and starts nothing"
+
+    cluster_id = admin(sandbox.bootstrap_servers).list_topics(timeout=10).cluster_id
+    with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, [0, 1, 2]) as traffic, \
+            MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
+        result = run_dag("kafka_scale_out", conf)
+    print(traffic.summary())
+    text = capfd.readouterr().out + caplog.text
+    assert result.state == "success", result.states
+    assert_no_acknowledged_message_lost(traffic)
+    assert javaproperties.loads(meta.read_text())["cluster.id"] == cluster_id, "formatted for this cluster"
+    assert f"broker 3 ({sandbox.broker(3)['host']}): storage for cluster {cluster_id}" in text, text[-3000:]
+    assert starts(sandbox, 3, "broker") == 1, "started once"
+    after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
+                     what="every partition in sync")
+    assert 3 in after.brokers and any(3 in p.replicas for p in after.partitions), "broker 3 holds its share"
+    assert after.offline == [] and watcher.ever_offline() == []

@@ -297,6 +297,14 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     assert any(note.startswith("drain only:") for note in summary["notes"])
     logs = capfd.readouterr().out + caplog.text
     assert "--drain-only" in logs
+    # the run's note: every wave done, broker 2 losing exactly the replicas the run's snapshot had on it
+    held_count = sum(2 in json.loads(line)["replicas"]
+                     for line in (run_dir / "snapshot" / "partitions.jsonl").read_text().splitlines() if line.strip())
+    line = re.search(r"plan: \d+ moves? in (\d+) waves?, [\d.]+ GB; replicas per broker: ([^;]+); waves done (\d+) of "
+                     r"(\d+)", logs)
+    assert line and line[1] == line[3] == line[4], logs[-3000:]
+    net = {int(b): int(n) for b, n in (pair.split() for pair in line[2].split(", "))}
+    assert net[2] == -held_count and sum(net.values()) == 0, net
     assert after.led_by(2) == []
     assert 2 not in registered(sandbox), "broker 2 was stopped"
     rc, out, _ = sandbox.ssh(2, "kafka-service status")

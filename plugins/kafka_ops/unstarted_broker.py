@@ -18,9 +18,6 @@ from kafka_ops.cluster import Broker
 #: and ``broker.id`` in ZooKeeper mode).
 ID_KEYS = ("node.id", "broker.id")
 
-_PORT = re.compile(r":(\d+)$")
-
-
 def unstarted_broker(broker_id: int, host: str, text: str) -> Broker:
     """The broker ``broker_id`` that ``text`` (its host's ``server.properties``) will start, on ``host`` (the
     profile's ``broker_hosts`` entry).
@@ -28,9 +25,8 @@ def unstarted_broker(broker_id: int, host: str, text: str) -> Broker:
     :param broker_id: the id the operator named.
     :param host: the host it runs on.
     :param text: the file's text.
-    :returns: ``Broker(id, host, port, rack)``: ``rack`` is ``broker.rack`` (None when unset or empty), ``port`` the
-        first listener's port of ``advertised.listeners`` (else ``listeners``; 0 when neither names one: the
-        planner does not use it).
+    :returns: ``Broker(id, host, 0, rack)``: ``rack`` is ``broker.rack`` (None when unset or empty); the port is 0,
+        unknown before the broker registers its listeners (the planner does not use it).
     :raises ValueError: the file names no id (``broker.id.generation.enable`` would pick one at start: it cannot be
         planned onto before), an id that is not a whole number or not ``broker_id`` (the ``broker_hosts`` entry
         points at another broker's host), two different ids, or ``process.roles`` without ``broker`` (a KRaft
@@ -52,17 +48,7 @@ def unstarted_broker(broker_id: int, host: str, text: str) -> Broker:
         raise ValueError(f"broker {broker_id}: its server.properties on {host} has process.roles={','.join(roles)}: "
                          "a controller, which holds no partitions")
     rack = props.get("broker.rack", "").strip() or None
-    return Broker(id=broker_id, host=host, port=_first_port(props), rack=rack)
-
-
-def _first_port(props: dict[str, str]) -> int:
-    """The port of the first listener of ``advertised.listeners``, else ``listeners``; 0 when none names one."""
-    for key in ("advertised.listeners", "listeners"):
-        for entry in props.get(key, "").split(","):
-            match = _PORT.search(entry.strip())
-            if match:
-                return int(match.group(1))
-    return 0
+    return Broker(id=broker_id, host=host, port=0, rack=rack)
 
 
 def rack_problem(broker: Broker, cluster: Iterable[Broker]) -> str | None:

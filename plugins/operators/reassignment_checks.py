@@ -67,11 +67,6 @@ class ReassignmentChecksOperator(ClusterOperator):
             if start:
                 refusals += [f"broker {b} is not registered and connection {profile.cluster!r} has no "
                              f"broker_hosts entry to start it on" for b in absent if b not in profile.broker_hosts]
-            if start and self.dry_run:
-                # the dry run starts nothing: the snapshot lists such a broker from its host's server.properties
-                refusals += [f"broker {b} is not registered and a dry run, which starts nothing, plans onto it from "
-                             f"its host's server.properties: connection {profile.cluster!r} names no "
-                             f"server_properties" for b in absent if not profile.server_properties_for(b)]
             if start:
                 refusals += self._unstarted_files(profile, absent, state)
         else:
@@ -87,13 +82,15 @@ class ReassignmentChecksOperator(ClusterOperator):
         return brokers
 
     def _unstarted_files(self, profile: Any, absent: list[int], state: Any) -> list[str]:
-        """Refusals for new brokers to be started whose host's server.properties (when the profile names one and a
-        host) does not start them: another id (a ``broker_hosts`` entry pointing at another broker's host), no id
-        (a generated one), a controller; a rack the plan cannot use (``kafka_ops.unstarted_broker.rack_problem``);
-        or a file that cannot be read."""
+        """Refusals for new brokers to be started whose host's server.properties does not start them: another id (a
+        ``broker_hosts`` entry pointing at another broker's host), no id (a generated one), a controller; a rack the
+        plan cannot use (``kafka_ops.unstarted_broker.rack_problem``); a file that cannot be read. A real run reads
+        it when the profile names it; a dry run, which starts nothing and plans onto the broker as that file
+        describes it (the snapshot reads it again), refuses a profile without ``server_properties``. A broker
+        without a ``broker_hosts`` entry is refused by the caller."""
         refusals = []
         for bid in absent:
-            if bid not in profile.broker_hosts or not profile.server_properties_for(bid):
+            if bid not in profile.broker_hosts or not (profile.server_properties_for(bid) or self.dry_run):
                 continue
             try:
                 broker = unstarted_broker_on_host(profile, bid)

@@ -128,6 +128,17 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert "broker 3 (127.0.0.251): reading server.properties: " in text and "nothing was touched" in text, \
         text[-3000:]
 
+    # a dry run with no server_properties in the profile cannot learn the new broker's rack: refused, named
+    with monkeypatch.context() as patch:
+        conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_SANDBOX"])
+        conn["extra"] = {k: v for k, v in conn["extra"].items() if k != "server_properties"}
+        patch.setenv("AIRFLOW_CONN_KAFKA_SANDBOX", json.dumps(conn))
+        blind = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,
+                                            "dry_run": True, **FAST})
+    text = capfd.readouterr().out + caplog.text
+    assert blind.state == "failed" and blind.state_of("validate") == "failed", blind.states
+    assert "names no server_properties to read it from" in text and "nothing was touched" in text, text[-3000:]
+
     # the runbook's dry run first: broker 3 is planned onto as its host's server.properties describes it, nothing is
     # started, throttled or moved
     dry = run_dag("kafka_scale_out", {"cluster": "kafka_sandbox", "brokers": [3], "start_new_brokers": True,

@@ -22,15 +22,14 @@ listeners=PLAINTEXT\\://0.0.0.0\\:9192
 """
 
 
-def test_a_kraft_brokers_file_gives_its_rack_and_its_first_advertised_port() -> None:
-    assert unstarted_broker(7, "h7", KRAFT) == Broker(7, "h7", 9094, "rack-b")
+def test_a_kraft_brokers_file_gives_its_rack() -> None:
+    assert unstarted_broker(7, "h7", KRAFT) == Broker(7, "h7", 0, "rack-b"), "port unknown before it registers"
 
 
-def test_a_zookeeper_brokers_file_without_rack_or_advertised_listeners() -> None:
-    # escaped separators read as Properties.load reads them; no broker.rack = no rack (empty counts as unset)
-    assert unstarted_broker(3, "h3", ZOOKEEPER) == Broker(3, "h3", 9192, None)
+def test_a_zookeeper_brokers_file_without_rack() -> None:
+    # no broker.rack = no rack (empty counts as unset)
+    assert unstarted_broker(3, "h3", ZOOKEEPER) == Broker(3, "h3", 0, None)
     assert unstarted_broker(3, "h3", ZOOKEEPER + "broker.rack=  \n").rack is None
-    assert unstarted_broker(3, "h3", "broker.id=3\n").port == 0, "no listener named: port 0"
 
 
 @pytest.mark.parametrize(("text", "words"), [

@@ -19,6 +19,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from kafka_ops.preflight import bytes_to_receive, disk_problems
+from runtime.host_files import unstarted_broker_space
 from runtime.params import resolve_settings
 from runtime.pending_labels import publish
 from runtime.reassignments import Reassignments
@@ -160,20 +161,32 @@ class CheckPlanOperator(ClusterOperator):
     def _check_disk(self, profile: Any, pending: tuple[Any, ...], unstarted: list[int]) -> None:
         """The preflight of the data the plan copies: every receiving broker's log dirs have the usable bytes for
         it, with a margin (``kafka_ops.preflight.disk_problems``); a dry run logs the verdict and goes on.
-        ``unstarted``: brokers a dry run planned onto without starting them: not asked (a stopped broker answers
-        no DescribeLogDirs), what they would receive is logged.
+        ``unstarted``: brokers a dry run planned onto without starting them: a stopped broker answers no
+        DescribeLogDirs, so their log dirs are measured on their hosts with ``df``
+        (``runtime.host_files.unstarted_broker_space``); a host that cannot be measured is logged, not judged.
 
         :raises AirflowFailException: naming every broker short of space (nothing was moved).
         """
         receive = bytes_to_receive(pending)
+        usable: dict[int, dict[str, int]] = {}
         for bid in unstarted:
-            if bid in receive:
-                self.log.info("disk preflight: broker %d is not started: it would receive %d bytes; a real run asks "
-                              "its log dirs once it has started it", bid, receive.pop(bid))
+            if bid not in receive:
+                continue
+            try:
+                usable[bid] = unstarted_broker_space(profile, bid)
+            except AirflowFailException as exc:
+                self.log.warning("disk preflight: broker %d is not started and its log dirs could not be measured "
+                                 "(%s): it would receive %d bytes; a real run asks its log dirs once it has started "
+                                 "it", bid, exc, receive.pop(bid))
+            else:
+                self.log.info("disk preflight: broker %d is not started: its log dirs measured on its host (df): %s",
+                              bid, ", ".join(f"{d} {n} bytes usable" for d, n in usable[bid].items()))
         if not receive:
             return
-        with KafkaAdminHook(profile=profile) as admin:
-            usable = self.ask(lambda: admin.log_dir_space(sorted(receive)), "the receiving brokers' log dirs")
+        asked = sorted(set(receive) - set(usable))
+        if asked:
+            with KafkaAdminHook(profile=profile) as admin:
+                usable.update(self.ask(lambda: admin.log_dir_space(asked), "the receiving brokers' log dirs"))
         problems, notes = disk_problems(receive, usable)
         for note in notes:
             self.log.warning("disk preflight: %s", note)

@@ -3,7 +3,7 @@ step dict ``{"id", "host", "role"?}``): run a command (complete output for reads
 where Kafka lives and its ``server.properties`` (the profile's ``kafka_home`` / ``server_properties``), and the
 safe edit of that file: a timestamped backup (``server.properties.bak-<epoch>``) kept beside it, the new text
 written to a temp file and renamed over it, then read back; and a new broker not started yet as its file describes
-it (:func:`unstarted_broker_on_host`).
+it (:func:`unstarted_broker_on_host`) and its log dirs' free space (:func:`unstarted_broker_space`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.broker_ssh import BrokerShell, IncompleteOutput
+from kafka_ops import free_space, properties_file
 from kafka_ops.cluster import Broker
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.unstarted_broker import unstarted_broker
@@ -102,13 +103,39 @@ def unstarted_broker_on_host(profile: ClusterProfile, broker_id: int) -> Broker:
     :raises AirflowFailException: the profile names no host or file for it, the read failed, or the file describes
         another broker, no id, or a controller.
     """
-    host, path = profile.broker_hosts.get(broker_id), profile.server_properties_for(broker_id)
-    if not host or not path:
-        raise AirflowFailException(f"broker {broker_id} is not registered, and connection {profile.cluster!r} names "
-                                   f"no {'broker_hosts entry' if not host else 'server_properties'} to read it from")
-    text = run_on_host(profile, {"id": broker_id, "host": host}, f"cat {shlex.quote(path)}",
-                       "reading server.properties", read_only=True)
+    host, text = _unstarted_file(profile, broker_id)
     try:
         return unstarted_broker(broker_id, host, text)
     except ValueError as exc:
         raise AirflowFailException(str(exc)) from exc
+
+
+def unstarted_broker_space(profile: ClusterProfile, broker_id: int) -> dict[str, int]:
+    """Usable bytes of new broker ``broker_id``'s log dirs, ``{log dir: bytes}``, measured on its host with ``df``
+    (a broker not started answers no DescribeLogDirs; the dirs from its ``server.properties``, a dir not created yet
+    judged by the filesystem it would be created on: :mod:`kafka_ops.free_space`). Nothing is changed.
+
+    :raises AirflowFailException: the profile names no host or file for it, the read or ``df`` failed, or ``df``'s
+        output has no byte count (GNU ``df`` is needed).
+    """
+    host, text = _unstarted_file(profile, broker_id)
+    dirs = free_space.log_dirs(properties_file.parse(text))
+    try:
+        out = run_on_host(profile, {"id": broker_id, "host": host}, free_space.usable_bytes_command(dirs),
+                          "measuring its log dirs' free space (df)", read_only=True)
+        return free_space.parse_usable_bytes(out, dirs)
+    except ValueError as exc:
+        raise AirflowFailException(f"broker {broker_id} ({host}): {exc}") from exc
+
+
+def _unstarted_file(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
+    """``(host, server.properties text)`` of a broker not registered yet, read over SSH.
+
+    :raises AirflowFailException: the profile names no ``broker_hosts`` entry or ``server_properties`` for it, or
+        the read failed."""
+    host, path = profile.broker_hosts.get(broker_id), profile.server_properties_for(broker_id)
+    if not host or not path:
+        raise AirflowFailException(f"broker {broker_id} is not registered, and connection {profile.cluster!r} names "
+                                   f"no {'broker_hosts entry' if not host else 'server_properties'} to read it from")
+    return host, run_on_host(profile, {"id": broker_id, "host": host}, f"cat {shlex.quote(path)}",
+                             "reading server.properties", read_only=True)

@@ -153,7 +153,16 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     dry_moves = json.loads((dry_dir / "plan" / "reassignment.json").read_text())["partitions"]
     assert any(3 in p["replicas"] for p in dry_moves), "the dry run's plan moves replicas onto broker 3"
     assert "brokers [3] are not started: planned onto as their server.properties describe them" in text, text[-3000:]
-    assert "disk preflight: broker 3 is not started: it would receive" in text
+    # its disk, which answers no DescribeLogDirs before it starts, measured on its host (df) and judged with the rest
+    data = properties_file.parse(sandbox.host_dir(3).server_properties.read_text())["log.dirs"]
+    measured = re.search(rf"disk preflight: broker 3 is not started: its log dirs measured on its host \(df\): "
+                         rf"{re.escape(data)} (\d+) bytes usable", text)
+    assert measured, text[-3000:]
+    existing = next(p for p in [Path(data), *Path(data).parents] if p.exists())
+    stat = os.statvfs(existing)
+    assert abs(int(measured[1]) - stat.f_bavail * stat.f_frsize) < 256 * 1024 * 1024, measured[0]
+    assert re.search(rf"disk preflight: every receiving broker has room \(.*broker 3: \d+ bytes to receive, "
+                     rf"{measured[1]} usable", text), text[-3000:]
     assert "DRY RUN: wave 1/" in text
     # the run's note (run_outcome logs its items) says what the plan would move and where its files are
     files = re.escape(str(dry_dir / "plan"))

@@ -128,3 +128,37 @@ def test_a_broker_that_still_holds_a_replica_is_neither_stopped_nor_unregistered
     with pytest.raises(AirflowFailException, match="down, but not drained: nothing done"):
         stop(brokers=[2])
     assert cluster.sent == []
+
+
+def format_op(extra: dict[str, Any], dry_run: bool) -> broker_service.BrokerServiceOperator:
+    op = broker_service.BrokerServiceOperator(task_id="start_new_brokers", action="start",
+                                              settings={**SETTINGS, "dry_run": dry_run}, operation="scale-out")
+    op.resolve({"params": {}})
+    op._profile = ClusterProfile.from_connection_fields("kafka_kraft", "b1:9092", {"ssh_conn_id": "ssh", **extra})
+    return op
+
+
+def test_a_new_kraft_brokers_storage_is_formatted_for_the_cluster_before_its_start(monkeypatch, capsys):
+    ran: list[tuple[dict, str]] = []
+    monkeypatch.setattr(broker_service, "ensure_held", lambda *a: None)
+    monkeypatch.setattr(broker_service, "run_on_host", lambda profile, node, command, what, timeout_s: (
+        ran.append((node, command)) or "Formatting metadata directory /data with metadata.version 4.0-IV3.\n"))
+    paths = {"kafka_home": "/opt/kafka", "server_properties": "/etc/kafka/server-{broker_id}.properties"}
+    format_op(paths, dry_run=True)._format_storage({}, 3, "h3", "abc-ID", dry_run=True)
+    said = capsys.readouterr().out
+    assert ran == [] and "DRY RUN: broker 3 (h3): would format its storage for cluster abc-ID" in said, said
+    format_op(paths, dry_run=False)._format_storage({}, 3, "h3", "abc-ID", dry_run=False)
+    assert ran == [({"id": 3, "host": "h3"}, "/opt/kafka/bin/kafka-storage.sh format -t abc-ID -c "
+                                             "/etc/kafka/server-3.properties --ignore-formatted")]
+    assert "broker 3 (h3): storage for cluster abc-ID: Formatting metadata directory /data" in capsys.readouterr().out
+
+
+def test_without_kafka_home_or_server_properties_the_broker_starts_unformatted_and_the_log_says_so(
+        monkeypatch, capsys):
+    monkeypatch.setattr(broker_service, "run_on_host", lambda *a, **k: pytest.fail("nothing may run"))
+    for extra in ({}, {"kafka_home": "/opt/kafka"}, {"server_properties": "/etc/kafka/server.properties"}):
+        format_op(extra, dry_run=False)._format_storage({}, 3, "h3", "abc-ID", dry_run=False)
+        said = capsys.readouterr().out
+        assert ("broker 3: connection 'kafka_kraft' names no kafka_home and server_properties, so its storage is not "
+                "formatted by the run: a KRaft broker starts only on log dirs formatted for the cluster "
+                "(kafka-storage.sh format -t abc-ID -c <server.properties>)") in said, said

@@ -90,5 +90,6 @@ def test_a_host_that_cannot_be_measured_is_logged_not_judged(hosts, caplog, caps
 def test_a_real_run_short_of_space_stops_naming_the_broker(hosts, monkeypatch):
     monkeypatch.setattr(FakeAdmin, "log_dir_space", lambda self, brokers: {b: {"/data": 100} for b in brokers})
     with pytest.raises(AirflowFailException, match=r"2 receiving brokers lack space for the plan \(nothing was "
-                                                   r"moved\): broker 1: receives 2.00 GB.*; broker 3: receives 2.00 GB"):
+                                                   r"moved\): broker 1: receives 2.00 GB.*; broker 3: receives "
+                                                   r"2.00 GB"):
         operator(dry_run=False)._check_disk(None, MOVES, [])

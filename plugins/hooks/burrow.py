@@ -9,6 +9,7 @@ is a NOTFOUND status (a failing verdict), never a pass.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -152,6 +153,7 @@ class BurrowHook(BaseHook):
         self.retries = retries
         self.backoff_factor = backoff_factor
         self._session: requests.Session | None = None
+        self._single: requests.Session | None = None
 
     @classmethod
     def from_profile(cls, profile: ClusterProfile, **kwargs: Any) -> BurrowHook:
@@ -207,9 +209,10 @@ class BurrowHook(BaseHook):
 
     def close(self) -> None:
         """Close the HTTP session."""
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        for session in (self._session, self._single):
+            if session is not None:
+                session.close()
+        self._session = self._single = None
 
     def __enter__(self) -> BurrowHook:
         return self
@@ -248,15 +251,23 @@ class BurrowHook(BaseHook):
                               f"{(body if body is not None else resp.text)!r}"[:500])
         return [str(s) for s in module["servers"]]
 
-    def group_status(self, group: str) -> ConsumerGroupStatus:
+    def group_status(self, group: str, budget_s: float | None = None) -> ConsumerGroupStatus:
         """Burrow's status of one consumer group; ``NOTFOUND`` for HTTP 404.
 
-        :raises requests.RequestException: Burrow unreachable after the retries.
+        :param budget_s: at most this many seconds (one attempt, its timeouts cut to the budget, no retries: a
+            caller whose wait has a deadline, or that only wants extra evidence); None = the hook's timeouts and
+            retries.
+        :raises requests.RequestException: Burrow unreachable after the retries (or within the budget).
         :raises BurrowError: unexpected HTTP status or body.
         """
         url = self.status_url(group)
-        session = self.get_conn()
-        resp = session.get(url, timeout=self.timeout, auth=self._auth)
+        if budget_s is None:
+            resp = self.get_conn().get(url, timeout=self.timeout, auth=self._auth)
+        else:
+            if budget_s <= 0:
+                raise _timeout(f"Burrow at {self.base_url}: no time left to ask for group {group}")
+            timeout = (min(self.timeout[0], budget_s), min(self.timeout[1], budget_s))
+            resp = self._single_try().get(url, timeout=timeout, auth=self._auth)
         try:
             body = resp.json()
         except ValueError:
@@ -266,6 +277,38 @@ class BurrowHook(BaseHook):
                 raise BurrowError(f"Burrow answered non-JSON for group {group}: {text!r}") from None
         return parse_status_response(group, resp.status_code, body)
 
-    def group_statuses(self, groups: Iterable[str]) -> list[ConsumerGroupStatus]:
-        """:meth:`group_status` for each group, in the given order."""
-        return [self.group_status(g) for g in groups]
+    def group_statuses(self, groups: Iterable[str], budget_s: float | None = None) -> list[ConsumerGroupStatus]:
+        """:meth:`group_status` for each group, in the given order.
+
+        :param budget_s: seconds for all of them together (each request gets what is left, without retries), or
+            None (each group the hook's timeouts and retries: up to :attr:`worst_case_s` each).
+        :raises requests.Timeout: the budget ran out (named).
+        """
+        if budget_s is None:
+            return [self.group_status(g) for g in groups]
+        deadline = time.monotonic() + budget_s
+        return [self.group_status(g, budget_s=deadline - time.monotonic()) for g in groups]
+
+    @property
+    def worst_case_s(self) -> float:
+        """Seconds one :meth:`group_status` without a budget can take against a Burrow that accepts connections and
+        never answers: every attempt's connect and read timeouts plus urllib3's backoff between them (``backoff
+        x 2^(n-1)`` before retry n, the first retry without a pause: urllib3 2's ``Retry.get_backoff_time``)."""
+        backoff = sum(self.backoff_factor * 2 ** (n - 1) for n in range(2, self.retries + 1))
+        return (self.retries + 1) * (self.timeout[0] + self.timeout[1]) + backoff
+
+    def _single_try(self) -> requests.Session:
+        """A session without retries (requests' default adapter), for the budgeted calls."""
+        import requests
+
+        if self._single is None:
+            session = requests.Session()
+            session.headers["Accept"] = "application/json"
+            self._single = session
+        return self._single
+
+
+def _timeout(message: str) -> Exception:
+    import requests
+
+    return requests.Timeout(message)

@@ -26,6 +26,14 @@ from kafka_ops.roll import LagStreak
 
 log = logging.getLogger(__name__)
 
+#: Seconds a poll made inside another wait (a broker coming back) may take, in one attempt: its OK only adds evidence
+#: to a streak, and a Burrow that accepts connections but does not answer must not hold that wait for the hook's
+#: retries (``BurrowHook.worst_case_s``, about 40 s with its defaults).
+SIDE_POLL_BUDGET_S = 3.0
+
+#: Seconds the gate's last poll gets at least, however little of the gate's time is left (:meth:`LagWatch.ask`).
+LAST_POLL_MIN_S = 1.0
+
 
 class LagWatch:
     """Polls Burrow for ``groups`` at most once per ``interval_s``; keeps the OK streak.
@@ -62,15 +70,16 @@ class LagWatch:
             return 0.0
         return max(0.0, self.interval_s - (self.clock() - self.last_at))
 
-    def poll(self, count: bool = True) -> Verdict:
+    def poll(self, count: bool = True, budget_s: float | None = None) -> Verdict:
         """Ask Burrow now; OK extends the streak, anything else ends it. ``count=False``: an early look (less than
         ``interval_s`` after the last counted poll) whose OK does not extend the streak but whose judged window
-        counts (:meth:`satisfied`); a not-OK answer still ends the streak.
+        counts (:meth:`satisfied`); a not-OK answer still ends the streak. ``budget_s``: seconds the asking may take
+        in all (``BurrowHook.group_statuses``), None = the hook's timeouts and retries.
 
         :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
         """
         try:
-            statuses = self.burrow.group_statuses(self.groups)
+            statuses = self.burrow.group_statuses(self.groups, budget_s=budget_s)
             verdict = health.consumer_lag(statuses)
         except Exception:
             self.streak, self.last_at, self.window_s = 0, None, 0.0
@@ -84,11 +93,11 @@ class LagWatch:
         return verdict
 
     def poll_if_due(self) -> None:
-        """Poll when due; a Burrow error only ends the streak (used inside other waits, which it must not
-        fail)."""
+        """Poll when due, within :data:`SIDE_POLL_BUDGET_S`; a Burrow error or silence only ends the streak (used
+        inside other waits, which it must neither fail nor hold)."""
         if self.due():
             try:
-                self.poll()
+                self.poll(budget_s=SIDE_POLL_BUDGET_S)
             except Exception as exc:
                 log.info("Burrow did not answer (%s); the lag streak starts again", exc)
 
@@ -99,17 +108,23 @@ class LagWatch:
             return True
         return self.last is not None and self.last.ok and self.window_s >= (needed - 1) * self.interval_s
 
-    def ask(self, needed: int) -> bool:
+    def ask(self, needed: int, time_left_s: float | None = None) -> bool:
         """The gate's look: a spaced poll when one is due; else, with only a carried streak short of ``needed``, an
         early look whose judged window may cover the rest (:meth:`poll` ``count=False``). Returns
-        :meth:`satisfied`.
+        :meth:`satisfied`. ``time_left_s``: what is left of the gate's time; once that is less than the hook's
+        worst case (``BurrowHook.worst_case_s``: every retry timing out), the poll gets that much in one attempt
+        (at least :data:`LAST_POLL_MIN_S`), so a Burrow that does not answer fails the gate at its timeout, not a
+        retry cycle later.
 
         :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
         """
+        budget_s = None
+        if time_left_s is not None and time_left_s < getattr(self.burrow, "worst_case_s", 0.0):
+            budget_s = max(LAST_POLL_MIN_S, time_left_s)
         if self.due():
-            self.poll()
+            self.poll(budget_s=budget_s)
         elif self.last is None and not self.satisfied(needed):
-            self.poll(count=False)
+            self.poll(count=False, budget_s=budget_s)
         return self.satisfied(needed)
 
     def describe(self, needed: int) -> str:

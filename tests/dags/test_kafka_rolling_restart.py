@@ -476,6 +476,44 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
         out[-3000:]
 
 
+def test_a_burrow_that_stops_answering_mid_roll_holds_no_wait_past_its_time(fresh_sandbox, use_sandbox, capfd,
+                                                                            caplog):
+    """Burrow frozen (SIGSTOP: it accepts connections and answers nothing) once the first broker's stop is sent: that
+    broker's waits to see it back poll Burrow on the side, each poll cut short (a few seconds, not the hook's
+    ~43 s of retries); the second broker's gate cannot see the groups OK and fails at its timeout, its last poll cut
+    to the time left, naming the silence; the second broker is not touched."""
+    import os
+    import signal
+
+    sandbox = fresh_sandbox()
+    use_sandbox(sandbox.workdir)
+    first, second = _first_two(sandbox)
+    burrow = _pid(sandbox, "burrow")
+    before = registrations(sandbox)
+    timeout_s = 30
+    # thawed when the run ends (the text never shows)
+    with ThawOnceLogged(capfd, caplog, "never logged", lambda: os.kill(burrow, signal.SIGCONT), 600,
+                        freeze=(f"running broker {first} (", lambda: os.kill(burrow, signal.SIGSTOP))) as thawing:
+        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "brokers": [first, second], "consumer_groups": [],
+                                  "healthcheck_interval_s": 2, "healthcheck_timeout_s": timeout_s,
+                                  "lag_ok_consecutive": 2})
+    assert thawing.frozen_at is not None, "Burrow was frozen once the first broker's stop was sent"
+    out = thawing.output + output(capfd, caplog)
+    assert result.state == "failed" and result.mapped_states() == ["success", "failed"], result.states
+    after = registrations(sandbox)
+    assert after[first] > before[first] and after[second] == before[second], "the first restarted, the second not"
+    first_task = next(ti for ti in result.task_instances if ti.task_id == "restart.broker" and ti.map_index == 0)
+    took = (first_task.end_date - first_task.start_date).total_seconds()
+    assert took < 60, f"the first broker's task took {took:.0f} s: its side polls of a silent Burrow held its waits"
+    gave_up = re.search(rf"gave up after {timeout_s} s \(\d+ checks\) waiting until broker {second} may be "
+                        rf"stopped: could not check: (?:ReadTimeout|Timeout|ConnectTimeout|ConnectionError)[^\n]*", out)
+    assert gave_up, out[-3000:]
+    print(f"first broker's task {took:.1f} s; {gave_up[0]}")
+    overrun = re.search(r"\[the wait took (\d+) s", gave_up[0])
+    assert overrun is None or int(overrun[1]) <= timeout_s + 5, gave_up[0]
+    assert lock_holder(sandbox) is None
+
+
 def test_a_broker_down_at_plan_time_is_refused_not_dropped(fresh_sandbox, use_sandbox, capfd, caplog):
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)

@@ -248,3 +248,29 @@ def test_cluster_servers_without_module_servers_raise_burrow_error(burrow, answe
     with pytest.raises(BurrowError, match=f"Burrow answered HTTP {answer[0]} for .*/v3/kafka/sandbox without "
                                           "module.servers"):
         hook_for(burrow, retries=0).cluster_servers()
+
+
+def test_a_budget_cuts_the_wait_for_a_burrow_that_does_not_answer(burrow):
+    # without a budget: every attempt waits its read timeout (worst_case_s bounds it); with one: one attempt, cut
+    burrow.routes["/v3/kafka/sandbox/consumer/slow/lag"] = [(200, burrow_body("slow", "OK"), 3.0)]
+    hook = hook_for(burrow, retries=2, read_timeout_s=0.4, connect_timeout_s=0.5, backoff_factor=0.1)
+    assert hook.worst_case_s == pytest.approx(3 * 0.9 + 0.2)  # 3 attempts, urllib3's pauses 0 and 0.1 x 2
+    started = time.monotonic()
+    with pytest.raises(requests.RequestException):
+        hook.group_status("slow")
+    assert len(burrow.requests) == 3 and 1.2 <= time.monotonic() - started < hook.worst_case_s + 1
+    burrow.requests.clear()
+    started = time.monotonic()
+    with pytest.raises(requests.Timeout):
+        hook.group_statuses(["slow", "slow"], budget_s=0.25)
+    assert time.monotonic() - started < 0.9 and burrow.requests == ["/v3/kafka/sandbox/consumer/slow/lag"], \
+        "one attempt, cut to the budget; the second group finds no time left"
+    hook.close()
+
+
+def test_a_budget_still_reads_an_answer_in_time(burrow):
+    burrow.routes["/v3/kafka/sandbox/consumer/billing/lag"] = [(200, burrow_body("billing", "OK"), 0)]
+    burrow.routes["/v3/kafka/sandbox/consumer/audit/lag"] = [(200, burrow_body("audit", "WARN"), 0)]
+    with hook_for(burrow) as hook:
+        statuses = hook.group_statuses(["billing", "audit"], budget_s=2.0)
+    assert [(s.group, s.status) for s in statuses] == [("billing", "OK"), ("audit", "WARN")]

@@ -33,7 +33,7 @@ class FakeBurrow:
         self.answers = list(answers)
         self.polls = 0
 
-    def group_statuses(self, groups):
+    def group_statuses(self, groups, budget_s=None):
         self.polls += 1
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
@@ -124,7 +124,7 @@ def test_without_window_information_the_streak_alone_decides() -> None:
 
 def test_a_burrow_error_ends_streak_and_window() -> None:
     class Down:
-        def group_statuses(self, groups):
+        def group_statuses(self, groups, budget_s=None):
             raise OSError("connection refused")
 
     watch = LagWatch(Down(), ["billing"], interval_s=5, clock=Clock())
@@ -177,3 +177,26 @@ def test_due_in_says_when_the_next_counted_poll_comes_and_nothing_is_asked_befor
     assert watch.due_in() == 0.0 and watch.ask(3) and burrow.polls == 2
     assert watch.due_in() == pytest.approx(5.0), "the next counted poll is a whole interval after this one"
     assert LagWatch(burrow, ["billing"], interval_s=5, clock=clock).due_in() == 0.0, "no poll yet: due now"
+
+
+def test_the_gate_polls_within_its_time_left_and_side_polls_within_their_budget() -> None:
+    from runtime import lag_watch
+
+    class Slow:
+        worst_case_s = 43.5  # the hook's retries against a Burrow that does not answer
+        budgets: list = []
+
+        def group_statuses(self, groups, budget_s=None):
+            Slow.budgets.append(budget_s)
+            return [status(lag_answer("billing"))]
+
+    clock = Clock()
+    watch = LagWatch(Slow(), ["billing"], interval_s=5, clock=clock)
+    watch.ask(3, time_left_s=600)  # far from the deadline: the hook's own retries
+    clock.now += 5
+    watch.ask(3, time_left_s=12.5)  # nearer than a retry cycle: one attempt, what is left
+    clock.now += 5
+    watch.ask(3, time_left_s=0.2)  # at the deadline: one short last try
+    clock.now += 5
+    watch.poll_if_due()  # inside another wait: never longer than the side budget
+    assert Slow.budgets == [None, 12.5, lag_watch.LAST_POLL_MIN_S, lag_watch.SIDE_POLL_BUDGET_S]

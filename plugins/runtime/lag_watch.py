@@ -112,14 +112,14 @@ class LagWatch:
         """The gate's look: a spaced poll when one is due; else, with only a carried streak short of ``needed``, an
         early look whose judged window may cover the rest (:meth:`poll` ``count=False``). Returns
         :meth:`satisfied`. ``time_left_s``: what is left of the gate's time; once that is less than the hook's
-        worst case (``BurrowHook.worst_case_s``: every retry timing out), the poll gets that much in one attempt
-        (at least :data:`LAST_POLL_MIN_S`), so a Burrow that does not answer fails the gate at its timeout, not a
-        retry cycle later.
+        worst case for the groups (``BurrowHook.worst_case_s`` each: every retry timing out), the poll gets that much
+        in one attempt per group (at least :data:`LAST_POLL_MIN_S` in all), so a Burrow that does not answer fails
+        the gate at its timeout, not a retry cycle later.
 
         :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
         """
         budget_s = None
-        if time_left_s is not None and time_left_s < getattr(self.burrow, "worst_case_s", 0.0):
+        if time_left_s is not None and time_left_s < getattr(self.burrow, "worst_case_s", 0.0) * len(self.groups):
             budget_s = max(LAST_POLL_MIN_S, time_left_s)
         if self.due():
             self.poll(budget_s=budget_s)

@@ -200,3 +200,8 @@ def test_the_gate_polls_within_its_time_left_and_side_polls_within_their_budget(
     clock.now += 5
     watch.poll_if_due()  # inside another wait: never longer than the side budget
     assert Slow.budgets == [None, 12.5, lag_watch.LAST_POLL_MIN_S, lag_watch.SIDE_POLL_BUDGET_S]
+    # three groups: three retry cycles must fit in what is left
+    Slow.budgets.clear()
+    watch = LagWatch(Slow(), ["billing", "audit", "search"], interval_s=5, clock=clock)
+    watch.ask(3, time_left_s=100)
+    assert Slow.budgets == [100]

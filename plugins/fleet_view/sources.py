@@ -151,7 +151,10 @@ class ClusterSource:
             try:
                 with BurrowHook.from_profile(profile, retries=0, connect_timeout_s=2.0,
                                              read_timeout_s=REQUEST_TIMEOUT_S) as burrow:
-                    parts["groups"] = tuple(burrow.group_statuses(profile.consumer_groups))
+                    # the groups together within one request's time: a Burrow that does not answer costs the
+                    # page REQUEST_TIMEOUT_S, not that much per group
+                    parts["groups"] = tuple(burrow.group_statuses(profile.consumer_groups,
+                                                                 budget_s=REQUEST_TIMEOUT_S))
             except Exception as exc:  # noqa: BLE001
                 errors["burrow"] = _error(exc)
         try:

@@ -101,6 +101,10 @@ def _lag(p: dict[str, Any]) -> int | None:
     return None
 
 
+#: Seconds a budgeted ask gets at least, however little time is left (:meth:`BurrowHook.budget_within`).
+LAST_TRY_MIN_S = 1.0
+
+
 class BurrowHook(BaseHook):
     """Consumer group status from Burrow.
 
@@ -228,16 +232,17 @@ class BurrowHook(BaseHook):
             f"{quote(group, safe='')}/lag"
         )
 
-    def cluster_servers(self) -> list[str]:
+    def cluster_servers(self, budget_s: float | None = None) -> list[str]:
         """The bootstrap servers Burrow's ``kafka`` cluster module uses for ``cluster``
-        (``GET /v3/kafka/{cluster}``, ``module.servers``), e.g. ``["10.0.0.1:9092"]``.
+        (``GET /v3/kafka/{cluster}``, ``module.servers``), e.g. ``["10.0.0.1:9092"]``. ``budget_s``: as for
+        :meth:`group_status`.
 
         :raises BurrowClusterUnknown: Burrow has no cluster of that name (HTTP 404): a profile error.
         :raises requests.RequestException: Burrow unreachable after the retries.
         :raises BurrowError: unexpected HTTP status or body.
         """
         url = f"{self.base_url}/v3/kafka/{quote(self.cluster, safe='')}"
-        resp = self.get_conn().get(url, timeout=self.timeout, auth=self._auth)
+        resp = self._get(url, budget_s, f"the servers of cluster {self.cluster}")
         if resp.status_code == 404:
             raise BurrowClusterUnknown(f"Burrow at {self.base_url} has no Kafka cluster named {self.cluster!r} "
                                        f"(HTTP 404 for {url}): check burrow_cluster in the profile")
@@ -260,14 +265,7 @@ class BurrowHook(BaseHook):
         :raises requests.RequestException: Burrow unreachable after the retries (or within the budget).
         :raises BurrowError: unexpected HTTP status or body.
         """
-        url = self.status_url(group)
-        if budget_s is None:
-            resp = self.get_conn().get(url, timeout=self.timeout, auth=self._auth)
-        else:
-            if budget_s <= 0:
-                raise _timeout(f"Burrow at {self.base_url}: no time left to ask for group {group}")
-            timeout = (min(self.timeout[0], budget_s), min(self.timeout[1], budget_s))
-            resp = self._single_try().get(url, timeout=timeout, auth=self._auth)
+        resp = self._get(self.status_url(group), budget_s, f"group {group}")
         try:
             body = resp.json()
         except ValueError:
@@ -296,6 +294,24 @@ class BurrowHook(BaseHook):
         x 2^(n-1)`` before retry n, the first retry without a pause: urllib3 2's ``Retry.get_backoff_time``)."""
         backoff = sum(self.backoff_factor * 2 ** (n - 1) for n in range(2, self.retries + 1))
         return (self.retries + 1) * (self.timeout[0] + self.timeout[1]) + backoff
+
+    def _get(self, url: str, budget_s: float | None, what: str) -> requests.Response:
+        """GET ``url``: with the hook's timeouts and retries, or, with ``budget_s``, one attempt whose timeouts are
+        cut to it (a budget spent already raises ``requests.Timeout`` naming ``what``)."""
+        if budget_s is None:
+            return self.get_conn().get(url, timeout=self.timeout, auth=self._auth)
+        if budget_s <= 0:
+            raise _timeout(f"Burrow at {self.base_url}: no time left to ask for {what}")
+        timeout = (min(self.timeout[0], budget_s), min(self.timeout[1], budget_s))
+        return self._single_try().get(url, timeout=timeout, auth=self._auth)
+
+    def budget_within(self, time_left_s: float | None, requests_n: int) -> float | None:
+        """The ``budget_s`` for ``requests_n`` requests that must end within ``time_left_s`` seconds: None (the hook's
+        own retries) when their worst case (:attr:`worst_case_s` each) fits, else what is left, at least
+        :data:`LAST_TRY_MIN_S` (one short last try rather than none)."""
+        if time_left_s is None or time_left_s >= self.worst_case_s * requests_n:
+            return None
+        return max(LAST_TRY_MIN_S, time_left_s)
 
     def _single_try(self) -> requests.Session:
         """A session without retries (requests' default adapter), for the budgeted calls."""

@@ -24,6 +24,7 @@ only); the record is still frozen, empty.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -53,16 +54,24 @@ from runtime.run_note import note_run
 from operators.node_roll import RollPlanBase
 
 
-def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str]) -> bool:
+def check_burrow(profile: ClusterProfile, groups: list[str], live_servers: set[str],
+                 deadline: float | None = None) -> bool:
     """Burrow knows the profile's cluster, watches these brokers and knows every group; returns whether
     every group is OK right now (the first poll of the first gate's OK streak).
 
+    :param deadline: when the caller's wait ends (``time.monotonic()``): once the hook's retries for these requests
+        no longer fit before it, they are asked once each within what is left (``BurrowHook.budget_within``), so a
+        Burrow that does not answer fails the wait at its timeout. None: the hook's retries.
     :raises AirflowFailException: Burrow not configured, cluster unknown or another cluster, unknown groups.
+    :raises requests.RequestException: Burrow did not answer (transient: the caller's wait asks again).
     """
+    def budget(requests_n: int) -> float | None:
+        return None if deadline is None else burrow.budget_within(deadline - time.monotonic(), requests_n)
+
     try:
         with BurrowHook.from_profile(profile) as burrow:
-            servers = burrow.cluster_servers()
-            statuses = burrow.group_statuses(groups)
+            servers = burrow.cluster_servers(budget_s=budget(1 + len(groups)))
+            statuses = burrow.group_statuses(groups, budget_s=budget(len(groups)))
     except ValueError as exc:  # profile without Burrow, or Burrow without this cluster
         raise RunRefused(f"cluster {profile.cluster!r}: lag gate needs Burrow: {exc}") from exc
     if not burrow_watches(servers, live_servers):
@@ -198,7 +207,8 @@ class RollPlanOperator(RollPlanBase):
         lag_ok = None
         if groups:
             live = {f"{b.host}:{b.port}" for b in state.brokers}
-            if self.ask(lambda: check_burrow(profile, groups, live), f"Burrow ({profile.burrow_cluster})"):
+            deadline = time.monotonic() + self.timeout_s  # the ask's own deadline
+            if self.ask(lambda: check_burrow(profile, groups, live, deadline), f"Burrow ({profile.burrow_cluster})"):
                 lag_ok = LagStreak(1, now_ms())  # the first gate's streak starts here
         for reason in plan.reasons:
             if not (kraft and reason.startswith("controller unknown")):

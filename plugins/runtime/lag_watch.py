@@ -31,9 +31,6 @@ log = logging.getLogger(__name__)
 #: retries (``BurrowHook.worst_case_s``, about 40 s with its defaults).
 SIDE_POLL_BUDGET_S = 3.0
 
-#: Seconds the gate's last poll gets at least, however little of the gate's time is left (:meth:`LagWatch.ask`).
-LAST_POLL_MIN_S = 1.0
-
 
 class LagWatch:
     """Polls Burrow for ``groups`` at most once per ``interval_s``; keeps the OK streak.
@@ -113,14 +110,12 @@ class LagWatch:
         early look whose judged window may cover the rest (:meth:`poll` ``count=False``). Returns
         :meth:`satisfied`. ``time_left_s``: what is left of the gate's time; once that is less than the hook's
         worst case for the groups (``BurrowHook.worst_case_s`` each: every retry timing out), the poll gets that much
-        in one attempt per group (at least :data:`LAST_POLL_MIN_S` in all), so a Burrow that does not answer fails
-        the gate at its timeout, not a retry cycle later.
+        in one attempt per group (``BurrowHook.budget_within``: at least 1 s in all), so a Burrow that does not answer
+        fails the gate at its timeout, not a retry cycle later.
 
         :raises requests.RequestException / ValueError: Burrow could not answer (the streak ends).
         """
-        budget_s = None
-        if time_left_s is not None and time_left_s < getattr(self.burrow, "worst_case_s", 0.0) * len(self.groups):
-            budget_s = max(LAST_POLL_MIN_S, time_left_s)
+        budget_s = None if time_left_s is None else self.burrow.budget_within(time_left_s, len(self.groups))
         if self.due():
             self.poll(budget_s=budget_s)
         elif self.last is None and not self.satisfied(needed):

@@ -180,10 +180,13 @@ def test_due_in_says_when_the_next_counted_poll_comes_and_nothing_is_asked_befor
 
 
 def test_the_gate_polls_within_its_time_left_and_side_polls_within_their_budget() -> None:
+    from hooks.burrow import LAST_TRY_MIN_S, BurrowHook
     from runtime import lag_watch
 
-    class Slow:
-        worst_case_s = 43.5  # the hook's retries against a Burrow that does not answer
+    class Slow(BurrowHook):
+        """The real hook's budget rule (its default timeouts and retries: 55.2 s a request at worst); the answers
+        faked."""
+
         budgets: list = []
 
         def group_statuses(self, groups, budget_s=None):
@@ -191,7 +194,9 @@ def test_the_gate_polls_within_its_time_left_and_side_polls_within_their_budget(
             return [status(lag_answer("billing"))]
 
     clock = Clock()
-    watch = LagWatch(Slow(), ["billing"], interval_s=5, clock=clock)
+    hook = Slow(base_url="http://burrow:8000", cluster="sandbox")
+    assert hook.worst_case_s == pytest.approx(4 * (3.05 + 10) + 0.5 * 2 + 0.5 * 4)
+    watch = LagWatch(hook, ["billing"], interval_s=5, clock=clock)
     watch.ask(3, time_left_s=600)  # far from the deadline: the hook's own retries
     clock.now += 5
     watch.ask(3, time_left_s=12.5)  # nearer than a retry cycle: one attempt, what is left
@@ -199,9 +204,9 @@ def test_the_gate_polls_within_its_time_left_and_side_polls_within_their_budget(
     watch.ask(3, time_left_s=0.2)  # at the deadline: one short last try
     clock.now += 5
     watch.poll_if_due()  # inside another wait: never longer than the side budget
-    assert Slow.budgets == [None, 12.5, lag_watch.LAST_POLL_MIN_S, lag_watch.SIDE_POLL_BUDGET_S]
+    assert Slow.budgets == [None, 12.5, LAST_TRY_MIN_S, lag_watch.SIDE_POLL_BUDGET_S]
     # three groups: three retry cycles must fit in what is left
     Slow.budgets.clear()
-    watch = LagWatch(Slow(), ["billing", "audit", "search"], interval_s=5, clock=clock)
+    watch = LagWatch(hook, ["billing", "audit", "search"], interval_s=5, clock=clock)
     watch.ask(3, time_left_s=100)
     assert Slow.budgets == [100]

@@ -276,47 +276,27 @@ def test_a_budget_still_reads_an_answer_in_time(burrow):
     assert [(s.group, s.status) for s in statuses] == [("billing", "OK"), ("audit", "WARN")]
 
 
-def test_the_plans_burrow_check_ends_by_its_waits_deadline_when_burrow_does_not_answer(monkeypatch):
+def test_the_plans_burrow_check_ends_by_its_waits_deadline_when_burrow_does_not_answer(monkeypatch, silent_url,
+                                                                                       burrow_at):
     """operators.roll_plan.check_burrow against a socket that accepts connections and never answers (a frozen
     Burrow): with 1.5 s left of the wait, it gives up within that (the hook's retries would take 55 s a request)."""
-    import socket
-
     import operators.roll_plan as roll_plan
 
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)
-    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-
-    class LocalBurrow(BurrowHook):
-        @classmethod
-        def from_profile(cls, profile, **kwargs):
-            return cls(base_url=url, cluster=profile.burrow_cluster, **kwargs)
-
-    monkeypatch.setattr(roll_plan, "BurrowHook", LocalBurrow)
-    profile = ClusterProfile.from_connection_fields("c", "b1:9092", {"burrow_conn_id": "burrow",
-                                                                      "burrow_cluster": "sandbox"})
+    monkeypatch.setattr(roll_plan, "BurrowHook", burrow_at(silent_url))
     started = time.monotonic()
-    try:
-        with pytest.raises(requests.RequestException):
-            roll_plan.check_burrow(profile, ["billing", "audit"], {"b1:9092"}, deadline=started + 1.5)
-    finally:
-        silent.close()
+    with pytest.raises(requests.RequestException):
+        roll_plan.check_burrow(WATCHED, ["billing", "audit"], {"b1:9092"}, deadline=started + 1.5)
     assert time.monotonic() - started < 2.5
 
 
-def test_the_plans_burrow_check_near_its_deadline_still_reads_a_burrow_that_answers(burrow, monkeypatch):
+def test_the_plans_burrow_check_near_its_deadline_still_reads_a_burrow_that_answers(burrow, monkeypatch, burrow_at):
     import operators.roll_plan as roll_plan
 
     burrow.routes["/v3/kafka/sandbox"] = [(200, {"error": False, "module": {"servers": ["b1:9092"]}}, 0)]
     burrow.routes["/v3/kafka/sandbox/consumer/billing/lag"] = [(200, burrow_body("billing", "OK"), 0)]
+    monkeypatch.setattr(roll_plan, "BurrowHook", burrow_at(burrow.url))
+    assert roll_plan.check_burrow(WATCHED, ["billing"], {"b1:9092"}, deadline=time.monotonic() + 3) is True
 
-    class LocalBurrow(BurrowHook):
-        @classmethod
-        def from_profile(cls, profile, **kwargs):
-            return cls(base_url=burrow.url, cluster=profile.burrow_cluster, **kwargs)
 
-    monkeypatch.setattr(roll_plan, "BurrowHook", LocalBurrow)
-    profile = ClusterProfile.from_connection_fields("c", "b1:9092", {"burrow_conn_id": "burrow",
-                                                                      "burrow_cluster": "sandbox"})
-    assert roll_plan.check_burrow(profile, ["billing"], {"b1:9092"}, deadline=time.monotonic() + 3) is True
+WATCHED = ClusterProfile.from_connection_fields("c", "b1:9092", {"burrow_conn_id": "burrow",
+                                                                  "burrow_cluster": "sandbox"})

@@ -390,23 +390,11 @@ def test_per_broker_figures_are_read_again_when_the_live_brokers_change():
     assert admin.log_dirs[-1] == (1, 2) and len(admin.log_dirs) == 4
 
 
-def test_a_burrow_that_does_not_answer_costs_the_view_one_request_timeout_not_one_per_group(monkeypatch):
+def test_a_burrow_that_does_not_answer_costs_the_view_one_request_timeout_not_one_per_group(monkeypatch, silent_url,
+                                                                                          burrow_at):
     """A socket that accepts connections (the kernel's backlog) and never answers, like a frozen Burrow: the three
     groups' reads share one REQUEST_TIMEOUT_S; the error is shown, the rest of the cluster still read."""
-    import socket
-
     from fleet_view import sources
-    from hooks.burrow import BurrowHook
-
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)
-    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-
-    class LocalBurrow(BurrowHook):
-        @classmethod
-        def from_profile(cls, profile, **kwargs):
-            return cls(base_url=url, cluster=profile.burrow_cluster, **kwargs)
 
     class Admin:
         def __init__(self, **kwargs):
@@ -419,17 +407,14 @@ def test_a_burrow_that_does_not_answer_costs_the_view_one_request_timeout_not_on
             pass
 
     monkeypatch.setattr(sources, "REQUEST_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(sources, "BurrowHook", LocalBurrow)
+    monkeypatch.setattr(sources, "BurrowHook", burrow_at(silent_url))
     monkeypatch.setattr(sources, "KafkaAdminHook", Admin)
     watched = ClusterProfile.from_connection_fields(
         "prod_eu", "10.0.0.1:9092", {"burrow_conn_id": "burrow", "burrow_cluster": "prod",
                                      "consumer_groups": ["billing", "audit", "search"]})
-    try:
-        started = time.monotonic()
-        reading = ClusterSource("prod_eu", metadata=None, profile_of=lambda _c: watched).read()
-        took = time.monotonic() - started
-    finally:
-        silent.close()
+    started = time.monotonic()
+    reading = ClusterSource("prod_eu", metadata=None, profile_of=lambda _c: watched).read()
+    took = time.monotonic() - started
     assert reading.state is not None, "the metadata is read"
     assert reading.errors["burrow"].startswith(("ReadTimeout", "Timeout")), reading.errors
     assert took < 1.5, f"{took:.1f} s: the groups shared one request's time"

@@ -188,12 +188,10 @@ class BurrowHook(BaseHook):
 
     def get_conn(self) -> requests.Session:
         """A ``requests.Session`` with urllib3 ``Retry`` mounted for http and https."""
-        import requests
-        from requests.adapters import HTTPAdapter
         from urllib3.util.retry import Retry
 
         if self._session is None:
-            retry = Retry(
+            self._session = _json_session(Retry(
                 total=self.retries,
                 connect=self.retries,
                 read=self.retries,
@@ -202,13 +200,7 @@ class BurrowHook(BaseHook):
                 status_forcelist=(429, 500, 502, 503, 504),
                 allowed_methods=frozenset({"GET"}),
                 raise_on_status=False,
-            )
-            session = requests.Session()
-            adapter = HTTPAdapter(max_retries=retry)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            session.headers["Accept"] = "application/json"
-            self._session = session
+            ))
         return self._session
 
     def close(self) -> None:
@@ -301,30 +293,36 @@ class BurrowHook(BaseHook):
         if budget_s is None:
             return self.get_conn().get(url, timeout=self.timeout, auth=self._auth)
         if budget_s <= 0:
-            raise _timeout(f"Burrow at {self.base_url}: no time left to ask for {what}")
+            import requests
+
+            raise requests.Timeout(f"Burrow at {self.base_url}: no time left to ask for {what}")
         timeout = (min(self.timeout[0], budget_s), min(self.timeout[1], budget_s))
         return self._single_try().get(url, timeout=timeout, auth=self._auth)
 
-    def budget_within(self, time_left_s: float | None, requests_n: int) -> float | None:
+    def budget_within(self, time_left_s: float, requests_n: int) -> float | None:
         """The ``budget_s`` for ``requests_n`` requests that must end within ``time_left_s`` seconds: None (the hook's
         own retries) when their worst case (:attr:`worst_case_s` each) fits, else what is left, at least
         :data:`LAST_TRY_MIN_S` (one short last try rather than none)."""
-        if time_left_s is None or time_left_s >= self.worst_case_s * requests_n:
+        if time_left_s >= self.worst_case_s * requests_n:
             return None
         return max(LAST_TRY_MIN_S, time_left_s)
 
     def _single_try(self) -> requests.Session:
-        """A session without retries (requests' default adapter), for the budgeted calls."""
-        import requests
-
+        """A session without retries, for the budgeted calls."""
         if self._single is None:
-            session = requests.Session()
-            session.headers["Accept"] = "application/json"
-            self._single = session
+            self._single = _json_session(0)
         return self._single
 
 
-def _timeout(message: str) -> Exception:
+def _json_session(retries: Any) -> requests.Session:
+    """A ``requests.Session`` asking for JSON, with ``HTTPAdapter(max_retries=retries)`` (a urllib3 ``Retry`` or a
+    count) mounted for http and https."""
     import requests
+    from requests.adapters import HTTPAdapter
 
-    return requests.Timeout(message)
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retries)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers["Accept"] = "application/json"
+    return session

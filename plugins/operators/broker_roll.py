@@ -372,7 +372,6 @@ class BrokerRollOperator(NodeRollOperator):
             return health.combine(verdicts + answers(state, verdicts), rule=f"gate {who}")
 
         looks: list[bool] = []
-        gate_deadline = [float("inf")]
         held_on_urp = [False]  # the last look's cluster verdicts: URPs among them
 
         def cluster_or_outage() -> health.Verdict:
@@ -402,7 +401,7 @@ class BrokerRollOperator(NodeRollOperator):
                 return Check(False, cluster.message())
             if lag is None:
                 return Check(True, cluster.message())
-            if not lag.ask(streak_needed, time_left_s=gate_deadline[0] - time.monotonic()):
+            if not lag.ask(streak_needed, time_left_s=gate_deadline - time.monotonic()):
                 # the next look that can pass is the lag watch's next counted poll: look then (the cluster with it)
                 return Check(False, lag.describe(streak_needed), retry_in_s=lag.due_in() + DUE_MARGIN_S)
             return Check(True, f"{cluster.message()}; {lag.describe(streak_needed)}")
@@ -413,7 +412,7 @@ class BrokerRollOperator(NodeRollOperator):
             return
         # quick first polls while the cluster is not ready; once only the lag streak is short, one look when its next
         # poll is due (the lag watch keeps Burrow's counted polls interval_s apart)
-        gate_deadline[0] = time.monotonic() + self.timeout_s  # the wait's own deadline (a Burrow poll stays in it)
+        gate_deadline = time.monotonic() + self.timeout_s  # the wait's own deadline (a Burrow poll stays in it)
         try:
             self._wait(check, f"{who} {verb}", not_yet=f"{who} {verb.replace('may', 'may not')} yet")
         except AirflowFailException as exc:

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: Seconds a poll made inside another wait (a broker coming back) may take, in one attempt: its OK only adds evidence
 #: to a streak, and a Burrow that accepts connections but does not answer must not hold that wait for the hook's
-#: retries (``BurrowHook.worst_case_s``, about 40 s with its defaults).
+#: retries (``BurrowHook.worst_case_s``: up to 55 s with its defaults, 43 s against one that accepts and is silent).
 SIDE_POLL_BUDGET_S = 3.0
 
 

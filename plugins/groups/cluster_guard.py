@@ -22,7 +22,8 @@ from runtime.params import FromParam
 GUARD_SETTINGS: dict[str, Any] = {
     **LOCK_SETTINGS,
     **{name: FromParam(name) for name in ("dry_run", "healthcheck_interval_s", "healthcheck_timeout_s",
-                                          "pre_stop", "pre_start", "stop_command", "start_command")},
+                                          "fix_leader_imbalance", "pre_stop", "pre_start", "stop_command",
+                                          "start_command")},
 }
 
 

@@ -10,7 +10,7 @@ from runtime.settings_table import param, params
 NO_COMMANDS = {"pre_stop": None, "pre_start": None, "stop_command": None, "start_command": None}
 #: What the steps around the waves (validate, start / stop brokers, gates) read from the params.
 STEP_SETTINGS = {name: FromParam(name) for name in ("cluster", "brokers", "dry_run", "healthcheck_interval_s",
-                                                    "healthcheck_timeout_s")}
+                                                    "healthcheck_timeout_s", "fix_leader_imbalance")}
 
 
 def reassignment_params(brokers_description: str) -> dict[str, Param]:
@@ -26,6 +26,7 @@ def reassignment_params(brokers_description: str) -> dict[str, Param]:
         **params("throttle_bytes_per_s", "wave_bytes", "wave_moves_per_broker", "max_bytes", "verify_interval_s",
                  "verify_timeout_s", "cancel_on_timeout", "healthcheck_interval_s"),
         "healthcheck_timeout_s": param("healthcheck_timeout_s", "A health wait fails after this many seconds"),
+        "fix_leader_imbalance": param("fix_leader_imbalance"),
         "window_policy": param("window_policy"),
         "lock_wait": param("lock_wait"),
     }

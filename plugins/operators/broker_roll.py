@@ -465,19 +465,13 @@ class BrokerRollOperator(NodeRollOperator):
 
     def _elect_for_imbalance(self, who: str, state: ClusterState) -> bool:
         """A gate that waits only on a leader imbalance: elect the preferred leaders of the partitions that need it
-        (``kafka_ops.health.imbalance_elections``), as Kafka's own rebalance would after
-        ``leader.imbalance.check.interval.seconds`` (300 s by default; never with
-        ``auto.leader.rebalance.enable=false``). A leader imbalance is no safety problem; one election fixes it.
-        Returns True when an election ran (the gate looks again)."""
-        partitions = health.imbalance_elections(state)
-        if not partitions:
+        (``probes.cluster.ClusterProber.elect_for_imbalance``) instead of waiting for Kafka's own rebalance.
+        Returns True when an election ran (the gate looks again); a TimeoutError (no answer in time) is transient:
+        the gate looks again."""
+        elected = self.prober.elect_for_imbalance(state)
+        if elected is None:
             return False
-        names = [f"{t}-{p}" for t, p in partitions]
-        # no answer in time (hooks.kafka_admin.ELECTION_ANSWER_S): a TimeoutError, transient: the gate looks again
-        errors = {n: e for n, e in self.prober.admin.elect_preferred_leaders(partitions).items() if e}
-        self.log.info("gate %s: leader imbalance: elected the preferred leaders of %d partitions (%s%s)%s", who,
-                      len(names), ", ".join(names[:10]), f", ... {len(names) - 10} more" if len(names) > 10 else "",
-                      f"; not elected: {dict(list(errors.items())[:5])}" if errors else "")
+        self.log.info("gate %s: leader imbalance: %s", who, elected)
         return True
 
     def _dry_gate(self, who: str, verb: str, cluster_check: Callable[[], health.Verdict], lag: LagWatch | None,

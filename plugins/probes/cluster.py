@@ -136,6 +136,27 @@ class ClusterProber:
             raise ValueError(f"probe {kind!r} needs a broker")
         return probe.rule(self.state(configs=probe.configs), broker)
 
+    def elect_for_imbalance(self, state: ClusterState) -> str | None:
+        """Elect the preferred leaders of the partitions a leader imbalance needs (``health.imbalance_elections``:
+        those of brokers over ``leader.imbalance.per.broker.percentage`` whose preferred leader is registered and
+        in the ISR), as Kafka's own rebalance would after ``leader.imbalance.check.interval.seconds`` (300 s by
+        default; never with ``auto.leader.rebalance.enable=false``). A leader imbalance is no safety problem; one
+        election (ElectLeaders, KIP-460) fixes it.
+
+        :returns: None when no partition needs it (nothing sent); else a line for the log: "elected the preferred
+            leaders of N partitions (orders-1, ...)", with the partitions the controller did not elect and why.
+        :raises TimeoutError: no answer in time (``hooks.kafka_admin.ELECTION_ANSWER_S``; transient: look again).
+        :raises confluent_kafka.KafkaException: the request as a whole failed.
+        """
+        partitions = health.imbalance_elections(state)
+        if not partitions:
+            return None
+        names = [f"{t}-{p}" for t, p in partitions]
+        errors = {n: e for n, e in self.admin.elect_preferred_leaders(partitions).items() if e}
+        return (f"elected the preferred leaders of {len(names)} partitions ({', '.join(names[:10])}"
+                f"{f', ... {len(names) - 10} more' if len(names) > 10 else ''})"
+                f"{f'; not elected: {dict(list(errors.items())[:5])}' if errors else ''}")
+
     def close(self) -> None:
         self.admin.close()
 

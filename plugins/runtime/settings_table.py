@@ -68,8 +68,9 @@ SETTINGS: dict[str, Setting] = {
     "lag_ok_consecutive": Setting(3, {"type": "integer", "minimum": 1, "maximum": 100},
                                   "Burrow must say OK this many polls in a row before a stop"),
     "fix_leader_imbalance": Setting(True, {"type": "boolean"},
-                                    "A gate that waits only on a leader imbalance elects the preferred leaders of "
-                                    "the partitions that need it (off: wait for the brokers' own rebalance)"),
+                                    "A gate or health check that waits only on a leader imbalance elects the "
+                                    "preferred leaders of the partitions that need it (off: wait for the brokers' "
+                                    "own rebalance)"),
     "soak_s": Setting(0, {"type": "integer", "minimum": 0, "maximum": 86400}, "Pause after each broker, seconds"),
     "quorum_fetch_timeout_ms": Setting(DEFAULT_FETCH_TIMEOUT_MS),  # the cluster's controller.quorum.fetch.timeout.ms
     # batches

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from airflow_env import clear_and_resume, published_labels, roll_records, run_dag
 from batch_checks import assert_one_election_per_batch, batches_of
+from imbalance import make_leader_imbalance
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
 from timed_faults import FaultAfterTrigger, ThawOnceLogged
 
@@ -1030,24 +1031,6 @@ def test_a_batch_failing_before_its_controller_stops_resumes_there(fresh_sandbox
     assert lock_holder(sandbox) is None
 
 
-def _make_leader_imbalance(sandbox, broker: int, target: int) -> list[tuple[str, int]]:
-    """``sandbox.make_leader_imbalance``: ``broker`` first in the replica lists of partitions it does not lead, so
-    Kafka counts a leader imbalance on it until an election (or its own rebalance after 300 s); partitions whose
-    preferred leader is ``target`` are left alone (its gate judges min ISR too). Returns the partitions once the
-    roll's own rule (``kafka_ops.health.leader_imbalance``) sees the imbalance."""
-    from hooks.kafka_admin import KafkaAdminHook
-    from kafka_ops import health
-
-    chosen = sandbox.make_leader_imbalance(broker, leave_alone=(target,))
-    with KafkaAdminHook("kafka_sandbox") as hook:
-        def imbalanced():
-            verdict = health.leader_imbalance(hook.cluster_state(configs=True))
-            return not verdict.ok and f"broker {broker}: leader imbalance" in verdict.message()  # a Verdict is falsy
-
-        wait_for(imbalanced, 60, what=f"a leader imbalance on broker {broker}")
-    return chosen
-
-
 def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(fresh_sandbox, use_sandbox, capfd,
                                                                                   caplog):
     """A leader imbalance on a broker outside the roll is no safety problem: the gate elects the preferred leaders
@@ -1059,7 +1042,7 @@ def test_a_gate_waiting_only_on_a_leader_imbalance_elects_the_preferred_leaders(
     sandbox = fresh_sandbox()
     use_sandbox(sandbox.workdir)
     imbalanced, target = 1, 2
-    reordered = _make_leader_imbalance(sandbox, imbalanced, target)
+    reordered = make_leader_imbalance(sandbox, imbalanced, leave_alone=(target,))
     conf = {"cluster": "kafka_sandbox", "brokers": [target], "consumer_groups": None, "healthcheck_interval_s": 2}
     before = starts(sandbox)
 

@@ -17,6 +17,7 @@ call (none while the topic set is unchanged).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -131,6 +132,42 @@ class LibrdkafkaLog:
         if args and args[0] == "FAIL":
             level = min(level, logging.INFO)
         self._logger.log(level, msg, *args)
+
+
+class OneNodeFailuresAtInfo(logging.Filter):
+    """kafka-python's own lines (``kafka.net.*``, WARNING and up) while this thread asks one node on a connection of
+    its own (:meth:`KafkaAdminHook._ask_at`, under :func:`asking_one_node`) are logged at INFO, as
+    :class:`LibrdkafkaLog` logs a connection failure: the caller handles that node not answering (another bootstrap
+    server answers first, or it names the node), so "Connection failed: ... ECONNREFUSED" and "Bootstrap failed" about
+    a broker that is down would only be red lines in a task that went on fine. A logger left at WARNING
+    (``runtime.task_log.quiet_libraries``) then drops them. Lines of other threads and clients are untouched."""
+
+    asking = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(self.asking, "depth", 0) or record.levelno <= logging.INFO:
+            return True
+        record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+#: kafka-python's loggers that report a connection's failures (kafka.net.manager: "Connection failed", "Bootstrap
+#: failed"; kafka.net.connection: "Connection lost").
+ONE_NODE_LOGGERS = ("kafka.net.manager", "kafka.net.connection")
+_ONE_NODE_FILTER = OneNodeFailuresAtInfo()
+for _name in ONE_NODE_LOGGERS:
+    logging.getLogger(_name).addFilter(_ONE_NODE_FILTER)
+
+
+@contextmanager
+def asking_one_node() -> Iterator[None]:
+    """While inside, kafka-python's failure lines of this thread are logged at INFO (:class:`OneNodeFailuresAtInfo`)."""
+    asking = OneNodeFailuresAtInfo.asking
+    asking.depth = getattr(asking, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        asking.depth -= 1
 
 
 class KafkaAdminHook(ClusterProfileHook):
@@ -934,18 +971,19 @@ class KafkaAdminHook(ClusterProfileHook):
         # 10 s): no longer than the request may take
         config = {**self.profile.kafka_python_config(controller=controller), "bootstrap_servers": address,
                   "request_timeout_ms": timeout_ms, "socket_connection_setup_timeout_ms": min(timeout_ms, 10_000)}
-        client = KafkaNetClient(**config)
-        manager = client._manager
-        node = manager.cluster.bootstrap_brokers()[0]
+        with asking_one_node():
+            client = KafkaNetClient(**config)
+            manager = client._manager
+            node = manager.cluster.bootstrap_brokers()[0]
 
-        async def ask() -> Any:
-            return await manager.get_connection(node.node_id).send_request(request)
+            async def ask() -> Any:
+                return await manager.get_connection(node.node_id).send_request(request)
 
-        try:
-            return client._net.run(ask)
-        finally:
-            manager.close()
-            client._net.close() if hasattr(client._net, "close") else None
+            try:
+                return client._net.run(ask)
+            finally:
+                manager.close()
+                client._net.close() if hasattr(client._net, "close") else None
 
     def controller_named_by(self, address: str) -> int:
         """The controller id that the broker at ``address`` (``host:port``) names in its own Metadata answer (v1+),

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import kafka.admin
 import pytest
-from hooks.kafka_admin import KafkaAdminHook
+from hooks.kafka_admin import ONE_NODE_LOGGERS, KafkaAdminHook
 from kafka.errors import KafkaConnectionError, RequestTimedOutError
 
 SERVERS = "b0:9092,b1:9092,b2:9092"
@@ -158,3 +158,57 @@ def test_a_broker_whose_request_times_out_with_the_wait_is_named_as_not_answerin
     h._ask_at = ask_at
     missing = h.unanswered_brokers({0: "b0:9092", 1: "b1:9092", 2: "b2:9092"}, timeout_s=2.0)
     assert missing == {0: "no answer within 2.0 s", 2: "KafkaConnectionError: 111 ECONNREFUSED"}, missing
+
+
+def refused_address() -> str:
+    """``127.0.0.1:<port>`` where nothing listens (a port bound, then let go): a connection there is refused."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_node_that_refuses_is_reported_by_the_caller_not_by_red_kafka_python_lines(caplog) -> None:
+    """A broker that is down (a restart, a decommissioned broker still in the connection's bootstrap list) refuses
+    the one-node connection ``_ask_at`` opens: the caller handles it (``first_answering`` takes another server). Its
+    "Connection failed" / "Connection lost" / "Bootstrap failed" lines were logged at ERROR by kafka-python, three
+    red lines in a task that went on fine, at every look; now at INFO. Lines outside such a call keep their level."""
+    import logging
+
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    address = refused_address()
+    h = KafkaAdminHook(bootstrap_servers=address)
+    with caplog.at_level(logging.INFO, logger="kafka"):
+        with pytest.raises(KafkaConnectionError):
+            h._ask_at(address, ApiVersionsRequest(min_version=0, max_version=0), 2.0)
+        failures = [r for r in caplog.records if r.name.startswith("kafka.net")]
+        assert any("ECONNREFUSED" in r.getMessage() for r in failures), [r.getMessage() for r in caplog.records]
+        assert all(r.levelno == logging.INFO for r in failures), [(r.levelname, r.getMessage()) for r in failures]
+        caplog.clear()
+        logging.getLogger("kafka.net.manager").error("Connection failed: elsewhere")
+    assert [r.levelname for r in caplog.records] == ["ERROR"], "a line outside the one-node call keeps its level"
+
+
+def test_a_logger_left_at_warning_drops_those_lines(caplog) -> None:
+    """Airflow's tasks keep kafka-python at WARNING (``runtime.task_log.quiet_libraries``): the lines logged at INFO
+    are then dropped, as librdkafka's connection failures are (``LibrdkafkaLog``)."""
+    import logging
+
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    address = refused_address()
+    manager, connection = logging.getLogger("kafka.net.manager"), logging.getLogger("kafka.net.connection")
+    levels = manager.level, connection.level
+    manager.setLevel(logging.WARNING)
+    connection.setLevel(logging.WARNING)
+    try:
+        with caplog.at_level(logging.DEBUG):  # the root's level: these two keep WARNING
+            with pytest.raises(KafkaConnectionError):
+                KafkaAdminHook(bootstrap_servers=address)._ask_at(address, ApiVersionsRequest(min_version=0,
+                                                                                                max_version=0), 2.0)
+        assert [r.getMessage() for r in caplog.records if r.name in ONE_NODE_LOGGERS] == []
+    finally:
+        manager.setLevel(levels[0])
+        connection.setLevel(levels[1])

@@ -37,6 +37,9 @@ The table:
 - the machine's CPU during the run (``bench/cpu_share.py``: every process sampled every 0.5 s, about 1% of a core),
   by what took it: the Kafka JVMs, the bench's clients, Airflow's scheduler, api-server, PostgreSQL and tasks; on a
   machine of few cores a broker's start is CPU-bound, so these say what a faster roll would take CPU from;
+- Burrow's answer time during the run (``bench/burrow_latency.py``: each workload group's lag asked every 1 s): the
+  roll's side polls of Burrow get 3 s each (``runtime.lag_watch``), and these say how often the loaded machine's
+  Burrow takes longer;
 - ``--mode kraft``: a KRaft sandbox (``--controllers``, default 3; Kafka 4.0.0); the roll restarts the
   controllers first (``roles=all``, unless ``--conf`` says otherwise): ``ctrl_s`` is the controllers' roll,
   from its first task's start to its last task's end, and is left out of ``fixed``.
@@ -66,9 +69,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from burrow_latency import BurrowLatency  # noqa: E402
 from cpu_share import REST_CPU_BUSY, CpuSampler, describe, machine_at_rest  # noqa: E402
 
-from sandbox import restart_timeline  # noqa: E402
+from sandbox import restart_timeline, settings  # noqa: E402
+from sandbox import state as sandbox_state  # noqa: E402
 from sandbox.layout import Workdir  # noqa: E402
 from sandbox.traffic_watch import watched_traffic  # noqa: E402
 
@@ -388,8 +393,10 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
         print(f"{size} brokers: the CPU {busy:.0%} busy before the run (waited {waited:.1f} s for at most "
               f"{REST_CPU_BUSY:.0%})", flush=True)
         bootstrap = json.loads((workdir / "env.json").read_text())["bootstrap_servers"]
+        burrow_url = sandbox_state.load(Workdir.at(workdir)).burrow_url
         with watched_traffic(workdir, bootstrap, list(range(size)), rate_per_s=rate_per_s) if traffic \
-                else nullcontext() as watched, CpuSampler() as cpu:
+                else nullcontext() as watched, CpuSampler() as cpu, \
+                BurrowLatency(burrow_url, settings.BURROW_CLUSTER, list(settings.WORKLOAD_GROUPS)) as burrow:
             result = chosen.run(conf)
         ok = True
         kafka_own(workdir, size, result["brokers"])
@@ -397,7 +404,8 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             cpu_line = describe(cpu.spent(result["began"], result["ended"]), result["wall_s"])
         except ValueError as exc:  # the samples do not span the run: say so, keep the run's figures
             cpu_line = f"not read ({exc})"
-        out = {"size": size, "mode": mode, "runner": chosen.name, **result, "cpu": cpu_line}
+        out = {"size": size, "mode": mode, "runner": chosen.name, **result, "cpu": cpu_line,
+               "burrow": burrow.describe(result["began"], result["ended"])}
         if watched is not None:
             out.update(traffic_result(watched))
         return out
@@ -481,6 +489,9 @@ def table(results: list[dict[str, Any]]) -> str:
                           + ", ".join(f"{t['task']} {t['start_s']:.1f}+{t['duration_s']:.1f}" for t in steps))
         if r.get("cpu"):
             detail.append(f"  {r['size']} brokers, the machine's CPU during the run: {r['cpu']}")
+        if r.get("burrow"):
+            detail.append(f"  {r['size']} brokers, Burrow's answers during the run (a group's lag, every 1 s): "
+                          f"{r['burrow']}")
         if r["failed"]:
             detail.append(f"  {r['size']} brokers: FAILED tasks {', '.join(r['failed'])}")
         for key, client in (("traffic", "confluent-kafka"), ("traffic_kafka_python", "kafka-python")):

@@ -267,3 +267,25 @@ def test_the_overhead_bench_prints_where_the_cpu_went() -> None:
               "cpu": "19.4 of 34.0 CPU s (2 cores x 17.0 s, 57% busy): Kafka JVMs 17.4, Airflow scheduler 2.0"}
     assert ("  1 brokers, the machine's CPU during the run: 19.4 of 34.0 CPU s (2 cores x 17.0 s, 57% busy): "
             "Kafka JVMs 17.4, Airflow scheduler 2.0") in table([result]).splitlines()
+
+
+def test_burrows_answer_times_are_summed_up_within_the_run_and_failures_kept_apart(silent_url) -> None:
+    """``bench/burrow_latency.py``: the answers asked inside the run's window give its figures; a Burrow that does not
+    answer within the request timeout is a failure, not a latency."""
+    import time as clock
+
+    from burrow_latency import BurrowLatency
+
+    sampler = BurrowLatency("http://127.0.0.1:1", "sandbox", ["g"], interval_s=0.05, timeout_s=0.2)
+    sampler.samples = [(T0 + 1, 0.002), (T0 + 2, 0.010), (T0 + 3, 3.5), (T0 + 99, 9.0)]
+    sampler.failures = [(T0 + 2.5, "ReadTimeout")]
+    assert sampler.describe(T0, T0 + 10) == ("3 answers: median 10 ms, 95th percentile 3500 ms, max 3500 ms; 1 over "
+                                              "the side poll's 3 s; 1 failed (ReadTimeout)")
+    assert sampler.describe(T0 + 50, T0 + 60) == "no answer sampled (0 failed)"
+
+    with BurrowLatency(silent_url, "sandbox", ["orders-service"], interval_s=0.05, timeout_s=0.2) as silent:
+        began = clock.time()
+        while not silent.failures and clock.time() - began < 5:
+            clock.sleep(0.05)
+    assert silent.samples == [] and silent.failures, "a silent Burrow is counted as failures"
+    assert silent.failures[0][1] == "ReadTimeout"

@@ -1,5 +1,5 @@
-"""How long Burrow takes to answer while a roll runs: its lag evaluation of each watched group
-(``GET /v3/kafka/<cluster>/consumer/<group>/lag``, what ``hooks.burrow.BurrowHook`` asks) sampled in the background.
+"""How long Burrow takes to answer while a roll runs: each watched group's status asked in the background the way the
+roll's lag watch asks it (``hooks.burrow.BurrowHook.group_status`` with a budget: one attempt, no retries).
 
 A roll's lag watch polls Burrow on the side while a broker comes back, each poll with a 3 s budget
 (``runtime.lag_watch.SIDE_POLL_BUDGET_S``): a poll not answered in that time ends the lag streak, so the next gate
@@ -12,14 +12,15 @@ fails or takes longer than ``timeout_s`` counts as a failure (its time is not a 
 from __future__ import annotations
 
 import statistics
+import sys
 import threading
 import time
-from urllib.parse import quote
+from pathlib import Path
 
-import requests
-
-#: The lag watch's budget of a side poll, seconds (``runtime.lag_watch.SIDE_POLL_BUDGET_S``).
-SIDE_POLL_BUDGET_S = 3.0
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins"))  # the Burrow hook the roll uses
+from hooks.burrow import BurrowError, BurrowHook  # noqa: E402
+from requests import RequestException  # noqa: E402
+from runtime.lag_watch import SIDE_POLL_BUDGET_S  # noqa: E402
 
 
 class BurrowLatency:
@@ -29,13 +30,13 @@ class BurrowLatency:
     :param cluster: Burrow's name of the Kafka cluster.
     :param groups: consumer groups to ask about.
     :param interval_s: seconds between the starts of two rounds.
-    :param timeout_s: a request's timeout (connect and read), seconds.
+    :param timeout_s: a request's budget (connect and read), seconds.
     """
 
     def __init__(self, base_url: str, cluster: str, groups: list[str], interval_s: float = 1.0,
                  timeout_s: float = 10.0) -> None:
-        self.urls = [f"{base_url.rstrip('/')}/v3/kafka/{quote(cluster, safe='')}/consumer/{quote(g, safe='')}/lag"
-                     for g in groups]
+        self.hook = BurrowHook(base_url=base_url, cluster=cluster)
+        self.groups = list(groups)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.samples: list[tuple[float, float]] = []  # (epoch seconds asked, seconds to the answer)
@@ -50,21 +51,20 @@ class BurrowLatency:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(self.timeout_s + 1)
+        self.hook.close()
 
     def _run(self) -> None:
-        with requests.Session() as session:
-            while not self._stop.is_set():
-                began = time.monotonic()
-                for url in self.urls:
-                    asked, clock = time.time(), time.monotonic()
-                    try:
-                        session.get(url, timeout=self.timeout_s).raise_for_status()
-                    except requests.RequestException as exc:
-                        self.failures.append((asked, type(exc).__name__))
-                    else:
-                        self.samples.append((asked, time.monotonic() - clock))
-                self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
-
+        while not self._stop.is_set():
+            began = time.monotonic()
+            for group in self.groups:
+                asked, clock = time.time(), time.monotonic()
+                try:
+                    self.hook.group_status(group, budget_s=self.timeout_s)
+                except (RequestException, BurrowError) as exc:
+                    self.failures.append((asked, type(exc).__name__))
+                else:
+                    self.samples.append((asked, time.monotonic() - clock))
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
     def describe(self, began: float, ended: float) -> str:
         """One line on the requests asked between epoch seconds ``began`` and ``ended``: count, median, 95th
         percentile and maximum answer time (seconds), how many took longer than :data:`SIDE_POLL_BUDGET_S`, and

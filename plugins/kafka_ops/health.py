@@ -269,6 +269,14 @@ def leader_imbalance(state: ClusterState, max_percentage: float | None = None) -
     return _verdict("leader-imbalance", reasons)
 
 
+def only_leader_imbalance(verdict: Verdict) -> bool:
+    """True when ``verdict`` fails and each of its failing rules is :func:`leader_imbalance` (``"leader-imbalance"``;
+    a combined verdict's parts are read): no safety problem, what one preferred leader election
+    (:func:`imbalance_elections`) fixes."""
+    failing = [part for part in (verdict.parts or (verdict,)) if not part.ok]
+    return bool(failing) and all(part.rule == "leader-imbalance" for part in failing)
+
+
 def imbalance_elections(state: ClusterState, max_percentage: float | None = None) -> list[tuple[str, int]]:
     """The partitions a preferred leader election would fix a :func:`leader_imbalance` with: for each broker over
     the threshold, the partitions it should lead (first replica) but does not, where it is registered and in the

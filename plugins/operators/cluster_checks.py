@@ -53,40 +53,29 @@ def refuse_bad_params(op: ClusterOperator, context: Any) -> None:
                 who or "unknown", "; DRY RUN: nothing will be touched" if op.dry_run else "")
 
 
-#: The cluster-wide probe kinds a leader imbalance can fail, and so an election can pass.
-IMBALANCE_KINDS = ("healthy", "leadership")
-
-
-def only_imbalance(verdict: health.Verdict) -> bool:
-    """True when ``verdict`` fails and every failing rule of it is the leader imbalance (``"leader-imbalance"``,
-    ``kafka_ops.health.leader_imbalance``): what one preferred leader election fixes, no safety problem."""
-    failing = [part for part in (verdict.parts or (verdict,)) if not part.ok]
-    return bool(failing) and all(part.rule == "leader-imbalance" for part in failing)
-
-
 def wait_for_cluster(op: ClusterOperator, kind: str) -> str:
     """Wait (in ``op``'s process, every ``healthcheck_interval_s`` up to ``healthcheck_timeout_s``) until probe
     ``kind`` (a cluster-wide kind of ``probes.cluster.PROBES``, e.g. ``"healthy"``: no offline partition, no URP,
     leaders balanced) passes for the whole cluster; returns the last check's message. In a dry run: one look,
     logged, whatever it says. ``op`` has resolved its settings.
 
-    A look that fails only on a leader imbalance (:func:`only_imbalance`), with the setting ``fix_leader_imbalance``
-    on (its default), elects the preferred leaders of the partitions that need it and looks again at once, as a
-    roll's gate does (``ClusterProber.elect_for_imbalance``): the wait never waits for the brokers' own rebalance
-    (``leader.imbalance.check.interval.seconds``, 300 s; never with ``auto.leader.rebalance.enable=false``). A dry
-    run elects nothing and says what a real run would elect.
+    A look that fails only on a leader imbalance (``kafka_ops.health.only_leader_imbalance``), with the setting
+    ``fix_leader_imbalance`` on (its default), elects the preferred leaders of the partitions that need it and looks
+    again at once, as a roll's gate does (``ClusterProber.elect_for_imbalance``): the wait never waits for the
+    brokers' own rebalance (``leader.imbalance.check.interval.seconds``, 300 s; never with
+    ``auto.leader.rebalance.enable=false``). A dry run elects nothing and says what a real run would elect.
 
     :raises AirflowFailException: at the timeout, naming what is still unhealthy; at once for a fatal error.
     """
     profile = op.profile
     probe = PROBES[kind]
     what = probe.describe(None)
-    fix_imbalance = kind in IMBALANCE_KINDS and is_true(op.setting("fix_leader_imbalance"))
+    fix_imbalance = is_true(op.setting("fix_leader_imbalance"))
     with ClusterProber(profile) as prober:
         def check() -> Check:
             state = prober.state(configs=probe.configs)
             verdict = probe.rule(state, None)
-            if fix_imbalance and only_imbalance(verdict):
+            if fix_imbalance and health.only_leader_imbalance(verdict):
                 if op.dry_run:
                     count = len(health.imbalance_elections(state))
                     if count:

@@ -16,7 +16,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.cluster import Broker, ClusterState, Partition
 from operators import cluster_checks, cluster_operator
-from operators.cluster_checks import WaitForClusterOperator, only_imbalance, wait_for_cluster
+from operators.cluster_checks import WaitForClusterOperator, wait_for_cluster
 from probes.cluster import ClusterProber
 from runtime.waiting import wait_until
 
@@ -116,10 +116,30 @@ def test_a_dry_run_elects_nothing_and_says_what_a_real_run_would_elect(monkeypat
     assert "DRY RUN: the cluster is healthy" in capsys.readouterr().out + caplog.text
 
 
-def test_only_imbalance_reads_the_failing_rules() -> None:
+def test_only_a_leader_imbalance_is_what_an_election_fixes() -> None:
     from kafka_ops import health
 
-    assert only_imbalance(health.cluster_health(IMBALANCED))
-    assert only_imbalance(health.leader_imbalance(IMBALANCED))
-    assert not only_imbalance(health.cluster_health(BALANCED)), "nothing fails"
-    assert not only_imbalance(health.cluster_health(cluster({0: 0, 1: 2, 2: 0}, isr_of_1=(1, 2)))), "and an URP"
+    assert health.only_leader_imbalance(health.cluster_health(IMBALANCED))
+    assert health.only_leader_imbalance(health.leader_imbalance(IMBALANCED))
+    assert not health.only_leader_imbalance(health.cluster_health(BALANCED)), "nothing fails"
+    urp = cluster({0: 0, 1: 2, 2: 0}, isr_of_1=(1, 2))
+    assert not health.only_leader_imbalance(health.cluster_health(urp)), "an URP beside it"
+    assert not health.only_leader_imbalance(health.under_replicated_partitions(urp)), "an URP alone"
+
+
+def test_every_operations_final_check_and_health_gate_follow_the_fix_leader_imbalance_param() -> None:
+    """The waits above read ``fix_leader_imbalance`` from the run's params: every operation's ``run_outcome`` and the
+    scale-out's and decommission's ``health_gate`` take it from the form, which offers it (default true)."""
+    from operations.config_change import config_change_dag
+    from operations.decommission import decommission_dag
+    from operations.rolling_restart import rolling_restart_dag
+    from operations.scale_out import scale_out_dag
+    from operations.upgrade import upgrade_dag
+    from runtime.params import FromParam
+
+    for dag in (rolling_restart_dag(), scale_out_dag(), decommission_dag(), upgrade_dag(), config_change_dag()):
+        assert dag.params["fix_leader_imbalance"] is True, dag.dag_id
+        waits = ["run_outcome"] + (["health_gate"] if dag.dag_id in ("kafka_scale_out", "kafka_decommission") else [])
+        for task_id in waits:
+            settings = dag.get_task(task_id).settings
+            assert settings["fix_leader_imbalance"] == FromParam("fix_leader_imbalance"), (dag.dag_id, task_id)

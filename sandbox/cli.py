@@ -151,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         "DIR/tls/client.pem and client.key, in the connection's ssl.certificate.location and ssl.key.location)",
     )
     up.add_argument(
+        "--cluster-id",
+        default="",
+        metavar="ID",
+        help="the cluster's id (22 characters of URL-safe base64) instead of a random one: ZooKeeper mode writes it "
+        "to /cluster/id before the first broker starts (a legacy cluster's id may start with '-': give it as "
+        "--cluster-id=-...), KRaft mode formats every node with it",
+    )
+    up.add_argument(
         "--timeout",
         type=float,
         default=settings.UP_TIMEOUT_S,
@@ -257,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                 client_tls=args.client_tls,
                 sasl_mechanism=args.sasl_mechanism,
                 client_auth=args.client_auth,
+                cluster_id=args.cluster_id,
             )
         elif args.command == "down":
             cluster.down(workdir, kill=args.kill)

@@ -167,6 +167,7 @@ def up(
     client_tls: bool = False,
     sasl_mechanism: str = settings.SASL_MECHANISM,
     client_auth: bool = False,
+    cluster_id: str = "",
 ) -> state.SandboxState:
     """Start the sandbox in ``workdir`` and return when it is healthy: every broker registered, every
     partition led, URP = 0, Burrow rating the workload's groups OK; then write env.json/airflow.env.
@@ -192,6 +193,10 @@ def up(
     login and password, the CA in ``ssl.ca.location``, as an operator's secured cluster); the rest of the sandbox
     keeps the PLAINTEXT listener. ``client_auth`` (with ``client_tls``): the listener requires a client certificate
     of the sandbox's CA (``ssl.client.auth=required``, mutual TLS); the connection names its key pair.
+    ``cluster_id``: the cluster's id instead of a random one (Kafka's format,
+    :func:`sandbox.kafka_config.check_cluster_id`): in ZooKeeper mode written to ``/cluster/id`` before the first
+    broker starts (as a legacy cluster's first broker wrote it; such ids may start with ``-``), in KRaft mode the
+    id every node's storage is formatted with.
 
     Raises:
         SandboxError: bad options, a missing Debian package, a release or Burrow not assembled (``make
@@ -200,6 +205,11 @@ def up(
             again; the message names the log to read).
     """
     _validate_up_args(brokers, spares, racks, kafka_version, address_base)
+    if cluster_id:
+        try:
+            kafka_config.check_cluster_id(cluster_id)
+        except ValueError as exc:
+            raise SandboxError(f"--cluster-id: {exc}") from None
     if sasl_mechanism not in settings.SASL_MECHANISMS:
         raise SandboxError(f"--sasl-mechanism must be one of {', '.join(settings.SASL_MECHANISMS)} "
                            f"(got {sasl_mechanism!r})")
@@ -284,7 +294,7 @@ def up(
                 "client_tls": client_tls,
                 "client_auth": client_auth,
             }
-            if existing is not None and existing.options() == wanted:
+            if existing is not None and existing.options() == wanted and cluster_id in ("", existing.cluster_id):
                 problems = _health_problems(existing)
                 if problems:
                     raise SandboxError(
@@ -327,6 +337,7 @@ def up(
             tls_password=secrets.token_urlsafe(18) if client_tls else "",
             sasl_mechanism=sasl_mechanism,
             client_auth=client_auth,
+            cluster_id=cluster_id,
         )
         if quorum == "dynamic":
             info.directory_ids = {str(i): kafka_config.new_directory_id() for i in sorted(info.voters)}
@@ -391,6 +402,9 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
         logs=(workdir.zookeeper_log,),
     )
     say(f"ZooKeeper serving on {info.zookeeper_connect}" + (" (for Burrow only)" if info.kraft else ""))
+    if info.cluster_id and not info.kraft:
+        zookeeper.seed_cluster_id(info.zookeeper_port, info.cluster_id)
+        say(f"/cluster/id set to {info.cluster_id} before the first broker starts")
     controller_specs = [hosts.BrokerSpec(id=c["id"], host=c["host"], rack="", spare=False)
                         for c in info.controller_hosts]
     for spec in controller_specs:
@@ -410,7 +424,7 @@ def _start_all(workdir: Workdir, info: state.SandboxState, remaining: Callable[[
     sshd.write_known_hosts(workdir, [s.host for s in specs + controller_specs])
     if info.kraft:
         first = workdir.host((controller_specs or active)[0].id)
-        info.cluster_id = kraft_storage.random_cluster_id(first)
+        info.cluster_id = info.cluster_id or kraft_storage.random_cluster_id(first)
         state.save(workdir, info)
         kraft_storage.format_storage(workdir, [s.id for s in controller_specs + active], info.cluster_id, say,
                                      initial_controllers=info.initial_controllers, voter_ids=set(info.voters))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,3 +228,16 @@ def new_directory_id() -> str:
         text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         if not text.startswith("-") and int.from_bytes(raw, "big") > 1:
             return text
+
+
+def check_cluster_id(text: str) -> str:
+    """``text`` if it is a Kafka cluster id: a UUID in URL-safe base64 without padding (22 characters of
+    ``A-Za-z0-9_-``, what Kafka's ``Uuid.fromString`` decodes to 16 bytes), which may start with ``-`` (ZooKeeper-mode
+    ids do, once in 64).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_-]{22}", text):
+        raise ValueError(f"cluster id {text!r} is not a Kafka cluster id (22 characters of URL-safe base64, a UUID)")
+    return text

@@ -64,7 +64,7 @@ def format_node(host: hosts.HostDir, cluster_id: str, extra: list[str]) -> str:
     Raises:
         StorageError: the format failed, or wrote no directory id.
     """
-    _storage_tool(host, "format", "-t", cluster_id, "-c", str(host.server_properties), *extra)
+    _storage_tool(host, "format", f"--cluster-id={cluster_id}", "-c", str(host.server_properties), *extra)
     for line in (host.data / "meta.properties").read_text().splitlines():
         if line.startswith("directory.id="):
             return line.split("=", 1)[1].strip()
@@ -83,7 +83,7 @@ def format_storage(workdir: Workdir, node_ids: list[int], cluster_id: str, say: 
     """
     def one(node_id: int) -> str:
         host = workdir.host(node_id)
-        out = _storage_tool(host, "format", "-t", cluster_id, "-c", str(host.server_properties),
+        out = _storage_tool(host, "format", f"--cluster-id={cluster_id}", "-c", str(host.server_properties),
                             *format_args(node_id, initial_controllers, voter_ids))
         return next((line for line in out.splitlines() if line.startswith("Formatting")), out.strip())
 

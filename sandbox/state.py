@@ -37,7 +37,7 @@ class SandboxState:
     hosts: list[dict] = field(default_factory=list)
     mode: str = "zookeeper"  # "zookeeper" (Kafka's ZooKeeper mode) or "kraft"
     controller_hosts: list[dict] = field(default_factory=list)  # KRaft: {"id", "host"} per controller
-    cluster_id: str = ""  # KRaft: the id the storage was formatted with (kafka-storage random-uuid)
+    cluster_id: str = ""  # KRaft: the id the storage was formatted with; ZooKeeper mode: `up --cluster-id`'s, or ""
     broker_config: dict[str, str] = field(default_factory=dict)  # `up --broker-config`: every broker's file
     combined: int = 0  # KRaft: the first N brokers are controllers too (process.roles=broker,controller)
     quorum: str = "static"  # KRaft: "static" (controller.quorum.voters) or "dynamic" (KIP-853, bootstrap servers)

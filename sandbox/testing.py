@@ -408,12 +408,14 @@ def start(
     client_tls: bool = False,
     sasl_mechanism: str | None = None,
     client_auth: bool = False,
+    cluster_id: str = "",
 ) -> RunningSandbox:
     """``python -m sandbox up`` in ``workdir``; returns the running sandbox (``up_seconds`` measured).
     ``broker_config``: settings over the sandbox's own in every broker's server.properties (``--broker-config``);
     ``client_sasl`` / ``client_tls``: the Airflow connection goes through a SASL and/or TLS listener
     (``--client-sasl`` / ``--client-tls``); ``sasl_mechanism``: the SASL mechanism (``--sasl-mechanism``; PLAIN by
-    default); ``client_auth``: the TLS listener requires the connection's client certificate (``--client-auth``).
+    default); ``client_auth``: the TLS listener requires the connection's client certificate (``--client-auth``);
+    ``cluster_id``: the cluster's id instead of a random one (``--cluster-id``).
 
     Raises:
         RuntimeError: `up` failed (its stderr is in the message).
@@ -453,6 +455,8 @@ def start(
         args += ["--client-tls"]
     if client_auth:
         args += ["--client-auth"]
+    if cluster_id:
+        args += [f"--cluster-id={cluster_id}"]
     args += ["--timeout", str(timeout_s - UP_GRACE_S)]  # up gives up (and stops what it started) first
     began = time.monotonic()
     result = run_cli(*args, timeout_s=timeout_s)

@@ -7,6 +7,7 @@ logging to stderr, which goes to ``zookeeper.log``) -- without a binding ZooKeep
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -133,3 +134,19 @@ def client(port: int, timeout_s: float = 10.0) -> KazooClient:
     zk = KazooClient(hosts=connect_string(port), timeout=timeout_s)
     zk.start(timeout=timeout_s)
     return zk
+
+
+def seed_cluster_id(port: int, cluster_id: str, timeout_s: float = 10.0) -> None:
+    """Create ``/cluster/id`` as Kafka's first ZooKeeper-mode broker would (``{"version":"1","id":<id>}``, Kafka's
+    ``ClusterIdZNode``), before any broker starts: the brokers then take this id instead of making one. For ids a
+    random one rarely gives (one that starts with ``-``, once in 64 clusters).
+
+    Raises:
+        kazoo.exceptions.NodeExistsError: the cluster has an id already.
+    """
+    zk = client(port, timeout_s)
+    try:
+        zk.create("/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()

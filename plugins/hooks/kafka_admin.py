@@ -1056,8 +1056,9 @@ class KafkaAdminHook(ClusterProfileHook):
         return self.quorum_if_kraft() is not None
 
     def cluster_id(self) -> str:
-        """The cluster's id as the brokers report it (Metadata v2+, KIP-78): what ``kafka-storage format -t`` writes
-        into a KRaft node's ``meta.properties``, and what a broker checks its log dirs against at start.
+        """The cluster's id as the brokers report it (Metadata v2+, KIP-78): what ``kafka-storage format
+        --cluster-id`` writes into a KRaft node's ``meta.properties``, and what a broker checks its log dirs against
+        at start.
 
         :raises confluent_kafka.KafkaException: no broker answered. :raises ValueError: the brokers report none.
         """

@@ -95,7 +95,7 @@ class BrokerServiceOperator(ClusterOperator):
     def _format_storage(self, context: Any, bid: int, host: str, cluster_id: str, dry_run: bool) -> None:
         """A new KRaft broker's log dirs formatted for the cluster before its first start (Kafka refuses to start on
         a log dir without ``meta.properties``: "No readable meta.properties files found"), as Kafka's operations
-        guide adds a broker: ``kafka-storage format -t <cluster id> -c server.properties``, ``--ignore-formatted``
+        guide adds a broker: ``kafka-storage format --cluster-id=<id> -c server.properties``, ``--ignore-formatted``
         (``runtime.host_files.storage_format_command``). Without ``kafka_home`` and ``server_properties`` in the
         profile the run cannot: it says so and starts the broker as it is (formatted by whoever prepared the host).
 
@@ -105,8 +105,8 @@ class BrokerServiceOperator(ClusterOperator):
         if not profile.kafka_home_for(bid) or not profile.server_properties_for(bid):
             self.log.warning("broker %s: connection %r names no kafka_home and server_properties, so its storage is "
                              "not formatted by the run: a KRaft broker starts only on log dirs formatted for the "
-                             "cluster (kafka-storage.sh format -t %s -c <server.properties>)", bid, profile.cluster,
-                             cluster_id)
+                             "cluster (kafka-storage.sh format --cluster-id=%s -c <server.properties>)", bid,
+                             profile.cluster, cluster_id)
             return
         node = {"id": bid, "host": host}
         command = storage_format_command(profile, bid, cluster_id)

@@ -41,16 +41,21 @@ def node_paths(profile: ClusterProfile, broker_id: int) -> tuple[str, str]:
 
 def storage_format_command(profile: ClusterProfile, node_id: int, cluster_id: str, release: str | None = None) -> str:
     """Kafka's ``kafka-storage format`` of a KRaft node joining ``cluster_id`` (its log dirs from its
-    ``server.properties``): ``<kafka_home>/bin/kafka-storage.sh format -t <id> -c <server.properties>
+    ``server.properties``): ``<kafka_home>/bin/kafka-storage.sh format --cluster-id=<id> -c <server.properties>
     [-r <release>] --ignore-formatted`` (a log dir formatted already is left as it is; one formatted for another
     cluster makes the node refuse to start, naming it). ``release``: the bootstrap ``metadata.version`` a new
     controller writes; a broker takes the cluster's from the controllers and needs none. Every value quoted.
+
+    The id goes in ``--cluster-id=<id>`` form, never as ``-t <id>``: a ZooKeeper-mode cluster's id (made by the
+    first broker, Kafka's ``CoreUtils.generateUuidAsBase64``) starts with ``-`` once in 64 clusters, and the tool's
+    parser reads ``-t -ogs...`` as a missing value ("argument --cluster-id/-t: expected one argument"). KRaft ids
+    (``kafka-storage random-uuid``) never start with ``-``, migrated clusters keep their ZooKeeper id.
 
     :raises AirflowFailException: the profile sets no ``kafka_home`` / ``server_properties`` (:func:`node_paths`).
     """
     home, props = node_paths(profile, node_id)
     version = f" -r {shlex.quote(release)}" if release else ""
-    return (f"{shlex.quote(f'{home}/bin/kafka-storage.sh')} format -t {shlex.quote(cluster_id)} -c "
+    return (f"{shlex.quote(f'{home}/bin/kafka-storage.sh')} format {shlex.quote(f'--cluster-id={cluster_id}')} -c "
             f"{shlex.quote(props)}{version} --ignore-formatted")
 
 

@@ -206,7 +206,7 @@ def controller_text(profile: ClusterProfile, node: Mapping[str, Any], *, inter_b
 def provision_controller(profile: ClusterProfile, node: Mapping[str, Any], text: str, cluster_id: str,
                          release: str, log: Any, dry_run: bool) -> str:
     """Write the controller's ``server.properties`` (a backup of one that differs), format its storage with the
-    cluster's id when it has none (Kafka's ``kafka-storage format -t <id> -c <file> -r <release>
+    cluster's id when it has none (Kafka's ``kafka-storage format --cluster-id=<id> -c <file> -r <release>
     --ignore-formatted``: ``meta.properties`` and the bootstrap checkpoint), then start it (the profile's
     controller start command). Returns what it did, one line.
 

@@ -27,12 +27,15 @@ from sandbox.testing import RunningSandbox
 pytestmark = [pytest.mark.sandbox, pytest.mark.destructive]
 
 CONTROLLERS = [100, 101, 102]
+# the id of a cluster migrated from ZooKeeper mode keeps its ZooKeeper-made id, which may start with "-" (Kafka's own
+# random-uuid never does): the sandbox formats every node with it as one `--cluster-id=<id>` word
+MIGRATED_CLUSTER_ID = "-J8iB2zLTd6sMiXcWqE-xA"
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSandbox]:
     with module_sandbox(request, tmp_path_factory, SLOT_KRAFT, brokers=3, racks=3, mode="kraft",
-                        controllers=3) as running:
+                        controllers=3, cluster_id=MIGRATED_CLUSTER_ID) as running:
         yield running
 
 
@@ -82,7 +85,7 @@ def test_kafkas_own_tools_describe_the_quorum_and_the_features(healthy: RunningS
                                 "describe", "--status")
     assert status.returncode == 0, status.stderr
     fields = dict(line.split(":", 1) for line in status.stdout.splitlines() if ":" in line)
-    assert fields["ClusterId"].strip() == healthy.env["cluster_id"]
+    assert fields["ClusterId"].strip() == healthy.env["cluster_id"] == MIGRATED_CLUSTER_ID
     assert int(fields["LeaderId"]) in CONTROLLERS
     assert all(re.search(rf"\b{c}\b", fields["CurrentVoters"]) for c in CONTROLLERS), fields["CurrentVoters"]
     replication = healthy.kafka_tool("kafka-metadata-quorum.sh", "--bootstrap-server", healthy.bootstrap_servers,

@@ -148,7 +148,7 @@ def test_a_new_kraft_brokers_storage_is_formatted_for_the_cluster_before_its_sta
     said = capsys.readouterr().out
     assert ran == [] and "DRY RUN: broker 3 (h3): would format its storage for cluster abc-ID" in said, said
     format_op(paths, dry_run=False)._format_storage({}, 3, "h3", "abc-ID", dry_run=False)
-    assert ran == [({"id": 3, "host": "h3"}, "/opt/kafka/bin/kafka-storage.sh format -t abc-ID -c "
+    assert ran == [({"id": 3, "host": "h3"}, "/opt/kafka/bin/kafka-storage.sh format --cluster-id=abc-ID -c "
                                              "/etc/kafka/server-3.properties --ignore-formatted")]
     assert "broker 3 (h3): storage for cluster abc-ID: Formatting metadata directory /data" in capsys.readouterr().out
 
@@ -161,4 +161,4 @@ def test_without_kafka_home_or_server_properties_the_broker_starts_unformatted_a
         said = capsys.readouterr().out
         assert ("broker 3: connection 'kafka_kraft' names no kafka_home and server_properties, so its storage is not "
                 "formatted by the run: a KRaft broker starts only on log dirs formatted for the cluster "
-                "(kafka-storage.sh format -t abc-ID -c <server.properties>)") in said, said
+                "(kafka-storage.sh format --cluster-id=abc-ID -c <server.properties>)") in said, said

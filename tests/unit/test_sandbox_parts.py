@@ -435,6 +435,8 @@ def test_unpack_stages_a_release_on_every_host_and_leaves_the_running_one(tmp_pa
          "--sasl-mechanism must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 .got 'SCRAM-SHA-1'."),
         ({"mode": "zookeeper", "sasl_mechanism": "SCRAM-SHA-512"}, "--sasl-mechanism SCRAM-SHA-512 needs --client-sa"),
         ({"mode": "zookeeper", "client_auth": True}, "--client-auth needs --client-tls"),
+        ({"mode": "zookeeper", "cluster_id": "abc"}, "--cluster-id: cluster id 'abc' is not a Kafka cluster id"),
+        ({"mode": "kraft", "cluster_id": "-ogsUktwTxKZV4yK-4fL!g"}, "not a Kafka cluster id .22 characters"),
     ],
 )
 def test_combined_mode_and_quorum_options_are_checked_before_anything_starts(tmp_path, options, message) -> None:

@@ -65,6 +65,7 @@ class BurrowLatency:
                 else:
                     self.samples.append((asked, time.monotonic() - clock))
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+
     def describe(self, began: float, ended: float) -> str:
         """One line on the requests asked between epoch seconds ``began`` and ``ended``: count, median, 95th
         percentile and maximum answer time (seconds), how many took longer than :data:`SIDE_POLL_BUDGET_S`, and

@@ -307,7 +307,8 @@ def up(
                     f"bootstrap servers {existing.bootstrap_servers}"
                 )
                 return existing
-            options = existing.options() if existing else "unknown options"
+            options = ({**existing.options(), "cluster_id": existing.cluster_id or "Kafka's own"} if existing
+                       else "unknown options")
             raise SandboxError(
                 f"{workdir.root} is the workdir of another running sandbox ({options}); "
                 f"stop it first with `python -m sandbox down --workdir {workdir.root}` "

@@ -230,8 +230,8 @@ def new_directory_id() -> str:
             return text
 
 
-def check_cluster_id(text: str) -> str:
-    """``text`` if it is a Kafka cluster id: a UUID in URL-safe base64 without padding (22 characters of
+def check_cluster_id(text: str) -> None:
+    """Check that ``text`` is a Kafka cluster id: a UUID in URL-safe base64 without padding (22 characters of
     ``A-Za-z0-9_-``, what Kafka's ``Uuid.fromString`` decodes to 16 bytes), which may start with ``-`` (ZooKeeper-mode
     ids do, once in 64).
 
@@ -240,4 +240,3 @@ def check_cluster_id(text: str) -> str:
     """
     if not re.fullmatch(r"[A-Za-z0-9_-]{22}", text):
         raise ValueError(f"cluster id {text!r} is not a Kafka cluster id (22 characters of URL-safe base64, a UUID)")
-    return text

@@ -228,6 +228,11 @@ def test_bad_inputs_exit_1_with_a_clear_message(sandbox: RunningSandbox, tmp_pat
     # the workdir of a running sandbox with other options
     result = sandbox.cli("up", "--brokers", "2", "--address-base", sandbox.broker(0)["host"])
     assert result.returncode == 1 and "another running sandbox" in result.stderr
+    # the same options but another cluster id: the running cluster's id is Kafka's own, and the message says so
+    result = sandbox.cli("up", "--brokers", "3", "--spare-brokers", "1", "--address-base", sandbox.broker(0)["host"],
+                         "--client-sasl", "--cluster-id=-ogsUktwTxKZV4yK-4fLig")
+    assert result.returncode == 1 and "another running sandbox" in result.stderr and \
+        "'cluster_id': \"Kafka's own\"" in result.stderr, result.stderr
     # broker addresses held by the running sandbox: the message names its workdir
     result = run_cli("up", "--workdir", str(tmp_path / "other"), "--address-base", sandbox.broker(0)["host"])
     assert result.returncode == 1 and f"in use by the sandbox in {sandbox.workdir}" in result.stderr

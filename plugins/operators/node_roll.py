@@ -108,6 +108,10 @@ TURN_FAST_FOR_S = 60.0
 #: How often a waiting instance reads the record otherwise, and the previous instance's state (a failed one fails
 #: the waiting one at once, nothing of its batch touched), seconds.
 TURN_POLL_S = 1.0
+#: When an instance that waited for its turn in its task finds the DAG paused at its turn, it reschedules itself this
+#: many seconds on (``up_for_reschedule``, its worker slot given back); a paused DAG's scheduler queues no task
+#: (``SchedulerJobRunner._executable_task_instances_to_queued``), so it runs again once the DAG is unpaused, seconds.
+PAUSED_RETRY_S = 2.0
 
 
 class NodeExited(Exception):
@@ -300,10 +304,12 @@ class NodeRollOperator(ClusterOperator):
         before it are starting (then every :data:`TURN_POLL_S`), the previous state every :data:`TURN_POLL_S`. A
         deferred previous instance waits for the maintenance window: this one goes through the window gate too
         (deferred as well while the window is closed). An unfinished previous batch whose instance is in no such state
-        (not started: ``dag.test``) reschedules this task in 2 s, as before.
+        (not started: ``dag.test``) reschedules this task in 2 s, as before. A turn that came after waiting finds the
+        DAG paused: the task reschedules itself, its nodes untouched (:meth:`_give_back_while_paused`).
 
         :raises AirflowFailException: the record went missing or no longer has this position (its plan changed).
-        :raises AirflowRescheduleException: the previous batch is unfinished and its instance not under way.
+        :raises AirflowRescheduleException: the previous batch is unfinished and its instance not under way, or the
+            DAG is paused when the turn comes.
         """
         state = self._previous_state(context, position)
         state_read = self._monotonic()
@@ -315,6 +321,8 @@ class NodeRollOperator(ClusterOperator):
                 if waited is not None:
                     self.log.info("%s: waited %.1f s for its turn", names(self._planned(record, position), self.node),
                                   self._monotonic() - waited)
+                    if decision.action == "act" and self._dag_paused(context):
+                        self._give_back_while_paused(record, position)
                 return record, decision
             if unfinished_before(position, record):
                 # the nodes before it are the previous instance's to finish (a soak alone is waited out here,
@@ -339,6 +347,30 @@ class NodeRollOperator(ClusterOperator):
                                            "turn (no longer planning this position): clear the plan task")
             if self._monotonic() - state_read >= TURN_POLL_S:
                 state, state_read = self._previous_state(context, position), self._monotonic()
+
+    def _dag_paused(self, context: Any) -> bool:
+        """Whether this task's DAG is paused now (the task SDK's ``get_dag``: the execution API's view of the DAG).
+        Unknown (the call failed) counts as not paused, logged: the scheduler started this task unpaused."""
+        try:
+            ti = context["ti"]
+            return bool(ti.get_dag(ti.dag_id).is_paused)
+        except Exception as exc:  # noqa: BLE001 - a pause it cannot see is Airflow's own behaviour, said in the log
+            self.log.warning("could not read whether the DAG is paused (%s): going on", exc)
+            return False
+
+    def _give_back_while_paused(self, record: RollRecord, position: int) -> None:
+        """The turn came while the DAG is paused: touch nothing, free the worker slot and come back once it is
+        unpaused. Airflow's pause only holds tasks not started yet, and this one started ahead of its turn to wait
+        in its process (:data:`ACTIVE_PER_ROLL`); without this the next batch of a paused roll would still be
+        restarted.
+
+        :raises AirflowRescheduleException: always (``up_for_reschedule`` in :data:`PAUSED_RETRY_S`).
+        """
+        who = names(self._planned(record, position), self.node)
+        self.log.info("%s: its turn, but the DAG is paused: nothing touched; this task gives its worker slot back "
+                      "and goes on once the DAG is unpaused", who)
+        self._show("paused: goes on once the DAG is unpaused")
+        raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=PAUSED_RETRY_S))
 
     def _warm_up(self, context: Any) -> None:
         """Called once when this task begins to wait for its turn (:meth:`_await_turn`): open what the batch will

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
@@ -170,4 +171,67 @@ def test_a_broker_task_waiting_for_its_turn_fails_untouched_when_the_one_before_
         assert rc == 0, err
     assert sandbox.starts(brokers) == {b: starts_before[b] + (b == down) for b in brokers}, \
         "no broker of the run was restarted (only the one stopped behind its back was started again)"
+    sandbox.wait_healthy(timeout_s=120)
+
+
+def test_a_paused_roll_restarts_no_broker_whose_task_was_already_waiting_and_goes_on_when_unpaused(
+        airflow_ui: RunningAirflow, sandbox) -> None:
+    """Airflow's pause holds only tasks not started yet, and the next broker's task starts ahead of its turn to wait
+    in its task. Paused during the first broker's soak, the roll restarts no other broker: the waiting task gives its
+    worker slot back at its turn (``up_for_reschedule``) and stays there while the DAG is paused; unpaused, the run
+    goes on and ends with every broker restarted exactly once."""
+    sandbox.wait_healthy(timeout_s=120)
+    client = airflow_ui.client
+    brokers = sorted(sandbox.registered_brokers())
+    rolled = brokers[:2]
+    starts_before = sandbox.starts(brokers)
+    run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "soak_s": 10,
+                                     "healthcheck_interval_s": 2, "lag_ok_consecutive": 2})["dag_run_id"]
+
+    def rolls() -> dict[int, dict]:
+        return {t["map_index"]: t for t in client.task_instances(DAG_ID, run_id) if t["task_id"] == "restart.broker"}
+
+    def first_soaking_second_waiting() -> bool:
+        tis = rolls()
+        restarted = [b for b, n in sandbox.starts(brokers).items() if n > starts_before[b]]
+        return bool(restarted) and all(tis.get(i, {}).get("state") == "running" for i in (0, 1)) and restarted
+
+    paused = False
+    try:
+        restarted = wait_until("the first broker restarted (soaking) and the second one's task waiting", 300,
+                               first_soaking_second_waiting, poll_s=0.5)
+        client.set_paused(DAG_ID, True)
+        paused = True
+        assert len(restarted) == 1, f"paused too late: {restarted} restarted already"
+        first = restarted[0]
+        second = next(b for b in rolled if b != first)
+        given_back = wait_until("the second broker's task at its turn", 120,
+                                lambda: (s := rolls()[1]["state"]) in ("up_for_reschedule", "success", "failed") and s,
+                                poll_s=0.5)
+        assert given_back == "up_for_reschedule", f"broker {second}'s task went on while the DAG was paused"
+        # the task asked to run again 2 s on: while the DAG stays paused the scheduler queues it no more
+        seen = set()
+        held_until = time.monotonic() + 6
+        while time.monotonic() < held_until:
+            seen.add(rolls()[1]["state"])
+            time.sleep(0.5)
+        assert seen <= {"up_for_reschedule", "scheduled"}, seen
+        assert sandbox.starts(brokers) == {b: starts_before[b] + (b == first) for b in brokers}, \
+            f"broker {second} was not touched while the DAG was paused"
+        client.set_paused(DAG_ID, False)
+        paused = False
+        run = wait_until(f"run {run_id} to end", 600,
+                         lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
+                         poll_s=2.0)
+    finally:
+        if paused:
+            client.set_paused(DAG_ID, False)
+    tis = rolls()
+    assert run["state"] == "success", {i: t["state"] for i, t in tis.items()}
+    said = " ".join(str(e.get("event", "")) for e in client.task_log(DAG_ID, run_id, "restart.broker",
+                                                                      tis[1]["try_number"], 1))
+    assert f"broker {second}: its turn, but the DAG is paused: nothing touched" in said, said[-2000:]
+    assert said.count(f"stdout: broker {second} stopped (pid") == 1, said[-2000:]
+    assert sandbox.starts(brokers) == {b: starts_before[b] + (b in rolled) for b in brokers}, \
+        "each broker of the run restarted exactly once, the others not at all"
     sandbox.wait_healthy(timeout_s=120)

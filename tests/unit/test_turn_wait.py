@@ -5,6 +5,8 @@ it is done, fails at once when the previous instance failed, and reschedules whe
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleExcept
 from kafka_ops.roll import RollRecord
 from operators import node_roll
 from operators.broker_roll import BrokerRollOperator
-from operators.node_roll import TURN_FAST_FOR_S, TURN_POLL_S, TURN_POLL_STARTING_S
+from operators.node_roll import PAUSED_RETRY_S, TURN_FAST_FOR_S, TURN_POLL_S, TURN_POLL_STARTING_S
 
 STEPS = tuple({"id": b, "host": f"h{b}", "rack": None, "position": i + 1, "total": 3}
               for i, b in enumerate([2, 0, 1]))
@@ -42,7 +44,7 @@ class Waiter:
     """A broker task at ``position`` whose clock moves only when it sleeps, and whose previous instance's state
     comes from ``states`` (one per read; the last one again once they run out)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, states: list[str | None]) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, states: list[str | None], paused: bool = False) -> None:
         self.op = BrokerRollOperator(task_id="broker", roll_id="restart", settings={},
                                      batch={"batch": 2, "batches": 3, "label": "broker 0",
                                             "grid_label": "broker 0 (2/3)", "brokers": [{"id": 0}]})
@@ -52,7 +54,10 @@ class Waiter:
         self.states = list(states)
         self.state_reads: list[float] = []
         self.windows: list[str] = []
+        self.paused = paused
+        self.pause_reads = 0
         monkeypatch.setattr(self.op, "_sleep", self.sleep)
+        monkeypatch.setattr(self.op, "_dag_paused", self.dag_paused)
         monkeypatch.setattr(self.op, "_monotonic", lambda: self.now)
         monkeypatch.setattr(self.op, "_show", self.shown.append)
         monkeypatch.setattr(self.op, "_previous_state", self.previous_state)
@@ -62,6 +67,10 @@ class Waiter:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
+
+    def dag_paused(self, context: Any) -> bool:
+        self.pause_reads += 1
+        return self.paused
 
     def previous_state(self, context: Any, position: int) -> str | None:
         self.state_reads.append(self.now)
@@ -181,3 +190,58 @@ def test_a_soak_is_kept_in_the_record_until_the_next_mark() -> None:
     assert back.soak_left_ms(2, t + 6_000) == 0
     after = back.mark(2, "done", t + 5_000, "restarted", 9.0)
     assert after.progress(2).soak_until_ms is None and "soak_until_ms" not in after.to_dict()["brokers"]["2"]
+
+
+def test_a_turn_that_comes_while_the_dag_is_paused_reschedules_the_waiting_task_untouched(monkeypatch) -> None:
+    """Airflow's pause holds only tasks not started yet: the next broker's task, started ahead of its turn, gives its
+    worker slot back at its turn instead of restarting its broker, and runs again once the DAG is unpaused."""
+    t = now_ms()
+    waiter = Waiter(monkeypatch, ["running"], paused=True)
+    before = datetime.now(UTC)
+    with pytest.raises(AirflowRescheduleException) as raised:
+        waiter.await_turn(Store(record(t, b2="starting"), record(t, b2="done")))
+    assert waiter.pause_reads == 1
+    assert before + timedelta(seconds=PAUSED_RETRY_S) <= raised.value.reschedule_date <= \
+        datetime.now(UTC) + timedelta(seconds=PAUSED_RETRY_S)
+    assert waiter.shown[-1] == "paused: goes on once the DAG is unpaused"
+
+
+def test_an_unpaused_dag_lets_the_waiting_task_act_and_a_task_started_on_its_turn_does_not_ask(monkeypatch) -> None:
+    """The scheduler queues no task of a paused DAG, so a task that did not wait was started unpaused."""
+    t = now_ms()
+    waiter = Waiter(monkeypatch, ["running"])
+    _, decision = waiter.await_turn(Store(record(t, b2="starting"), record(t, b2="done")))
+    assert decision.action == "act" and waiter.pause_reads == 1
+    on_turn = Waiter(monkeypatch, ["success"], paused=True)
+    _, decision = on_turn.await_turn(Store(record(t, b2="done")))
+    assert decision.action == "act" and on_turn.pause_reads == 0
+
+
+def test_a_waiting_task_whose_previous_one_failed_fails_even_while_the_dag_is_paused(monkeypatch) -> None:
+    t = now_ms()
+    waiter = Waiter(monkeypatch, ["running", "failed"], paused=True)
+    _, decision = waiter.await_turn(Store(record(t, b2="stopping")))
+    assert decision.action == "fail" and waiter.pause_reads == 0
+
+
+class _Ti:
+    dag_id = "kafka_rolling_restart"
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def get_dag(self, dag_id: str) -> Any:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return SimpleNamespace(dag_id=dag_id, is_paused=self.answer)
+
+
+def test_the_pause_is_read_from_the_execution_api_and_an_unreadable_one_counts_as_not_paused(capsys) -> None:
+    op = BrokerRollOperator(task_id="broker", roll_id="restart", settings={},
+                            batch={"batch": 1, "batches": 1, "label": "broker 0", "grid_label": "broker 0 (1/1)",
+                                   "brokers": [{"id": 0}]})
+    assert op._dag_paused({"ti": _Ti(True)}) is True
+    assert op._dag_paused({"ti": _Ti(False)}) is False
+    assert op._dag_paused({"ti": _Ti(ConnectionError("execution API down"))}) is False
+    said = capsys.readouterr()
+    assert "could not read whether the DAG is paused (execution API down): going on" in said.out + said.err

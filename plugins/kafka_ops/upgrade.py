@@ -321,6 +321,36 @@ def needs_action(phase: str) -> NeedsAction:
     return rule
 
 
+def pending_protocol_bumps(target: str, phases: Sequence[str] | None,
+                           nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What the ``ibp`` / ``lmf`` phases of a ZooKeeper-mode upgrade will bump, one entry per broker and phase
+    (``"broker 0: IBP 3.6, target 3.7"``, the rule's own words), judged before the run's first phase from each
+    broker's facts (``nodes``: ``{"<id>": {"installed", "ibp", "lmf", "role"}}``, ``check_upgrade``'s XCom) as
+    the ``pin`` phase will leave them: it fills an absent IBP (and, below 3.0, LMF) with the running release's
+    protocol version (:func:`edited_properties`). Empty: nothing to bump (a patch release of the same minor, a run
+    again after the bump), so nothing to approve. ``phases``: None = every phase.
+
+    :raises ValueError: a malformed ``target`` or installed version.
+    """
+    chosen = tuple(phases or PHASES)
+    settings = {"target_version": target, "phases": chosen}
+    pending = []
+    for node, facts in sorted(nodes.items(), key=lambda item: int(item[0])):
+        if facts.get("role", "broker") != "broker":
+            continue
+        after_pin = dict(facts)
+        if "pin" in chosen:
+            running = protocol_version(str(facts["installed"]))
+            after_pin["ibp"] = facts.get("ibp") or running
+            if _protocol_tuple(running) < (3, 0):
+                after_pin["lmf"] = facts.get("lmf") or running
+        for phase in ("ibp", "lmf"):
+            act, why = needs_action(phase)(int(node), after_pin, settings)
+            if act:
+                pending.append(f"broker {node}: {why.replace(IBP, 'IBP').replace(LMF, 'LMF')}")
+    return pending
+
+
 def edited_properties(phase: str, target: str, facts: Mapping[str, Any], text: str) -> str:
     """``server.properties`` after ``phase``'s edit: ``pin`` fills in what is absent with the running
     release's protocol version (IBP always, LMF only below 3.0, where it still matters), never overwriting

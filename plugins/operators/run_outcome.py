@@ -118,8 +118,7 @@ class RunOutcomeOperator(ClusterOperator):
             health, unhealthy = self.final_health(context)
             if unhealthy is not None:
                 failures = [*failures, unhealthy]
-            else:  # read again: a dry run's record says "dry run", a real one's "finished", no longer its steps
-                rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, False)
+            # else the records are deleted now: the note keeps what they said each roll did (read before)
         # states unread: the lock task may have run, so release if held (a release only ever frees this run's lock)
         lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id),
                                              any(f.task_id == self.lock_task_id and f.refused for f in failures))
@@ -143,12 +142,12 @@ class RunOutcomeOperator(ClusterOperator):
             items.append(line)
         if health:
             items.append(health)
+        next_step = advice(outcome, ti.dag_id, ti.run_id, down)
+        if next_step:  # before the details: a note too long for Airflow's limit loses its last items, never this
+            items.append(next_step)
         items += run_report.plan_lines(context, crumbs, dry)
         items += rolls
         items.append(lock_line)
-        next_step = advice(outcome, ti.dag_id, ti.run_id, down)
-        if next_step:
-            items.append(next_step)
         first_line = headline(outcome, self.operation, str(cfg["cluster"]), first, dry)
         self.log.log(logging.INFO if outcome == "succeeded" else logging.ERROR, "%s", first_line)
         for item in items:

@@ -30,16 +30,22 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from hooks.airflow_api import AirflowApiHook
 from kafka_ops.metadata_version import MetadataVersion, label, safe_downgrade
 from kafka_ops.release_features import change_lines
+from kafka_ops.upgrade import IBP, LMF, pending_protocol_bumps
 from runtime import profiles
 from runtime.lock_holding import release_held
 from runtime.params import is_true
+
+#: How many of the pending bumps the approval question names (one per broker and phase; the rest counted).
+SHOWN_BUMPS = 6
 
 
 class ProtocolBumpApprovalOperator(ApprovalOperator):
     """Approve or reject the IBP / LMF bump (ZooKeeper mode) or the ``metadata.version`` bump (KRaft) of an
     upgrade; passes at once when the run's param ``approve_protocol_bump`` is true (approved in advance), when
     no protocol phase of the cluster's mode is requested (``ibp`` / ``lmf``; ``metadata_version``), when
-    ``metadata.version`` is at the target already, and in a dry run.
+    ``metadata.version`` is at the target already, when no broker's IBP / LMF would change (ZooKeeper mode:
+    ``kafka_ops.upgrade.pending_protocol_bumps``, e.g. a patch release of the running minor), and in a dry run.
+    The question names the bumps it asks for.
 
     :param checks_task_id: the task whose XCom says the mode and the metadata.version levels.
     """
@@ -98,8 +104,20 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
             return self._ask(context)
         if not {"ibp", "lmf"} & phases:
             return self._approved("no protocol phase requested: nothing to approve")
+        target = str(params.get("target_version"))
+        nodes = checked.get("nodes") or {}
+        pending = pending_protocol_bumps(target, sorted(phases), nodes) if nodes else None
+        if pending == []:
+            return self._approved(f"ZooKeeper-mode cluster: every broker's {IBP} (and {LMF}) is already what Kafka "
+                                  f"{target} needs once pinned: nothing to bump, nothing to approve")
         if is_true(params.get("dry_run", False)):
-            return self._approved("DRY RUN: the run would wait here for approval of the protocol bump")
+            return self._approved("DRY RUN: the run would wait here for approval of the protocol bump"
+                                  + (f" ({'; '.join(pending)})" if pending else ""))
+        if pending:
+            shown = pending[:SHOWN_BUMPS] + ([f"{len(pending) - SHOWN_BUMPS} more"] if len(pending) > SHOWN_BUMPS
+                                             else [])
+            self.body = f"{self.body} To bump: {'; '.join(shown)}."
+            self.log.info("waiting for approval of the protocol bump: %s", "; ".join(pending))
         return self._ask(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:

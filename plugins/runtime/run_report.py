@@ -133,12 +133,12 @@ def plan_lines(context: Any, crumbs: list[dict[str, Any]] | None, dry_run: bool,
 
 
 def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -> tuple[list[str], list[str]]:
-    """One line per roll: what it did (``roll 'restart': done [0, 2] of [0, 2, 1]; left broker 1 stopped at
-    12:00:03``), from its record (``runtime.roll_store``); a roll without a record finished (its record was
-    deleted by ``run_outcome`` once the cluster was healthy), was a dry run, or was not planned. Also the ids of the
-    rolls whose record has a node not done (a run that ends so did not finish its work, whatever its task states
-    say)."""
-    from kafka_ops.roll import clock
+    """One line per roll: what it did (``roll 'restart': restarted [0, 2] of [0, 2, 1]; left broker 1 stopped at
+    12:00:03``: :func:`kafka_ops.roll.summary`), from its record (``runtime.roll_store``); a roll without a record
+    finished (its record was deleted by ``run_outcome`` once the cluster was healthy), was a dry run, or was not
+    planned. Also the ids of the rolls whose record has a node not done (a run that ends so did not finish its work,
+    whatever its task states say)."""
+    from kafka_ops.roll import summary
 
     from runtime.roll_store import RollStore
 
@@ -158,12 +158,7 @@ def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -
         if not record.order:
             lines.append(f"roll {roll_id!r}: nothing to roll (ZooKeeper mode or the run's roles)")
             continue
-        done = record.finished()
-        noun = {int(s["id"]): s.get("role", "broker") for s in record.steps}
-        other = [f"{noun[b]} {b} {record.phase(b)} at {clock(record.progress(b).at_ms)}" for b in record.order
-                 if record.phase(b) not in (None, "done")]
-        lines.append(f"roll {roll_id!r}: done {done or 'none'} of {record.order}"
-                     + (f"; left {'; '.join(other)}" if other else ""))
+        lines.append(f"roll {roll_id!r}: {summary(record)}")
         if not dry_run and any(not record.is_done(b) for b in record.order):
             unfinished.append(roll_id)
     return lines, unfinished

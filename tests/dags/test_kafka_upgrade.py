@@ -8,6 +8,7 @@ metadata watcher (no partition offline).
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -133,6 +134,19 @@ def test_upgrade_refused_by_the_preflight_then_resumed_rolls_binaries_then_ibp_e
     assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     end = snapshot(admin(sandbox.bootstrap_servers))
     assert end.offline == [] and end.under_replicated == []
+    # the closing report says what each roll did: pin left every broker alone, binaries and ibp restarted each
+    order = r"\[\d, \d, \d\]"
+    assert re.search(rf"roll 'pin': restarted none of {order}; left alone {order}: ", out), out[-3000:]
+    assert re.search(rf"roll 'binaries': restarted {order} of {order}(?!;)", out), out[-3000:]
+    assert re.search(rf"roll 'ibp': restarted {order} of {order}(?!;)", out), out[-3000:]
+
+    # the same upgrade again: every broker runs 3.7.1 on IBP 3.7 already; nothing restarted, and the report says so
+    again = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})
+    assert again.state == "success", again.states
+    out = capfd.readouterr().out + caplog.text
+    assert started(sandbox) == after, "an upgrade to the release and IBP every broker runs restarts none"
+    for roll in ("binaries", "ibp"):
+        assert re.search(rf"roll '{roll}': restarted none of {order}; left alone {order}: ", out), out[-3000:]
 
 
 @pytest.mark.extended

@@ -399,7 +399,7 @@ def test_a_run_marked_failed_ends_failed_and_the_cleared_run_ends_succeeded_with
         note
     assert "was failed from outside" in note and "clear the whole run" in note, note
     assert "cluster lock released" in note, f"the teardown released the lock the killed task held: {note}"
-    done = re.search(r"roll 'restart': done \[([\d, ]+)\] of", note)
+    done = re.search(r"roll 'restart': restarted \[([\d, ]+)\] of", note)
     assert done and len(done[1].split(",")) == 1, f"the soaking broker was back in every ISR, recorded done: {note}"
     page.reload()
     expect(page.get_by_text("was failed from outside").first).to_be_visible(timeout=20_000)

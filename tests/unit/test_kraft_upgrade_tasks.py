@@ -377,6 +377,34 @@ def test_the_approval_keeps_the_protocol_question_in_zookeeper_mode(monkeypatch)
     assert result["chosen_options"] == ["Approve"], "no ibp / lmf phase in ZooKeeper mode: nothing to approve"
 
 
+def zk_checked(installed: str, ibp: str | None) -> dict:
+    return {"mode": "zookeeper", "metadata_version": None,
+            "nodes": {str(b): {"installed": installed, "ibp": ibp, "lmf": None, "role": "broker"} for b in (0, 1, 2)}}
+
+
+def test_the_zookeeper_approval_names_the_bumps_and_asks_none_when_no_ibp_changes(monkeypatch):
+    """A patch release of the running minor (3.7.0 -> 3.7.1) or an upgrade run again after its bump changes no
+    broker's IBP: nothing to approve, the run goes on (it waited for a human before, with nothing to bump)."""
+    result, op = approval({"phases": ALL, "target_version": "3.7.1"}, zk_checked("3.6.2", "3.6"), monkeypatch)
+    assert result == "waits"
+    assert op.body.endswith("To bump: broker 0: IBP 3.6, target 3.7; broker 1: IBP 3.6, target 3.7; broker 2: IBP "
+                            "3.6, target 3.7."), op.body
+    for checked in (zk_checked("3.7.0", "3.7"), zk_checked("3.7.0", None), zk_checked("3.7.1", "3.7")):
+        result, _ = approval({"phases": ALL, "target_version": "3.7.1"}, checked, monkeypatch)
+        assert result["chosen_options"] == ["Approve"], checked
+    # not pinned and no pin phase: the ibp phase writes the IBP the binaries chose, a bump the question asks about
+    result, _ = approval({"phases": ["binaries", "ibp"], "target_version": "3.7.1"}, zk_checked("3.6.2", None),
+                         monkeypatch)
+    assert result == "waits"
+    result, _ = approval({"phases": ALL, "target_version": "3.7.1", "dry_run": True}, zk_checked("3.6.2", "3.6"),
+                         monkeypatch)
+    assert result["chosen_options"] == ["Approve"]
+    many = {"mode": "zookeeper", "metadata_version": None,
+            "nodes": {str(b): {"installed": "3.6.2", "ibp": "3.6", "lmf": None} for b in range(10)}}
+    _, op = approval({"phases": ALL, "target_version": "3.7.1"}, many, monkeypatch)
+    assert op.body.endswith("broker 5: IBP 3.6, target 3.7; 4 more."), op.body
+
+
 # --- check_upgrade and a roll of one mode only ------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from kafka_ops.roll import (
     labelled_batch,
     left_alone,
     left_alone_mark,
+    summary,
     turn,
 )
 from kafka_ops.roll_spec import requested
@@ -438,3 +439,34 @@ def test_a_soaking_broker_before_holds_the_next_one_until_the_soak_ends() -> Non
             "skip", "broker 0: waiting for broker 2 to end the soak (until 22:13:50 UTC)")
     assert turn(1, rec, False, now_ms=T0 + 30_000) == Decision("act", "broker 0: its turn (2/3)")
     assert turn(1, rec.mark(2, "done", T0 + 30_000, "restarted"), False, now_ms=T0 + 1_000).action == "act"
+
+
+# --- summary (the closing note's line per roll) -------------------------------------------------------------
+
+
+def test_the_summary_says_which_nodes_were_restarted_and_which_left_stopped() -> None:
+    assert summary(record(b2="done", b0="stopped")) == \
+        "restarted [2] of [2, 0, 1]; left broker 0 stopped at 22:13:20 UTC"
+    assert summary(record(b2="done", b0="done", b1="done")) == "restarted [2, 0, 1] of [2, 0, 1]"
+    assert summary(record()) == "restarted none of [2, 0, 1]"
+
+
+def test_the_summary_of_a_roll_that_left_every_node_alone_restarts_none_and_says_why() -> None:
+    """An upgrade to the release the cluster runs already: every broker done, none restarted (the note said
+    'finished' before, as if the roll had restarted them)."""
+    rec = RollRecord("binaries", T0, STEPS_3)
+    for b in (2, 0):
+        rec = rec.mark(b, "done", T0, "left alone: running 4.1.0 already")
+    rec = rec.mark(1, "done", T0, "left alone: not in the change's scope [0, 2]")
+    assert summary(rec) == ("restarted none of [2, 0, 1]; left alone [2, 0]: running 4.1.0 already; "
+                            "left alone [1]: not in the change's scope [0, 2]")
+    assert summary(rec.mark(1, "done", T0, "restarted", 4.0)) == \
+        "restarted [1] of [2, 0, 1]; left alone [2, 0]: running 4.1.0 already"
+
+
+def test_the_summary_of_a_dry_run_restarts_nothing() -> None:
+    rec = RollRecord("restart", T0, STEPS_3).mark(2, "done", T0, "dry run").mark(0, "done", T0, "dry run")
+    assert summary(rec) == "dry run (nothing restarted) over [2, 0] of [2, 0, 1]"
+    ctrl = RollRecord("controllers", T0, ({"id": 100, "host": "c0", "rack": None, "position": 1, "total": 1,
+                                           "role": "controller"},)).mark(100, "stopped", T0)
+    assert summary(ctrl) == "restarted none of [100]; left controller 100 stopped at 22:13:20 UTC"

@@ -259,3 +259,24 @@ def test_the_way_back_from_an_install_and_an_edit_is_quoted_shell_on_the_host() 
     props = properties_way_back("/etc/kafka/server.properties", "/etc/kafka/server.properties.bak-1795650000")
     assert props.command == "cp -p /etc/kafka/server.properties.bak-1795650000 /etc/kafka/server.properties"
     assert props.what.startswith("restore /etc/kafka/server.properties from /etc/kafka/server.properties.bak-")
+
+
+def test_pending_protocol_bumps_judges_each_broker_as_the_pin_phase_leaves_it() -> None:
+    from kafka_ops.upgrade import pending_protocol_bumps
+
+    def node(installed: str, ibp: str | None = None, lmf: str | None = None, role: str = "broker") -> dict:
+        return {"installed": installed, "ibp": ibp, "lmf": lmf, "role": role}
+
+    assert pending_protocol_bumps("3.7.1", None, {"0": node("3.6.2", "3.6"), "1": node("3.7.1", "3.7")}) == \
+        ["broker 0: IBP 3.6, target 3.7"]
+    # unpinned: the pin phase pins the running minor, so a patch release bumps nothing and a minor one does
+    assert pending_protocol_bumps("3.7.1", None, {"0": node("3.7.0")}) == []
+    assert pending_protocol_bumps("3.7.1", None, {"0": node("3.6.2")}) == ["broker 0: IBP 3.6, target 3.7"]
+    # below IBP 3.0 the LMF counts too (pinned by the pin phase as well); from 3.0 on it is ignored (KIP-724)
+    assert pending_protocol_bumps("2.8.2", None, {"10": node("2.7.2"), "2": node("2.8.1", "2.8", "2.8")}) == \
+        ["broker 10: IBP 2.7, target 2.8", "broker 10: LMF 2.7, target 2.8"]
+    assert pending_protocol_bumps("3.7.1", ["binaries", "ibp"], {"0": node("3.6.2", "3.6", "2.8")}) == \
+        ["broker 0: IBP 3.6, target 3.7"]
+    assert pending_protocol_bumps("3.7.1", ["pin", "binaries"], {"0": node("3.6.2", "3.6")}) == [], \
+        "no ibp / lmf phase requested"
+    assert pending_protocol_bumps("4.0.0", None, {"100": node("3.9.1", role="controller")}) == []

@@ -91,8 +91,12 @@ class RollRecord:
     ``lag_ok``: the Burrow OK streak the last batch saw while it waited for its brokers to come back
     (:class:`LagStreak`), so the next gate continues it instead of starting from zero.
 
+    ``empty_because``: why its plan holds no node (``"KRaft: metadata.version replaces ..."``), said by the run's
+    closing note; None for a roll that planned nodes (or an empty one recorded before the reason was kept).
+
     JSON shape (:meth:`to_dict`): ``{"roll_id", "began_ms", "steps": [...], "consumer_groups": [...] | null,
-    "brokers": {"3": {"phase", "at_ms", "reason", "took_s", "way_back"?}}, "lag_ok": {"polls", "at_ms"} | null}``.
+    "brokers": {"3": {"phase", "at_ms", "reason", "took_s", "way_back"?}}, "lag_ok": {"polls", "at_ms"} | null,
+    "empty_because"?: "..."}``.
     """
 
     roll_id: str
@@ -101,6 +105,7 @@ class RollRecord:
     brokers: Mapping[int, BrokerProgress] = field(default_factory=dict)
     consumer_groups: tuple[str, ...] | None = None
     lag_ok: LagStreak | None = None
+    empty_because: str | None = None
 
     @property
     def order(self) -> list[int]:
@@ -204,6 +209,7 @@ class RollRecord:
                 for b, p in sorted(self.brokers.items())
             },
             "lag_ok": None if self.lag_ok is None else {"polls": self.lag_ok.polls, "at_ms": self.lag_ok.at_ms},
+            **({"empty_because": self.empty_because} if self.empty_because is not None else {}),
         }
 
     @classmethod
@@ -221,9 +227,11 @@ class RollRecord:
             }
             groups = data.get("consumer_groups")
             lag = data.get("lag_ok")
+            empty = data.get("empty_because")
             return cls(str(data["roll_id"]), int(data["began_ms"]), tuple(data.get("steps") or ()), brokers,
                        None if groups is None else tuple(groups),
-                       None if lag is None else LagStreak(int(lag["polls"]), int(lag["at_ms"])))
+                       None if lag is None else LagStreak(int(lag["polls"]), int(lag["at_ms"])),
+                       None if empty is None else str(empty))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"roll record is malformed ({exc!r}): {data!r}"[:500]) from None
 

@@ -788,10 +788,11 @@ class RollPlanBase(ClusterOperator):
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         raise NotImplementedError
 
-    def _nothing(self, store: RollStore, why: str) -> list[dict]:
-        """Log ``why``, freeze an empty plan, return no item."""
-        self.log.info("%s", why)
-        store.save(RollRecord(self.roll_id, now_ms()))
+    def _nothing(self, store: RollStore, why: str, logged: str | None = None) -> list[dict]:
+        """Log ``logged`` (default ``why``), freeze an empty plan that keeps ``why`` (the closing note says it),
+        return no item."""
+        self.log.info("%s", logged or why)
+        store.save(RollRecord(self.roll_id, now_ms(), empty_because=why))
         return []
 
     def _mode_or_nothing(self, context: Any, admin: Any, store: RollStore) -> ClusterMode | None:
@@ -799,6 +800,6 @@ class RollPlanBase(ClusterOperator):
         mode = self.mode(context, admin)
         out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
         if out is not None:
-            self._nothing(store, f"{out}: roll {self.roll_id!r} plans nothing")
+            self._nothing(store, out, f"{out}: roll {self.roll_id!r} plans nothing")
             return None
         return mode

@@ -488,6 +488,8 @@ def test_a_zookeeper_only_roll_plans_nothing_on_kraft(cluster, monkeypatch, capf
                                     "inter.broker.protocol.version")
     assert op.execute({"params": {}}) == []
     assert saved["ibp"]["steps"] == [], "an empty plan is frozen: a resumed run plans nothing again"
+    assert saved["ibp"]["empty_because"] == "KRaft: metadata.version replaces inter.broker.protocol.version", \
+        "the record keeps why, for the closing note"
     assert "KRaft: metadata.version replaces inter.broker.protocol.version: roll 'ibp' plans nothing" in \
         capfd.readouterr().out
     with pytest.raises(ValueError, match="modes must be a non-empty set of"):

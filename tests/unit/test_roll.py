@@ -470,3 +470,12 @@ def test_the_summary_of_a_dry_run_restarts_nothing() -> None:
     ctrl = RollRecord("controllers", T0, ({"id": 100, "host": "c0", "rack": None, "position": 1, "total": 1,
                                            "role": "controller"},)).mark(100, "stopped", T0)
     assert summary(ctrl) == "restarted none of [100]; left controller 100 stopped at 22:13:20 UTC"
+
+
+def test_an_empty_plan_keeps_why_through_its_json_and_an_old_record_without_it_still_loads() -> None:
+    empty = RollRecord("ibp", T0, empty_because="KRaft: metadata.version replaces inter.broker.protocol.version")
+    data = json.loads(json.dumps(empty.to_dict()))
+    assert RollRecord.from_dict(data) == empty
+    del data["empty_because"]
+    assert RollRecord.from_dict(data).empty_because is None
+    assert "empty_because" not in RollRecord("restart", T0, STEPS_3).to_dict()

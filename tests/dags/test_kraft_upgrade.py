@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 
 import pytest
@@ -143,6 +144,11 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     for roll in ("pin", "ibp", "lmf"):
         assert result.state_of(f"{roll}.plan") == "success" and result.state_of(f"{roll}.broker") == "skipped"
         assert result.mapped_states(f"{roll}.broker") == []
+        # and the closing report says why, then what the other rolls restarted
+        assert f"roll '{roll}': nothing to roll (KRaft: metadata.version replaces inter.broker.protocol.version)" \
+            in text, failure_lines(text)
+    assert f"roll 'controller_binaries': restarted {order} of {order}" in text
+    assert re.search(r"roll 'binaries': restarted \[\d, \d, \d\] of \[\d, \d, \d\](?!;)", text)
     assert result.state_of("run_outcome") == "success"
 
     # metadata.version finalized at 4.1-IV1 (27) on every broker

@@ -415,27 +415,28 @@ def left_alone_mark(record: RollRecord, ids: list[int], node: str = "broker") ->
 
 def summary(record: RollRecord) -> str:
     """What the roll did, for a run's closing note: ``"restarted [2, 0] of [2, 0, 1]; left broker 1 stopped at
-    12:00:03"``, ``"restarted none of [0, 1]; left alone [0, 1]: running 4.1.0 already"`` (one group per reason of
-    the needs-action rule), ``"dry run (nothing restarted) over [0, 1] of [0, 1]"``. The nodes are listed in roll
-    order; a node another try of the task finished counts as restarted (its reason is not a "left alone" one)."""
+    12:00:03 UTC"``, ``"restarted none of [0, 1]; left alone [0, 1]: running 4.1.0 already"`` (one group per reason
+    of the needs-action rule), ``"dry run (nothing restarted) over [0, 1] of [0, 1]"``, ``"nothing to roll (<why the
+    plan is empty>)"``. The nodes are listed in roll order; a node another try of the task finished counts as
+    restarted (its reason is not a "left alone" one)."""
+    if not record.order:
+        return f"nothing to roll ({record.empty_because or 'its plan holds no node'})"
     done = record.finished()
     alone = left_alone(record, done)
     dry = [n for n in done if n not in alone and record.progress(n).reason == "dry run"]
     restarted = [n for n in done if n not in alone and n not in dry]
-    parts = [f"restarted {restarted or 'none'} of {record.order}"]
-    if dry:
-        parts = [f"dry run (nothing restarted) over {dry} of {record.order}"] + (
-            [f"restarted {restarted}"] if restarted else [])
+    parts = [f"dry run (nothing restarted) over {dry} of {record.order}"] if dry else []
+    if restarted or not dry:
+        parts.append(f"restarted {restarted or 'none'}" + ("" if dry else f" of {record.order}"))
     reasons: dict[str, list[int]] = {}
     for n in alone:
-        why = record.progress(n).reason.removeprefix(LEFT_ALONE).removeprefix(":").strip()
-        reasons.setdefault(why, []).append(n)
+        reasons.setdefault(record.progress(n).reason.removeprefix(LEFT_ALONE).removeprefix(":").strip(), []).append(n)
     parts += [f"{LEFT_ALONE} {ids}" + (f": {why}" if why else "") for why, ids in reasons.items()]
     noun = {int(s["id"]): s.get("role", "broker") for s in record.steps}
-    other = [f"{noun.get(n, 'broker')} {n} {record.phase(n)} at {clock(record.progress(n).at_ms)}"
-             for n in record.order if record.phase(n) not in (None, "done")]
-    if other:
-        parts.append(f"left {'; '.join(other)}")
+    left = [f"{noun.get(n, 'broker')} {n} {record.phase(n)} at {clock(record.progress(n).at_ms)}"
+            for n in record.order if record.phase(n) not in (None, "done")]
+    if left:
+        parts.append(f"left {'; '.join(left)}")
     return "; ".join(parts)
 
 

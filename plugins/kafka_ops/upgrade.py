@@ -321,14 +321,25 @@ def needs_action(phase: str) -> NeedsAction:
     return rule
 
 
+def pinned(installed: str, present: Mapping[str, Any]) -> dict[str, str]:
+    """What the ``pin`` phase writes into a broker's ``server.properties``: the running release's protocol version
+    (``installed`` ``"3.6.2"`` -> ``"3.6"``) for IBP when ``present`` has none, and for LMF when it has none and the
+    running release is below 3.0 (where it still matters, KIP-724); never a key already set.
+
+    :raises ValueError: a malformed ``installed`` version.
+    """
+    running = protocol_version(installed)
+    keys = (IBP, LMF) if _protocol_tuple(running) < (3, 0) else (IBP,)
+    return {key: running for key in keys if not present.get(key)}
+
+
 def pending_protocol_bumps(target: str, phases: Sequence[str] | None,
                            nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What the ``ibp`` / ``lmf`` phases of a ZooKeeper-mode upgrade will bump, one entry per broker and phase
-    (``"broker 0: IBP 3.6, target 3.7"``, the rule's own words), judged before the run's first phase from each
-    broker's facts (``nodes``: ``{"<id>": {"installed", "ibp", "lmf", "role"}}``, ``check_upgrade``'s XCom) as
-    the ``pin`` phase will leave them: it fills an absent IBP (and, below 3.0, LMF) with the running release's
-    protocol version (:func:`edited_properties`). Empty: nothing to bump (a patch release of the same minor, a run
-    again after the bump), so nothing to approve. ``phases``: None = every phase.
+    (``"broker 0: inter.broker.protocol.version 3.6, target 3.7"``, the phase rule's own words), judged before the
+    run's first phase from each broker's facts (``nodes``: ``{"<id>": {"installed", "ibp", "lmf", "role"}}``,
+    ``check_upgrade``'s XCom) as the ``pin`` phase will leave them (:func:`pinned`). Empty: nothing to bump (a patch
+    release of the same minor, a run again after the bump), so nothing to approve. ``phases``: None = every phase.
 
     :raises ValueError: a malformed ``target`` or installed version.
     """
@@ -340,14 +351,13 @@ def pending_protocol_bumps(target: str, phases: Sequence[str] | None,
             continue
         after_pin = dict(facts)
         if "pin" in chosen:
-            running = protocol_version(str(facts["installed"]))
-            after_pin["ibp"] = facts.get("ibp") or running
-            if _protocol_tuple(running) < (3, 0):
-                after_pin["lmf"] = facts.get("lmf") or running
+            set_now = {IBP: facts.get("ibp"), LMF: facts.get("lmf")}
+            added = pinned(str(facts["installed"]), set_now)
+            after_pin.update({"ibp": added.get(IBP, facts.get("ibp")), "lmf": added.get(LMF, facts.get("lmf"))})
         for phase in ("ibp", "lmf"):
             act, why = needs_action(phase)(int(node), after_pin, settings)
             if act:
-                pending.append(f"broker {node}: {why.replace(IBP, 'IBP').replace(LMF, 'LMF')}")
+                pending.append(f"broker {node}: {why}")
     return pending
 
 
@@ -356,12 +366,8 @@ def edited_properties(phase: str, target: str, facts: Mapping[str, Any], text: s
     release's protocol version (IBP always, LMF only below 3.0, where it still matters), never overwriting
     a value already set; ``ibp`` / ``lmf`` set theirs to the target's; ``binaries`` edits nothing."""
     if phase == "pin":
-        running = protocol_version(facts["installed"])
-        present = read_properties(text)
-        if IBP not in present:
-            text = set_property(text, IBP, running)
-        if LMF not in present and _protocol_tuple(running) < (3, 0):
-            text = set_property(text, LMF, running)
+        for key, value in pinned(facts["installed"], read_properties(text)).items():
+            text = set_property(text, key, value)
         return text
     if phase == "ibp":
         return set_property(text, IBP, protocol_version(target))

@@ -112,13 +112,13 @@ class RunOutcomeOperator(ClusterOperator):
             unreadable = None
         except Exception as exc:  # noqa: BLE001 - without the states the run cannot be judged: say so, fail
             crumbs, failures, unreadable = None, [], f"task states unreadable: {exc}"[:300]
+        # read before the final health check deletes the records: the note says what each roll did
         rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))
         health = None
         if unreadable is None and outcome_of(failures, unfinished) == "succeeded":
             health, unhealthy = self.final_health(context)
             if unhealthy is not None:
                 failures = [*failures, unhealthy]
-            # else the records are deleted now: the note keeps what they said each roll did (read before)
         # states unread: the lock task may have run, so release if held (a release only ever frees this run's lock)
         lock_line, lock_error = self.release(context, crumbs is None or run_report.ran(crumbs, self.lock_task_id),
                                              any(f.task_id == self.lock_task_id and f.refused for f in failures))

@@ -30,7 +30,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from hooks.airflow_api import AirflowApiHook
 from kafka_ops.metadata_version import MetadataVersion, label, safe_downgrade
 from kafka_ops.release_features import change_lines
-from kafka_ops.upgrade import IBP, LMF, pending_protocol_bumps
+from kafka_ops.upgrade import pending_protocol_bumps
 from runtime import profiles
 from runtime.lock_holding import release_held
 from runtime.params import is_true
@@ -108,8 +108,9 @@ class ProtocolBumpApprovalOperator(ApprovalOperator):
         nodes = checked.get("nodes") or {}
         pending = pending_protocol_bumps(target, sorted(phases), nodes) if nodes else None
         if pending == []:
-            return self._approved(f"ZooKeeper-mode cluster: every broker's {IBP} (and {LMF}) is already what Kafka "
-                                  f"{target} needs once pinned: nothing to bump, nothing to approve")
+            return self._approved(f"ZooKeeper-mode cluster: every broker's inter.broker.protocol.version (and "
+                                  f"log.message.format.version) is already what Kafka {target} needs once pinned: "
+                                  "nothing to bump, nothing to approve")
         if is_true(params.get("dry_run", False)):
             return self._approved("DRY RUN: the run would wait here for approval of the protocol bump"
                                   + (f" ({'; '.join(pending)})" if pending else ""))

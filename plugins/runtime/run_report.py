@@ -155,10 +155,6 @@ def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -
                                                   if dry_run else "not planned" if failed
                                                   else "finished (its record deleted once the cluster was healthy)"))
             continue
-        if not record.order:
-            lines.append(f"roll {roll_id!r}: nothing to roll" + (f" ({record.empty_because})" if record.empty_because
-                                                                   else " (its plan holds no node)"))
-            continue
         lines.append(f"roll {roll_id!r}: {summary(record)}")
         if not dry_run and any(not record.is_done(b) for b in record.order):
             unfinished.append(roll_id)

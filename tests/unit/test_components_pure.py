@@ -223,6 +223,10 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
     failures[:] = [TaskFailure("restart.broker", 1, error="broker 1 did not come back", at=5.0)]
     with pytest.raises(AirflowFailException, match="the run failed at restart.broker"):
         op.execute(context)
+    items = notes[-1][1]
+    advice_at = next(i for i, item in enumerate(items) if item.startswith("next:"))
+    assert advice_at < items.index("roll 'controllers'"), \
+        f"the advice comes before the details, which a note at Airflow's limit loses first: {items}"
     failures.clear()
     unfinished[:] = ["restart"]
     with pytest.raises(AirflowFailException, match="the run stopped"):

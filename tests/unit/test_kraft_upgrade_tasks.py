@@ -387,8 +387,8 @@ def test_the_zookeeper_approval_names_the_bumps_and_asks_none_when_no_ibp_change
     broker's IBP: nothing to approve, the run goes on (it waited for a human before, with nothing to bump)."""
     result, op = approval({"phases": ALL, "target_version": "3.7.1"}, zk_checked("3.6.2", "3.6"), monkeypatch)
     assert result == "waits"
-    assert op.body.endswith("To bump: broker 0: IBP 3.6, target 3.7; broker 1: IBP 3.6, target 3.7; broker 2: IBP "
-                            "3.6, target 3.7."), op.body
+    assert op.body.endswith("To bump: " + "; ".join(f"broker {b}: inter.broker.protocol.version 3.6, target 3.7"
+                                                    for b in (0, 1, 2)) + "."), op.body
     for checked in (zk_checked("3.7.0", "3.7"), zk_checked("3.7.0", None), zk_checked("3.7.1", "3.7")):
         result, _ = approval({"phases": ALL, "target_version": "3.7.1"}, checked, monkeypatch)
         assert result["chosen_options"] == ["Approve"], checked
@@ -402,7 +402,7 @@ def test_the_zookeeper_approval_names_the_bumps_and_asks_none_when_no_ibp_change
     many = {"mode": "zookeeper", "metadata_version": None,
             "nodes": {str(b): {"installed": "3.6.2", "ibp": "3.6", "lmf": None} for b in range(10)}}
     _, op = approval({"phases": ALL, "target_version": "3.7.1"}, many, monkeypatch)
-    assert op.body.endswith("broker 5: IBP 3.6, target 3.7; 4 more."), op.body
+    assert op.body.endswith("broker 5: inter.broker.protocol.version 3.6, target 3.7; 4 more."), op.body
 
 
 # --- check_upgrade and a roll of one mode only ------------------------------------------------------------------

@@ -268,15 +268,26 @@ def test_pending_protocol_bumps_judges_each_broker_as_the_pin_phase_leaves_it() 
         return {"installed": installed, "ibp": ibp, "lmf": lmf, "role": role}
 
     assert pending_protocol_bumps("3.7.1", None, {"0": node("3.6.2", "3.6"), "1": node("3.7.1", "3.7")}) == \
-        ["broker 0: IBP 3.6, target 3.7"]
+        ["broker 0: inter.broker.protocol.version 3.6, target 3.7"]
     # unpinned: the pin phase pins the running minor, so a patch release bumps nothing and a minor one does
     assert pending_protocol_bumps("3.7.1", None, {"0": node("3.7.0")}) == []
-    assert pending_protocol_bumps("3.7.1", None, {"0": node("3.6.2")}) == ["broker 0: IBP 3.6, target 3.7"]
+    assert pending_protocol_bumps("3.7.1", None, {"0": node("3.6.2")}) == \
+        ["broker 0: inter.broker.protocol.version 3.6, target 3.7"]
     # below IBP 3.0 the LMF counts too (pinned by the pin phase as well); from 3.0 on it is ignored (KIP-724)
     assert pending_protocol_bumps("2.8.2", None, {"10": node("2.7.2"), "2": node("2.8.1", "2.8", "2.8")}) == \
-        ["broker 10: IBP 2.7, target 2.8", "broker 10: LMF 2.7, target 2.8"]
+        ["broker 10: inter.broker.protocol.version 2.7, target 2.8",
+         "broker 10: log.message.format.version 2.7, target 2.8"]
     assert pending_protocol_bumps("3.7.1", ["binaries", "ibp"], {"0": node("3.6.2", "3.6", "2.8")}) == \
-        ["broker 0: IBP 3.6, target 3.7"]
+        ["broker 0: inter.broker.protocol.version 3.6, target 3.7"]
     assert pending_protocol_bumps("3.7.1", ["pin", "binaries"], {"0": node("3.6.2", "3.6")}) == [], \
         "no ibp / lmf phase requested"
     assert pending_protocol_bumps("4.0.0", None, {"100": node("3.9.1", role="controller")}) == []
+
+
+def test_pinned_fills_only_what_is_absent_and_the_lmf_only_below_3_0() -> None:
+    from kafka_ops.upgrade import pinned
+
+    assert pinned("3.6.2", {}) == {IBP: "3.6"}
+    assert pinned("3.6.2", {IBP: "3.5"}) == {}
+    assert pinned("2.8.1", {LMF: "2.7"}) == {IBP: "2.8"}
+    assert pinned("2.8.1", {IBP: None}) == {IBP: "2.8", LMF: "2.8"}

@@ -1300,11 +1300,13 @@ class KafkaAdminHook(ClusterProfileHook):
 
     def alter_throttle_configs(
         self, broker_configs: Mapping[int, Mapping[str, str]], topic_configs: Mapping[str, Mapping[str, str]]
-    ) -> None:
+    ) -> list[str]:
         """Set dynamic broker and topic configs with IncrementalAlterConfigs (KIP-339: only these keys
         change, every other dynamic config stays), e.g. the replication throttles of a wave (KIP-73).
 
         :param broker_configs: broker id -> {name: value}. :param topic_configs: topic -> {name: value}.
+        :returns: the topics of ``topic_configs`` that no longer exist (deleted since they were read: Kafka answers
+            UNKNOWN_TOPIC_OR_PARTITION; nothing of theirs to throttle), sorted; the rest were set.
         :raises RuntimeError: naming every resource the cluster refused.
         :raises KafkaException: (transient) only unanswered requests, e.g. a broker down (see ``_alter_incremental``).
         """
@@ -1316,13 +1318,15 @@ class KafkaAdminHook(ClusterProfileHook):
         resources += [
             _incremental(ResourceType.TOPIC, t, cfg, AlterConfigOpType.SET) for t, cfg in topic_configs.items() if cfg
         ]
-        self._alter_incremental(resources)
+        return self._alter_incremental(resources, gone_ok=True)
 
-    def delete_throttle_configs(self, brokers: Iterable[int], topics: Iterable[str]) -> None:
+    def delete_throttle_configs(self, brokers: Iterable[int], topics: Iterable[str]) -> list[str]:
         """Delete the replication throttle configs (``leader/follower.replication.throttled.rate`` on the
         brokers, ``leader/follower.replication.throttled.replicas`` on the topics): they fall back to their
-        defaults (no throttle). Deleting a config that is not set is not an error.
+        defaults (no throttle). Deleting a config that is not set is not an error, nor is a topic that no longer
+        exists (Kafka deletes a topic's configs with it).
 
+        :returns: the topics that no longer exist, sorted.
         :raises RuntimeError: naming every resource the cluster refused.
         :raises KafkaException: (transient) only unanswered requests, e.g. a broker down (see ``_alter_incremental``).
         """
@@ -1336,11 +1340,14 @@ class KafkaAdminHook(ClusterProfileHook):
             _incremental(ResourceType.TOPIC, t, dict.fromkeys(THROTTLE_TOPIC_KEYS, ""), AlterConfigOpType.DELETE)
             for t in topics
         ]
-        self._alter_incremental(resources)
+        return self._alter_incremental(resources, gone_ok=True)
 
-    def _alter_incremental(self, resources: list[ConfigResource]) -> None:
+    def _alter_incremental(self, resources: list[ConfigResource], gone_ok: bool = False) -> list[str]:
         """IncrementalAlterConfigs: one call per broker resource (librdkafka sends BROKER resources to that
         broker, one per request), topic resources together in batches.
+
+        :param gone_ok: a topic resource Kafka answers UNKNOWN_TOPIC_OR_PARTITION for (deleted) is not an error:
+            returned instead, sorted (otherwise always ``[]``).
 
         :raises KafkaException: (``_TIMED_OUT``, transient) every refused resource was refused for want of an answer
             (its broker down or restarting, a request timeout): the same call may succeed later.
@@ -1352,6 +1359,7 @@ class KafkaAdminHook(ClusterProfileHook):
             topics[i : i + _TOPIC_CONFIG_BATCH] for i in range(0, len(topics), _TOPIC_CONFIG_BATCH)
         ]
         errors: dict[str, KafkaException] = {}
+        gone: list[str] = []
         with self._client() as admin:
             for call in calls:
                 self.requests["IncrementalAlterConfigs"] += 1
@@ -1360,6 +1368,9 @@ class KafkaAdminHook(ClusterProfileHook):
                     try:
                         fut.result(timeout=self.request_timeout_s + 5)
                     except KafkaException as exc:
+                        if gone_ok and res.restype == ResourceType.TOPIC and _unknown_topic(exc):
+                            gone.append(res.name)
+                            continue
                         errors[f"{res.restype.name.lower()} {res.name}"] = exc
         if errors:
             text = (f"IncrementalAlterConfigs refused for {len(errors)} resources: "
@@ -1367,6 +1378,13 @@ class KafkaAdminHook(ClusterProfileHook):
             if all(_unanswered(exc) for exc in errors.values()):  # a broker down or restarting: waiting may fix it
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, text))
             raise RuntimeError(text)
+        return sorted(gone)
+
+
+def _unknown_topic(exc: KafkaException) -> bool:
+    """Kafka answered UNKNOWN_TOPIC_OR_PARTITION: the topic does not exist (deleted)."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def _layers(entry: Mapping[str, Any]) -> dict[str, str | None]:

@@ -126,7 +126,7 @@ def other_failures(failures: Sequence[TaskFailure], first: TaskFailure | None, l
     return "also failed: " + ", ".join(others[:limit]) + more
 
 
-def plan_line(plan: Plan, waves_done: int | None, dry_run: bool) -> str:
+def plan_line(plan: Plan, waves_done: int | None, dry_run: bool, not_moved: Sequence[str] = ()) -> str:
     """The note's line about a reassignment run's plan (scale-out, decommission): what it moves, the net change of
     replicas per broker (brokers whose count does not change left out), how far the run got, and where its files are
     (``rollback.json`` among them).
@@ -137,6 +137,9 @@ def plan_line(plan: Plan, waves_done: int | None, dry_run: bool) -> str:
 
     :param plan: the run's plan (``kafka_ops.plan_files.load_plan``).
     :param waves_done: wave task instances that succeeded, or None when the run's task states are unknown.
+    :param not_moved: partitions the waves left alone (deleted or changed since the plan, ``kafka_ops.plan_drift``):
+        ``"; 6 moves not made (deleted or changed since the plan): doomed-0, ..."`` after the waves done. The
+        replicas per broker are the plan's.
     """
     net: dict[int, int] = {}
     for m in plan.moves:
@@ -152,6 +155,10 @@ def plan_line(plan: Plan, waves_done: int | None, dry_run: bool) -> str:
         text += "; replicas per broker: " + ", ".join(f"{b} {n:+d}" for b, n in sorted(net.items()) if n)
     if not dry_run and waves_done is not None:
         text += f"; waves done {waves_done} of {waves}"
+    if not_moved:
+        names = sorted(set(not_moved))
+        text += (f"; {len(names)} move{'' if len(names) == 1 else 's'} not made (deleted or changed since the plan): "
+                 + ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else ""))
     return f"{text}; files in {plan.directory}"
 
 

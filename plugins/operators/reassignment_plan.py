@@ -17,6 +17,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.plan_drift import dropped_lines, move_standing
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from kafka_ops.preflight import bytes_to_receive, disk_problems
 from runtime.host_files import unstarted_broker_space
@@ -129,14 +130,19 @@ class CheckPlanOperator(ClusterOperator):
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             ongoing = Reassignments(admin, profile).ongoing()
-        # moves already at their target were made by this run's waves before a resume: not stale
-        pending = tuple(m for m in plan.moves if _current(state, m) != tuple(m.replicas))
+        # moves already at their target were made by this run's waves before a resume: not stale; a partition
+        # deleted since the snapshot needs no move (kafka_ops.plan_drift): its wave leaves it alone
+        current = {(p.topic, p.partition): tuple(p.replicas) for p in state.partitions}
+        standing = move_standing(plan.moves, current)
+        for line in dropped_lines(replace(standing, changed=()), current):
+            self.log.warning("%s", line)
+        pending = tuple(m for m in plan.moves if m not in standing.done and m not in standing.deleted)
         # a scale-out dry run plans onto new brokers it does not start (listed in the snapshot from their files)
         unstarted = sorted(snapshot_broker_ids(run_dir / "snapshot") - set(state.broker_ids)) if self.dry_run else []
         problems = check_plan_current(replace(plan, moves=pending), state, not_started=unstarted)
-        if len(pending) < len(plan.moves):
-            self.log.info("%d of %d moves are at their target already (a resumed run)",
-                          len(plan.moves) - len(pending), len(plan.moves))
+        if standing.done:
+            self.log.info("%d of %d moves are at their target already (a resumed run)", len(standing.done),
+                          len(plan.moves))
         if problems:
             raise AirflowFailException(f"the plan no longer fits the cluster ({len(problems)} problems; make a "
                                        f"new run): " + "; ".join(problems[:20]))
@@ -201,10 +207,3 @@ class CheckPlanOperator(ClusterOperator):
             return
         raise AirflowFailException(f"disk preflight: {len(problems)} receiving brokers lack space for the plan "
                                    f"(nothing was moved): {text}")
-
-
-def _current(state: Any, move: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(state.partition(move.topic, move.partition).replicas)
-    except KeyError:
-        return None

@@ -11,15 +11,21 @@ wave's throttles. A wave not done within ``verify_timeout_s`` is cancelled (with
 
 Resume: a cleared wave skips the moves already at their target and waits for the ones still reassigning;
 it never starts a move twice.
+
+Drift: a partition deleted since the plan (before the wave or while it copies) and one moved by someone else are left
+alone, logged and returned as ``not_moved`` (``kafka_ops.plan_drift``); a deleted topic has no throttle to set or
+remove.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.plan_drift import MoveStanding, dropped_lines, move_standing
 from kafka_ops.plan_files import Plan, PlanFileError, load_plan, reassignment_in_progress
 from kafka_ops.reassignment import (
     THROTTLE_BROKER_KEYS,
@@ -93,10 +99,10 @@ class ReassignmentWaveOperator(ClusterOperator):
         profile = self.profile
         plan = _load(context)
         index = int(self.wave["wave"])
-        wave = plan.waves[index - 1]
-        label = wave.label(len(plan.waves))
+        planned = plan.waves[index - 1]
+        label = planned.label(len(plan.waves))
         rate = int(self.setting("throttle_bytes_per_s"))
-        ours = {(m.topic, m.partition) for m in wave.moves}
+        ours = {(m.topic, m.partition) for m in planned.moves}
         with KafkaAdminHook(profile=profile) as admin:
             moves = Reassignments(admin, profile)
             state = admin.cluster_state(configs=False)
@@ -105,40 +111,55 @@ class ReassignmentWaveOperator(ClusterOperator):
             if others:
                 raise AirflowFailException("another reassignment is in progress: "
                                            + "; ".join(reassignment_in_progress(others)[:20]))
-            running = ongoing_partitions(ongoing) & ours
             current = replicas_now(state)
-            done = {(m.topic, m.partition) for m in wave.moves if current.get((m.topic, m.partition)) == m.replicas}
-            todo = [m for m in wave.moves if (m.topic, m.partition) not in done | running]
+            standing = move_standing(planned.moves, current, ongoing_partitions(ongoing) & ours)
+            dropped = dropped_lines(standing, current)
+            for line in dropped:
+                self.log.warning("%s: %s", label, line)
+            wave = replace(planned, moves=standing.kept)  # what this wave still owns: throttled, moved, checked
+            todo = list(standing.todo)
             throttles = wave_throttles(wave)
             broker_cfgs, topic_cfgs = throttle_configs(throttles, rate)
+            result = {"wave": index, "moves": len(todo), "not_moved": [m.name for m in standing.dropped]}
             if dry_run:
                 window_gate(self, context, what=label, policy=str(self.setting("window_policy")), dry_run=True)
                 self.log.info("DRY RUN: %s: would throttle brokers %s at %d bytes/s and %d topics, then move: %s",
                               label, list(throttles.brokers), rate, len(topic_cfgs),
                               "; ".join(f"{m.name}: {list(m.current)} -> {list(m.replicas)}" for m in todo[:50]))
-                return {"wave": index, "moves": len(todo), "dry_run": True}
-            if len(done) == len(wave.moves):
-                self.log.info("%s: every move is already at its target (a resumed run)", label)
-                return {"wave": index, "moves": 0}
-            if not done and not running:  # a wave that began finishes, window or not
+                return {**result, "dry_run": True}
+            if not todo and not standing.running:
+                self.log.info("%s: %s", label, "every move is already at its target (a resumed run)" if standing.done
+                              and not standing.dropped else f"nothing left to move ({len(standing.done)} at their "
+                              f"target, {len(standing.dropped)} not made)")
+                return {**result, "moves": 0}
+            if not standing.done and not standing.running:  # a wave that began finishes, window or not
                 window_gate(self, context, what=label, policy=str(self.setting("window_policy")), dry_run=dry_run,
                             label=lambda step: show_step(context, f"{label} · {step}"))
             ensure_held(profile, context, self.operation, self.log)
             show_step(context, f"{label} · throttle")
-            admin.alter_throttle_configs(broker_cfgs, topic_cfgs)
-            self.log.info("%s: throttled brokers %s at %d bytes/s; replicas on %d topics", label,
-                          list(throttles.brokers), rate, len(topic_cfgs))
+            gone = admin.alter_throttle_configs(broker_cfgs, topic_cfgs)
+            self.log.info("%s: throttled brokers %s at %d bytes/s; replicas on %d topics%s", label,
+                          list(throttles.brokers), rate, len(topic_cfgs) - len(gone),
+                          f" ({gone} deleted meanwhile)" if gone else "")
             if todo:
                 show_step(context, f"{label} · execute")
-                errors = {k: v for k, v in moves.start(
+                refused = {k: v for k, v in moves.start(
                     [{"topic": m.topic, "partition": m.partition, "replicas": list(m.replicas)} for m in todo]
                 ).items() if v}
-                if errors:
-                    raise AirflowFailException(f"{label}: the controller refused {len(errors)} moves: "
-                                               + "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:20]))
+                if refused:  # a partition deleted since the metadata above was read: nothing to move
+                    current = replicas_now(admin.cluster_state(configs=False))
+                    deleted = [m for m in todo if m.name in refused and m.key not in current]
+                    for line in dropped_lines(MoveStanding(deleted=tuple(deleted)), current):
+                        self.log.warning("%s: %s", label, line)
+                    errors = {k: v for k, v in refused.items() if k not in {m.name for m in deleted}}
+                    if errors:
+                        raise AirflowFailException(f"{label}: the controller refused {len(errors)} moves: "
+                                                   + "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:20]))
+                    result["not_moved"] += [m.name for m in deleted]
+                    wave = replace(wave, moves=tuple(m for m in wave.moves if m not in deleted))
                 self.log.info("%s: started %d moves through %s (%d already done, %d already running)", label,
-                              len(todo), "ZooKeeper" if moves.via == "zookeeper" else "the admin API", len(done),
-                              len(running))
+                              len(todo), "ZooKeeper" if moves.via == "zookeeper" else "the admin API",
+                              len(standing.done), len(standing.running))
             show_step(context, f"{label} · copying")
             deadline = time.time() + float(self.setting("verify_timeout_s"))
             if not self._verify(context, admin, moves, wave, label, cfg, profile, inline_s=VERIFY_INLINE_S):
@@ -148,19 +169,24 @@ class ReassignmentWaveOperator(ClusterOperator):
                 show_step(context, f"{label} · copying (deferred)")
                 self.defer(trigger=WaveProgressTrigger(
                     cfg["cluster"], [[m.topic, m.partition] for m in wave.moves], label,
-                    float(self.setting("verify_interval_s")), deadline), method_name="execute_after_copy")
-            return self._finish(admin, wave, label, broker_cfgs, topic_cfgs, {"wave": index, "moves": len(todo)})
+                    float(self.setting("verify_interval_s")), deadline), method_name="execute_after_copy",
+                    kwargs={"not_moved": result["not_moved"]})
+            return self._finish(admin, wave, label, broker_cfgs, topic_cfgs, result)
 
-    def execute_after_copy(self, context: Any, event: dict[str, Any] | None = None) -> dict:
+    def execute_after_copy(self, context: Any, event: dict[str, Any] | None = None,
+                           not_moved: list[str] | None = None) -> dict:
         """Resumed by :class:`triggers.wave_progress.WaveProgressTrigger`: the wave completed (throttles
         removed, targets checked), timed out (stuck moves cancelled with ``cancel_on_timeout``; fails naming
-        them) or met an error waiting cannot fix (fails naming it)."""
+        them) or met an error waiting cannot fix (fails naming it). ``not_moved``: the names of the moves
+        ``execute`` left alone (deleted or changed since the plan, ``kafka_ops.plan_drift``)."""
         cfg = self.resolve(context)
         profile = self.profile
         plan = _load(context)
         index = int(self.wave["wave"])
-        wave = plan.waves[index - 1]
-        label = wave.label(len(plan.waves))
+        planned = plan.waves[index - 1]
+        label = planned.label(len(plan.waves))
+        skipped = set(not_moved or ())
+        wave = replace(planned, moves=tuple(m for m in planned.moves if m.name not in skipped))
         broker_cfgs, topic_cfgs = throttle_configs(wave_throttles(wave), int(self.setting("throttle_bytes_per_s")))
         state = (event or {}).get("state")
         with KafkaAdminHook(profile=profile) as admin:
@@ -174,17 +200,20 @@ class ReassignmentWaveOperator(ClusterOperator):
                 raise AirflowFailException(f"{label}: waiting for it failed: {(event or {}).get('message', event)}; "
                                            "the throttles are removed by remove_throttles")
             self.log.info("%s: every move completed (seen by the triggerer)", label)
-            return self._finish(admin, wave, label, broker_cfgs, topic_cfgs, {"wave": index, "deferred": True})
+            return self._finish(admin, wave, label, broker_cfgs, topic_cfgs,
+                                {"wave": index, "deferred": True, "not_moved": sorted(skipped)})
 
     def _finish(self, admin: KafkaAdminHook, wave: Any, label: str, broker_cfgs: Any, topic_cfgs: Any,
                 result: dict) -> dict:
-        """Remove the wave's throttles and check every move is at its target. A broker that does not answer (down
+        """Remove the wave's throttles and check every move is at its target (a partition deleted while it moved
+        needs nothing more: named and added to ``result["not_moved"]``). A broker that does not answer (down
         or restarting: a broker config goes to that broker itself) is waited for up to
         :data:`THROTTLE_REMOVAL_WAIT_S`: the wave's data is copied, only its throttles wait."""
 
         def removed() -> Check:
-            admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
-            return Check(True, f"brokers {sorted(broker_cfgs)}, {len(topic_cfgs)} topics")
+            gone = admin.delete_throttle_configs(list(broker_cfgs), list(topic_cfgs))
+            return Check(True, f"brokers {sorted(broker_cfgs)}, {len(topic_cfgs) - len(gone)} topics"
+                         + (f" ({gone} deleted meanwhile)" if gone else ""))
 
         try:
             wait_until(removed, what=f"{label}: its throttles removed", interval_s=2.0,
@@ -193,11 +222,13 @@ class ReassignmentWaveOperator(ClusterOperator):
             raise AirflowFailException(f"{label}: copied, but its throttles were not removed: {exc}; "
                                        "remove_throttles tries again") from exc
         self.log.info("%s: done; its throttles removed", label)
+        deleted: list[Any] = []
 
         def at_targets() -> Check:
             current = replicas_now(admin.cluster_state(configs=False))
-            wrong = [f"{m.name}: {list(current.get((m.topic, m.partition), ()))} instead of {list(m.replicas)}"
-                     for m in wave.moves if current.get((m.topic, m.partition)) != tuple(m.replicas)]
+            deleted[:] = [m for m in wave.moves if m.key not in current]
+            wrong = [f"{m.name}: {list(current[m.key])} instead of {list(m.replicas)}"
+                     for m in wave.moves if m.key in current and current[m.key] != tuple(m.replicas)]
             return Check(not wrong, "; ".join(wrong[:20]) or "every partition at its target")
 
         # the controller ends a reassignment before every broker's metadata shows its final replicas (it sends
@@ -207,6 +238,10 @@ class ReassignmentWaveOperator(ClusterOperator):
                        interval_s=1.0, timeout_s=TARGETS_SETTLE_S, log=self.log, ramp_from_s=0.25)
         except (WaitTimeout, WaitAborted) as exc:
             raise AirflowFailException(f"{label}: finished but not at its targets: {exc}") from exc
+        if deleted:
+            for line in dropped_lines(MoveStanding(deleted=tuple(deleted)), {}):
+                self.log.warning("%s: %s", label, line)
+            result = {**result, "not_moved": sorted({*result.get("not_moved", ()), *(m.name for m in deleted)})}
         return result
 
     def execute_in_window(self, context: Any, event: Any = None) -> dict:
@@ -292,12 +327,14 @@ class RemoveThrottlesOperator(ClusterOperator):
         with KafkaAdminHook(profile=profile) as admin:
             live = set(admin.cluster_state(configs=False).broker_ids)
             reached = [b for b in brokers if b in live]
-            admin.delete_throttle_configs(reached, topics)
-        self.log.info("removed throttles from brokers %s and %d topics", reached, len(topics))
+            gone = admin.delete_throttle_configs(reached, topics)
+        self.log.info("removed throttles from brokers %s and %d topics%s", reached, len(topics) - len(gone),
+                      f" (topics {gone} deleted since the plan: their configs went with them)" if gone else "")
         if down := [b for b in brokers if b not in live]:
             # a broker's throttle rate is its own dynamic config, set through that broker: kept while it is down
             self.log.warning("brokers %s are not in the metadata (down): their throttle rates %s may stay set; once "
                              "they are back, remove them with kafka-configs.sh --entity-type brokers --entity-name "
                              "<id> --alter --delete-config %s", down, THROTTLE_BROKER_KEYS,
                              ",".join(THROTTLE_BROKER_KEYS))
-        return {"brokers": reached, "topics": topics, "brokers_down": down}
+        return {"brokers": reached, "topics": [t for t in topics if t not in gone], "topics_deleted": gone,
+                "brokers_down": down}

@@ -126,10 +126,15 @@ def plan_lines(context: Any, crumbs: list[dict[str, Any]] | None, dry_run: bool,
         plan = load_plan(directory, snapshot_dir=directory.parent / "snapshot")
     except PlanFileError as exc:
         return [f"plan in {directory}: unreadable ({exc})"[:300]]
-    done = None if crumbs is None else sum(
-        1 for c in crumbs if str(c["task_id"]) == wave_task and int(c.get("map_index", -1)) >= 0
-        and c.get("state") == "success")
-    return [plan_line(plan, done, dry_run)]
+    succeeded = [] if crumbs is None else [
+        int(c.get("map_index", -1)) for c in crumbs if str(c["task_id"]) == wave_task
+        and int(c.get("map_index", -1)) >= 0 and c.get("state") == "success"]
+    not_moved: list[str] = []
+    for index in succeeded:  # each wave returns the moves it left alone (deleted or changed since the plan)
+        result = _pull(context["ti"], wave_task, index, "return_value")
+        if isinstance(result, dict):
+            not_moved += [str(name) for name in result.get("not_moved") or ()]
+    return [plan_line(plan, None if crumbs is None else len(succeeded), dry_run, not_moved)]
 
 
 def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -> tuple[list[str], list[str]]:

@@ -127,3 +127,15 @@ def test_the_plan_line_says_what_moves_where_how_far_and_where_the_files_are() -
         "brokers whose count does not change are left out"
     empty = Plan("/d", moves[2:], (Wave(1, moves[2:], 0),), {})
     assert plan_line(empty, 0, dry_run=False) == "plan: 1 move in 1 wave, 0.000 GB; waves done 0 of 1; files in /d"
+
+
+def test_the_plan_line_names_the_moves_the_waves_left_alone() -> None:
+    """Partitions deleted or changed since the plan (``kafka_ops.plan_drift``), as the waves returned them: counted
+    once each, sorted, six named."""
+    moves = tuple(Move("t", i, (1, 2), (0, 2)) for i in range(9))
+    plan = Plan("/d", moves, (Wave(1, moves, 0),), {})
+    assert plan_line(plan, 1, dry_run=False, not_moved=["t-1", "t-0"]) == (
+        "plan: 9 moves in 1 wave, 0.000 GB; replicas per broker: 0 -9, 1 +9; waves done 1 of 1; 2 moves not made "
+        "(deleted or changed since the plan): t-0, t-1; files in /d")
+    many = plan_line(plan, 1, dry_run=False, not_moved=[f"t-{i}" for i in range(9)] + ["t-0"])
+    assert "; 9 moves not made (deleted or changed since the plan): t-0, t-1, t-2, t-3, t-4, t-5 and 3 more; " in many

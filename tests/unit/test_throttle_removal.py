@@ -19,6 +19,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from confluent_kafka import KafkaError, KafkaException
 from hooks import kafka_admin
 from hooks.kafka_admin import KafkaAdminHook
+from kafka_ops.plan_files import Move
 from runtime.failures import is_transient
 
 
@@ -27,6 +28,7 @@ class SilentBrokers:
 
     silent: dict[str, int] = {}  # broker id -> how many more calls it does not answer
     refusing: set[str] = set()
+    deleted: set[str] = set()  # topics that no longer exist
     calls: list[str] = []
 
     def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
@@ -44,6 +46,9 @@ class SilentBrokers:
                 SilentBrokers.silent[res.name] -= 1
                 future.set_exception(KafkaException(KafkaError(
                     KafkaError._TIMED_OUT, "Failed while waiting for response from broker: Local: Timed out")))
+            elif res.name in SilentBrokers.deleted:
+                future.set_exception(KafkaException(KafkaError(
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, f"The topic '{res.name}' does not exist.")))
             elif res.name in SilentBrokers.refusing:
                 future.set_exception(KafkaException(KafkaError(KafkaError.INVALID_CONFIG, "no such config")))
             else:
@@ -55,7 +60,7 @@ class SilentBrokers:
 @pytest.fixture
 def hook(monkeypatch: pytest.MonkeyPatch) -> KafkaAdminHook:
     monkeypatch.setattr(kafka_admin, "AdminClient", SilentBrokers)
-    SilentBrokers.silent, SilentBrokers.refusing, SilentBrokers.calls = {}, set(), []
+    SilentBrokers.silent, SilentBrokers.refusing, SilentBrokers.calls, SilentBrokers.deleted = {}, set(), [], set()
     return KafkaAdminHook(bootstrap_servers="127.0.0.1:1", request_timeout_s=1)
 
 
@@ -75,6 +80,24 @@ def test_a_refusal_is_not_transient_even_beside_a_broker_that_does_not_answer(ho
         hook.delete_throttle_configs([0, 1], [])
 
 
+def test_a_topic_deleted_since_the_plan_has_no_throttle_to_remove_or_set(hook: KafkaAdminHook) -> None:
+    """Kafka deletes a topic's configs with it: its UNKNOWN_TOPIC_OR_PARTITION is no error, the topic is returned;
+    every other resource is still sent."""
+    SilentBrokers.deleted = {"gone"}
+    assert hook.delete_throttle_configs([0], ["gone", "orders"]) == ["gone"]
+    assert SilentBrokers.calls == ["broker 0", "topic gone", "topic orders"]
+    assert hook.alter_throttle_configs({0: {"leader.replication.throttled.rate": "1"}},
+                                       {"gone": {"leader.replication.throttled.replicas": "0:0"},
+                                        "orders": {"leader.replication.throttled.replicas": "0:0"}}) == ["gone"]
+    assert hook.delete_throttle_configs([0], ["orders"]) == []
+
+
+def test_an_unknown_broker_is_still_an_error_beside_a_deleted_topic(hook: KafkaAdminHook) -> None:
+    SilentBrokers.deleted, SilentBrokers.refusing = {"gone"}, {"1"}
+    with pytest.raises(RuntimeError, match=r"refused for 1 resources: broker 1: .*no such"):
+        hook.delete_throttle_configs([1], ["gone"])
+
+
 class WaveAdmin:
     """The admin hook as ``_finish`` uses it: ``delete_throttle_configs`` of the real hook (over
     :class:`SilentBrokers`) and a Metadata that shows every move at its target."""
@@ -82,8 +105,8 @@ class WaveAdmin:
     def __init__(self, hook: KafkaAdminHook, moves: list[Any]) -> None:
         self.hook, self.moves = hook, moves
 
-    def delete_throttle_configs(self, brokers: list[int], topics: list[str]) -> None:
-        self.hook.delete_throttle_configs(brokers, topics)
+    def delete_throttle_configs(self, brokers: list[int], topics: list[str]) -> list[str]:
+        return self.hook.delete_throttle_configs(brokers, topics)
 
     def cluster_state(self, configs: bool = True) -> Any:
         return SimpleNamespace(partitions=[SimpleNamespace(topic=m.topic, partition=m.partition, replicas=m.replicas)
@@ -96,17 +119,18 @@ def finish(hook: KafkaAdminHook, monkeypatch: pytest.MonkeyPatch, wait_s: float 
 
     monkeypatch.setattr(reassignment_wave, "THROTTLE_REMOVAL_WAIT_S", wait_s)
     monkeypatch.setattr(reassignment_wave.time, "sleep", lambda s: None)  # the waits' pauses
-    moves = [SimpleNamespace(topic="orders", partition=0, replicas=(0, 1, 2), name="orders-0")]
+    moves = [Move("orders", 0, replicas=(0, 1, 2), current=(0, 1, 3)), Move("gone", 0, replicas=(2,), current=(3,))]
+    shown = [m for m in moves if m.topic not in SilentBrokers.deleted]  # a deleted topic is not in the metadata
     operator = SimpleNamespace(log=logging.getLogger("test"))
-    return ReassignmentWaveOperator._finish(operator, WaveAdmin(hook, moves), SimpleNamespace(moves=moves),
-                                            "wave 1/1", {2: {}}, {"orders": {}}, {"wave": 1})
+    return ReassignmentWaveOperator._finish(operator, WaveAdmin(hook, shown), SimpleNamespace(moves=tuple(moves)),
+                                            "wave 1/1", {2: {}}, {"orders": {}, "gone": {}}, {"wave": 1})
 
 
 def test_the_wave_finish_waits_for_a_broker_back_then_goes_on(hook: KafkaAdminHook, monkeypatch) -> None:
     """``ReassignmentWaveOperator._finish``: polls through the unanswered tries and passes once the broker answers
     (the wave succeeds); a refusal fails the wave at once, naming it."""
-    SilentBrokers.silent = {"2": 3}
-    assert finish(hook, monkeypatch) == {"wave": 1}
+    SilentBrokers.silent, SilentBrokers.deleted = {"2": 3}, {"gone"}
+    assert finish(hook, monkeypatch) == {"wave": 1, "not_moved": ["gone-0"]}, "the deleted topic's move is named"
     assert SilentBrokers.calls.count("broker 2") == 4, SilentBrokers.calls
     SilentBrokers.calls, SilentBrokers.refusing = [], {"2"}
     with pytest.raises(AirflowFailException, match=r"wave 1/1: copied, but its throttles were not removed: .*"
@@ -127,6 +151,7 @@ class ReachableBrokers:
 
     live: list[int] = []
     deleted: list[tuple[list[int], list[str]]] = []
+    gone: list[str] = []  # topics that no longer exist
 
     def __init__(self, **kwargs: Any) -> None:
         pass
@@ -140,8 +165,9 @@ class ReachableBrokers:
     def cluster_state(self, configs: bool = True) -> Any:
         return SimpleNamespace(broker_ids=list(ReachableBrokers.live))
 
-    def delete_throttle_configs(self, brokers: list[int], topics: list[str]) -> None:
+    def delete_throttle_configs(self, brokers: list[int], topics: list[str]) -> list[str]:
         ReachableBrokers.deleted.append((list(brokers), list(topics)))
+        return [t for t in topics if t in ReachableBrokers.gone]
 
 
 def throttle_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -165,10 +191,11 @@ def test_remove_throttles_names_the_brokers_it_could_not_reach(monkeypatch, tmp_
     monkeypatch.setattr(RemoveThrottlesOperator, "profile", property(lambda self: SimpleNamespace()))
     monkeypatch.setattr(RemoveThrottlesOperator, "log", property(lambda self: logging.getLogger("remove_throttles")))
     operator = RemoveThrottlesOperator(task_id="remove_throttles", settings={"cluster": "c", "dry_run": False})
-    ReachableBrokers.live, ReachableBrokers.deleted = [0, 1, 3], []
+    ReachableBrokers.live, ReachableBrokers.deleted, ReachableBrokers.gone = [0, 1, 3], [], []
     with caplog.at_level(logging.WARNING):
         result = operator.execute({"params": {}})
-    assert result == {"brokers": [0, 1, 3], "topics": ["orders", "payments"], "brokers_down": [2]}
+    assert result == {"brokers": [0, 1, 3], "topics": ["orders", "payments"], "topics_deleted": [],
+                      "brokers_down": [2]}
     assert ReachableBrokers.deleted == [([0, 1, 3], ["orders", "payments"])]
     warned = throttle_warnings(caplog)
     assert len(warned) == 1 and "brokers [2] are not in the metadata" in warned[0], warned
@@ -179,3 +206,10 @@ def test_remove_throttles_names_the_brokers_it_could_not_reach(monkeypatch, tmp_
     assert operator.execute({"params": {}})["brokers_down"] == []
     assert ReachableBrokers.deleted == [([0, 1, 2, 3], ["orders", "payments"])]
     assert throttle_warnings(caplog) == []
+
+    ReachableBrokers.gone = ["payments"]  # deleted since the plan: its configs went with it
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        result = operator.execute({"params": {}})
+    assert result["topics"] == ["orders"] and result["topics_deleted"] == ["payments"], result
+    assert any("1 topics (topics ['payments'] deleted since the plan" in r.getMessage() for r in caplog.records)

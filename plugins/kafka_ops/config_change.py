@@ -512,11 +512,21 @@ def _unknown_text(key: str, matches: Sequence[str]) -> str:
     return f"{key}: not a broker config this cluster knows{hint}"
 
 
-def check_scope(scope: object, brokers: Sequence[int]) -> list[str]:
-    """Refusals of a malformed scope: not ``"cluster"`` nor a non-empty list of distinct broker ids among
-    ``brokers`` (the described brokers)."""
+def check_scope(scope: object, brokers: Sequence[int], down: Sequence[int] = ()) -> list[str]:
+    """Refusals of a malformed scope, or of one that reaches a broker that is down: not ``"cluster"`` nor a non-empty
+    list of distinct broker ids among ``brokers`` (the described, live brokers).
+
+    :param down: brokers the cluster knows that are not registered (``ClusterState.down_broker_ids``: in a replica
+        list, stopped or crashed). A change whose scope holds one is refused, naming it: its ``server.properties``
+        cannot be read or edited through the cluster, nor its running config compared, so the run would end with
+        that broker unchanged while saying the cluster was changed. ``"cluster"`` holds every broker.
+    """
+    stopped = sorted(set(down))
+    remedy = ("start it (them) and trigger again, or name the live brokers as the scope (their dynamic keys are "
+              "then set per broker)")
     if scope == CLUSTER:
-        return []
+        return [f"brokers {stopped} are down (in replica lists, not registered): a cluster-wide change would leave "
+                f"their server.properties unchanged; {remedy}"] if stopped else []
     if isinstance(scope, str | bytes) or not isinstance(scope, Sequence) or not scope:
         return [f"scope {scope!r}: \"cluster\" or a non-empty list of broker ids"]
     if not all(isinstance(b, int) and not isinstance(b, bool) for b in scope):
@@ -524,7 +534,10 @@ def check_scope(scope: object, brokers: Sequence[int]) -> list[str]:
     reasons = []
     if len(set(scope)) != len(scope):
         reasons.append(f"scope {list(scope)}: a broker is named twice")
-    missing = sorted(set(scope) - set(brokers))
+    if dead := sorted(set(scope) & set(stopped)):
+        reasons.append(f"scope: brokers {dead} are down (in replica lists, not registered): their configs cannot be "
+                       f"read or changed; start them and trigger again, or leave them out of the scope")
+    missing = sorted(set(scope) - set(brokers) - set(stopped))
     if missing:
         reasons.append(f"scope: brokers {missing} are not among the described brokers {sorted(brokers)}")
     return reasons

@@ -59,7 +59,7 @@ class ConfigPlanOperator(ClusterOperator):
         profile = self.profile
         with KafkaAdminHook(profile=profile) as admin:
             state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's brokers (Metadata)")
-            reasons = config_change.check_scope(scope, state.broker_ids)
+            reasons = config_change.check_scope(scope, state.broker_ids, state.down_broker_ids)
             if reasons:
                 raise RunRefused("config change refused (nothing was touched): " + "; ".join(reasons))
             targets = list(state.broker_ids) if scope == CLUSTER else [int(b) for b in scope]

@@ -260,3 +260,27 @@ def test_a_leader_imbalance_at_the_end_is_elected_not_waited_for(sandbox, capfd,
     now = leaders(sandbox)
     assert all(now[tp] == 1 for tp in reordered), {tp: now[tp] for tp in reordered}
     assert restarts(sandbox, before) == {0: 0, 1: 0, 2: 0}, "a dynamic change restarts nothing"
+
+
+def test_a_change_that_reaches_a_broker_that_is_down_is_refused_naming_it(sandbox, capfd, caplog):
+    """Broker 2 stopped: a cluster-wide change, or one scoped to broker 2, is refused at plan_config naming it (its
+    server.properties cannot be edited nor its running config compared; before, the cluster-wide change edited the
+    live brokers and reported success with broker 2 unchanged). Nothing touched; broker 2 started again after."""
+    files = {b: properties(sandbox, b) for b in sandbox.broker_ids}
+    rc, _, err = sandbox.ssh(2, "kafka-service stop")
+    assert rc == 0, err
+    try:
+        for scope, says in [("cluster", "brokers [2] are down (in replica lists, not registered): a cluster-wide "
+                                        "change would leave their server.properties unchanged"),
+                            ([1, 2], "scope: brokers [2] are down (in replica lists, not registered)")]:
+            result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": {"queued.max.requests": 450},
+                                      "scope": scope, **FAST})
+            text = output(capfd, caplog)
+            assert result.state == "failed" and result.state_of("plan_config") == "failed", result.states
+            assert result.state_of("apply_config") == "upstream_failed"
+            assert says in text and "nothing was touched" in text, failure_lines(text)
+        assert {b: properties(sandbox, b) for b in sandbox.broker_ids} == files
+    finally:
+        rc, _, err = sandbox.ssh(2, "kafka-service start")
+        assert rc == 0, err
+        sandbox.wait_healthy(timeout_s=120)

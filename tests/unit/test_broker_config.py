@@ -231,6 +231,19 @@ def test_refusals_bad_scope_and_empty_change() -> None:
     assert check_scope("cluster", []) == [] and check_scope([1], [1, 2]) == []
 
 
+def test_a_scope_that_reaches_a_broker_that_is_down_is_refused_naming_it() -> None:
+    """A stopped broker (in replica lists, not registered) cannot have its file read or edited nor its running config
+    compared: a cluster-wide change, or a scope naming it, is refused; a scope of live brokers beside it is not."""
+    (reason,) = check_scope("cluster", [0, 1], down=[2])
+    assert reason.startswith("brokers [2] are down (in replica lists, not registered): a cluster-wide change would "
+                             "leave their server.properties unchanged; start it (them) and trigger again, or name the "
+                             "live brokers as the scope")
+    (reason,) = check_scope([1, 2], [0, 1], down=[2])
+    assert reason.startswith("scope: brokers [2] are down (in replica lists, not registered)"), reason
+    assert check_scope([0, 1], [0, 1], down=[2]) == []
+    assert check_scope([0, 5], [0, 1], down=[2]) == ["scope: brokers [5] are not among the described brokers [0, 1]"]
+
+
 # -- broker plan --------------------------------------------------------------------------------------------------
 
 

@@ -95,7 +95,7 @@ class ControllerPlanOperator(RollPlanBase):
                 raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
             self.log.info("%s", roles.reason)
             if not roles.controllers:
-                return self._nothing(store, f"roll {self.roll_id!r}: no controller to restart")
+                return self._nothing(store, roles.reason, f"roll {self.roll_id!r}: no controller to restart")
             quorum = self._quorum_with_leader(admin)
             # the registered brokers: a voter that is one too is a combined node, which the broker roll restarts
             brokers = self.ask(lambda: admin.cluster_state(configs=False, describe_cluster=False).broker_ids,
@@ -119,8 +119,9 @@ class ControllerPlanOperator(RollPlanBase):
                           "quorum check; this roll restarts the dedicated controllers %s", combined,
                           dedicated or "none")
             if not dedicated:
-                return self._nothing(store, f"roll {self.roll_id!r}: every voter is a combined node: no dedicated "
-                                            "controller to restart")
+                return self._nothing(store, "every voter is a combined node: no dedicated controller to restart",
+                                     f"roll {self.roll_id!r}: every voter is a combined node: no dedicated "
+                                     "controller to restart")
             requested_ids = list(requested_ids) or observers + dedicated
         try:
             plan = rules.plan_controllers(quorum, requested_ids, profile.controller_hosts, profile.cluster,

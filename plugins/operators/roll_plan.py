@@ -140,7 +140,8 @@ class RollPlanOperator(RollPlanBase):
             return batch_items(frozen.steps, dry_run)
         profile = self.profile
         if self.setting("roles") == "controllers":  # absent (a DAG without the roles param): all
-            return self._nothing(store, f"roles=controllers: no broker is restarted by roll {self.roll_id!r}")
+            return self._nothing(store, "roles=controllers: no broker restarted",
+                                 f"roles=controllers: no broker is restarted by roll {self.roll_id!r}")
         max_parallel = int(self.setting("max_parallel"))
         batch_by = str(self.setting("batch_by"))
         with KafkaAdminHook(profile=profile) as admin:

@@ -238,6 +238,9 @@ def test_dry_run_touches_nothing(shared, capfd, caplog):
     assert "may not be stopped" not in out and "a real run waits for 2 OK polls in a row" in out
     assert re.search(r"unavoidable during the roll: topic scratch-rf1: 2 partitions with one replica \(on brokers "
                      r"\[[\d, ]+\]\) offline while the broker restarts", out), out[-3000:]
+    # the note says why the controllers' roll is empty, once, in its own words
+    assert "roll 'controllers': nothing to roll (ZooKeeper mode: the controller is a broker, rolled last; no KRaft " \
+           "controllers to roll)" in out, out[-3000:]
 
 
 def test_broker_instances_are_labelled_before_they_run(shared):

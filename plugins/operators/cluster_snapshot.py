@@ -5,6 +5,7 @@ written into the run's directory (``runtime.run_dir``) in the planner's fixed fo
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,20 @@ def write_snapshot(directory: Path, state: ClusterState, sizes: dict[tuple[str, 
     return {"brokers": len(brokers), "partitions": len(state.partitions), "bytes": total}
 
 
+#: Beside the planner's two files: when the snapshot's partition sizes were read (``{"epoch_s": float}``), so that a
+#: later reading of the same sizes gives each partition's write rate (``kafka_ops.throttle_headroom``).
+SIZES_READ_AT = "sizes_read_at.json"
+
+
+def sizes_read_at(directory: Path) -> float | None:
+    """When the snapshot in ``directory`` read its partition sizes (epoch seconds), None when it does not say (a
+    snapshot written before this file existed, or unreadable)."""
+    try:
+        return float(json.loads((Path(directory) / SIZES_READ_AT).read_text())["epoch_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def snapshot_broker_ids(directory: Path) -> set[int]:
     """The broker ids of ``directory/brokers.json`` as :func:`write_snapshot` wrote it.
 
@@ -91,6 +106,7 @@ class SnapshotOperator(ClusterOperator):
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
             sizes = partition_sizes(admin.describe_log_dirs(state.broker_ids))
+            read_at = time.time()
             if self.planner_mode == "decommission":
                 named = {int(b) for b in self.setting("brokers")}
                 missing = named - set(state.broker_ids)
@@ -109,6 +125,7 @@ class SnapshotOperator(ClusterOperator):
             self.log.info("brokers %s are registered but fenced (down): listed for the planner, which drains them",
                           [b.id for b in drained_down])
         counts = write_snapshot(run_dir / "snapshot", state, sizes, [*drained_down, *unstarted])
+        (run_dir / "snapshot" / SIZES_READ_AT).write_text(json.dumps({"epoch_s": read_at}))
         self.log.info("snapshot of cluster %r: %d brokers (racks %s), %d partitions, %.3f GB in %s",
                       profile.cluster, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
                       counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.plan_drift import dropped_lines, move_standing
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from kafka_ops.preflight import bytes_to_receive, disk_problems
+from kafka_ops.throttle_headroom import MIN_WINDOW_S, format_rate, throttle_shortfalls, write_rates
 from runtime.host_files import unstarted_broker_space
 from runtime.params import resolve_settings
 from runtime.pending_labels import publish
@@ -27,7 +29,7 @@ from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
-from operators.cluster_snapshot import snapshot_broker_ids
+from operators.cluster_snapshot import partition_sizes, sizes_read_at, snapshot_broker_ids
 
 #: ``spark/`` beside ``plugins/`` (the repository, and /opt/airflow in the docker image);
 #: ``KAFKA_OPS_SPARK_DIR`` overrides it.
@@ -147,6 +149,7 @@ class CheckPlanOperator(ClusterOperator):
             raise AirflowFailException(f"the plan no longer fits the cluster ({len(problems)} problems; make a "
                                        f"new run): " + "; ".join(problems[:20]))
         self._check_disk(profile, pending, unstarted)
+        self._check_throttle(profile, plan, pending, state, run_dir / "snapshot")
         ours = {(m.topic, m.partition) for m in plan.moves}
         others = [o for o in ongoing if (o["topic"], o["partition"]) not in ours]
         if others:
@@ -163,6 +166,56 @@ class CheckPlanOperator(ClusterOperator):
             self.log.info("%s", item["label"])
         return publish(context, self.labels_for, items)
 
+
+    def _check_throttle(self, profile: Any, plan: Any, pending: tuple[Any, ...], state: Any, snapshot: Path) -> None:
+        """The preflight of the throttle (``kafka_ops.throttle_headroom``): the moved partitions' write rates, from
+        their sizes in the snapshot and now (DescribeLogDirs), against ``throttle_bytes_per_s`` per broker and wave;
+        a throttle below what a broker's new replicas are written at would never let them catch up. A dry run
+        logs the verdict and goes on; readings less than ``MIN_WINDOW_S`` apart, or without the snapshot's time,
+        are not judged (logged).
+
+        :raises AirflowFailException: naming every broker and wave the throttle is too low for (nothing was moved).
+        """
+        throttle = int(self.setting("throttle_bytes_per_s"))
+        read_at = sizes_read_at(snapshot)
+        moving = [m for m in pending if m.adding]
+        if not moving:
+            return
+        if read_at is None:
+            self.log.info("throttle preflight: the snapshot does not say when its sizes were read: not judged")
+            return
+        with KafkaAdminHook(profile=profile) as admin:
+            now_sizes = partition_sizes(self.ask(lambda: admin.describe_log_dirs(state.broker_ids),
+                                                 "the partitions' sizes (DescribeLogDirs)"))
+        elapsed = time.time() - read_at
+        if elapsed < MIN_WINDOW_S:
+            self.log.info("throttle preflight: sizes read %.1f s apart (< %.0f s): write rates not judged", elapsed,
+                          MIN_WINDOW_S)
+            return
+        rates = write_rates(moving, now_sizes, elapsed)
+        keep = {m.key for m in pending}
+        waves = [replace(w, moves=tuple(m for m in w.moves if m.key in keep)) for w in plan.waves]
+        leaders = {(p.topic, p.partition): p.leader for p in state.partitions if p.leader >= 0}
+        short = throttle_shortfalls(waves, rates, leaders, throttle)
+        fastest = sorted(rates.items(), key=lambda kv: -kv[1])[:3]
+        self.log.info("throttle preflight: %d moved partitions written at %s in all over the last %.0f s (fastest: "
+                      "%s); throttle %s per broker", len(rates), format_rate(sum(rates.values())), elapsed,
+                      ", ".join(f"{t}-{p} {format_rate(r)}" for (t, p), r in fastest) or "none",
+                      format_rate(throttle))
+        if not short:
+            return
+        text = "; ".join(s.describe(throttle) for s in short[:10]) + (f"; and {len(short) - 10} more"
+                                                                       if len(short) > 10 else "")
+        advice = (": their new replicas could never catch up (a throttled replica must fetch faster than its "
+                  "partition is written, Kafka's operations guide), so the wave would wait for its verify_timeout_s; "
+                  "raise throttle_bytes_per_s above the rate named, or plan smaller waves (wave_bytes, "
+                  "wave_moves_per_broker)")
+        if self.dry_run:
+            self.log.warning("DRY RUN: throttle preflight: a real run would stop here, nothing moved: %s%s", text,
+                             advice)
+            return
+        raise AirflowFailException(f"throttle preflight: throttle_bytes_per_s {throttle} is too low (nothing was "
+                                   f"moved): {text}{advice}")
 
     def _check_disk(self, profile: Any, pending: tuple[Any, ...], unstarted: list[int]) -> None:
         """The preflight of the data the plan copies: every receiving broker's log dirs have the usable bytes for

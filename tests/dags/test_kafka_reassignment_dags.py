@@ -338,14 +338,31 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
                          ids=["in-task", "deferred"])
 def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(deferred, fresh_sandbox, use_sandbox, monkeypatch, capfd,
                                                              caplog):
-    """A wave at 1 byte/s times out (in its task, or in the triggerer when the wait was deferred): its moves
-    are cancelled, the DAG fails naming them, the throttles are removed, the cluster ends healthy."""
+    """A throttle of 1 byte/s, below what the moved partitions are written at (the sandbox's producers), is refused
+    by check_plan's throttle preflight before anything moves, naming a broker and the rate. Past that preflight (the
+    test's stand-in for a throttle it cannot judge: readings too close together), a wave at 1 byte/s times out (in
+    its task, or in the triggerer when the wait was deferred): its moves are cancelled, the DAG fails naming them,
+    the throttles are removed, the cluster ends healthy."""
+    import operators.reassignment_plan as reassignment_plan
+
     if deferred:
         defer_every_wave(monkeypatch)
     sandbox = fresh_sandbox(brokers=4, racks=2)
     use_sandbox(sandbox.workdir)
     sandbox.wait_healthy(timeout_s=120)
     before = snapshot(admin(sandbox.bootstrap_servers))
+    refused = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [3], "throttle_bytes_per_s": 1,
+                                             **FAST})
+    out = capfd.readouterr().out + caplog.text
+    assert refused.state == "failed" and refused.state_of("reassign.check_plan") == "failed", refused.states
+    assert re.search(r"throttle preflight: throttle_bytes_per_s 1 is too low \(nothing was moved\): wave 1: broker "
+                     r"\d+ (receives|leads, for the replicas it feeds,) partitions written at [\d.]+ (bytes|kB)/s in "
+                     r"all \([^)]+\), above the throttle of 1 bytes/s", out), out[-3000:]
+    # lead_away put broker 3 last in its replica lists before the plan (leadership only): no replica moved
+    now = snapshot(admin(sandbox.bootstrap_servers))
+    replica_sets = {(p.topic, p.partition): set(p.replicas) for p in now.partitions}
+    assert replica_sets == {(p.topic, p.partition): set(p.replicas) for p in before.partitions}, "nothing moved"
+    monkeypatch.setattr(reassignment_plan, "MIN_WINDOW_S", 1e9)
     result = run_dag("kafka_decommission", {"cluster": "kafka_sandbox", "brokers": [3], "throttle_bytes_per_s": 1,
                                             "verify_timeout_s": 10, **FAST})
     assert result.state == "failed"

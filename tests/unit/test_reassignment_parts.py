@@ -267,3 +267,13 @@ def test_zookeeper_path_needs_a_zookeeper_and_admin_path_never_falls_back(fake_z
             [{"topic": "t", "partition": 0, "replicas": [1]}])
     with pytest.raises(ValueError, match="reassignment_via"):
         _profile(reassignment_via="magic")
+
+
+def test_the_snapshot_says_when_its_sizes_were_read(tmp_path) -> None:
+    from operators.cluster_snapshot import SIZES_READ_AT, sizes_read_at
+
+    assert sizes_read_at(tmp_path) is None, "an older snapshot without the file: not judged"
+    (tmp_path / SIZES_READ_AT).write_text('{"epoch_s": 1796468722.5}')
+    assert sizes_read_at(tmp_path) == 1796468722.5
+    (tmp_path / SIZES_READ_AT).write_text("{")
+    assert sizes_read_at(tmp_path) is None

@@ -22,6 +22,7 @@ from kafka_ops.plan_drift import dropped_lines, move_standing
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from kafka_ops.preflight import bytes_to_receive, disk_problems
 from kafka_ops.throttle_headroom import MIN_WINDOW_S, format_rate, throttle_shortfalls, write_rates
+from runtime.failures import RunRefused
 from runtime.host_files import unstarted_broker_space
 from runtime.params import resolve_settings
 from runtime.pending_labels import publish
@@ -174,7 +175,8 @@ class CheckPlanOperator(ClusterOperator):
         logs the verdict and goes on; readings less than ``MIN_WINDOW_S`` apart, or without the snapshot's time,
         are not judged (logged).
 
-        :raises AirflowFailException: naming every broker and wave the throttle is too low for (nothing was moved).
+        :raises runtime.failures.RunRefused: naming every broker and wave the throttle is too low for (nothing was
+            moved; the run's note advises a new run with a higher throttle).
         """
         throttle = int(self.setting("throttle_bytes_per_s"))
         read_at = sizes_read_at(snapshot)
@@ -214,8 +216,9 @@ class CheckPlanOperator(ClusterOperator):
             self.log.warning("DRY RUN: throttle preflight: a real run would stop here, nothing moved: %s%s", text,
                              advice)
             return
-        raise AirflowFailException(f"throttle preflight: throttle_bytes_per_s {throttle} is too low (nothing was "
-                                   f"moved): {text}{advice}")
+        # a param the cluster cannot honour: clearing would run the same throttle again, a new run is the way on
+        raise RunRefused(f"throttle preflight: throttle_bytes_per_s {throttle} is too low (nothing was moved): "
+                         f"{text}{advice}")
 
     def _check_disk(self, profile: Any, pending: tuple[Any, ...], unstarted: list[int]) -> None:
         """The preflight of the data the plan copies: every receiving broker's log dirs have the usable bytes for

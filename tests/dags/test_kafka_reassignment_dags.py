@@ -355,6 +355,8 @@ def test_a_stuck_wave_is_cancelled_and_its_throttles_removed(deferred, fresh_san
                                              **FAST})
     out = capfd.readouterr().out + caplog.text
     assert refused.state == "failed" and refused.state_of("reassign.check_plan") == "failed", refused.states
+    assert "**Refused**: decommission on kafka_sandbox: reassign.check_plan: throttle preflight" in out
+    assert "and trigger a new run (clearing would run the same params again)" in out
     assert re.search(r"throttle preflight: throttle_bytes_per_s 1 is too low \(nothing was moved\): wave 1: broker "
                      r"\d+ (receives|leads, for the replicas it feeds,) partitions written at [\d.]+ (bytes|kB)/s in "
                      r"all \([^)]+\), above the throttle of 1 bytes/s", out), out[-3000:]

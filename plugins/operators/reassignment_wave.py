@@ -156,9 +156,10 @@ class ReassignmentWaveOperator(ClusterOperator):
                         raise AirflowFailException(f"{label}: the controller refused {len(errors)} moves: "
                                                    + "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:20]))
                     result["not_moved"] += [m.name for m in deleted]
+                    result["moves"] -= len(deleted)
                     wave = replace(wave, moves=tuple(m for m in wave.moves if m not in deleted))
                 self.log.info("%s: started %d moves through %s (%d already done, %d already running)", label,
-                              len(todo), "ZooKeeper" if moves.via == "zookeeper" else "the admin API",
+                              result["moves"], "ZooKeeper" if moves.via == "zookeeper" else "the admin API",
                               len(standing.done), len(standing.running))
             show_step(context, f"{label} · copying")
             deadline = time.time() + float(self.setting("verify_timeout_s"))

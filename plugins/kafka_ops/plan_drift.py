@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kafka_ops.cluster import ClusterState
 from kafka_ops.plan_files import Move
 
 #: Partitions named per group in a log line; the rest are counted.
@@ -54,6 +55,11 @@ class MoveStanding:
     def dropped(self) -> tuple[Move, ...]:
         """The moves the wave leaves alone: deleted or changed since the plan."""
         return self.deleted + self.changed
+
+
+def replicas_now(state: ClusterState) -> dict[tuple[str, int], tuple[int, ...]]:
+    """``(topic, partition) -> replicas`` of every partition of ``state`` (the ``current`` of :func:`move_standing`)."""
+    return {(p.topic, p.partition): tuple(p.replicas) for p in state.partitions}
 
 
 def move_standing(moves: Iterable[Move], current: Mapping[tuple[str, int], Sequence[int]],

@@ -18,7 +18,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops.plan_drift import dropped_lines, move_standing
+from kafka_ops.plan_drift import dropped_lines, move_standing, replicas_now
 from kafka_ops.plan_files import PlanFileError, check_plan_current, load_plan, reassignment_in_progress
 from kafka_ops.preflight import bytes_to_receive, disk_problems
 from kafka_ops.throttle_headroom import MIN_WINDOW_S, format_rate, throttle_shortfalls, write_rates
@@ -135,7 +135,7 @@ class CheckPlanOperator(ClusterOperator):
             ongoing = Reassignments(admin, profile).ongoing()
         # moves already at their target were made by this run's waves before a resume: not stale; a partition
         # deleted since the snapshot needs no move (kafka_ops.plan_drift): its wave leaves it alone
-        current = {(p.topic, p.partition): tuple(p.replicas) for p in state.partitions}
+        current = replicas_now(state)
         standing = move_standing(plan.moves, current)
         for line in dropped_lines(replace(standing, changed=()), current):
             self.log.warning("%s", line)

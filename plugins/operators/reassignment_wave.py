@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops.plan_drift import MoveStanding, dropped_lines, move_standing
+from kafka_ops.plan_drift import MoveStanding, dropped_lines, move_standing, replicas_now
 from kafka_ops.plan_files import Plan, PlanFileError, load_plan, reassignment_in_progress
 from kafka_ops.reassignment import (
     THROTTLE_BROKER_KEYS,
@@ -56,11 +56,6 @@ TARGETS_SETTLE_S = 30.0
 #: Seconds a finished wave waits for a broker that does not answer (crashed or restarting) to remove its throttle
 #: configs (``leader/follower.replication.throttled.rate`` are that broker's own dynamic configs).
 THROTTLE_REMOVAL_WAIT_S = 180.0
-
-
-def replicas_now(state: Any) -> dict[tuple[str, int], tuple[int, ...]]:
-    """(topic, partition) -> current replicas, from a ``ClusterState``."""
-    return {(p.topic, p.partition): tuple(p.replicas) for p in state.partitions}
 
 
 def _load(context: Any) -> Plan:

@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.sdk import TriggerRule
 from operators.cluster_lock import LOCK_SETTINGS, LockClusterOperator
+from operators.cluster_operator import ClusterOperator
 from operators.controller_roll import ControllerPlanOperator
 from operators.roll_plan import RollPlanOperator
 from operators.run_outcome import RunOutcomeOperator
@@ -36,14 +37,11 @@ def task_in(group: Any, task_id: str) -> Any:
     return group.children[child]
 
 
-def roll_ids_in(parts: Sequence[Any]) -> list[str]:
-    """The roll ids of the rolls among ``parts`` (tasks, task groups and side-by-side lists of them, in order),
-    read from their plan tasks (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a
-    ``roll_id``): what ``run_outcome`` summarises, and deletes once the cluster is healthy at the end. Raises
-    ValueError on a roll id used twice."""
+def _tasks_in(parts: Sequence[Any]) -> list[Any]:
+    """The tasks among ``parts`` (tasks, task groups and side-by-side lists of them), in order."""
     from airflow.sdk import TaskGroup
 
-    found: list[str] = []
+    found: list[Any] = []
 
     def visit(node: Any) -> None:
         if isinstance(node, (list, tuple)):
@@ -52,13 +50,33 @@ def roll_ids_in(parts: Sequence[Any]) -> list[str]:
         elif isinstance(node, TaskGroup):
             for child in node.children.values():
                 visit(child)
-        elif isinstance(node, (RollPlanOperator, ControllerPlanOperator)):
-            if node.roll_id in found:
-                raise ValueError(f"roll id {node.roll_id!r} is used by two rolls of one DAG")
-            found.append(node.roll_id)
+        else:
+            found.append(node)
 
     for part in parts:
         visit(part)
+    return found
+
+
+def reporting_task_ids(parts: Sequence[Any]) -> list[str]:
+    """The ids of the tasks among ``parts`` that say in the run's note what they did (their operator overrides
+    ``ClusterOperator.note_line``: a broker stop or start, a config change, a metadata.version bump), in order:
+    what ``run_outcome`` asks for those lines (``runtime.run_report.done_lines``)."""
+    return [task.task_id for task in _tasks_in(parts) if isinstance(task, ClusterOperator)
+            and type(task).note_line is not ClusterOperator.note_line]
+
+
+def roll_ids_in(parts: Sequence[Any]) -> list[str]:
+    """The roll ids of the rolls among ``parts`` (tasks, task groups and side-by-side lists of them, in order),
+    read from their plan tasks (``RollPlanOperator`` / ``ControllerPlanOperator``: a roll's one unmapped task with a
+    ``roll_id``): what ``run_outcome`` summarises, and deletes once the cluster is healthy at the end. Raises
+    ValueError on a roll id used twice."""
+    found: list[str] = []
+    for node in _tasks_in(parts):
+        if isinstance(node, (RollPlanOperator, ControllerPlanOperator)):
+            if node.roll_id in found:
+                raise ValueError(f"roll id {node.roll_id!r} is used by two rolls of one DAG")
+            found.append(node.roll_id)
     return found
 
 
@@ -84,7 +102,7 @@ def cluster_guard(body: Any, *, operation: str, settings: Mapping[str, Any] | No
     roll_ids = roll_ids_in(parts)
     lock = LockClusterOperator(task_id="check_and_lock", settings=cfg, operation=operation)
     outcome = RunOutcomeOperator(task_id="run_outcome", settings=cfg, operation=operation, roll_ids=roll_ids,
-                                 lock_task_id=lock.task_id)
+                                 reporting_task_ids=reporting_task_ids(parts), lock_task_id=lock.task_id)
     lock >> parts[0]
     for before, after in zip(parts, parts[1:], strict=False):
         before >> after

@@ -197,6 +197,11 @@ class BrokerConfigPlan:
     :param pending: read-only keys whose file already has the new value while the broker still reports its
         start-up value: it has not restarted since the file changed. Informational: they do not set
         ``needs_restart`` (that follows the file only, so no restart loop: strimzi#7391).
+    :param shadowed: one sentence per change that would not take effect on this broker, because a setting of higher
+        precedence that the change leaves in place wins over it (Kafka's ops docs, "Updating Broker Configs"): a
+        value set for this broker alone under a cluster-wide change, a synonym set in ``server.properties`` or
+        dynamically (:data:`SYNONYMS`). The caller refuses the change: it would report success and change nothing
+        on this broker.
     """
 
     broker_id: int
@@ -208,6 +213,7 @@ class BrokerConfigPlan:
     reasons: list[str]
     unchanged: tuple[str, ...]
     pending: tuple[str, ...] = ()
+    shadowed: tuple[str, ...] = ()
 
     @property
     def nothing_to_do(self) -> bool:
@@ -680,6 +686,7 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
     reasons: list[str] = []
     unchanged: list[str] = []
     pending: list[str] = []
+    shadowed: list[str] = []
     needs_restart = False
     level = DYNAMIC_DEFAULT_BROKER_CONFIG if scope == CLUSTER else DYNAMIC_BROKER_CONFIG
     level_text = "the cluster-wide default" if scope == CLUSTER else f"broker {broker_id}"
@@ -752,23 +759,30 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
             parts = [f"{key} {shown} -> {_show(new)} dynamically at {level_text}, no restart"]
         if in_file != new:
             parts.append(f"server.properties {_show(in_file)} -> {_show(new)} to match")
-        if scope == CLUSTER and source == DYNAMIC_BROKER_CONFIG:
-            parts.append(f"warning: broker {broker_id} has its own dynamic value {shown}, which takes precedence "
-                         "over the cluster-wide default: delete it there for the change to apply")
+        if scope == CLUSTER and source == DYNAMIC_BROKER_CONFIG and (sensitive or current != new):
+            shadowed.append(f"broker {broker_id}: {key}: its own dynamic value {shown} (set for broker {broker_id} "
+                            f"alone) takes precedence over the cluster-wide default {_show(new)}, so the change "
+                            f"would not reach it: change it there (scope [{broker_id}]) or delete it there first "
+                            f"({{\"{key}\": null}} with scope [{broker_id}])")
         reasons.append("; ".join(parts))
-    reasons += _synonym_warnings(changes, old_file, described)
+    warnings, shadows = _synonym_shadows(changes, old_file, described)
+    reasons += warnings
+    shadowed += [f"broker {broker_id}: {text}" for text in shadows]
     new_text = properties_file.edit(file_text, file_edits) if file_edits else file_text
     return BrokerConfigPlan(broker_id=broker_id, alter=alter, static=static, file_text=new_text,
                             file_changes=properties_file.diff(file_text, new_text), needs_restart=needs_restart,
-                            reasons=reasons, unchanged=tuple(unchanged), pending=tuple(pending))
+                            reasons=reasons, unchanged=tuple(unchanged), pending=tuple(pending),
+                            shadowed=tuple(shadowed))
 
 
-def _synonym_warnings(changes: Mapping[str, str | None], file_values: Mapping[str, str],
-                      described: Mapping[str, DescribedConfig]) -> list[str]:
-    """Warn when a changed key is shadowed by a higher-precedence synonym that stays set (:data:`SYNONYMS`), in
-    ``server.properties`` or dynamically (DescribeConfigs reports a synonym's source as that of the whole group,
-    so only a dynamic source of the synonym itself counts)."""
-    warnings = []
+def _synonym_shadows(changes: Mapping[str, str | None], file_values: Mapping[str, str],
+                     described: Mapping[str, DescribedConfig]) -> tuple[list[str], list[str]]:
+    """A changed key shadowed by a higher-precedence synonym (:data:`SYNONYMS`: ``log.retention.ms`` wins over
+    ``log.retention.hours``) that stays set: (warnings: the synonym is set by the same change, which the caller
+    chose; shadows: the synonym is set in ``server.properties`` or dynamically and the change leaves it, so the
+    change has no effect). DescribeConfigs reports a synonym's source as that of the whole group, so only a
+    dynamic source of the synonym itself counts."""
+    warnings, shadows = [], []
     for group in SYNONYMS:
         for rank, key in enumerate(group):
             if key not in changes or changes[key] is None:
@@ -778,11 +792,17 @@ def _synonym_warnings(changes: Mapping[str, str | None], file_values: Mapping[st
                     continue
                 entry = described.get(higher)
                 dynamic = entry is not None and entry.source in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG)
-                if higher in file_values or higher in changes or dynamic:
+                if higher in changes:
                     warnings.append(f"warning: {key} has no effect while {higher} is set (it takes precedence, "
-                                    f"Kafka's broker config synonyms): delete {higher} or change it instead")
+                                    f"Kafka's broker config synonyms): this change sets both")
                     break
-    return warnings
+                if higher in file_values or dynamic:
+                    where = "in server.properties" if higher in file_values else f"dynamically ({entry.source})"
+                    shadows.append(f"{key}: no effect while {higher} is set {where} (it takes precedence, Kafka's "
+                                   f"broker config synonyms): change {higher} instead, or delete it in the same "
+                                   f"change ({{\"{higher}\": null}})")
+                    break
+    return warnings, shadows
 
 
 # -- the roll's needs-action rule -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.broker_removal import STOP, UNREGISTER, NotDrained, removal_steps
+from kafka_ops.done_lines import service_line
 from kafka_ops.reassignment import leaders_on, partitions_on
 from probes.cluster import PROBES, ClusterProber
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed
@@ -27,7 +28,10 @@ class BrokerServiceOperator(ClusterOperator):
     left as it is) and wait until each is registered. ``action="stop"``: stop each broker in
     ``brokers`` that is still registered, after checking it holds and leads nothing, and wait until it is
     gone; on a KRaft cluster then unregister it (also one found stopped already, e.g. on a resume). Nothing at all
-    unless setting ``enabled`` is true (default true). Returns (XCom) the ids it started / stopped itself.
+    unless setting ``enabled`` is true (default true). Returns (XCom) what it did itself: ``{"action": "start" |
+    "stop", "brokers": [ids asked], "acted": [ids started / stopped], "unregistered": [ids], "formatted": [ids whose
+    storage it formatted], "asked": bool}`` (a dry run: what it would do), the run's note line
+    (``kafka_ops.done_lines.service_line``).
 
     :param settings: ``cluster``, ``brokers``, ``enabled``, ``dry_run``,
         ``healthcheck_interval_s``, ``healthcheck_timeout_s``, ``command_timeout_s`` (values or ``FromParam``).
@@ -45,20 +49,25 @@ class BrokerServiceOperator(ClusterOperator):
         self.action = action
         self.operation = operation
 
-    def execute(self, context: Any) -> list[int]:
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        return service_line(result, dry_run)
+
+    def execute(self, context: Any) -> dict[str, Any]:
         with self.releasing_lock_on_failure(context, f"the {self.action} of brokers failed"):
             return self._execute(context)
 
-    def _execute(self, context: Any) -> list[int]:
+    def _execute(self, context: Any) -> dict[str, Any]:
         self.resolve(context)
-        if not is_true(self.setting("enabled")):
+        wanted = [int(b) for b in self.setting("brokers")]
+        done: dict[str, Any] = {"action": self.action, "brokers": wanted, "acted": [], "unregistered": [],
+                                "formatted": [], "asked": is_true(self.setting("enabled"))}
+        if not done["asked"]:
             self.log.info("not asked to %s brokers%s", self.action,
                           ": the new brokers must already be registered" if self.action == "start" else "")
-            return []
+            return done
         dry_run = self.dry_run
         profile = self.profile
-        wanted = [int(b) for b in self.setting("brokers")]
-        acted = []
+        acted = done["acted"]
         with ClusterProber(profile) as prober:
             state = prober.state(configs=False)
             kraft = self.mode(context, prober.admin).has_quorum
@@ -75,8 +84,8 @@ class BrokerServiceOperator(ClusterOperator):
                     else:
                         self._run_command(context, prober, bid, state.broker(bid).host, dry_run)
                         acted.append(bid)
-                    if UNREGISTER in steps:
-                        self._unregister(context, prober, bid, dry_run)
+                    if UNREGISTER in steps and self._unregister(context, prober, bid, dry_run):
+                        done["unregistered"].append(bid)
                     continue
                 host = profile.broker_hosts.get(bid)
                 if host is None:
@@ -85,19 +94,22 @@ class BrokerServiceOperator(ClusterOperator):
                         f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
                 if kraft:
                     cluster_id = cluster_id or self.ask(prober.admin.cluster_id, "the cluster's id")
-                    self._format_storage(context, bid, host, cluster_id, dry_run)
+                    if self._format_storage(context, bid, host, cluster_id, dry_run):
+                        done["formatted"].append(bid)
                 self._run_command(context, prober, bid, host, dry_run)
                 acted.append(bid)
         self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
                       " (DRY RUN: nothing ran)" if dry_run else "")
-        return acted
+        return done
 
-    def _format_storage(self, context: Any, bid: int, host: str, cluster_id: str, dry_run: bool) -> None:
+    def _format_storage(self, context: Any, bid: int, host: str, cluster_id: str, dry_run: bool) -> bool:
         """A new KRaft broker's log dirs formatted for the cluster before its first start (Kafka refuses to start on
         a log dir without ``meta.properties``: "No readable meta.properties files found"), as Kafka's operations
         guide adds a broker: ``kafka-storage format --cluster-id=<id> -c server.properties``, ``--ignore-formatted``
         (``runtime.host_files.storage_format_command``). Without ``kafka_home`` and ``server_properties`` in the
         profile the run cannot: it says so and starts the broker as it is (formatted by whoever prepared the host).
+
+        Returns whether it formatted (or, in a dry run, would format) the storage.
 
         :raises AirflowFailException: the format failed (its output in the message).
         """
@@ -107,18 +119,19 @@ class BrokerServiceOperator(ClusterOperator):
                              "not formatted by the run: a KRaft broker starts only on log dirs formatted for the "
                              "cluster (kafka-storage.sh format --cluster-id=%s -c <server.properties>)", bid,
                              profile.cluster, cluster_id)
-            return
+            return False
         node = {"id": bid, "host": host}
         command = storage_format_command(profile, bid, cluster_id)
         if dry_run:
             self.log.info("DRY RUN: broker %s (%s): would format its storage for cluster %s (a formatted log dir is "
                           "left as it is): %s", bid, host, cluster_id, command)
-            return
+            return True
         ensure_held(profile, context, self.operation, self.log)
         out = run_on_host(profile, node, command, "formatting its storage", timeout_s=float(
             self.setting("command_timeout_s")))
         self.log.info("broker %s (%s): storage for cluster %s: %s", bid, host, cluster_id,
                       out.strip().splitlines()[-1] if out.strip() else "formatted")
+        return True
 
     def _removal_steps(self, bid: int, state: Any, live: bool, kraft: bool, dry_run: bool) -> list[str]:
         """``kafka_ops.broker_removal.removal_steps`` for ``bid``; a dry run's waves moved nothing, so there a broker
@@ -149,13 +162,14 @@ class BrokerServiceOperator(ClusterOperator):
         kind = "registered" if self.action == "start" else "gone"
         self.wait(lambda: _check(prober, kind, bid), PROBES[kind].describe(bid), ramp_from_s=0.5)
 
-    def _unregister(self, context: Any, prober: ClusterProber, bid: int, dry_run: bool) -> None:
+    def _unregister(self, context: Any, prober: ClusterProber, bid: int, dry_run: bool) -> bool:
         """Remove the stopped KRaft broker ``bid``'s registration (``KafkaAdminHook.unregister_broker``; why:
-        ``kafka_ops.broker_removal``). Called only once it is gone from the metadata and holds nothing."""
+        ``kafka_ops.broker_removal``). Called only once it is gone from the metadata and holds nothing. Returns
+        whether this call removed (in a dry run: would remove) a registration; False: it had none."""
         if dry_run:
             self.log.info("DRY RUN: would unregister broker %s (UnregisterBroker, KIP-631) once it is stopped: a "
                           "stopped KRaft broker stays registered and holds back later metadata.version upgrades", bid)
-            return
+            return True
         ensure_held(self.profile, context, self.operation, self.log)
 
         def unregister() -> bool:
@@ -174,6 +188,7 @@ class BrokerServiceOperator(ClusterOperator):
         removed = self.ask(unregister, f"UnregisterBroker {bid}")
         self.log.info("broker %s %s", bid, "unregistered (UnregisterBroker, KIP-631): the controller no longer counts "
                       "it" if removed else "has no registration (unregistered already)")
+        return bool(removed)
 
 
 def _check(prober: ClusterProber, kind: str, broker: int) -> Check:

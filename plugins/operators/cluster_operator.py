@@ -59,6 +59,13 @@ class ClusterOperator(BaseOperator):
         """
         return value_or_default(name, self.cfg)
 
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        """The run's closing note's line about what this task did, from its return value (XCom) ``result``, read by
+        ``run_outcome`` after the task succeeded (``runtime.run_report.done_lines``); None: nothing to say (the
+        default). An operator that changes the cluster outside a roll or a plan overrides it (the lines:
+        ``kafka_ops.done_lines``)."""
+        return None
+
     @property
     def profile(self) -> ClusterProfile:
         """The cluster's profile, with an SSH connection named (read once per execution).

@@ -3,8 +3,9 @@
 
 - :class:`ConfigPlanOperator` (``plan_config``): reads every broker's DescribeConfigs and the in-scope brokers'
   ``server.properties``, refuses bad input before anything is touched (unknown keys with a "did you mean",
-  wrong types, passwords, per-broker keys with the cluster scope, Kafka's thread-pool and ELR rules, then
-  Kafka's own verdict on the dynamic values: IncrementalAlterConfigs with ``validateOnly``), and logs the
+  wrong types, passwords, per-broker keys with the cluster scope, Kafka's thread-pool and ELR rules, a change that
+  a setting of higher precedence would shadow on some broker (``BrokerConfigPlan.shadowed``), then Kafka's own
+  verdict on the dynamic values: IncrementalAlterConfigs with ``validateOnly``), and logs the
   per-broker diff: dynamic / static / unchanged and whether the broker would restart;
 - :class:`ConfigApplyOperator` (``apply_config``): sends the dynamic keys (one IncrementalAlterConfigs to the
   cluster-wide default, or one per broker), waits until every broker in scope reports them (DescribeConfigs),
@@ -19,6 +20,7 @@ from typing import Any
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import config_change
 from kafka_ops.config_change import CLUSTER, alter_requests, file_change_text, not_applied
+from kafka_ops.done_lines import config_line
 from kafka_ops.elr_min_isr import FEATURE as ELR_FEATURE
 from runtime.config_steps import read_properties_text, write_changes
 from runtime.failures import RunRefused
@@ -76,6 +78,9 @@ class ConfigPlanOperator(ClusterOperator):
             hosts = {b.id: b.host for b in state.brokers}
             texts = {b: read_properties_text(profile, {"id": b, "host": hosts[b]}) for b in targets}
             plans = {b: config_change.broker_plan(b, changes, texts[b], described[b], scope=scope) for b in targets}
+            shadowed = [text for p in plans.values() for text in p.shadowed]
+            if shadowed:  # it would report success and change nothing there
+                raise RunRefused("config change refused (nothing was touched): " + "; ".join(shadowed))
             requests = alter_requests(scope, {b: p.alter for b, p in plans.items()})
             refused = []
             for broker, alter in requests:  # Kafka's own check of types, ranges and its dynamic-update rules
@@ -110,7 +115,9 @@ class ConfigApplyOperator(ClusterOperator):
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s`` / ``healthcheck_timeout_s`` (the
         verification's poll interval and deadline, seconds).
     :param plan_task_id: the task whose XCom is the plan (:class:`ConfigPlanOperator`).
-    Returns (XCom) ``{"altered": {"cluster" | "<id>": [keys]}, "files": {"<id>": backup path}}``.
+    Returns (XCom) ``{"changes": {key: value or None}, "altered": {"cluster" | "<id>": [keys]}, "files": {"<id>":
+    backup path}}`` (a dry run: ``"would_alter"`` / ``"would_write"`` (ids) beside empty ones), the run's note line
+    (``kafka_ops.done_lines.config_line``).
     :raises AirflowFailException: Kafka refused the change, a broker did not report it within
         ``healthcheck_timeout_s`` (named, with what it reports), or a file write failed.
     """
@@ -118,6 +125,9 @@ class ConfigApplyOperator(ClusterOperator):
     def __init__(self, *, plan_task_id: str = "plan_config", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan_task_id = plan_task_id
+
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        return config_line(result, dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.resolve(context)
@@ -134,7 +144,8 @@ class ConfigApplyOperator(ClusterOperator):
         if self.dry_run:
             for b, changes in files.items():
                 self.log.info("DRY RUN: would write broker %s's server.properties: %s", b, file_change_text(changes))
-            return {"altered": {}, "files": {}}
+            return {"changes": plan["changes"], "altered": {}, "files": {},
+                    "would_alter": _altered(requests), "would_write": sorted(files)}
         profile = self.profile
         with self.releasing_lock_on_failure(context, "the config change failed"):
             ensure_held(profile, context, OPERATION, self.log)
@@ -153,10 +164,15 @@ class ConfigApplyOperator(ClusterOperator):
                 backups[str(b)] = backup
                 self.log.info("broker %s: server.properties written (%s); the previous file is kept as %s", b,
                               file_change_text(done), backup)
-        return {"altered": {"cluster" if b is None else str(b): sorted(a) for b, a in requests}, "files": backups}
+        return {"changes": plan["changes"], "altered": _altered(requests), "files": backups}
 
     @staticmethod
     def _applied(admin: KafkaAdminHook, scope: Any, alters: dict[int, dict[str, Any]]) -> Check:
         """One look at every broker in scope (``kafka_ops.config_change.not_applied``)."""
         behind = not_applied(scope, alters, admin.describe_broker_config_entries(list(alters)))
         return Check(not behind, "; ".join(behind) or "every broker in scope reports the change")
+
+
+def _altered(requests: list[tuple[int | None, dict[str, Any]]]) -> dict[str, list[str]]:
+    """``{"cluster" | "<id>": [keys]}``: the IncrementalAlterConfigs requests by target, as the XCom holds them."""
+    return {"cluster" if b is None else str(b): sorted(a) for b, a in requests}

@@ -37,6 +37,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import elr_min_isr, release_features, upgrade
 from kafka_ops.cluster import Broker
+from kafka_ops.done_lines import metadata_version_line
 from kafka_ops.metadata_version import (
     FEATURE,
     MetadataVersion,
@@ -80,6 +81,9 @@ class MetadataVersionOperator(ClusterOperator):
     def __init__(self, *, settings: dict, operation: str = "upgrade", **kwargs: Any) -> None:
         super().__init__(settings=settings, **kwargs)
         self.operation = operation
+
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        return metadata_version_line(result, dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
         with self.releasing_lock_on_failure(context, "the metadata.version step failed"):

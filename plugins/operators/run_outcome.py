@@ -49,6 +49,9 @@ class RunOutcomeOperator(ClusterOperator):
     :param operation: what the run does ("rolling restart"), for the note's first line.
     :param roll_ids: the run's rolls, each reported with what it did; their records are deleted once the cluster is
         healthy at the end of a run that finished them.
+    :param reporting_task_ids: the run's tasks that say what they did (``ClusterOperator.note_line``: a broker stop
+        or start, a config change, a metadata.version bump): each that succeeded gets its line in the note, after the
+        plan's.
     :param lock_task_id: the task that takes the lock: a run in which it never ran (refused before it) holds no
         lock, and the lock store is not asked.
     :param lock_timeout_s: how long transient errors of the lock store are retried, seconds.
@@ -59,11 +62,12 @@ class RunOutcomeOperator(ClusterOperator):
     ui_color = "#fff4d6"
 
     def __init__(self, *, settings: dict, operation: str, roll_ids: list[str] | None = None,
-                 lock_task_id: str = "check_and_lock",
+                 reporting_task_ids: list[str] | None = None, lock_task_id: str = "check_and_lock",
                  lock_timeout_s: float = 300, **kwargs: Any) -> None:
         super().__init__(settings=settings, **kwargs)
         self.operation = operation
         self.roll_ids = list(roll_ids or [])
+        self.reporting_task_ids = list(reporting_task_ids or [])
         self.lock_task_id = lock_task_id
         self.lock_timeout_s = lock_timeout_s
 
@@ -146,6 +150,7 @@ class RunOutcomeOperator(ClusterOperator):
         if next_step:  # before the details: a note too long for Airflow's limit loses its last items, never this
             items.append(next_step)
         items += run_report.plan_lines(context, crumbs, dry)
+        items += run_report.done_lines(context, crumbs, self.reporting_task_ids, dry)
         items += rolls
         items.append(lock_line)
         first_line = headline(outcome, self.operation, str(cfg["cluster"]), first, dry)

@@ -137,6 +137,30 @@ def plan_lines(context: Any, crumbs: list[dict[str, Any]] | None, dry_run: bool,
     return [plan_line(plan, None if crumbs is None else len(succeeded), dry_run, not_moved)]
 
 
+def done_lines(context: Any, crumbs: list[dict[str, Any]] | None, task_ids: list[str], dry_run: bool) -> list[str]:
+    """The note's lines about what the run's acting steps did (``ClusterOperator.note_line``, lines from
+    ``kafka_ops.done_lines``): one per task of ``task_ids`` that succeeded (its return value, as XCom), in order. A
+    task that did not succeed did not finish what it does: its failure is the note's first line or among the other
+    failures. Best effort: a task the run's DAG no longer has, or a value that cannot be read, gives no line.
+
+    :param crumbs: the run's :func:`task_states`; None (unread): no lines.
+    """
+    if crumbs is None:
+        return []
+    dag = context.get("dag")
+    lines = []
+    for task_id in task_ids:
+        if not succeeded(crumbs, task_id) or dag is None:
+            continue
+        try:
+            line = dag.get_task(task_id).note_line(_pull(context["ti"], task_id, -1, "return_value"), dry_run)
+        except Exception:  # noqa: BLE001 - a task of another DAG version: the note goes without its line
+            continue
+        if line:
+            lines.append(line)
+    return lines
+
+
 def roll_lines(context: Any, roll_ids: list[str], dry_run: bool, failed: bool) -> tuple[list[str], list[str]]:
     """One line per roll: what it did (``roll 'restart': restarted [0, 2] of [0, 2, 1]; left broker 1 stopped at
     12:00:03``: :func:`kafka_ops.roll.summary`), from its record (``runtime.roll_store``); a roll without a record

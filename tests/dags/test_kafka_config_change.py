@@ -13,7 +13,14 @@ import re
 import pytest
 from airflow_env import failure_lines, run_dag
 from broker_support import module_sandbox
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 from imbalance import make_leader_imbalance
 from observers import MetadataWatcher, assert_no_acknowledged_message_lost
 
@@ -284,3 +291,39 @@ def test_a_change_that_reaches_a_broker_that_is_down_is_refused_naming_it(sandbo
         rc, _, err = sandbox.ssh(2, "kafka-service start")
         assert rc == 0, err
         sandbox.wait_healthy(timeout_s=120)
+
+
+def test_a_cluster_wide_change_a_broker_override_would_shadow_is_refused_then_the_note_says_what_was_set(
+        sandbox, capfd, caplog):
+    """Broker 1 has its own dynamic ``log.cleaner.delete.retention.ms`` (``kafka-configs --entity-name 1``), which
+    wins over the cluster-wide default: a cluster-wide change to another value is refused at plan_config naming it
+    and the way on (before, the run set the default, wrote every file and reported success while broker 1 kept its
+    own value). Once the override is deleted (scope [1], null) the change goes through, and the run's note says what
+    it set and wrote (``kafka_ops.done_lines``)."""
+    key = "log.cleaner.delete.retention.ms"
+    client = AdminClient({"bootstrap.servers": sandbox.bootstrap_servers})
+    resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry(key, "172800000", incremental_operation=AlterConfigOpType.SET)])
+    client.incremental_alter_configs([resource])[resource].result(timeout=30)
+    files = {b: properties(sandbox, b) for b in sandbox.broker_ids}
+    change = {"cluster": "kafka_sandbox", "changes": {key: 259200000}, **FAST}
+    refused = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert refused.state == "failed" and refused.state_of("plan_config") == "failed", refused.states
+    assert (f"broker 1: {key}: its own dynamic value 172800000 (set for broker 1 alone) takes precedence over the "
+            f"cluster-wide default 259200000, so the change would not reach it") in text, failure_lines(text)
+    assert "nothing was touched" in text
+    assert {b: properties(sandbox, b) for b in sandbox.broker_ids} == files
+    assert configs(sandbox, 0, key)[key] == ("86400000", "DEFAULT_CONFIG"), "no default was set"
+
+    removed = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": {key: None}, "scope": [1], **FAST})
+    text = output(capfd, caplog)
+    assert removed.state == "success", failure_lines(text)
+    assert f"config: changed live at broker 1: {key} removed" in text, text[-3000:]
+    applied = run_dag(DAG_ID, change)
+    text = output(capfd, caplog)
+    assert applied.state == "success", failure_lines(text)
+    for b in sandbox.broker_ids:
+        assert configs(sandbox, b, key)[key] == ("259200000", "DYNAMIC_DEFAULT_BROKER_CONFIG"), f"broker {b}"
+    assert (f"config: changed live at the cluster-wide default: {key}=259200000; server.properties written on brokers "
+            f"[0, 1, 2] (each previous file kept beside it)") in text, text[-3000:]

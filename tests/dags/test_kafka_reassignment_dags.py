@@ -196,6 +196,7 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     waves = len(json.loads((run_dir / "plan" / "waves.json").read_text()))
     assert f"waves done {waves} of {waves}; files in {run_dir / 'plan'}" in text, text[-3000:]
     assert 3 in registered(sandbox), "the new broker was started and registered"
+    assert "brokers started: [3]" in text, "the note says what the run started"
     after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
                      what="every partition in sync")
     counts = replica_counts(after)
@@ -327,6 +328,8 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     assert net[2] == -held_count and sum(net.values()) == 0, net
     assert after.led_by(2) == []
     assert 2 not in registered(sandbox), "broker 2 was stopped"
+    assert "brokers stopped: [2]" in logs and "unregistered" not in logs.split("brokers stopped: [2]")[1][:40], \
+        "the note says what the run stopped (ZooKeeper mode: nothing to unregister)"
     rc, out, _ = sandbox.ssh(2, "kafka-service status")
     assert rc != 0 or "stopped" in out or "not running" in out, out
     assert after.under_replicated == [] and after.offline == [] and watcher.ever_offline() == []

@@ -625,6 +625,7 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
     assert "through ZooKeeper" not in text
     assert "KRaft mode (metadata quorum leader" in text and "lock in the cluster" in text
     assert "broker 2 unregistered (UnregisterBroker, KIP-631)" in text
+    assert "brokers stopped: [2]; unregistered (KRaft): [2]" in text, "the note says what the run did"
     # Kafka's own tool judges: the controller has no registration of broker 2 left to remove
     tool = sandbox.kafka_tool("kafka-cluster.sh", "unregister", "--bootstrap-server", sandbox.bootstrap_servers,
                               "--id", "2")
@@ -636,6 +637,8 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
              "healthcheck_interval_s": 1, "healthcheck_timeout_s": 120, "verify_interval_s": 1}
     drained = run_dag("kafka_decommission", {**drain, "stop_brokers": False})
     assert drained.state == "success", drained.states
+    assert "brokers [4] drained, not stopped (stop_brokers is false): left as they are" in \
+        capfd.readouterr().out + caplog.text
     assert all(4 not in p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions)
     code, out, err = sandbox.ssh(4, "kafka-service stop")
     assert code == 0, (out, err)
@@ -685,6 +688,8 @@ def test_decommission_on_kraft_drains_stops_and_unregisters_the_broker(fresh_san
         ("success", "success"), removed.states
     assert "broker 4 is not in the metadata (stopped already): nothing to stop" in text
     assert "broker 4 unregistered (UnregisterBroker, KIP-631)" in text
+    assert "brokers stopped: none; unregistered (KRaft): [4]; stopped already: [4]" in text, \
+        "a run reports only the stop it made: the unregistration, not the stop made by hand"
     tool = sandbox.kafka_tool("kafka-cluster.sh", "unregister", "--bootstrap-server", sandbox.bootstrap_servers,
                               "--id", "4")
     assert tool.returncode != 0 and "BrokerIdNotRegisteredException" in tool.stderr, (tool.stdout, tool.stderr)
@@ -716,6 +721,7 @@ def test_scale_out_on_kraft_formats_the_new_brokers_storage_then_starts_it_and_m
             f"{sandbox.broker(3)['host']}, rack {rack})") in text, text[-3000:]
     assert "DRY RUN: broker 3 (" in text and "would format its storage for cluster" in text
     assert not meta.exists() and starts(sandbox, 3, "broker") == 0, "a dry run formats and starts nothing"
+    assert "brokers (dry run: nothing ran): would start [3], would format the storage of [3]" in text
 
     cluster_id = admin(sandbox.bootstrap_servers).list_topics(timeout=10).cluster_id
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, [0, 1, 2]) as traffic, \
@@ -728,6 +734,7 @@ def test_scale_out_on_kraft_formats_the_new_brokers_storage_then_starts_it_and_m
     assert javaproperties.loads(meta.read_text())["cluster.id"] == cluster_id, "formatted for this cluster"
     assert f"broker 3 ({sandbox.broker(3)['host']}): storage for cluster {cluster_id}" in text, text[-3000:]
     assert starts(sandbox, 3, "broker") == 1, "started once"
+    assert "brokers started: [3]; storage formatted: [3]" in text, "the note says what the run did"
     after = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
                      what="every partition in sync")
     assert 3 in after.brokers and any(3 in p.replicas for p in after.partitions), "broker 3 holds its share"

@@ -296,10 +296,20 @@ def test_plan_dynamic_only_needs_no_restart_and_per_broker_scope_level() -> None
     assert broker_plan(1, {"log.cleaner.threads": "2"}, plan.file_text, broker_level, scope=[1]).nothing_to_do
 
 
-def test_plan_warns_when_a_broker_override_shadows_the_cluster_default() -> None:
+def test_plan_names_a_broker_override_that_would_shadow_a_cluster_wide_change() -> None:
     plan = broker_plan(1, {"log.cleaner.threads": "2"}, SERVER, described(log__cleaner__threads=("3", DYN_BROKER)))
-    assert plan.alter == {"log.cleaner.threads": "2"}
-    assert "warning: broker 1 has its own dynamic value 3" in plan.reasons[0]
+    assert plan.shadowed == (
+        'broker 1: log.cleaner.threads: its own dynamic value 3 (set for broker 1 alone) takes precedence over the '
+        'cluster-wide default 2, so the change would not reach it: change it there (scope [1]) or delete it there '
+        'first ({"log.cleaner.threads": null} with scope [1])',)
+    # the same value set for the broker alone: the change reaches it all the same
+    assert broker_plan(1, {"log.cleaner.threads": "2"}, SERVER,
+                       described(log__cleaner__threads=("2", DYN_BROKER))).shadowed == ()
+    # a broker-scoped change sets that very value; a cluster-wide delete leaves it, which is not shadowing
+    assert broker_plan(1, {"log.cleaner.threads": "2"}, SERVER, described(log__cleaner__threads=("3", DYN_BROKER)),
+                       scope=[1]).shadowed == ()
+    deleted = broker_plan(1, {"log.cleaner.threads": None}, SERVER, described(log__cleaner__threads=("3", DYN_BROKER)))
+    assert deleted.shadowed == () and "leaves in place" in deleted.reasons[0]
 
 
 def test_plan_sensitive_dynamic_value_is_always_altered() -> None:
@@ -336,14 +346,23 @@ def test_plan_dynamic_delete_restarts_only_when_the_file_sets_it() -> None:
     assert done.nothing_to_do and done.unchanged == ("log.cleaner.threads",)
 
 
-def test_plan_warns_about_a_shadowing_synonym() -> None:
+def test_plan_names_a_synonym_that_would_shadow_the_change() -> None:
     text = properties_file.edit(SERVER, {"log.retention.ms": "86400000"})
     plan = broker_plan(1, {"log.retention.hours": "72"}, text, described())
-    assert any("log.retention.hours has no effect while log.retention.ms is set" in r for r in plan.reasons)
-    assert not any("no effect" in r for r in broker_plan(1, {"log.retention.hours": "72"}, SERVER,
-                                                         described()).reasons)
+    assert plan.shadowed == (
+        "broker 1: log.retention.hours: no effect while log.retention.ms is set in server.properties (it takes "
+        "precedence, Kafka's broker config synonyms): change log.retention.ms instead, or delete it in the same "
+        'change ({"log.retention.ms": null})',)
+    dynamic = broker_plan(1, {"log.retention.hours": "72"}, SERVER,
+                          described(log__retention__ms=("86400000", DYN_CLUSTER)))
+    assert "log.retention.ms is set dynamically (DYNAMIC_DEFAULT_BROKER_CONFIG)" in dynamic.shadowed[0]
+    clear = broker_plan(1, {"log.retention.hours": "72"}, SERVER, described())
+    assert clear.shadowed == () and not any("no effect" in r for r in clear.reasons)
     both = broker_plan(1, {"log.retention.hours": "72", "log.retention.ms": None}, text, described())
-    assert not any("no effect" in r for r in both.reasons)
+    assert both.shadowed == () and not any("no effect" in r for r in both.reasons)
+    chosen = broker_plan(1, {"log.retention.hours": "72", "log.retention.ms": "3600000"}, text, described())
+    assert chosen.shadowed == () and any("this change sets both" in r for r in chosen.reasons), \
+        "both set by the same change: the operator chose, a warning"
 
 
 def test_plan_refuses_unknown_keys() -> None:

@@ -83,34 +83,55 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
     return fake
 
 
-def stop(**settings: Any) -> list[int]:
+LAST_OP: list[broker_service.BrokerServiceOperator] = []
+
+
+def stop(**settings: Any) -> dict[str, Any]:
     op = broker_service.BrokerServiceOperator(task_id="stop_brokers", action="stop", operation="decommission",
                                               settings={**SETTINGS, **settings})
+    LAST_OP[:] = [op]
     return op.execute({"params": {}})
 
 
 def test_a_drained_kraft_broker_is_stopped_then_unregistered(cluster, capfd):
-    assert stop() == [3]
+    done = stop()
+    assert (done["acted"], done["unregistered"]) == ([3], [3])
     assert cluster.sent == [("stop", 3), ("unregister", 3)] and cluster.registered == {0, 1, 2}
     assert "broker 3 unregistered (UnregisterBroker, KIP-631)" in capfd.readouterr().out
+    assert LAST_OP[0].note_line(done, dry_run=False) == "brokers stopped: [3]; unregistered (KRaft): [3]"
 
 
 def test_a_resume_unregisters_a_broker_found_stopped_and_reports_no_stop(cluster, capfd):
     cluster.live.discard(3)
-    assert stop() == [], "a run reports only the stops it made"
+    done = stop()
+    assert (done["acted"], done["unregistered"]) == ([], [3]), "a run reports only the stops it made"
+    assert LAST_OP[0].note_line(done, dry_run=False) == \
+        "brokers stopped: none; unregistered (KRaft): [3]; stopped already: [3]"
     assert cluster.sent == [("unregister", 3)]
-    assert stop() == [] and "has no registration (unregistered already)" in capfd.readouterr().out
+    again = stop()
+    assert (again["acted"], again["unregistered"]) == ([], [])
+    assert "has no registration (unregistered already)" in capfd.readouterr().out
 
 
 def test_a_dry_run_sends_nothing_that_changes_the_cluster(cluster, capfd):
-    assert stop(dry_run=True) == [3]
+    done = stop(dry_run=True)
+    assert (done["acted"], done["unregistered"]) == ([3], [3])
     assert cluster.sent == [("dry stop", 3)] and cluster.registered == {0, 1, 2, 3}
     assert "DRY RUN: would unregister broker 3" in capfd.readouterr().out
+    assert LAST_OP[0].note_line(done, dry_run=True) == \
+        "brokers (dry run: nothing ran): would stop [3], would unregister [3]"
+
+
+def test_a_step_not_asked_to_stop_touches_nothing_and_says_so(cluster):
+    done = stop(enabled=False)
+    assert (done["acted"], done["asked"], cluster.sent) == ([], False, [])
+    assert LAST_OP[0].note_line(done, dry_run=False) == \
+        "brokers [3] drained, not stopped (stop_brokers is false): left as they are"
 
 
 def test_a_transient_error_is_waited_out_and_a_refusal_fails_at_once_with_the_way_out(cluster):
     cluster.errors = [RequestTimedOutError("slow controller")]
-    assert stop() == [3] and cluster.registered == {0, 1, 2}
+    assert stop()["acted"] == [3] and cluster.registered == {0, 1, 2}
     cluster.live.add(4)
     cluster.registered.add(4)
     cluster.errors = [ClusterAuthorizationFailedError("no ALTER on the cluster")]

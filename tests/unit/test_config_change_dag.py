@@ -35,6 +35,7 @@ def test_the_config_change_plans_applies_then_rolls(dag):
     assert roll["needs_action"] is needs_restart and roll["facts"] is facts and roll["before_start"] is None
     assert t["restart.plan"].settings["brokers"] == [], "every broker planned; the rule leaves the others alone"
     assert t["run_outcome"].roll_ids == ["restart"]
+    assert t["run_outcome"].reporting_task_ids == ["apply_config"], "the note says what was set and written"
     assert t["check_and_lock"].operation == "config change"
 
 

@@ -627,6 +627,7 @@ def test_the_rolling_restart_dag_parses_with_the_controller_roll_and_its_trigger
     assert ctrl.partial_kwargs["map_index_template"] == "{{ task.item['grid_label'] }}"
     assert t["controllers.plan"].labels_for == "controllers.controller"
     assert t["run_outcome"].roll_ids == ["controllers", "restart"]
+    assert t["run_outcome"].reporting_task_ids == [], "a roll's own lines say what it restarted"
     assert dag.params["roles"] == "all" and dag.params["controllers"] == []
     assert dag.params.get_param("roles").schema["enum"] == ["all", "brokers", "controllers"]
 

@@ -168,6 +168,9 @@ def test_reassignment_dags_chain_their_steps(dag_file: str, expected: list[str])
     after_group = dag.task_dict["reassign.preferred_leaders"].downstream_task_ids - {"run_outcome"}
     assert all(dag.task_dict[t].trigger_rule == "all_success" for t in after_group), after_group
     assert dag.task_dict["run_outcome"].is_teardown and dag.task_dict["check_and_lock"].is_setup
+    # the broker step says in the run's note what it stopped or started (kafka_ops.done_lines)
+    assert dag.task_dict["run_outcome"].reporting_task_ids == [
+        "start_new_brokers" if dag_file == "kafka_scale_out" else "stop_brokers"]
 
 
 # --- runtime.reassignments: the admin API or ZooKeeper's /admin/reassign_partitions ----------------

@@ -420,7 +420,8 @@ def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_
         if absent:
             reasons.append(
                 f"new brokers {_ids(absent)} are not registered (registered: {_ids(sorted(registered))}): "
-                "start them first"
+                "start them first, or set start_new_brokers to have the run start them (hosts from the "
+                "connection's broker_hosts)"
             )
     return reasons
 

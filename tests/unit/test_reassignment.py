@@ -346,7 +346,8 @@ def test_scale_out_refuses_a_down_broker():
 def test_scale_out_requires_registration_when_asked():
     st = state(FOUR, *RF3)
     assert check_scale_out(st, [5, 6], registered_ok=False) == [
-        "new brokers [5, 6] are not registered (registered: [1, 2, 3, 4]): start them first"
+        "new brokers [5, 6] are not registered (registered: [1, 2, 3, 4]): start them first, or set "
+        "start_new_brokers to have the run start them (hosts from the connection's broker_hosts)"
     ]
 
 
@@ -357,7 +358,8 @@ def test_a_kraft_controller_id_is_named_as_one_by_a_scale_out_and_a_decommission
     assert check_scale_out(st, [5, 100], registered_ok=False, voters=[100, 101, 102]) == [
         "[100] is a KRaft controller (a voter of the metadata quorum), not a broker: a controller holds no "
         "partitions; give the ids of new brokers",
-        "new brokers [5] are not registered (registered: [1, 2, 3, 4]): start them first"]
+        "new brokers [5] are not registered (registered: [1, 2, 3, 4]): start them first, or set "
+        "start_new_brokers to have the run start them (hosts from the connection's broker_hosts)"]
     assert check_decommission(st, [100, 101], voters=[100, 101, 102]) == [
         "[100, 101] are KRaft controllers (voters of the metadata quorum), not brokers: a decommission drains and "
         "stops brokers; a controller leaves the quorum with kafka-metadata-quorum remove-controller (KIP-853)"]

@@ -130,3 +130,28 @@ def metadata_version_line(result: Mapping[str, Any] | None, dry_run: bool) -> st
         return _cut(f"metadata.version (dry run: nothing sent): would finalize {before} -> {after}{features}")
     moved = f"{before} -> {after} finalized" if before != after else f"{after} kept"
     return _cut(f"metadata.version {moved} (UpdateFeatures){features}")
+
+
+def controllers_line(result: Mapping[str, Any] | None, dry_run: bool) -> str | None:
+    """The line about the ZooKeeper-to-KRaft migration's controller steps (``operators.migration``): the KRaft
+    controllers phase 1 provisioned (``server.properties`` written, storage formatted, started) or a revert
+    deprovisioned (stopped, metadata log removed, ``server.properties`` moved aside).
+
+    ``"KRaft controllers provisioned and started: [100, 101, 102]"``, ``"KRaft controllers provisioned: none (every
+    controller answered already)"`` (a resume), ``"KRaft controllers stopped and deprovisioned: [100, 101, 102]"``,
+    a dry run's ``"KRaft controllers (dry run: nothing ran): would provision and start [100, 101, 102]"``.
+
+    :param result: the step's return value: ``{"provisioned": {"<id>": what was done}}`` or ``{"deprovisioned":
+        {...}}``. None or another shape: None.
+    """
+    if not isinstance(result, Mapping):
+        return None
+    for key, verb, dry_verb, none in (
+            ("provisioned", "provisioned and started", "provision and start", "every controller answered already"),
+            ("deprovisioned", "stopped and deprovisioned", "stop and deprovision", "no controller in the connection")):
+        if key in result:
+            ids = _ids(result.get(key) or {})
+            if dry_run:
+                return _cut(f"KRaft controllers (dry run: nothing ran): would {dry_verb} {ids or 'none'}")
+            return _cut(f"KRaft controllers {verb}: {ids}" if ids else f"KRaft controllers {key}: none ({none})")
+    return None

@@ -19,6 +19,7 @@ from typing import Any
 from hooks.kafka_admin import KafkaAdminHook
 from hooks.zookeeper import ZooKeeperHook
 from kafka_ops import migration, properties_file
+from kafka_ops.done_lines import controllers_line
 from kafka_ops.migration import BrokerMode, ControllerState, Phase
 from runtime import migration_steps as steps
 from runtime.cluster_mode import MODE_KEY
@@ -161,6 +162,9 @@ class ProvisionControllersOperator(ClusterOperator):
     """
 
     ui_color = "#dfe7fd"
+
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        return controllers_line(result, dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.resolve(context)
@@ -323,6 +327,9 @@ class DeprovisionControllersOperator(ClusterOperator):
     """
 
     ui_color = "#fde2e2"
+
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        return controllers_line(result, dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.resolve(context)

@@ -166,6 +166,7 @@ def test_dry_run_prints_every_edit_per_host_and_touches_nothing(zk39, capfd, cap
     assert re.search(r"DRY RUN: roll kraft, broker 2 \(\S+\): .*process.roles unset -> broker", text)
     assert re.search(r"broker.id 2 -> removed", text) and "zookeeper.connect 127.0.0.1" in text
     assert "DRY RUN: phase 4, controller 102" in text
+    assert "KRaft controllers (dry run: nothing ran): would provision and start [100, 101, 102]" in text
     assert starts(sandbox) == before and controller_started(sandbox) == []
     assert files(sandbox, sandbox.broker_ids) == props
 
@@ -185,6 +186,7 @@ def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     assert result.state == "success", failure_lines(text)
     assert result.state_of("kraft_brokers.plan") == "skipped"
     assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 1, 101: 1, 102: 1}
+    assert "KRaft controllers provisioned and started: [100, 101, 102]" in text, "the note names what it started"
     zk = znodes(sandbox)
     assert zk["migration"]["kraft_metadata_offset"] >= 0 and zk["controller"]["brokerid"] in CONTROLLERS
     assert zk["registered"] == [0, 1, 2], "phase 2: the brokers still register in ZooKeeper"
@@ -201,6 +203,7 @@ def test_a_migration_stopped_after_phase_2_is_reverted(zk39, capfd, caplog):
     assert re.search(r"ZooKeeper-mode controller: /controller held by broker \d, and every broker names it", text)
     assert watcher.ever_offline() == [], watcher.explain_offline(sandbox)
     assert since(sandbox, before) == {0: 1, 1: 1, 2: 1, 100: 0, 101: 0, 102: 0}, "one roll: the flag removed"
+    assert "KRaft controllers stopped and deprovisioned: [100, 101, 102]" in text
     kraft_epoch = int(zk["controller"]["kraftControllerEpoch"])  # before the revert; an election may raise it
     zk = znodes(sandbox)
     # the partition states the KRaft controller wrote name its epoch: the ZooKeeper-mode controller's epoch (read

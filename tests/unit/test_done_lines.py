@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kafka_ops.done_lines import LINE_LIMIT, config_line, metadata_version_line, service_line
+from kafka_ops.done_lines import LINE_LIMIT, config_line, controllers_line, metadata_version_line, service_line
 from runtime import run_report
 
 
@@ -63,6 +63,18 @@ def test_metadata_version_lines_name_the_levels_and_the_features_raised():
     assert metadata_version_line({**bumped, "action": "dry run"}, dry_run=True) == \
         "metadata.version (dry run: nothing sent): would finalize 4.0-IV3 (25) -> 4.1-IV1 (27); group.version 0 -> 1"
     assert metadata_version_line({"action": "skipped"}, dry_run=False) is None
+
+
+def test_controller_lines_name_the_controllers_provisioned_or_deprovisioned():
+    assert controllers_line({"provisioned": {"101": "started", "100": "wrote ...; started"}}, dry_run=False) == \
+        "KRaft controllers provisioned and started: [100, 101]"
+    assert controllers_line({"provisioned": {}}, dry_run=False) == \
+        "KRaft controllers provisioned: none (every controller answered already)"
+    assert controllers_line({"provisioned": {"100": "dry run"}}, dry_run=True) == \
+        "KRaft controllers (dry run: nothing ran): would provision and start [100]"
+    assert controllers_line({"deprovisioned": {"100": "stopped; removed ..."}}, dry_run=False) == \
+        "KRaft controllers stopped and deprovisioned: [100]"
+    assert controllers_line({"other": 1}, dry_run=False) is None
 
 
 class Step:

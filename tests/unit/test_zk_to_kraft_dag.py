@@ -52,7 +52,9 @@ def test_each_roll_has_its_rule_facts_and_edit(dags):
     assert t["finalize.controller"].partial_kwargs["facts"] is migration_steps.controller_facts
     assert t["migrate_brokers.plan"].settings["brokers"] == [], "every broker planned; the rule decides"
     assert t["run_outcome"].roll_ids == ["migrate_brokers", "kraft_brokers", "finalize"]
+    assert t["run_outcome"].reporting_task_ids == ["provision_controllers"], "the note names the controllers started"
     r = dags["kafka_zk_to_kraft_revert"].task_dict
+    assert r["run_outcome"].reporting_task_ids == ["deprovision_controllers"]
     assert r["zookeeper_brokers.broker"].partial_kwargs["needs_action"] is migration.needs_zookeeper
     assert r["drop_flag.broker"].partial_kwargs["needs_action"] is migration.needs_flag_removed
     assert r["check_migration"].direction == "revert"

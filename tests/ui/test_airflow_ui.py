@@ -355,6 +355,65 @@ def test_decommission_form_needs_brokers_and_refuses_too_many(
     assert sorted(sandbox.registered_brokers()) == [0, 1, 2]
 
 
+def param_field(page: Any, dialog: Any, name: str) -> Any:
+    """The trigger form's field group of param ``name``."""
+    return dialog.get_by_role("group").filter(has=page.locator("label", has_text=re.compile(rf"^{re.escape(name)}")))
+
+
+def test_config_change_form_takes_changes_and_broker_ids_and_the_note_says_what_it_would_change(
+    page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
+) -> None:
+    """kafka_config_change from its Trigger form as an operator fills it: ``changes`` typed into its JSON editor,
+    ``scope`` typed as broker ids ``[1]`` into its text field (a string or a list of ids: Airflow parses the JSON),
+    dry run on. The run's conf holds exactly what was typed (numbers as numbers), it succeeds touching nothing,
+    and its note says what a real run would change (``kafka_ops.done_lines``); a scope typed as lines of ids
+    instead is refused by the form (Airflow's own check of the param's schema), nothing triggered."""
+    dag_id = "kafka_config_change"
+    client = airflow_ui.client
+    wait_until(f"the DAG {dag_id} to be parsed", 120, lambda: client.get_dag(dag_id), poll_s=2.0)
+    client.set_paused(dag_id, False)
+    files = {b: sandbox.host_dir(b).server_properties.read_text() for b in sandbox.registered_brokers()}
+    starts_before = sandbox.starts(sandbox.registered_brokers())
+
+    def fill(scope_text: str) -> Any:
+        dialog = open_trigger_form(page, dag_id)
+        dialog.get_by_role("checkbox", name="dry_run").locator("xpath=..").click()
+        changes = param_field(page, dialog, "changes")
+        changes.get_by_role("textbox", name="Editor content").wait_for(state="attached")
+        changes.get_by_role("code").click()
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.press("Backspace")
+        page.keyboard.insert_text('{"log.cleaner.backoff.ms": 20000}')
+        wait_until("the changes editor to hold the change", 30, lambda: '"log.cleaner.backoff.ms":20000}' in
+                   re.sub(r"\s", "", changes.get_by_role("code").inner_text()), poll_s=0.3)
+        param_field(page, dialog, "scope").get_by_role("textbox").fill(scope_text)
+        return dialog
+
+    def run_ids() -> list[str]:
+        return [r["dag_run_id"] for r in client.request("GET", f"/dags/{dag_id}/dagRuns")["dag_runs"]]
+
+    before = run_ids()
+    dialog = fill("1\n2")
+    dialog.get_by_role("button", name="Trigger", exact=True).click()
+    expect(dialog.get_by_text(re.compile(r"Invalid input for param scope"))).to_be_visible()
+    shot(page, tmp_path, "config-change-form-scope-refused")
+    assert run_ids() == before, "the refused form triggered nothing"
+
+    dialog = fill("[1]")
+    shot(page, tmp_path, "config-change-form")
+    run_id = submit(page, dialog, dag_id)
+    conf = client.get_run(dag_id, run_id)["conf"]
+    assert (conf["changes"], conf["scope"], conf["dry_run"]) == ({"log.cleaner.backoff.ms": 20000}, [1], True), conf
+    run = wait_for_run(client, run_id, dag_id)
+    assert run["state"] == "success", unsuccessful(client, run_id, dag_id)
+    note = wait_until("the run's note", 30, lambda: client.get_run(dag_id, run_id).get("note"))
+    assert note.startswith("**Succeeded**: config change on kafka_sandbox (DRY RUN: nothing was touched)"), note
+    assert ("- config (dry run: nothing changed): would change live at broker 1: log.cleaner.backoff.ms=20000; "
+            "would write server.properties on brokers [1]") in note, note
+    assert {b: sandbox.host_dir(b).server_properties.read_text() for b in files} == files, "no file written"
+    assert sandbox.starts(sandbox.registered_brokers()) == starts_before, "nothing restarted"
+
+
 def test_a_run_marked_failed_ends_failed_and_the_cleared_run_ends_succeeded_with_a_fresh_note(
     page: Any, airflow_ui: RunningAirflow, sandbox: Any, tmp_path: Path
 ) -> None:

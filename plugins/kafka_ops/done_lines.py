@@ -155,3 +155,36 @@ def controllers_line(result: Mapping[str, Any] | None, dry_run: bool) -> str | N
                 return _cut(f"KRaft controllers (dry run: nothing ran): would {dry_verb} {ids or 'none'}")
             return _cut(f"KRaft controllers {verb}: {ids}" if ids else f"KRaft controllers {key}: none ({none})")
     return None
+
+
+def upgrade_start_line(result: Mapping[str, Any] | None, dry_run: bool) -> str | None:
+    """The line about where an upgrade began (``operators.upgrade_checks``, ``check_upgrade``): the target and what
+    each node ran when the run checked it, so that the rolls' lines below it ("roll 'binaries': restarted [0, 1,
+    2]") read as from-to. ``"upgrade to Kafka 3.7.1; found: 3.6.2 on brokers [0, 1, 2] (inter.broker.protocol.version
+    3.6)"``, a KRaft cluster's ``"...; found: 4.0.0 on brokers [0, 1, 2], 4.0.0 on controllers [100, 101, 102];
+    metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) asked"``.
+
+    :param result: the step's return value: ``{"target": release, "nodes": {"<id>": {"installed": release | None,
+        "ibp": str | None, "role": "controller" (controllers only)}}, "metadata_version": {"current": level,
+        "target": level} | None}``. None, or without ``target`` (an older step): None.
+    """
+    if not isinstance(result, Mapping) or not result.get("target"):
+        return None
+    groups: dict[tuple[str, str], list[int]] = {}
+    ibps: set[str] = set()
+    for node, facts in (result.get("nodes") or {}).items():
+        role = "controllers" if facts.get("role") == "controller" else "brokers"
+        groups.setdefault((str(facts.get("installed") or "an unknown release"), role), []).append(int(node))
+        if role == "brokers" and facts.get("ibp"):
+            ibps.add(str(facts["ibp"]))
+    found = ", ".join(f"{release} on {role} {sorted(ids)}" for (release, role), ids in
+                      sorted(groups.items(), key=lambda item: (item[0][1], item[0][0])))
+    text = f"upgrade to Kafka {result['target']}" + (" (dry run: nothing changed)" if dry_run else "")
+    text += f"; found: {found or 'no node'}"
+    if ibps:
+        text += f" (inter.broker.protocol.version {', '.join(sorted(ibps))})"
+    mv = result.get("metadata_version")
+    if isinstance(mv, Mapping) and mv.get("current") is not None and mv.get("target") is not None:
+        text += f"; metadata.version {_level(mv['current'])}" + (
+            f" -> {_level(mv['target'])} asked" if mv["current"] != mv["target"] else " (the target's already)")
+    return _cut(text)

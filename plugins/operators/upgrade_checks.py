@@ -29,6 +29,7 @@ from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import controller_roll as controller_rules
 from kafka_ops import elr_min_isr, release_features, upgrade
 from kafka_ops.cluster import Broker, fenced_down
+from kafka_ops.done_lines import upgrade_start_line
 from kafka_ops.metadata_version import MetadataVersion, change_line, label
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, observer_controllers
@@ -46,7 +47,7 @@ ZOOKEEPER = "zookeeper"
 class UpgradeChecksOperator(ClusterOperator):
     """Refuse bad upgrade input before any action; returns (XCom, read by the approval task)::
 
-        {"mode": "kraft" | "zookeeper",
+        {"mode": "kraft" | "zookeeper", "target": "3.7.1",
          "nodes": {"<node id>": {"installed", "ibp", "lmf", "role": "broker" | "controller"}},
          "metadata_version": {"current": 25, "target": 27,             # levels; None in ZooKeeper mode
                               "features": {"eligible.leader.replicas.version": [0, 1]}} | None}
@@ -57,10 +58,15 @@ class UpgradeChecksOperator(ClusterOperator):
 
     :param settings: ``cluster``, ``target_version``, ``phases``, ``install_command``, ``metadata_version``,
         ``release_features`` (values or ``FromParam``).
+    The run's note opens its details with where the upgrade began (``kafka_ops.done_lines.upgrade_start_line``).
+
     :raises AirflowFailException: naming every refusal ("nothing was touched").
     """
 
     ui_color = "#eeeeee"
+
+    def note_line(self, result: Any, dry_run: bool) -> str | None:
+        return upgrade_start_line(result, dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
         cfg = self.resolve(context)
@@ -151,7 +157,7 @@ class UpgradeChecksOperator(ClusterOperator):
         if refusals:
             raise RunRefused(f"upgrade to {target!r} refused (nothing was touched): " + "; ".join(refusals))
         self._log_phases(target, phases, found, kraft, mv_info)
-        return {"mode": KRAFT if kraft else ZOOKEEPER,
+        return {"mode": KRAFT if kraft else ZOOKEEPER, "target": target,
                 "nodes": {str(n): f for n, f in sorted(found.items())},
                 "metadata_version": mv_info}
 

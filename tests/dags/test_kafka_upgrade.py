@@ -139,6 +139,8 @@ def test_upgrade_refused_by_the_preflight_then_resumed_rolls_binaries_then_ibp_e
     assert re.search(rf"roll 'pin': restarted none of {order}; left alone {order}: ", out), out[-3000:]
     assert re.search(rf"roll 'binaries': restarted {order} of {order}(?!;)", out), out[-3000:]
     assert re.search(rf"roll 'ibp': restarted {order} of {order}(?!;)", out), out[-3000:]
+    assert re.search(rf"upgrade to Kafka 3\.7\.1; found: 3\.6\.2 on brokers {order}", out), \
+        "the note says where the upgrade began"
 
     # the same upgrade again: every broker runs 3.7.1 on IBP 3.7 already; nothing restarted, and the report says so
     again = run_dag("kafka_upgrade", {"cluster": "kafka_sandbox", "target_version": "3.7.1", **FAST})

@@ -155,6 +155,9 @@ def test_kraft_upgrade_rolls_controllers_then_brokers_then_bumps_metadata_versio
     assert finalized(kraft) == {b: 27 for b in kraft.broker_ids}
     assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27)" in text
     assert "metadata.version 4.1-IV1 (27) finalized on every broker: 0, 1, 2" in text
+    assert re.search(r"upgrade to Kafka 4\.1\.0; found: 4\.0\.0 on brokers \[0, 1, 2\], 4\.0\.0 on controllers "
+                     r"\[\d+, \d+, \d+\]; metadata\.version 4\.0-IV3 \(25\) -> 4\.1-IV1 \(27\) asked", text), \
+        text[-3000:]
     assert "metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) finalized (UpdateFeatures); " \
            "eligible.leader.replicas.version 0 -> 1" in text, "the note says what the run finalized"
     # with it, as `kafka-features.sh upgrade --release-version 4.1` would: ELR (4.1's new default) on, the rest as

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kafka_ops.done_lines import LINE_LIMIT, config_line, controllers_line, metadata_version_line, service_line
+from kafka_ops.done_lines import (
+    LINE_LIMIT,
+    config_line,
+    controllers_line,
+    metadata_version_line,
+    service_line,
+    upgrade_start_line,
+)
 from runtime import run_report
 
 
@@ -75,6 +82,22 @@ def test_controller_lines_name_the_controllers_provisioned_or_deprovisioned():
     assert controllers_line({"deprovisioned": {"100": "stopped; removed ..."}}, dry_run=False) == \
         "KRaft controllers stopped and deprovisioned: [100]"
     assert controllers_line({"other": 1}, dry_run=False) is None
+
+
+def test_the_upgrade_line_gives_the_target_and_what_each_node_ran_at_the_start():
+    zookeeper = {"mode": "zookeeper", "target": "3.7.1", "metadata_version": None,
+                 "nodes": {"0": {"installed": "3.6.2", "ibp": "3.6"}, "2": {"installed": "3.6.2", "ibp": "3.6"},
+                           "1": {"installed": "3.7.1", "ibp": "3.6"}}}
+    assert upgrade_start_line(zookeeper, dry_run=False) == (
+        "upgrade to Kafka 3.7.1; found: 3.6.2 on brokers [0, 2], 3.7.1 on brokers [1] "
+        "(inter.broker.protocol.version 3.6)")
+    kraft = {"mode": "kraft", "target": "4.1.0", "metadata_version": {"current": 25, "target": 27, "features": {}},
+             "nodes": {"0": {"installed": "4.0.0", "ibp": None, "role": "broker"},
+                       "100": {"installed": "4.0.0", "ibp": None, "role": "controller"}}}
+    assert upgrade_start_line(kraft, dry_run=True) == (
+        "upgrade to Kafka 4.1.0 (dry run: nothing changed); found: 4.0.0 on brokers [0], 4.0.0 on controllers "
+        "[100]; metadata.version 4.0-IV3 (25) -> 4.1-IV1 (27) asked")
+    assert upgrade_start_line({"mode": "kraft", "nodes": {}}, dry_run=False) is None, "an older step's value"
 
 
 class Step:

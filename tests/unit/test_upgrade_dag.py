@@ -41,7 +41,7 @@ def test_the_upgrade_dag_runs_both_paths_in_one_chain(tmp_path):
     ctrl = t["controller_binaries.controller"]
     assert ctrl.partial_kwargs["max_active_tis_per_dagrun"] == 2 and ctrl.partial_kwargs["before_start"] is not None
     assert t["run_outcome"].roll_ids == ["pin", "controller_binaries", "binaries", "ibp", "lmf"]
-    assert t["run_outcome"].reporting_task_ids == ["metadata_version"]
+    assert t["run_outcome"].reporting_task_ids == ["check_upgrade", "metadata_version"]
     assert dag.params["phases"] == ["pin", "binaries", "ibp", "lmf", "metadata_version"]
     assert dag.params.get_param("phases").schema["items"]["enum"][-1] == "metadata_version"
     from airflow.sdk.definitions.param import ParamValidationError

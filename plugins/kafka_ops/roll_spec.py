@@ -143,8 +143,8 @@ def parse_modes(modes: Any) -> frozenset[ClusterMode]:
 
 def ruled_out(roll_id: str, modes: frozenset[ClusterMode], skip_reason: str, mode: ClusterMode) -> str | None:
     """None when a roll of ``modes`` exists in ``mode``; else the line its plan logs: ``skip_reason``, or a
-    sentence naming the modes ("KRaft mode: roll 'ibp' is for ZooKeeper mode only")."""
+    sentence naming the modes ("KRaft mode: for ZooKeeper mode only"; the note's line names the roll already)."""
     if mode in modes:
         return None
     wanted = " or ".join(m.describe for m in sorted(modes, key=lambda m: m.value))
-    return skip_reason or f"{mode.describe}: roll {roll_id!r} is for {wanted} only"
+    return skip_reason or f"{mode.describe}: for {wanted} only"

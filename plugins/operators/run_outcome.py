@@ -157,7 +157,9 @@ class RunOutcomeOperator(ClusterOperator):
         self.log.log(logging.INFO if outcome == "succeeded" else logging.ERROR, "%s", first_line)
         for item in items:
             self.log.log(logging.WARNING if item.startswith("next:") else logging.INFO, "%s", item)
-        note_outcome(context, first_line, items, self.log)
+        # which map index is which node helps only to clear tasks (airflow tasks clear -m): not after a success
+        note_outcome(context, first_line, items, self.log,
+                     **({"keep_mark": None} if outcome == "succeeded" else {}))
         if outcome != "succeeded":
             raise AirflowFailException(
                 f"the run {outcome}" + (f" at {first.name}" if first else "") + (f": {first.error}" if first and

@@ -70,11 +70,15 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
 
 
 def note_outcome(context: Any, first_line: str, items: list[str], task_log: Any = log,
-                 keep_mark: str = ": map index ") -> bool:
+                 keep_mark: str | None = ": map index ") -> bool:
     """Rewrite the run's note as its closing report: ``first_line`` then ``items`` as a Markdown list
     (``kafka_ops.run_outcome.note_markdown``, under Airflow's limit), followed by the items of the current note
     that contain ``keep_mark`` (the rolls' "map index 0 = broker 2, ..." lines, for ``airflow tasks clear -m``;
-    left out first when the note is full). Everything else of the running note is dropped, so a resumed run's
-    note never keeps a line of its failed attempt. True when written."""
-    return _edit_note(context, lambda current: note_markdown(
-        first_line, [*items, *(item for item in _items(current()) if keep_mark in item)]), task_log, quiet=False)
+    left out first when the note is full; None: none kept, as after a run that succeeded, which leaves nothing to
+    clear). Everything else of the running note is dropped, so a resumed run's note never keeps a line of its failed
+    attempt. True when written."""
+    def kept(current: Callable[[], str]) -> list[str]:
+        return [] if keep_mark is None else [item for item in _items(current()) if keep_mark in item]
+
+    return _edit_note(context, lambda current: note_markdown(first_line, [*items, *kept(current)]), task_log,
+                      quiet=False)

@@ -198,7 +198,8 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
     monkeypatch.setattr(run_outcome.run_report, "roll_lines",
                         lambda context, ids, dry, failed: ([f"roll {i!r}" for i in ids], list(unfinished)))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
-    monkeypatch.setattr(run_outcome, "note_outcome", lambda context, first, items, log: notes.append((first, items)))
+    monkeypatch.setattr(run_outcome, "note_outcome",
+                        lambda context, first, items, log, **kw: notes.append((first, items)))
     ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1")
     context = {"params": {}, "ti": ti, "dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__1"}
     op = run_outcome.RunOutcomeOperator(task_id="run_outcome", settings={"cluster": "kafka_prod"},
@@ -279,7 +280,8 @@ def test_run_outcome_releases_the_lock_and_says_so(monkeypatch) -> None:
     monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
     monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
-    monkeypatch.setattr(run_outcome, "note_outcome", lambda context, first, items, log: notes.append((first, items)))
+    monkeypatch.setattr(run_outcome, "note_outcome",
+                        lambda context, first, items, log, **kw: notes.append((first, items)))
     ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1", get_task_breadcrumbs=breadcrumbs,
                          xcom_pull=lambda task_ids, key="return_value", map_indexes=-1: xcoms.get((task_ids, key)))
     context = {"params": {"cluster": "kafka_prod", "dry_run": False}, "ti": ti,

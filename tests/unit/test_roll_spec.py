@@ -26,9 +26,9 @@ def test_modes_rule_a_roll_out_with_its_reason_or_a_sentence_naming_them() -> No
     assert ibp.ruled_out(ClusterMode.KRAFT) == "KRaft: metadata.version replaces the IBP"
     quorum = RollSpec("ctl", modes=frozenset({ClusterMode.KRAFT, ClusterMode.MIGRATING}))
     assert quorum.ruled_out(ClusterMode.ZOOKEEPER) == \
-        "ZooKeeper mode: roll 'ctl' is for KRaft mode or migrating from ZooKeeper to KRaft only"
+        "ZooKeeper mode: for KRaft mode or migrating from ZooKeeper to KRaft only"
     assert ruled_out("x", frozenset({ClusterMode.KRAFT}), "", ClusterMode.MIGRATING) == \
-        "migrating from ZooKeeper to KRaft: roll 'x' is for KRaft mode only"
+        "migrating from ZooKeeper to KRaft: for KRaft mode only"
 
 
 @pytest.mark.parametrize("bad", [set(), {"kraft-only"}, ["zookeeper", 3]])

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import SimpleNamespace
 
 import pytest
-from runtime.run_note import note_run
+from runtime.run_note import note_outcome, note_run
 
 
 class _Api(BaseHTTPRequestHandler):
@@ -107,3 +107,16 @@ def test_rolls_add_their_map_index_lines_as_items_of_a_markdown_list(api):
                                       "- roll 'restart': map index 0 = broker 0, 1 = broker 2"]
     assert note_run(CONTEXT, "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none")
     assert _Api.note == "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none", "rewritten, not kept"
+
+
+def test_the_closing_note_keeps_the_map_index_lines_only_while_the_run_may_be_cleared(api):
+    api()
+    assert note_run(CONTEXT, "rolling restart running on cluster x")
+    assert note_run(CONTEXT, "map index 0 = broker 2, 1 = broker 0", line_key="roll 'restart'")
+    assert note_outcome(CONTEXT, "**Failed**: rolling restart on x: restart.broker", ["cluster x: brokers down [0]"])
+    assert _Api.note.splitlines()[2:] == ["- cluster x: brokers down [0]",
+                                          "- roll 'restart': map index 0 = broker 2, 1 = broker 0"]
+    assert note_outcome(CONTEXT, "**Succeeded**: rolling restart on x", ["cluster x: brokers down none"],
+                        keep_mark=None)
+    assert _Api.note == "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none", \
+        "nothing to clear after a success: the room goes to what the run did"

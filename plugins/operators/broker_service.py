@@ -72,32 +72,38 @@ class BrokerServiceOperator(ClusterOperator):
             state = prober.state(configs=False)
             kraft = self.mode(context, prober.admin).has_quorum
             cluster_id: str | None = None
-            for bid in wanted:
-                registered = state.has_broker(bid)
-                if self.action == "start" and registered:
-                    self.log.info("broker %s is registered already: not started", bid)
-                    continue
-                if self.action == "stop":
-                    steps = self._removal_steps(bid, state, registered, kraft, dry_run)
-                    if STOP not in steps:
-                        self.log.info("broker %s is not in the metadata (stopped already): nothing to stop", bid)
-                    else:
-                        self._run_command(context, prober, bid, state.broker(bid).host, dry_run)
-                        acted.append(bid)
-                    if UNREGISTER in steps and self._unregister(context, prober, bid, dry_run):
-                        done["unregistered"].append(bid)
-                    continue
-                host = profile.broker_hosts.get(bid)
-                if host is None:
-                    raise AirflowFailException(
-                        f"broker {bid} is not registered and connection {profile.cluster!r} has no "
-                        f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
-                if kraft:
-                    cluster_id = cluster_id or self.ask(prober.admin.cluster_id, "the cluster's id")
-                    if self._format_storage(context, bid, host, cluster_id, dry_run):
-                        done["formatted"].append(bid)
-                self._run_command(context, prober, bid, host, dry_run)
-                acted.append(bid)
+            try:
+                for bid in wanted:
+                    registered = state.has_broker(bid)
+                    if self.action == "start" and registered:
+                        self.log.info("broker %s is registered already: not started", bid)
+                        continue
+                    if self.action == "stop":
+                        steps = self._removal_steps(bid, state, registered, kraft, dry_run)
+                        if STOP not in steps:
+                            self.log.info("broker %s is not in the metadata (stopped already): nothing to stop", bid)
+                        else:
+                            self._run_command(context, prober, bid, state.broker(bid).host, dry_run)
+                            acted.append(bid)
+                        if UNREGISTER in steps and self._unregister(context, prober, bid, dry_run):
+                            done["unregistered"].append(bid)
+                        continue
+                    host = profile.broker_hosts.get(bid)
+                    if host is None:
+                        raise AirflowFailException(
+                            f"broker {bid} is not registered and connection {profile.cluster!r} has no "
+                            f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
+                    if kraft:
+                        cluster_id = cluster_id or self.ask(prober.admin.cluster_id, "the cluster's id")
+                        if self._format_storage(context, bid, host, cluster_id, dry_run):
+                            done["formatted"].append(bid)
+                    self._run_command(context, prober, bid, host, dry_run)
+                    acted.append(bid)
+            except AirflowFailException as exc:  # the note's first line: what this run did before what failed
+                if acted and not dry_run:
+                    raise AirflowFailException(f"this run {'started' if self.action == 'start' else 'stopped'} "
+                                               f"brokers {acted}, then: {exc}") from exc
+                raise
         self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
                       " (DRY RUN: nothing ran)" if dry_run else "")
         return done

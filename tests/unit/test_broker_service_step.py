@@ -142,6 +142,14 @@ def test_a_transient_error_is_waited_out_and_a_refusal_fails_at_once_with_the_wa
     assert cluster.sent[-2:] == [("stop", 4), ("unregister", 4)], "asked once: waiting cannot fix a refusal"
 
 
+def test_a_failure_after_a_stop_says_which_brokers_this_run_stopped_first(cluster):
+    with pytest.raises(AirflowFailException) as failed:
+        stop(brokers=[3, 2])
+    assert str(failed.value).startswith("this run stopped brokers [3], then: broker 2 still holds 1 replicas"), \
+        str(failed.value)
+    assert cluster.sent == [("stop", 3), ("unregister", 3)]
+
+
 def test_a_broker_that_still_holds_a_replica_is_neither_stopped_nor_unregistered(cluster):
     with pytest.raises(AirflowFailException, match="broker 2 still holds 1 replicas and leads 0 partitions"):
         stop(brokers=[2])

@@ -60,13 +60,17 @@ class RolePlan:
     reason: str
 
 
-def role_plan(roles: str, requested_controllers: Sequence[int] | None, kraft: bool) -> RolePlan:
+def role_plan(roles: str, requested_controllers: Sequence[int] | None, kraft: bool,
+              requested_brokers: Sequence[int] | None = None) -> RolePlan:
     """The rolls a run does for its ``roles`` param (``all`` | ``brokers`` | ``controllers``), its
-    ``controllers`` param (node ids; empty = every voter) and the cluster's mode (``kraft``: the cluster
-    answered DescribeQuorum).
+    ``controllers`` param (node ids; empty = every voter), its ``brokers`` param (ids; empty = every broker) and the
+    cluster's mode (``kraft``: the cluster answered DescribeQuorum).
 
     - KRaft: ``all`` = the controllers first (one at a time, the quorum leader last), then the brokers;
-      ``brokers`` = the brokers only; ``controllers`` = the controllers only.
+      ``brokers`` = the brokers only; ``controllers`` = the controllers only. A run of ``all`` that names nodes
+      of one kind only restarts only those: brokers named and no controller = those brokers, no controller (an
+      operator who restarts broker 3 does not mean to bounce the quorum); controllers named and no broker = those
+      controllers, no broker. Both named, or neither: both rolls.
     - ZooKeeper mode: ``all`` and ``brokers`` roll the brokers (the controller is a broker, rolled last).
 
     :raises ValueError: an unknown ``roles``; on a ZooKeeper-mode cluster ``roles=controllers`` or a non-empty
@@ -93,6 +97,14 @@ def role_plan(roles: str, requested_controllers: Sequence[int] | None, kraft: bo
     if roles == "controllers":
         return RolePlan(True, False, "KRaft cluster: roles=controllers: the controllers only (one at a time, "
                                      "the quorum leader last), no broker restarted")
+    brokers = list(requested_brokers or [])
+    if brokers and not named:
+        return RolePlan(False, True, f"KRaft cluster: roles=all with brokers {brokers} named and no controllers: "
+                                     "those brokers only, no controller restarted (name controllers too, or "
+                                     "roles=controllers, to restart them)")
+    if named and not brokers:
+        return RolePlan(True, False, f"KRaft cluster: roles=all with controllers {named} named and no brokers: "
+                                     "those controllers only (the quorum leader last), no broker restarted")
     return RolePlan(True, True, "KRaft cluster: roles=all: the controllers first (one at a time, the quorum "
                                 "leader last), then the brokers")
 

@@ -61,10 +61,13 @@ def rolling_restart_dag(dag_id: str = "kafka_rolling_restart", *, schedule: Any 
         defaults=defaults,
     ) as dag:
         preflight = PreflightOperator(task_id="preflight", scope="roll", settings=PREFLIGHT_SETTINGS)
-        controllers = controller_roll(RollSpec("controllers"))
+        # a run that names nodes of one kind only restarts only those (kafka_ops.controller_roll.role_plan): each
+        # roll is told what the other one's param names
+        controllers = controller_roll(RollSpec("controllers", settings={"named_brokers": FromParam("brokers")}))
         # the broker task also follows the controller roll, which is empty (skipped) in ZooKeeper mode and for
         # roles=brokers: none_failed lets that skip through, a failure still stops it
-        brokers = broker_roll(RollSpec("restart", settings={"roles": FromParam("roles")}),
+        brokers = broker_roll(RollSpec("restart", settings={"roles": FromParam("roles"),
+                                                            "named_controllers": FromParam("controllers")}),
                               broker_trigger_rule=TriggerRule.NONE_FAILED)
         cluster_guard(
             # the hosts are checked while both rolls plan (nothing of the three touches a node); the first node

@@ -90,7 +90,8 @@ class ControllerPlanOperator(RollPlanBase):
             if mode is None:
                 return []
             try:
-                roles = rules.role_plan(str(self.setting("roles")), requested_ids, mode.has_quorum)
+                roles = rules.role_plan(str(self.setting("roles")), requested_ids, mode.has_quorum,
+                                        list(self.cfg.get("named_brokers") or []))
             except ValueError as exc:
                 raise RunRefused(f"cluster {profile.cluster!r}: {exc}") from exc
             self.log.info("%s", roles.reason)

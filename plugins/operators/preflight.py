@@ -26,7 +26,7 @@ from typing import Any
 from hooks.broker_ssh import BrokerShell
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import upgrade
-from kafka_ops.controller_roll import resolve_hosts
+from kafka_ops.controller_roll import resolve_hosts, role_plan
 from kafka_ops.preflight import HostNeeds, probe_script, problems, report
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import observer_controllers
@@ -156,11 +156,17 @@ class PreflightOperator(ClusterOperator):
             state = self.ask(lambda: admin.cluster_state(configs=False), "the cluster's metadata")
             mode = self.mode(context, admin)
             roles = str(self.setting("roles"))
-            controllers = mode.has_quorum and roles in ("all", "controllers")
+            named = [int(b) for b in self.setting("brokers")]
+            controllers, with_brokers = mode.has_quorum and roles in ("all", "controllers"), roles != "controllers"
+            if self.scope == "roll":  # the rolling restart: nodes of one kind named = only those (role_plan)
+                try:
+                    plan = role_plan(roles, [int(c) for c in self.setting("controllers")], mode.has_quorum, named)
+                except ValueError:  # refused by the controller roll's plan, naming it
+                    plan = None
+                controllers = bool(plan and plan.controllers and mode.has_quorum)
+                with_brokers = bool(plan and plan.brokers)
             quorum = self.ask(admin.describe_quorum, "DescribeQuorum") if controllers else None
-        brokers = [int(b) for b in self.setting("brokers")] or list(state.broker_ids)
-        if roles == "controllers":
-            brokers = []
+        brokers = (named or list(state.broker_ids)) if with_brokers else []
         release, properties = self._upgrade_needs(mode)
         out = []
         for bid in brokers:

@@ -142,6 +142,11 @@ class RollPlanOperator(RollPlanBase):
         if self.setting("roles") == "controllers":  # absent (a DAG without the roles param): all
             return self._nothing(store, "roles=controllers: no broker restarted",
                                  f"roles=controllers: no broker is restarted by roll {self.roll_id!r}")
+        named_controllers = list(self.cfg.get("named_controllers") or [])
+        if named_controllers and not list(self.setting("brokers") or []):  # kafka_ops.controller_roll.role_plan
+            return self._nothing(store, f"controllers {named_controllers} named and no brokers: no broker restarted",
+                                 f"controllers {named_controllers} named and no brokers: no broker is restarted by "
+                                 f"roll {self.roll_id!r}")
         max_parallel = int(self.setting("max_parallel"))
         batch_by = str(self.setting("batch_by"))
         with KafkaAdminHook(profile=profile) as admin:

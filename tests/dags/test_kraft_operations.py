@@ -219,6 +219,25 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
     assert voter_set(kraft) == voters_before
     assert quorum_of(kraft).observer(watcher_id) is not None, f"controller {watcher_id} is still an observer"
 
+    # a run that names nodes of one kind only (roles left at all) restarts only those: broker brokers[0] alone, no
+    # controller bounced; then one follower controller alone, no broker (before, naming brokers rolled every
+    # controller too)
+    follower = next(c for c in CONTROLLERS if c != quorum_of(kraft).leader_id)
+    for conf, touched, says in [
+            ({"brokers": [brokers[0]]}, brokers[0],
+             f"roles=all with brokers [{brokers[0]}] named and no controllers: those brokers only"),
+            ({"controllers": [follower]}, follower,
+             f"controllers [{follower}] named and no brokers: no broker is restarted")]:
+        before = kraft.starts(nodes)
+        one = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", **conf, **FAST})
+        text = capfd.readouterr().out + caplog.text
+        assert one.state == "success", one.states
+        after = kraft.starts(nodes)
+        assert {n: after[n] - before[n] for n in nodes} == {n: int(n == touched) for n in nodes}, (conf, text[-3000:])
+        assert says in text, (conf, text[-3000:])
+        assert xcom_value("kafka_rolling_restart", one.run_id, "preflight") == {"hosts": 1, "problems": {}}, \
+            "the preflight asks only the host of the node the run restarts"
+
 
 @pytest.mark.extended
 def test_combined_nodes_roll_with_the_brokers_one_voter_at_a_time_the_quorum_leader_last(fresh_sandbox, use_sandbox,

@@ -64,6 +64,21 @@ def test_on_kraft_roles_choose_the_rolls(roles, controllers, brokers, line):
     assert plan.reason.startswith(line)
 
 
+def test_roles_all_naming_nodes_of_one_kind_restarts_only_those():
+    brokers_only = role_plan("all", [], kraft=True, requested_brokers=[3])
+    assert (brokers_only.controllers, brokers_only.brokers) == (False, True)
+    assert brokers_only.reason == ("KRaft cluster: roles=all with brokers [3] named and no controllers: those brokers "
+                                   "only, no controller restarted (name controllers too, or roles=controllers, to "
+                                   "restart them)")
+    controllers_only = role_plan("all", [101], kraft=True, requested_brokers=[])
+    assert (controllers_only.controllers, controllers_only.brokers) == (True, False)
+    assert "those controllers only" in controllers_only.reason
+    both = role_plan("all", [101], kraft=True, requested_brokers=[3])
+    assert (both.controllers, both.brokers) == (True, True)
+    assert (role_plan("controllers", [], kraft=True, requested_brokers=[3]).brokers,
+            role_plan("all", [], kraft=False, requested_brokers=[3]).brokers) == (False, True)
+
+
 @pytest.mark.parametrize("roles", ["all", "brokers"])
 def test_zookeeper_mode_rolls_brokers_with_the_controller_last(roles):
     plan = role_plan(roles, [], kraft=False)

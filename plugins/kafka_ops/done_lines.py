@@ -1,7 +1,9 @@
 """The closing note's lines about what a run's acting steps did to the cluster, beside its plan and its rolls: the
 brokers a decommission stopped (and unregistered) or a scale-out started, the broker configs a config change set
-and the files it wrote, the ``metadata.version`` an upgrade finalized. Each is read from the step's own return
-value (its XCom), so a run reports only what it did itself: a resumed run's step that found the work done says so.
+and the files it wrote, the ``metadata.version`` an upgrade finalized, the KRaft controllers a migration provisioned
+or a revert deprovisioned; and where an upgrade began (its target, what each node ran). Each is read from the
+step's own return value (its XCom), so a run reports only what it did itself: a resumed run's step that found the
+work done says so.
 
 Pure: ``runtime.run_report.done_lines`` pulls the values and asks each step's operator (``note_line``) for its line.
 """

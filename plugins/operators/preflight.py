@@ -26,6 +26,7 @@ from typing import Any
 from hooks.broker_ssh import BrokerShell
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import upgrade
+from kafka_ops.command_output import failure_text
 from kafka_ops.controller_roll import resolve_hosts, role_plan
 from kafka_ops.preflight import HostNeeds, probe_script, problems, report
 from kafka_ops.profile import ClusterProfile
@@ -127,7 +128,7 @@ class PreflightOperator(ClusterOperator):
             return [f"SSH: {describe(exc)}"]
         found = problems(need, out)
         if rc != 0 and not found:
-            found.append(f"the preflight probe exited {rc}: {(err.strip() or out.strip())[-300:]}")
+            found.append(f"the preflight probe exited {rc}: {failure_text(err, out, 300)}")
         return found
 
     # -- what the run needs, per scope --------------------------------------------------------------------------

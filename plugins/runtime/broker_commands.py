@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.broker_ssh import BrokerShell
+from kafka_ops.command_output import failure_text
 from kafka_ops.profile import ClusterProfile
 
 STEPS = ("pre_stop", "stop", "pre_start", "start")
@@ -105,8 +106,8 @@ class BrokerCommand:
         for line in err.splitlines():
             log.info("stderr: %s", line)
         if rc != 0:
-            tail = err.strip()[-500:] or out.strip()[-500:]
-            raise BrokerCommandFailed(f"{self.step} on {self.node} {self.broker_id} ({self.host}) exited {rc}: {tail}")
+            raise BrokerCommandFailed(f"{self.step} on {self.node} {self.broker_id} ({self.host}) exited {rc}: "
+                                      f"{failure_text(err, out)}")
         return rc
 
     def status(self, ssh_conn_id: str, timeout_s: float) -> tuple[int, str]:

@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.broker_ssh import BrokerShell, IncompleteOutput
 from kafka_ops import free_space, properties_file
 from kafka_ops.cluster import Broker
+from kafka_ops.command_output import failure_text
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.unstarted_broker import unstarted_broker
 
@@ -72,8 +73,7 @@ def run_on_host(profile: ClusterProfile, node: Mapping[str, Any], command: str, 
     except IncompleteOutput as exc:
         raise AirflowFailException(f"{who(node)}: {what}: {exc}") from exc
     if rc != 0:
-        raise AirflowFailException(f"{who(node)} ({node['host']}): {what} exited {rc}: "
-                                   f"{(err.strip() or out.strip())[-500:]}")
+        raise AirflowFailException(f"{who(node)} ({node['host']}): {what} exited {rc}: {failure_text(err, out)}")
     return out
 
 

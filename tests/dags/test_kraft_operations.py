@@ -743,6 +743,19 @@ def test_scale_out_on_kraft_formats_the_new_brokers_storage_then_starts_it_and_m
     assert "brokers (dry run: nothing ran): would start [3], would format the storage of [3]" in text
 
     cluster_id = admin(sandbox.bootstrap_servers).list_topics(timeout=10).cluster_id
+    # a host reused from another cluster: its log dir formatted for that one. Kafka's format refuses it, and the run
+    # fails at once naming Kafka's reason (not the tool's stack frames), the broker not started; the operator wipes
+    # the log dir and runs again
+    meta.write_text("version=1\nnode.id=3\ncluster.id=OldClusterAAAAAAAAAAAAA\n"
+                    "directory.id=QWERTYUIOPASDFGHJKLZXC\n")
+    stale = run_dag("kafka_scale_out", conf)
+    text = capfd.readouterr().out + caplog.text
+    assert stale.state == "failed" and stale.state_of("start_new_brokers") == "failed", stale.states
+    assert (f"formatting its storage exited 1: Exception in thread \"main\" java.lang.RuntimeException: Invalid "
+            f"cluster.id in: {meta}. Expected {cluster_id}, but read OldClusterAAAAAAAAAAAAA") in text, \
+        text[-3000:]
+    assert starts(sandbox, 3, "broker") == 0
+    meta.unlink()
     with watched_traffic(sandbox.workdir, sandbox.bootstrap_servers, [0, 1, 2]) as traffic, \
             MetadataWatcher(sandbox.bootstrap_servers, interval_s=0.5) as watcher:
         result = run_dag("kafka_scale_out", conf)

@@ -124,7 +124,7 @@ class RollSpec:
 
     def ruled_out(self, mode: ClusterMode) -> str | None:
         """None when the roll exists in ``mode``, else the line its plan logs (:func:`ruled_out`)."""
-        return ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
+        return ruled_out(self.modes, self.skip_reason, mode)
 
 
 def parse_modes(modes: Any) -> frozenset[ClusterMode]:
@@ -141,7 +141,7 @@ def parse_modes(modes: Any) -> frozenset[ClusterMode]:
     return frozenset(ClusterMode(str(m)) for m in values)
 
 
-def ruled_out(roll_id: str, modes: frozenset[ClusterMode], skip_reason: str, mode: ClusterMode) -> str | None:
+def ruled_out(modes: frozenset[ClusterMode], skip_reason: str, mode: ClusterMode) -> str | None:
     """None when a roll of ``modes`` exists in ``mode``; else the line its plan logs: ``skip_reason``, or a
     sentence naming the modes ("KRaft mode: for ZooKeeper mode only"; the note's line names the roll already)."""
     if mode in modes:

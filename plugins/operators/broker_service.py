@@ -67,46 +67,52 @@ class BrokerServiceOperator(ClusterOperator):
             return done
         dry_run = self.dry_run
         profile = self.profile
-        acted = done["acted"]
         with ClusterProber(profile) as prober:
-            state = prober.state(configs=False)
-            kraft = self.mode(context, prober.admin).has_quorum
-            cluster_id: str | None = None
             try:
-                for bid in wanted:
-                    registered = state.has_broker(bid)
-                    if self.action == "start" and registered:
-                        self.log.info("broker %s is registered already: not started", bid)
-                        continue
-                    if self.action == "stop":
-                        steps = self._removal_steps(bid, state, registered, kraft, dry_run)
-                        if STOP not in steps:
-                            self.log.info("broker %s is not in the metadata (stopped already): nothing to stop", bid)
-                        else:
-                            self._run_command(context, prober, bid, state.broker(bid).host, dry_run)
-                            acted.append(bid)
-                        if UNREGISTER in steps and self._unregister(context, prober, bid, dry_run):
-                            done["unregistered"].append(bid)
-                        continue
-                    host = profile.broker_hosts.get(bid)
-                    if host is None:
-                        raise AirflowFailException(
-                            f"broker {bid} is not registered and connection {profile.cluster!r} has no "
-                            f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
-                    if kraft:
-                        cluster_id = cluster_id or self.ask(prober.admin.cluster_id, "the cluster's id")
-                        if self._format_storage(context, bid, host, cluster_id, dry_run):
-                            done["formatted"].append(bid)
-                    self._run_command(context, prober, bid, host, dry_run)
-                    acted.append(bid)
+                self._act(context, prober, wanted, done, dry_run)
             except AirflowFailException as exc:  # the note's first line: what this run did before what failed
-                if acted and not dry_run:
+                if done["acted"] and not dry_run:
                     raise AirflowFailException(f"this run {'started' if self.action == 'start' else 'stopped'} "
-                                               f"brokers {acted}, then: {exc}") from exc
+                                               f"brokers {done['acted']}, then: {exc}") from exc
                 raise
-        self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", acted,
+        self.log.info("%s brokers %s%s", "started" if self.action == "start" else "stopped", done["acted"],
                       " (DRY RUN: nothing ran)" if dry_run else "")
         return done
+
+    def _act(self, context: Any, prober: ClusterProber, wanted: list[int], done: dict[str, Any],
+             dry_run: bool) -> None:
+        """Start or stop each broker of ``wanted`` that needs it, recording in ``done`` (the step's return value)
+        what it did as it goes, so that a failure half-way can say it."""
+        profile = self.profile
+        state = prober.state(configs=False)
+        kraft = self.mode(context, prober.admin).has_quorum
+        cluster_id: str | None = None
+        for bid in wanted:
+            registered = state.has_broker(bid)
+            if self.action == "start" and registered:
+                self.log.info("broker %s is registered already: not started", bid)
+                continue
+            if self.action == "stop":
+                steps = self._removal_steps(bid, state, registered, kraft, dry_run)
+                if STOP not in steps:
+                    self.log.info("broker %s is not in the metadata (stopped already): nothing to stop", bid)
+                else:
+                    self._run_command(context, prober, bid, state.broker(bid).host, dry_run)
+                    done["acted"].append(bid)
+                if UNREGISTER in steps and self._unregister(context, prober, bid, dry_run):
+                    done["unregistered"].append(bid)
+                continue
+            host = profile.broker_hosts.get(bid)
+            if host is None:
+                raise AirflowFailException(
+                    f"broker {bid} is not registered and connection {profile.cluster!r} has no "
+                    f"broker_hosts entry for it: cannot start it (known: {dict(profile.broker_hosts)})")
+            if kraft:
+                cluster_id = cluster_id or self.ask(prober.admin.cluster_id, "the cluster's id")
+                if self._format_storage(context, bid, host, cluster_id, dry_run):
+                    done["formatted"].append(bid)
+            self._run_command(context, prober, bid, host, dry_run)
+            done["acted"].append(bid)
 
     def _format_storage(self, context: Any, bid: int, host: str, cluster_id: str, dry_run: bool) -> bool:
         """A new KRaft broker's log dirs formatted for the cluster before its first start (Kafka refuses to start on

@@ -798,7 +798,7 @@ class RollPlanBase(ClusterOperator):
     def _mode_or_nothing(self, context: Any, admin: Any, store: RollStore) -> ClusterMode | None:
         """The run's cluster mode, or None after freezing an empty plan when that mode rules the roll out."""
         mode = self.mode(context, admin)
-        out = ruled_out(self.roll_id, self.modes, self.skip_reason, mode)
+        out = ruled_out(self.modes, self.skip_reason, mode)
         if out is not None:
             self._nothing(store, out, f"{out}: roll {self.roll_id!r} plans nothing")
             return None

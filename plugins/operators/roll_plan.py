@@ -32,6 +32,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hooks.burrow import BurrowHook
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.batches import plan_batches
+from kafka_ops.controller_roll import role_plan
 from kafka_ops.health import burrow_watches, consumer_lag, unavoidable_outages
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.quorum import Quorum, combined_nodes, controllers_not_brokers
@@ -129,6 +130,17 @@ class RollPlanOperator(RollPlanBase):
 
     ui_color = "#eeeeee"
 
+    def _no_brokers_asked(self, mode: ClusterMode) -> str | None:
+        """Why the run's roles leave this roll no broker (``kafka_ops.controller_roll.role_plan``: ``roles:
+        controllers``, or controllers named and no brokers), else None. The setting ``named_controllers`` is the
+        rolling restart's ``controllers`` param (absent in the other DAGs, whose ``roles`` is ``all``)."""
+        try:
+            roles = role_plan(str(self.setting("roles")), list(self.cfg.get("named_controllers") or []),
+                              mode.has_quorum, list(self.setting("brokers") or []))
+        except ValueError:  # a contradiction the controller roll's plan refuses, naming it
+            return "the roles asked cannot be rolled (the controller roll's plan says why)"
+        return None if roles.brokers else roles.reason
+
     def _plan(self, context: Any, cfg: dict) -> list[dict]:
         store = RollStore(context, self.roll_id)
         frozen = store.load()
@@ -139,20 +151,15 @@ class RollPlanOperator(RollPlanBase):
                           clock(frozen.began_ms), frozen.batches, done or "none")
             return batch_items(frozen.steps, dry_run)
         profile = self.profile
-        if self.setting("roles") == "controllers":  # absent (a DAG without the roles param): all
-            return self._nothing(store, "roles=controllers: no broker restarted",
-                                 f"roles=controllers: no broker is restarted by roll {self.roll_id!r}")
-        named_controllers = list(self.cfg.get("named_controllers") or [])
-        if named_controllers and not list(self.setting("brokers") or []):  # kafka_ops.controller_roll.role_plan
-            return self._nothing(store, f"controllers {named_controllers} named and no brokers: no broker restarted",
-                                 f"controllers {named_controllers} named and no brokers: no broker is restarted by "
-                                 f"roll {self.roll_id!r}")
         max_parallel = int(self.setting("max_parallel"))
         batch_by = str(self.setting("batch_by"))
         with KafkaAdminHook(profile=profile) as admin:
             mode = self._mode_or_nothing(context, admin, store)
             if mode is None:
                 return []
+            no_brokers = self._no_brokers_asked(mode)
+            if no_brokers:
+                return self._nothing(store, no_brokers, f"{no_brokers}: roll {self.roll_id!r} restarts no broker")
             # batches need ISR and min.insync.replicas (configs)
             state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")
             # a KRaft cluster's voters: a broker that is one too is a combined node, rolled under the quorum check

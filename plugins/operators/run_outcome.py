@@ -33,7 +33,7 @@ from runtime import run_report
 from runtime.failures import reason
 from runtime.lock_holding import holder_of, release_lock
 from runtime.roll_store import forget
-from runtime.run_note import note_outcome
+from runtime.run_note import MAP_INDEX_MARK, note_outcome
 
 from operators.cluster_checks import wait_for_cluster
 from operators.cluster_operator import ClusterOperator
@@ -159,7 +159,7 @@ class RunOutcomeOperator(ClusterOperator):
             self.log.log(logging.WARNING if item.startswith("next:") else logging.INFO, "%s", item)
         # which map index is which node helps only to clear tasks (airflow tasks clear -m): not after a success
         note_outcome(context, first_line, items, self.log,
-                     **({"keep_mark": None} if outcome == "succeeded" else {}))
+                     keep_mark=None if outcome == "succeeded" else MAP_INDEX_MARK)
         if outcome != "succeeded":
             raise AirflowFailException(
                 f"the run {outcome}" + (f" at {first.name}" if first else "") + (f": {first.error}" if first and

@@ -69,8 +69,12 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
     return _edit_note(context, merged, task_log, quiet=True)
 
 
+#: What marks a roll's "map index 0 = broker 2, ..." item in a running note (``note_run``'s ``line_key`` items).
+MAP_INDEX_MARK = ": map index "
+
+
 def note_outcome(context: Any, first_line: str, items: list[str], task_log: Any = log,
-                 keep_mark: str | None = ": map index ") -> bool:
+                 keep_mark: str | None = MAP_INDEX_MARK) -> bool:
     """Rewrite the run's note as its closing report: ``first_line`` then ``items`` as a Markdown list
     (``kafka_ops.run_outcome.note_markdown``, under Airflow's limit), followed by the items of the current note
     that contain ``keep_mark`` (the rolls' "map index 0 = broker 2, ..." lines, for ``airflow tasks clear -m``;

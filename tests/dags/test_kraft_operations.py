@@ -227,7 +227,8 @@ def test_rolling_restart_on_kraft_rolls_controllers_then_a_rack_of_brokers_at_a_
             ({"brokers": [brokers[0]]}, brokers[0],
              f"roles=all with brokers [{brokers[0]}] named and no controllers: those brokers only"),
             ({"controllers": [follower]}, follower,
-             f"controllers [{follower}] named and no brokers: no broker is restarted")]:
+             f"roles=all with controllers [{follower}] named and no brokers: those controllers only (the quorum "
+             f"leader last), no broker restarted: roll 'restart' restarts no broker")]:
         before = kraft.starts(nodes)
         one = run_dag("kafka_rolling_restart", {"cluster": "kafka_sandbox", **conf, **FAST})
         text = capfd.readouterr().out + caplog.text

@@ -198,8 +198,9 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
     monkeypatch.setattr(run_outcome.run_report, "roll_lines",
                         lambda context, ids, dry, failed: ([f"roll {i!r}" for i in ids], list(unfinished)))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
-    monkeypatch.setattr(run_outcome, "note_outcome",
-                        lambda context, first, items, log, **kw: notes.append((first, items)))
+    marks: list[str | None] = []
+    monkeypatch.setattr(run_outcome, "note_outcome", lambda context, first, items, log, keep_mark: (
+        notes.append((first, items)), marks.append(keep_mark)))
     ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1")
     context = {"params": {}, "ti": ti, "dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__1"}
     op = run_outcome.RunOutcomeOperator(task_id="run_outcome", settings={"cluster": "kafka_prod"},
@@ -215,6 +216,8 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
     verdicts[:] = ["healthy: nothing offline, nothing under-replicated"]
     assert op.execute(context) == "succeeded"
     assert events == ["healthy", ("forget", ["controllers", "restart"]), ("release", "kafka_rolling_restart/manual__1")]
+    assert marks[-2:] == [run_outcome.MAP_INDEX_MARK, None], \
+        "the map-index lines are kept while the run may be cleared, left out once it succeeded"
     assert notes[-1] == ("**Succeeded**: rolling restart on kafka_prod",
                          ["cluster kafka_prod: fine",
                           "final health: healthy: nothing offline, nothing under-replicated", "roll 'controllers'",
@@ -281,7 +284,7 @@ def test_run_outcome_releases_the_lock_and_says_so(monkeypatch) -> None:
     monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))
     monkeypatch.setattr(run_outcome, "note_outcome",
-                        lambda context, first, items, log, **kw: notes.append((first, items)))
+                        lambda context, first, items, log, keep_mark: notes.append((first, items)))
     ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1", get_task_breadcrumbs=breadcrumbs,
                          xcom_pull=lambda task_ids, key="return_value", map_indexes=-1: xcoms.get((task_ids, key)))
     context = {"params": {"cluster": "kafka_prod", "dry_run": False}, "ti": ti,

@@ -27,7 +27,7 @@ def test_modes_rule_a_roll_out_with_its_reason_or_a_sentence_naming_them() -> No
     quorum = RollSpec("ctl", modes=frozenset({ClusterMode.KRAFT, ClusterMode.MIGRATING}))
     assert quorum.ruled_out(ClusterMode.ZOOKEEPER) == \
         "ZooKeeper mode: for KRaft mode or migrating from ZooKeeper to KRaft only"
-    assert ruled_out("x", frozenset({ClusterMode.KRAFT}), "", ClusterMode.MIGRATING) == \
+    assert ruled_out(frozenset({ClusterMode.KRAFT}), "", ClusterMode.MIGRATING) == \
         "migrating from ZooKeeper to KRaft: for KRaft mode only"
 
 

@@ -728,8 +728,12 @@ def broker_plan(broker_id: int, changes: Mapping[str, str | None], file_text: st
                 unchanged.append(key)
                 if source == STATIC_BROKER_CONFIG:
                     pending.append(key)
+                kept = ""
+                if scope != CLUSTER and source == DYNAMIC_DEFAULT_BROKER_CONFIG:
+                    kept = (f" (broker {broker_id} keeps the cluster-wide default {shown}, set for every broker: "
+                            'delete it with scope "cluster" to change that)')
                 reasons.append(f"{key} not set dynamically at {level_text} nor in server.properties: nothing "
-                               "to do")
+                               f"to do{kept}")
                 continue
             parts = []
             if set_at_level:

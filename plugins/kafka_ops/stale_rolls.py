@@ -1,16 +1,15 @@
 """Which roll records may go: the rules of the ``kafka_ops_roll_records_cleanup`` DAG.
 
 A roll's record (``runtime.roll_store``: one Airflow Variable ``kafka_ops_roll__<dag_id>__<run_id>__<roll_id>`` per
-run and roll) is what a run resumed by clearing its failed tasks reads, so that no broker is restarted twice. A
-successful run deletes its own (``run_outcome``, once the cluster is healthy); a failed or cancelled one keeps them,
-and nothing else would ever delete them. The rules:
+run and roll) is what a run resumed by clearing its tasks reads, so that no broker is restarted twice: a failed
+run's clear restarts only the brokers not done, a succeeded run's clear none. Runs keep their records when they
+end, and nothing else would ever delete them. The rules:
 
 - the run no longer exists (deleted, or its DAG is gone: ``runtime.roll_store.parse_key`` finds no DAG of this
   Airflow in the key): delete, nothing can resume it;
-- the run succeeded: delete (its ``run_outcome`` did not get to it);
 - the run is queued or running: keep;
-- the run failed: keep while it may still be resumed, that is for ``keep_days`` after it ended; then delete (a
-  resume after that starts the roll over: a new plan, every broker of it restarted again).
+- the run failed or succeeded: keep while it may still be cleared, that is for ``keep_days`` after it ended; then
+  delete (a clear after that starts the roll over: a new plan, every broker of it restarted again).
 """
 
 from __future__ import annotations
@@ -43,19 +42,20 @@ def _ended_s(run: Mapping[str, Any]) -> float | None:
 
 def verdict(run: Mapping[str, Any] | None, now_s: float, keep_days: float) -> Verdict:
     """What happens to a record whose run is ``run`` (the REST API's DAG run: ``state``, ``end_date`` ISO 8601;
-    None: no such run), ``now_s`` seconds since the epoch, failed runs kept ``keep_days`` days after their end."""
+    None: no such run), ``now_s`` seconds since the epoch, ended runs kept ``keep_days`` days after their end."""
     if run is None:
         return Verdict(True, "its run no longer exists")
     state = str(run.get("state") or "")
-    if state == "success":
-        return Verdict(True, "its run succeeded")
-    if state != "failed":
+    if state not in ("failed", "success"):
         return Verdict(False, f"its run is {state or 'in an unknown state'}")
+    ended_as = "failed" if state == "failed" else "succeeded"
     ended = _ended_s(run)
     if ended is None:
-        return Verdict(False, "its run failed; its end is not known, so it is kept")
+        return Verdict(False, f"its run {ended_as}; its end is not known, so it is kept")
     age_days = max(0.0, now_s - ended) / DAY_S
     if age_days > keep_days:
-        return Verdict(True, f"its run failed {age_days:.1f} days ago (kept {keep_days:g} days)")
-    return Verdict(False, f"its run failed {age_days:.1f} days ago: kept {keep_days - age_days:.1f} more days, "
-                          "while clearing its failed tasks can resume it")
+        return Verdict(True, f"its run {ended_as} {age_days:.1f} days ago (kept {keep_days:g} days)")
+    cleared = ("clearing its failed tasks can resume it" if state == "failed"
+               else "clearing it restarts no broker again")
+    return Verdict(False, f"its run {ended_as} {age_days:.1f} days ago: kept {keep_days - age_days:.1f} more days, "
+                          f"while {cleared}")

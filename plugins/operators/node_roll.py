@@ -473,7 +473,9 @@ class NodeRollOperator(ClusterOperator):
         self._found_deps = None
         self._batch_nodes: dict[int, dict] = {}
         if record is None:
-            raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run")
+            raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run in this "
+                                       "run, or kafka_ops_roll_records_cleanup deleted the run's records (keep_days "
+                                       "after it ended): clear the plan task too, or trigger a new run")
         if not 0 <= position < len(record.batches):
             raise AirflowFailException(f"roll {self.roll_id!r} has {len(record.batches)} {self.node} batches; this "
                                        f"task is position {position + 1}: its plan changed, clear the plan task")

@@ -13,7 +13,8 @@ together (``kafka_ops.batches.plan_batches``: min ISR kept, a leader candidate l
 task is mapped over the batches.
 
 The first computation is frozen in the roll's record (``runtime.roll_store``): clearing the plan task, or
-the whole run, resumes the same brokers in the same order, including one the failure left stopped.
+the whole run, resumes the same brokers in the same order, including one the failure left stopped; a run that
+succeeded, cleared, restarts none again.
 
 KRaft (the run's mode, ``runtime.cluster_mode``: decided under the lock): the Metadata answer's controller id
 is a broker chosen at random (the active controller is a controller process, rolled by
@@ -149,6 +150,9 @@ class RollPlanOperator(RollPlanBase):
             done = frozen.finished()
             self.log.info("roll %r resumes: plan frozen at %s: %s; finished: %s", self.roll_id,
                           clock(frozen.began_ms), frozen.batches, done or "none")
+            if frozen.order and len(done) == len(frozen.order):
+                self.log.info("roll %r: every node of it finished in this run: none is restarted again (to roll "
+                              "again, trigger a new run)", self.roll_id)
             return batch_items(frozen.steps, dry_run)
         profile = self.profile
         max_parallel = int(self.setting("max_parallel"))

@@ -11,14 +11,16 @@ would be skipped there and the skip would count as success).
 
 When every other task of the run succeeded (or was skipped: an empty roll, a rejected approval) and every roll
 finished, it first waits until the whole cluster is healthy (``operators.cluster_checks.wait_for_cluster``, kind
-``healthy``: no offline partition, no URP, leaders balanced; one look in a dry run) and then deletes the run's roll
-records (nothing is left to resume). A cluster still unhealthy at ``healthcheck_timeout_s`` fails the run here and
-keeps the records: clearing this task checks again. Then it releases the lock (after failures too:
-``runtime.lock_holding.release_lock``), writes the run's note (rewritten, not appended: a resumed run's note says
-how the resume ended) and logs the full report. One task, not three: a task start costs 0.3-0.5 s on a real Airflow
-(a ``final_health`` task of its own ran before this one until 2026-11-29, an ``unlock_cluster`` one between them
-until 2026-11-27). A lock it cannot release (the lock store unreachable for ``lock_timeout_s``) fails the run, the
-note saying how to break the lock by hand.
+``healthy``: no offline partition, no URP, leaders balanced; one look in a dry run). The run's roll records stay
+(every node in them done): clearing a run that succeeded, or one of its broker tasks, finds each node finished and
+restarts none again (to roll again, trigger a new run); ``kafka_ops_roll_records_cleanup`` deletes them
+``keep_days`` after the run ended (``kafka_ops.stale_rolls``). A cluster still unhealthy at
+``healthcheck_timeout_s`` fails the run here: clearing this task checks again. Then it releases the lock (after
+failures too: ``runtime.lock_holding.release_lock``), writes the run's note (rewritten, not appended: a resumed
+run's note says how the resume ended) and logs the full report. One task, not three: a task start costs 0.3-0.5 s on
+a real Airflow (a ``final_health`` task of its own ran before this one until 2026-11-29, an ``unlock_cluster`` one
+between them until 2026-11-27). A lock it cannot release (the lock store unreachable for ``lock_timeout_s``) fails
+the run, the note saying how to break the lock by hand.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from kafka_ops.run_outcome import TaskFailure, advice, first_failure, headline, 
 from runtime import run_report
 from runtime.failures import reason
 from runtime.lock_holding import holder_of, release_lock
-from runtime.roll_store import forget
 from runtime.run_note import MAP_INDEX_MARK, note_outcome
 
 from operators.cluster_checks import wait_for_cluster
@@ -40,15 +41,15 @@ from operators.cluster_operator import ClusterOperator
 
 
 class RunOutcomeOperator(ClusterOperator):
-    """After a run that did all its work, wait until the cluster is healthy and delete the run's roll records; then
+    """After a run that did all its work, wait until the cluster is healthy (its roll records stay: a clear resumes
+    nothing); then
     release the cluster lock if this run holds it, report the run, and fail it when any other task failed or the
     cluster did not get healthy (the teardown of ``check_and_lock``, after the body: ``groups.cluster_guard``).
 
     :param settings: ``cluster``, ``dry_run``, ``healthcheck_interval_s`` and ``healthcheck_timeout_s`` (the final
         health wait; values or ``FromParam``).
     :param operation: what the run does ("rolling restart"), for the note's first line.
-    :param roll_ids: the run's rolls, each reported with what it did; their records are deleted once the cluster is
-        healthy at the end of a run that finished them.
+    :param roll_ids: the run's rolls, each reported with what it did (from its record).
     :param reporting_task_ids: the run's tasks that say what they did (``ClusterOperator.note_line``: a broker stop
         or start, a config change, a metadata.version bump): each that succeeded gets its line in the note, after the
         plan's.
@@ -94,16 +95,18 @@ class RunOutcomeOperator(ClusterOperator):
                 None)
 
     def final_health(self, context: Any) -> tuple[str | None, TaskFailure | None]:
-        """The end of a run that did all its work (after :meth:`resolve`): wait until the cluster is healthy, then
-        delete the run's roll records. Returns (the note's line about the cluster's health, None) or (None, this
-        task's failure: still unhealthy at ``healthcheck_timeout_s``, or unreadable; the records are kept)."""
+        """The end of a run that did all its work (after :meth:`resolve`): wait until the cluster is healthy.
+        Returns (the note's line about the cluster's health, None) or (None, this task's failure: still unhealthy
+        at ``healthcheck_timeout_s``, or unreadable). The roll records are kept either way: a clear of this run
+        reads them and restarts no node again."""
         try:
             health = wait_for_cluster(self, "healthy")
         except AirflowFailException as exc:
             self.log.error("final health: %s", exc)
             return None, TaskFailure(self.task_id, error=f"final health: {reason(exc)}", at=time.time())
-        deleted = forget(context, self.roll_ids)
-        self.log.info("final health: %s; the run did its work: deleted roll records: %s", health, deleted or "none")
+        self.log.info("final health: %s; the run did its work: its roll records are kept (a clear of this run "
+                      "restarts no node again; kafka_ops_roll_records_cleanup deletes them keep_days after the run)",
+                      health)
         return f"final health: {health}", None
 
     def execute(self, context: Any) -> str:
@@ -116,7 +119,7 @@ class RunOutcomeOperator(ClusterOperator):
             unreadable = None
         except Exception as exc:  # noqa: BLE001 - without the states the run cannot be judged: say so, fail
             crumbs, failures, unreadable = None, [], f"task states unreadable: {exc}"[:300]
-        # read before the final health check deletes the records: the note says what each roll did
+        # the records say what each roll did
         rolls, unfinished = run_report.roll_lines(context, self.roll_ids, dry, bool(failures))
         health = None
         if unreadable is None and outcome_of(failures, unfinished) == "succeeded":

@@ -3,8 +3,9 @@
 Key ``kafka_ops_roll__<dag_id>__<run_id>__<roll_id>``, value :meth:`kafka_ops.roll.RollRecord.to_dict`.
 A Variable, not an XCom: clearing a task deletes its XComs, and the record must survive exactly that
 (it is what a resumed run reads). Only one task of a roll writes at a time (the brokers go one after the
-other), so a plain read-modify-write is enough. :func:`forget` deletes the records of a run when it has
-succeeded.
+other), so a plain read-modify-write is enough. A run's records outlive it, succeeded or failed: a clear of a run
+that succeeded finds every node done and restarts none again; ``kafka_ops_roll_records_cleanup`` deletes them
+``keep_days`` after the run ended (``kafka_ops.stale_rolls``).
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ class RollStore:
 
     def save(self, record: RollRecord) -> None:
         Variable.set(self.key, record.to_dict(), serialize_json=True,
-                     description="kafka-ops: one roll's frozen plan and what it did to each broker "
-                                 "(deleted when the run succeeds; read when failed tasks are cleared)")
+                     description="kafka-ops: one roll's frozen plan and what it did to each broker (read when "
+                                 "the run's tasks are cleared; deleted keep_days after the run ends)")
 
     def mark(self, record: RollRecord, broker_id: int, phase: str, reason: str = "", took_s: float = 0.0,
              way_back: Mapping[str, str] | None = None) -> RollRecord:
@@ -104,13 +105,3 @@ class RollStore:
             self.save(updated)
         return updated
 
-
-def forget(context: Any, roll_ids: list[str]) -> list[str]:
-    """Delete this run's records of ``roll_ids``; returns the keys deleted."""
-    deleted = []
-    for roll_id in roll_ids:
-        k = key(context["dag"].dag_id, context["run_id"], roll_id)
-        if Variable.get(k, default=None) is not None:
-            Variable.delete(k)
-            deleted.append(k)
-    return deleted

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from airflow_env import clear_and_resume, published_labels, roll_records, run_dag
+from airflow_env import clear_and_resume, failure_lines, published_labels, roll_records, run_dag
 from batch_checks import assert_one_election_per_batch, batches_of
 from imbalance import make_leader_imbalance
 from observers import MetadataWatcher, admin, assert_no_acknowledged_message_lost, snapshot, wait_for
@@ -89,7 +89,7 @@ def shared(sandbox, use_sandbox):
     return sandbox
 
 
-def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monkeypatch, tmp_path):
+def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monkeypatch, tmp_path, capfd, caplog):
     marks = tmp_path / "stops"
     # {broker_id} in service_stop is filled per broker (by the profile, not the shell)
     with_profile(monkeypatch, service_stop=f"echo {{broker_id}} >> {marks} && kafka-service stop")
@@ -119,13 +119,22 @@ def test_rolling_restart_restarts_every_broker_once_controller_last(shared, monk
     assert marks.read_text().split() == [str(b) for b in order], "the {broker_id} placeholder was filled"
     assert result.mapped_states() == ["success"] * len(before)
     assert result.state_of("run_outcome") == "success" and lock_holder(shared) is None
-    # run_outcome deleted the run's roll record once the cluster was healthy (nothing is left to resume) and
-    # released the lock
-    assert roll_records(DAG_ID, result.run_id) == [], "the succeeded run left no roll record"
     spans = sorted((ti.start_date, ti.end_date) for ti in result.task_instances
                    if ti.task_id == "restart.broker" and ti.state == "success")
     for (_, previous_end), (next_start, _) in zip(spans, spans[1:], strict=False):
         assert next_start >= previous_end, "a broker's task started before the previous broker finished"
+    # the succeeded run keeps its roll records (the cleanup DAG deletes them keep_days later): the whole run
+    # cleared, as the UI's "Clear Run" on a green run does, finds every broker done and restarts none again
+    assert roll_records(DAG_ID, result.run_id) == [f"kafka_ops_roll__{DAG_ID}__{result.run_id}__{r}"
+                                                   for r in ("controllers", "restart")]
+    output(capfd, caplog)
+    cleared = clear_and_resume(DAG_ID, result.run_id, only_failed=False)
+    assert cleared.state == "success", cleared.states
+    assert starts(shared) == now, "clearing a run that succeeded restarted no broker again"
+    text = output(capfd, caplog)
+    assert "roll 'restart': every node of it finished in this run: none is restarted again" in text
+    assert all(f"broker {b}: skip: finished in roll 'restart'" in text for b in before), failure_lines(text)
+    assert lock_holder(shared) is None, "the cleared run took the lock and released it"
 
 
 def test_a_roll_on_a_profile_without_zookeeper_keeps_its_lock_in_the_cluster(shared, monkeypatch):

@@ -344,6 +344,13 @@ def test_plan_dynamic_delete_restarts_only_when_the_file_sets_it() -> None:
     # after the delete and the restart: nothing left
     done = broker_plan(1, {"log.cleaner.threads": None}, SERVER, described())
     assert done.nothing_to_do and done.unchanged == ("log.cleaner.threads",)
+    # deleted for broker 1 alone while only the cluster-wide default sets it: nothing to delete there, and the
+    # reason says the broker keeps the default's value
+    scoped = broker_plan(1, {"log.cleaner.threads": None}, SERVER, desc, scope=[1])
+    assert scoped.nothing_to_do and scoped.alter == {}
+    assert scoped.reasons == [
+        "log.cleaner.threads not set dynamically at broker 1 nor in server.properties: nothing to do (broker 1 keeps "
+        'the cluster-wide default 2, set for every broker: delete it with scope "cluster" to change that)']
 
 
 def test_plan_names_a_synonym_that_would_shadow_the_change() -> None:

@@ -164,11 +164,11 @@ def test_wait_for_cluster_needs_a_cluster_wide_probe(kind: str) -> None:
     assert WaitForClusterOperator(task_id="ok", kind="healthy", settings={}).kind == "healthy"
 
 
-def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_did_its_work(monkeypatch) -> None:
+def test_run_outcome_checks_health_only_after_a_run_that_did_its_work(monkeypatch) -> None:
     """The teardown's final health check: after a run whose tasks all succeeded and whose rolls finished, it waits
-    until the cluster is healthy, then deletes the roll records, then releases the lock. A cluster still unhealthy
-    fails the run there and keeps the records (clearing the task checks again); the lock is released all the same.
-    A run with a failed task, or a roll left unfinished, is not checked (its records are what a resume reads)."""
+    until the cluster is healthy, then releases the lock; the roll records stay (a clear of the succeeded run
+    restarts nothing again). A cluster still unhealthy fails the run there (clearing the task checks again); the
+    lock is released all the same. A run with a failed task, or a roll left unfinished, is not checked."""
     from airflow.sdk.exceptions import AirflowFailException
     from kafka_ops.run_outcome import TaskFailure
     from operators import run_outcome
@@ -188,7 +188,6 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
     failures: list = []
     notes: list = []
     monkeypatch.setattr(run_outcome, "wait_for_cluster", wait)
-    monkeypatch.setattr(run_outcome, "forget", lambda context, ids: events.append(("forget", ids)) or list(ids))
     monkeypatch.setattr(run_outcome, "release_lock",
                         lambda profile, holder, log, timeout_s: events.append(("release", holder)) or True)
     monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
@@ -210,12 +209,12 @@ def test_run_outcome_checks_health_and_forgets_the_rolls_only_after_a_run_that_d
                                                    ".*2 under-replicated"):
         op.execute(context)
     assert events == [("release", "kafka_rolling_restart/manual__1")], \
-        "a run whose cluster is not healthy keeps its roll records (clearing resumes it); its lock is released"
+        "a run whose cluster is not healthy has its lock released"
     assert notes[-1][0].startswith("**Failed**: rolling restart on kafka_prod: run_outcome: final health: gave up")
     events.clear()
     verdicts[:] = ["healthy: nothing offline, nothing under-replicated"]
     assert op.execute(context) == "succeeded"
-    assert events == ["healthy", ("forget", ["controllers", "restart"]), ("release", "kafka_rolling_restart/manual__1")]
+    assert events == ["healthy", ("release", "kafka_rolling_restart/manual__1")]
     assert marks[-2:] == [run_outcome.MAP_INDEX_MARK, None], \
         "the map-index lines are kept while the run may be cleared, left out once it succeeded"
     assert notes[-1] == ("**Succeeded**: rolling restart on kafka_prod",
@@ -279,7 +278,6 @@ def test_run_outcome_releases_the_lock_and_says_so(monkeypatch) -> None:
 
     monkeypatch.setattr(run_outcome, "release_lock", release_lock)
     monkeypatch.setattr(run_outcome, "wait_for_cluster", lambda op, kind: "healthy")
-    monkeypatch.setattr(run_outcome, "forget", lambda context, ids: [])
     monkeypatch.setattr(run_outcome.RunOutcomeOperator, "profile", "profile of kafka_prod")
     monkeypatch.setattr(run_outcome.run_report, "roll_lines", lambda context, ids, dry, failed: ([], []))
     monkeypatch.setattr(run_outcome.run_report, "cluster_line", lambda profile: ("cluster kafka_prod: fine", []))

@@ -44,9 +44,15 @@ def test_other_keys_are_no_record_of_a_known_dag(k):
     assert parse_key(k, DAGS) is None
 
 
-def test_records_of_runs_that_are_gone_or_succeeded_go():
+def test_records_of_runs_that_are_gone_go_those_of_succeeded_runs_stay_keep_days():
     assert verdict(None, NOW, 14) == Verdict(True, "its run no longer exists")
-    assert verdict({"state": "success", "end_date": iso(NOW)}, NOW, 14).delete
+    recent = verdict({"state": "success", "end_date": iso(NOW - 2 * DAY)}, NOW, 14)
+    assert recent == Verdict(False, "its run succeeded 2.0 days ago: kept 12.0 more days, while clearing it restarts "
+                                    "no broker again")
+    assert verdict({"state": "success", "end_date": iso(NOW - 15 * DAY)}, NOW, 14) == Verdict(
+        True, "its run succeeded 15.0 days ago (kept 14 days)")
+    assert verdict({"state": "success", "end_date": None}, NOW, 1) == Verdict(
+        False, "its run succeeded; its end is not known, so it is kept")
 
 
 @pytest.mark.parametrize("state", ["queued", "running"])

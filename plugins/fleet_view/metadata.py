@@ -117,20 +117,28 @@ class AirflowMetadata:
                           _ms(verdict.opens))
 
     def past_runs(self, cluster: str, limit: int = PAST_RUNS) -> list[PastRun]:
-        """The last ``limit`` DAG runs whose conf names ``cluster`` (among the :data:`RUNS_SEARCHED` latest runs),
-        newest first. A run triggered without a ``cluster`` in its conf (the DAG's default) is not found."""
+        """The last ``limit`` DAG runs that work on ``cluster`` (among the :data:`RUNS_SEARCHED` latest runs), newest
+        first: their conf's ``cluster``, or, for a run whose conf has none (a scheduled run, or one triggered through
+        the REST API or the CLI with some params only), its DAG's default ``cluster`` param (looked up once per
+        DAG)."""
         from airflow.models.dagrun import DagRun
         from airflow.utils.session import create_session
 
-        out = []
-        with create_session() as session:
-            runs = session.scalars(select(DagRun).order_by(DagRun.id.desc()).limit(RUNS_SEARCHED))
-            for run in runs:
-                conf = run.conf if isinstance(run.conf, dict) else {}
-                if conf.get("cluster") != cluster:
-                    continue
-                out.append(PastRun(run.dag_id, run.run_id, str(run.state), _ms(run.start_date), _ms(run.end_date),
-                                   first_line(run.note)))
+        with create_session() as session:  # read out before the session ends (a DAG's default opens its own)
+            runs = [(run.conf if isinstance(run.conf, dict) else {},
+                     PastRun(run.dag_id, run.run_id, str(run.state), _ms(run.start_date), _ms(run.end_date),
+                             first_line(run.note)))
+                    for run in session.scalars(select(DagRun).order_by(DagRun.id.desc()).limit(RUNS_SEARCHED))]
+        out: list[PastRun] = []
+        defaults: dict[str, str | None] = {}
+        for conf, run in runs:
+            named = conf.get("cluster")
+            if not isinstance(named, str):
+                if run.dag_id not in defaults:
+                    defaults[run.dag_id] = self.default_cluster(run.dag_id)
+                named = defaults[run.dag_id]
+            if named == cluster:
+                out.append(run)
                 if len(out) >= limit:
                     break
         return out
@@ -139,7 +147,6 @@ class AirflowMetadata:
         """The ``cluster`` a DAG run works on: its conf's, else its DAG's default ``cluster`` param; None for a run
         of a DAG without one (not a kafka-ops operation) or a run that does not exist."""
         from airflow.models.dagrun import DagRun
-        from airflow.models.serialized_dag import SerializedDagModel
         from airflow.utils.session import create_session
 
         with create_session() as session:
@@ -149,6 +156,13 @@ class AirflowMetadata:
             conf = run.conf if isinstance(run.conf, dict) else {}
         if isinstance(conf.get("cluster"), str):
             return conf["cluster"]
+        return self.default_cluster(dag_id)
+
+    def default_cluster(self, dag_id: str) -> str | None:
+        """The DAG's default ``cluster`` param (its serialized form in the metadata database); None for a DAG
+        without one (not a kafka-ops operation) or one not parsed."""
+        from airflow.models.serialized_dag import SerializedDagModel
+
         dag = SerializedDagModel.get_dag(dag_id)
         params: Any = getattr(dag, "params", None) or {}
         try:

@@ -229,7 +229,9 @@ def test_dry_run_touches_nothing(shared, capfd, caplog):
     client.create_topics([NewTopic("scratch-rf1", 2, 1)])["scratch-rf1"].result(30)
     try:
         wait_for(lambda: len(scratch_partitions(shared)) == 2, 30, what="scratch-rf1 in the metadata")
-        result = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "dry_run": True, "pre_stop": "show-broker", **FAST})
+        # no "cluster" in the conf: the DAG's default, kafka_sandbox (as a scheduled run or a REST trigger with some
+        # params only)
+        result = run_dag(DAG_ID, {"dry_run": True, "pre_stop": "show-broker", **FAST})
     finally:
         client.delete_topics(["scratch-rf1"])["scratch-rf1"].result(30)
         wait_for(lambda: not scratch_partitions(shared), 60, what="scratch-rf1 deleted")
@@ -250,6 +252,13 @@ def test_dry_run_touches_nothing(shared, capfd, caplog):
     # the note says why the controllers' roll is empty, once, in its own words
     assert "roll 'controllers': nothing to roll (ZooKeeper mode: the controller is a broker, rolled last; no KRaft " \
            "controllers to roll)" in out, out[-3000:]
+    # the cluster view's "Last operations" finds the run by its DAG's default cluster
+    from fleet_view.metadata import AirflowMetadata
+
+    past = AirflowMetadata().past_runs("kafka_sandbox")
+    assert past and past[0].run_id == result.run_id and past[0].dag_id == DAG_ID, past
+    assert past[0].state == "success", past[0]
+    assert result.run_id not in [r.run_id for r in AirflowMetadata().past_runs("kafka_other")]
 
 
 def test_broker_instances_are_labelled_before_they_run(shared):

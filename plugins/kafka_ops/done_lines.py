@@ -80,8 +80,9 @@ def config_line(result: Mapping[str, Any] | None, dry_run: bool) -> str | None:
     run: nothing changed): would change live ..."``.
 
     :param result: the step's return value: ``{"changes": {key: value or None}, "altered": {"cluster" | "<id>":
-        [keys]}, "files": {"<id>": backup path}}``, a dry run's ``"would_alter"`` / ``"would_write"`` (ids) in place
-        of ``"altered"`` / ``"files"``. None or another shape: None.
+        [keys]}, "files": {"<id>": backup path}, "formatted": [ids]}``, a dry run's ``"would_alter"`` /
+        ``"would_write"`` / ``"would_format"`` (ids) in place of ``"altered"`` / ``"files"`` / ``"formatted"``
+        (``"; formatted the new log directories of brokers [3]"``). None or another shape: None.
     """
     if not isinstance(result, Mapping) or "changes" not in result:
         return None
@@ -95,6 +96,9 @@ def config_line(result: Mapping[str, Any] | None, dry_run: bool) -> str | None:
              if keys]
     if written:
         parts.append(f"{file_verb} {written}" + ("" if dry_run else " (each previous file kept beside it)"))
+    formatted = _ids(result.get("would_format" if dry_run else "formatted") or [])
+    if formatted:
+        parts.append(f"{'would format' if dry_run else 'formatted'} the new log directories of brokers {formatted}")
     head = "config (dry run: nothing changed)" if dry_run else "config"
     if not parts:
         return f"{head}: nothing {'would change' if dry_run else 'changed'} (every broker in scope has the values " \

@@ -18,12 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
-from kafka_ops import config_change
+from hooks.kafka_lock import LOCK_TOPIC
+from kafka_ops import config_change, log_dirs
 from kafka_ops.config_change import CLUSTER, alter_requests, file_change_text, not_applied
 from kafka_ops.done_lines import config_line
 from kafka_ops.elr_min_isr import FEATURE as ELR_FEATURE
 from runtime.config_steps import read_properties_text, write_changes
 from runtime.failures import RunRefused
+from runtime.host_files import run_on_host, storage_format_command
 from runtime.lock_holding import ensure_held
 from runtime.waiting import Check
 
@@ -41,9 +43,10 @@ class ConfigPlanOperator(ClusterOperator):
     Returns (XCom, read by ``apply_config``)::
 
         {"scope": "cluster" | [ids], "changes": {key: str | None},
+         "cluster_id": str | None,   # set when a log directory is to be formatted
          "brokers": {"<id>": {"host": str, "alter": {key: str | None},   # the dynamic keys it needs
                               "file_changes": {key: [before, after]}, "needs_restart": bool,
-                              "reasons": [str]}}}
+                              "reasons": [str], "format_log_dirs": [dir]}}}   # KRaft: new log dirs
 
     :raises runtime.failures.RunRefused: naming every refusal ("nothing was touched").
     """
@@ -75,6 +78,8 @@ class ConfigPlanOperator(ClusterOperator):
             reasons = config_change.refusals(changes, scope, described, elr)
             if reasons:
                 raise RunRefused("config change refused (nothing was touched): " + "; ".join(reasons))
+            formats = self._log_dir_moves(admin, changes, targets, described, kraft)
+            cluster_id = self.ask(admin.cluster_id, "the cluster's id") if formats else None
             hosts = {b.id: b.host for b in state.brokers}
             texts = {b: read_properties_text(profile, {"id": b, "host": hosts[b]}) for b in targets}
             plans = {b: config_change.broker_plan(b, changes, texts[b], described[b], scope=scope) for b in targets}
@@ -99,11 +104,49 @@ class ConfigPlanOperator(ClusterOperator):
                       "DRY RUN: a real run would send" if self.dry_run else "this run sends",
                       {"the cluster-wide default" if b is None else f"broker {b}": sorted(a) for b, a in requests},
                       sorted(b for b, p in plans.items() if p.file_changes), restart or "none")
-        return {"scope": scope, "changes": changes,
+        return {"scope": scope, "changes": changes, "cluster_id": cluster_id,
                 "brokers": {str(b): {"host": hosts[b], "alter": p.alter,
                                      "file_changes": {k: list(v) for k, v in p.file_changes.items()},
-                                     "needs_restart": p.needs_restart, "reasons": p.reasons}
+                                     "needs_restart": p.needs_restart, "reasons": p.reasons,
+                                     "format_log_dirs": formats.get(b, [])}
                             for b, p in plans.items()}}
+
+    def _log_dir_moves(self, admin: KafkaAdminHook, changes: dict[str, Any], targets: list[int],
+                       described: dict[int, Any], kraft: bool) -> dict[int, list[str]]:
+        """A change of the brokers' log directories (``kafka_ops.log_dirs``): refused when it drops a directory
+        that holds replicas (DescribeLogDirs) or, on KRaft, moves the metadata log; on KRaft the new directories
+        are formatted before the restart (returned: broker -> its new directories), which needs the profile's
+        ``kafka_home`` and ``server_properties``.
+
+        :raises runtime.failures.RunRefused: naming every refusal ("nothing was touched").
+        """
+        moves = {}
+        for b in targets:
+            current = {k: (e.value if (e := described[b].get(k)) is not None else None) for k in log_dirs.KEYS}
+            moved = log_dirs.change(b, current, changes)
+            if moved is not None and (moved.before != moved.after
+                                      or (kraft and moved.metadata_before != moved.metadata_after)):
+                moves[b] = moved
+        if not moves:
+            return {}
+        dropping = [b for b, m in moves.items() if m.dropped]
+        rows = self.ask(lambda: admin.describe_log_dirs(dropping), "the replicas in each log directory "
+                        "(DescribeLogDirs)") if dropping else []
+        reasons = [r for b, m in moves.items()
+                   for r in log_dirs.refusals(m, kraft, log_dirs.replicas_by_dir(rows, b, exclude_topics={LOCK_TOPIC}))]
+        formats = {b: m.added for b, m in moves.items() if kraft and m.added}
+        profile = self.profile
+        reasons += [f"broker {b}: its new log directories {added} must be formatted for the cluster before its "
+                    "restart (KRaft), which the run does with kafka-storage.sh: the connection's profile needs "
+                    "kafka_home and server_properties" for b, added in formats.items()
+                    if not profile.kafka_home_for(b) or not profile.server_properties_for(b)]
+        if reasons:
+            raise RunRefused("config change refused (nothing was touched): " + "; ".join(reasons))
+        for b, m in moves.items():
+            self.log.info("broker %s: log directories %s -> %s%s", b, list(m.before), list(m.after),
+                          f"; the new ones {m.added} formatted for the cluster before its restart (KRaft)"
+                          if b in formats else "")
+        return formats
 
 
 class ConfigApplyOperator(ClusterOperator):
@@ -116,8 +159,10 @@ class ConfigApplyOperator(ClusterOperator):
         verification's poll interval and deadline, seconds).
     :param plan_task_id: the task whose XCom is the plan (:class:`ConfigPlanOperator`).
     Returns (XCom) ``{"changes": {key: value or None}, "altered": {"cluster" | "<id>": [keys]}, "files": {"<id>":
-    backup path}}`` (a dry run: ``"would_alter"`` / ``"would_write"`` (ids) beside empty ones), the run's note line
-    (``kafka_ops.done_lines.config_line``).
+    backup path}, "formatted": [ids]}`` (a dry run: ``"would_alter"`` / ``"would_write"`` / ``"would_format"`` (ids)
+    beside empty ones), the run's note line (``kafka_ops.done_lines.config_line``). ``formatted``: the KRaft brokers
+    whose new log directories it formatted after writing their file (``kafka-storage format --ignore-formatted``:
+    the formatted ones left as they are, so a resumed run formats nothing twice).
     :raises AirflowFailException: Kafka refused the change, a broker did not report it within
         ``healthcheck_timeout_s`` (named, with what it reports), or a file write failed.
     """
@@ -141,11 +186,15 @@ class ConfigApplyOperator(ClusterOperator):
         for broker, alter in requests:
             self.log.info("%s IncrementalAlterConfigs to %s: %s", verb,
                           "the cluster-wide default" if broker is None else f"broker {broker}", alter)
+        formats = {b: p.get("format_log_dirs") or [] for b, p in brokers.items() if p.get("format_log_dirs")}
         if self.dry_run:
             for b, changes in files.items():
                 self.log.info("DRY RUN: would write broker %s's server.properties: %s", b, file_change_text(changes))
+            for b, added in formats.items():
+                self.log.info("DRY RUN: would format broker %s's new log directories %s for cluster %s: %s", b, added,
+                              plan.get("cluster_id"), storage_format_command(self.profile, b, plan["cluster_id"]))
             return {"changes": plan["changes"], "altered": {}, "files": {},
-                    "would_alter": _altered(requests), "would_write": sorted(files)}
+                    "would_alter": _altered(requests), "would_write": sorted(files), "would_format": sorted(formats)}
         profile = self.profile
         with self.releasing_lock_on_failure(context, "the config change failed"):
             ensure_held(profile, context, OPERATION, self.log)
@@ -164,7 +213,15 @@ class ConfigApplyOperator(ClusterOperator):
                 backups[str(b)] = backup
                 self.log.info("broker %s: server.properties written (%s); the previous file is kept as %s", b,
                               file_change_text(done), backup)
-        return {"changes": plan["changes"], "altered": _altered(requests), "files": backups}
+            for b, added in formats.items():  # after the file: kafka-storage reads the new log.dirs from it
+                command = storage_format_command(profile, b, plan["cluster_id"])
+                out = run_on_host(profile, {"id": b, "host": brokers[b]["host"]}, command,
+                                  f"formatting its new log directories {added}",
+                                  timeout_s=float(self.setting("command_timeout_s")))
+                self.log.info("broker %s: new log directories %s formatted for cluster %s: %s", b, added,
+                              plan["cluster_id"], out.strip().splitlines()[-1] if out.strip() else "done")
+        return {"changes": plan["changes"], "altered": _altered(requests), "files": backups,
+                "formatted": sorted(formats)}
 
     @staticmethod
     def _applied(admin: KafkaAdminHook, scope: Any, alters: dict[int, dict[str, Any]]) -> Check:

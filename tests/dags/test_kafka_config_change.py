@@ -19,10 +19,11 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewTopic,
     ResourceType,
 )
 from imbalance import make_leader_imbalance
-from observers import MetadataWatcher, assert_no_acknowledged_message_lost
+from observers import MetadataWatcher, assert_no_acknowledged_message_lost, wait_for
 
 from sandbox.traffic_watch import watched_traffic
 
@@ -213,6 +214,68 @@ def test_a_mixed_change_on_a_kraft_cluster_restarts_the_brokers_not_the_controll
             "queued.max.requests": ("400", "STATIC_BROKER_CONFIG"),
             "log.cleaner.backoff.ms": ("20000", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
     assert "KRaft cluster" in text
+
+    # one broker gets a second log directory: a KRaft broker exits at start on an unformatted one ("No
+    # `meta.properties` found in ..."), so the run formats it (kafka-storage --ignore-formatted) after writing the
+    # file and before the broker's restart; the broker comes back with both
+    b = kraft.broker_ids[-1]
+    first = kraft.host_dir(b).server_properties.parent / "data"
+    assert f"log.dirs={first}" in properties(kraft, b)
+    second = first.with_name("data2")
+    both = f"{first},{second}"
+    before = kraft.starts(nodes)
+    added = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": {"log.dirs": both}, "scope": [b], **FAST})
+    text = output(capfd, caplog)
+    assert added.state == "success", failure_lines(text)
+    assert (second / "meta.properties").exists(), "the new log directory was formatted"
+    now = kraft.starts(nodes)
+    assert {n: now[n] - before[n] for n in nodes} == {n: int(n == b) for n in nodes}
+    assert configs(kraft, b, "log.dirs") == {"log.dirs": (both, "STATIC_BROKER_CONFIG")}
+    assert f"broker {b}: new log directories ['{second}'] formatted for cluster" in text, failure_lines(text)
+    assert "formatted the new log directories of brokers [" in text
+
+    # new partitions go to the emptier directory: dropping it now would lose the broker's replicas there: refused
+    client = AdminClient({"bootstrap.servers": kraft.bootstrap_servers})
+    client.create_topics([NewTopic("dirs-probe", 3, 3)])["dirs-probe"].result(30)
+    wait_for(lambda: replicas_in(kraft, b).get(str(second)), 60, what=f"dirs-probe's replicas in {second}")
+    refused = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": {"log.dirs": str(first)}, "scope": [b],
+                               **FAST})
+    text = output(capfd, caplog)
+    assert refused.state_of("plan_config") == "failed", failure_lines(text)
+    assert re.search(rf"broker {b}: the log directory {second} would be dropped while it holds \d+ replicas", text)
+    assert configs(kraft, b, "log.dirs") == {"log.dirs": (both, "STATIC_BROKER_CONFIG")}, "nothing was touched"
+    # nor may the metadata log move (the first log directory holds it)
+    moved = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": {"log.dirs": f"{second},{first}"},
+                             "scope": [b], **FAST})
+    text = output(capfd, caplog)
+    assert moved.state_of("plan_config") == "failed", failure_lines(text)
+    assert f"the change moves the KRaft metadata log from {first} to {second}" in text, failure_lines(text)
+
+    # emptied (the topic deleted), the directory may go: the broker restarts on its first one alone
+    client.delete_topics(["dirs-probe"])["dirs-probe"].result(30)
+    wait_for(lambda: not replicas_in(kraft, b).get(str(second)), 60, what=f"{second} empty")
+    before = kraft.starts(nodes)
+    dropped = run_dag(DAG_ID, {"cluster": "kafka_sandbox", "changes": {"log.dirs": str(first)}, "scope": [b],
+                               **FAST})
+    text = output(capfd, caplog)
+    assert dropped.state == "success", failure_lines(text)
+    now = kraft.starts(nodes)
+    assert {n: now[n] - before[n] for n in nodes} == {n: int(n == b) for n in nodes}
+    assert configs(kraft, b, "log.dirs") == {"log.dirs": (str(first), "STATIC_BROKER_CONFIG")}
+
+
+def replicas_in(sandbox, broker: int) -> dict[str, int]:
+    """Log directory -> replicas in it, of one broker (DescribeLogDirs through kafka-python, an independent
+    client)."""
+    from hooks.kafka_admin import normalize_log_dirs
+    from kafka import KafkaAdminClient
+    from kafka_ops.log_dirs import replicas_by_dir
+
+    client = KafkaAdminClient(bootstrap_servers=sandbox.bootstrap_servers, client_id="test-log-dirs")
+    try:
+        return replicas_by_dir(normalize_log_dirs(client.describe_log_dirs(brokers=[broker])), broker)
+    finally:
+        client.close()
 
 
 @pytest.mark.extended

@@ -59,6 +59,14 @@ def test_config_lines_give_keys_values_targets_and_files():
                                                                                         range(20)]}, "files": {}}
     assert len(config_line(many, dry_run=False)) == LINE_LIMIT and config_line(many, False).endswith("...")
     assert config_line(None, dry_run=False) is None
+    dirs = {"changes": {"log.dirs": "/d1,/d2"}, "altered": {}, "files": {"3": "/k/server.properties.bak"},
+            "formatted": [3]}
+    assert config_line(dirs, dry_run=False) == (
+        "config: server.properties written on brokers [3] (each previous file kept beside it); formatted the new log "
+        "directories of brokers [3]")
+    assert config_line({**dirs, "would_write": [3], "would_format": [3]}, dry_run=True) == (
+        "config (dry run: nothing changed): would write server.properties on brokers [3]; would format the new log "
+        "directories of brokers [3]")
 
 
 def test_metadata_version_lines_name_the_levels_and_the_features_raised():

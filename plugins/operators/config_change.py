@@ -23,6 +23,7 @@ from kafka_ops import config_change, log_dirs
 from kafka_ops.config_change import CLUSTER, alter_requests, file_change_text, not_applied
 from kafka_ops.done_lines import config_line
 from kafka_ops.elr_min_isr import FEATURE as ELR_FEATURE
+from kafka_ops.roll_spec import ClusterMode
 from runtime.config_steps import read_properties_text, write_changes
 from runtime.failures import RunRefused
 from runtime.host_files import run_on_host, storage_format_command
@@ -70,7 +71,8 @@ class ConfigPlanOperator(ClusterOperator):
             targets = list(state.broker_ids) if scope == CLUSTER else [int(b) for b in scope]
             described = self.ask(lambda: admin.describe_broker_config_entries(state.broker_ids),
                                  "every broker's configs (DescribeConfigs)")
-            kraft = self.mode(context, admin).has_quorum
+            mode = self.mode(context, admin)
+            kraft = mode.has_quorum
             elr = kraft and (self.ask(lambda: admin.finalized_feature(ELR_FEATURE), "the ELR feature level") or 0) >= 1
             self.log.info("%s cluster, brokers %s; ELR (KIP-966) %s; scope %s", "KRaft" if kraft else "ZooKeeper-mode",
                           state.broker_ids, "on" if elr else "off",
@@ -78,7 +80,7 @@ class ConfigPlanOperator(ClusterOperator):
             reasons = config_change.refusals(changes, scope, described, elr)
             if reasons:
                 raise RunRefused("config change refused (nothing was touched): " + "; ".join(reasons))
-            formats = self._log_dir_moves(admin, changes, targets, described, kraft)
+            formats = self._log_dir_moves(admin, changes, targets, described, mode)
             cluster_id = self.ask(admin.cluster_id, "the cluster's id") if formats else None
             hosts = {b.id: b.host for b in state.brokers}
             texts = {b: read_properties_text(profile, {"id": b, "host": hosts[b]}) for b in targets}
@@ -112,14 +114,16 @@ class ConfigPlanOperator(ClusterOperator):
                             for b, p in plans.items()}}
 
     def _log_dir_moves(self, admin: KafkaAdminHook, changes: dict[str, Any], targets: list[int],
-                       described: dict[int, Any], kraft: bool) -> dict[int, list[str]]:
+                       described: dict[int, Any], mode: ClusterMode) -> dict[int, list[str]]:
         """A change of the brokers' log directories (``kafka_ops.log_dirs``): refused when it drops a directory
-        that holds replicas (DescribeLogDirs) or, on KRaft, moves the metadata log; on KRaft the new directories
-        are formatted before the restart (returned: broker -> its new directories), which needs the profile's
-        ``kafka_home`` and ``server_properties``.
+        that holds replicas (DescribeLogDirs) or, on KRaft, moves the metadata log, and in the middle of the
+        ZooKeeper-to-KRaft migration (brokers of either kind, their storage being moved); on KRaft the new
+        directories are formatted before the restart (returned: broker -> its new directories), which needs the
+        profile's ``kafka_home`` and ``server_properties``.
 
         :raises runtime.failures.RunRefused: naming every refusal ("nothing was touched").
         """
+        kraft = mode is ClusterMode.KRAFT
         moves = {}
         for b in targets:
             current = {k: (e.value if (e := described[b].get(k)) is not None else None) for k in log_dirs.KEYS}
@@ -129,6 +133,10 @@ class ConfigPlanOperator(ClusterOperator):
                 moves[b] = moved
         if not moves:
             return {}
+        if mode is ClusterMode.MIGRATING:
+            raise RunRefused("config change refused (nothing was touched): the log directories of brokers "
+                             f"{sorted(moves)} change while the cluster migrates from ZooKeeper to KRaft: finish "
+                             "kafka_zk_to_kraft (or revert it) first")
         dropping = [b for b, m in moves.items() if m.dropped]
         rows = self.ask(lambda: admin.describe_log_dirs(dropping), "the replicas in each log directory "
                         "(DescribeLogDirs)") if dropping else []

@@ -63,3 +63,35 @@ def test_replicas_by_dir_counts_one_brokers_replicas_and_skips_directories_in_er
     assert replicas_by_dir(rows, 3) == {"/d1": 2}
     assert replicas_by_dir([*rows, {"broker": 3, "log_dir": "/d3", "topic": "lock", "partition": 0}], 3,
                            exclude_topics={"lock"}) == {"/d1": 2}
+
+
+def test_the_plan_step_refuses_a_log_directory_change_mid_migration_and_asks_describe_log_dirs_only_to_drop():
+    """``ConfigPlanOperator._log_dir_moves`` (the glue): mid-migration refused naming the brokers; adding on KRaft
+    returns the directories to format without a DescribeLogDirs; a drop asks it."""
+    from types import SimpleNamespace
+
+    import pytest
+    from kafka_ops.config_change import DescribedConfig
+    from kafka_ops.roll_spec import ClusterMode
+    from operators.config_change import ConfigPlanOperator
+    from runtime.failures import RunRefused
+
+    asked: list = []
+    admin = SimpleNamespace(describe_log_dirs=lambda brokers: asked.append(brokers) or [
+        {"broker": 1, "log_dir": "/d2", "topic": "t", "partition": 0}])
+    described = {1: {"log.dirs": DescribedConfig("log.dirs", "/d1", True, "STATIC_BROKER_CONFIG")}}
+    op = ConfigPlanOperator(task_id="plan_config", settings={"cluster": "kafka_prod"})
+    op.ask = lambda call, what: call()
+    op._profile = SimpleNamespace(kafka_home_for=lambda b: "/opt/kafka",
+                                             server_properties_for=lambda b: "/etc/kafka/server.properties")
+    with pytest.raises(RunRefused, match=r"the log directories of brokers \[1\] change while the cluster migrates "
+                                         "from ZooKeeper to KRaft"):
+        op._log_dir_moves(admin, {"log.dirs": "/d1,/d2"}, [1], described, ClusterMode.MIGRATING)
+    assert op._log_dir_moves(admin, {"log.dirs": "/d1,/d2"}, [1], described, ClusterMode.KRAFT) == {1: ["/d2"]}
+    assert op._log_dir_moves(admin, {"log.dirs": "/d1,/d2"}, [1], described, ClusterMode.ZOOKEEPER) == {}
+    assert asked == [], "adding asks no DescribeLogDirs"
+    assert op._log_dir_moves(admin, {"log.retention.ms": "1"}, [1], described, ClusterMode.KRAFT) == {}
+    two = {1: {"log.dirs": DescribedConfig("log.dirs", "/d1,/d2", True, "STATIC_BROKER_CONFIG")}}
+    with pytest.raises(RunRefused, match="the log directory /d2 would be dropped while it holds 1 replicas"):
+        op._log_dir_moves(admin, {"log.dirs": "/d1"}, [1], two, ClusterMode.ZOOKEEPER)
+    assert asked == [[1]]

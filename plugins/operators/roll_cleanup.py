@@ -34,9 +34,9 @@ def keep_days_of(value: Any, schema: Mapping[str, Any]) -> float:
 
 
 class ForgetStaleRollsOperator(BaseOperator):
-    """Delete the roll records (``runtime.roll_store``) of runs that no longer exist, that succeeded, or that failed
-    more than ``keep_days`` days ago; keep those of running runs and of failed runs that may still be resumed. Logs
-    one line per record (deleted or kept, and why); a dry run deletes nothing.
+    """Delete the roll records (``runtime.roll_store``) of runs that no longer exist, or that ended (failed or
+    succeeded) more than ``keep_days`` days ago; keep those of running runs and of ended runs that may still be
+    cleared. Logs one line per record (deleted or kept, and why); a dry run deletes nothing.
 
     Reads the params ``keep_days`` (days, 1 or more) and ``dry_run``. Returns ``{"deleted": [keys], "kept": [keys]}``.
 
@@ -77,6 +77,6 @@ class ForgetStaleRollsOperator(BaseOperator):
             else:
                 kept.append(key)
                 self.log.info("kept %s: %s", key, said.why)
-        self.log.info("%d roll records: %d %s, %d kept (failed runs kept %g days)", len(keys), len(deleted),
+        self.log.info("%d roll records: %d %s, %d kept (ended runs kept %g days)", len(keys), len(deleted),
                       "to delete" if dry_run else "deleted", len(kept), keep_days)
         return {"deleted": deleted, "kept": kept}

@@ -114,8 +114,9 @@ SETTINGS: dict[str, Setting] = {
                             "is refused"),
     # maintenance (the roll-records cleanup)
     "keep_days": Setting(14, {"type": "number", "minimum": 1},
-                         "Days a failed run's roll records are kept after it ended: while they exist, clearing its "
-                         "failed tasks resumes the roll without restarting a broker twice"),
+                         "Days a run's roll records are kept after it ended: while they exist, clearing a failed "
+                         "run's failed tasks resumes the roll without restarting a broker twice, and clearing a "
+                         "run that succeeded restarts none again"),
     "enabled": Setting(True),  # a step an operation builder switches by a param (start_new_brokers, stop_brokers)
     # upgrades
     "target_version": Setting("3.7.1", {"type": "string", "pattern": r"^\d+\.\d+\.\d+$"},

@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll_spec import ClusterMode
-from runtime import profiles
+from runtime import profiles, stopping
 from runtime.cluster_mode import run_mode
 from runtime.lock_holding import release_held
 from runtime.params import is_true, resolve_settings
@@ -58,6 +58,12 @@ class ClusterOperator(BaseOperator):
         :raises KeyError: neither set nor a setting of the table.
         """
         return value_or_default(name, self.cfg)
+
+    def on_kill(self) -> None:
+        """Airflow's SIGTERM (the task or its run marked, or the task cleared, while it runs): flag the process so
+        that its next wait or action raises instead of acting (``runtime.stopping``); SIGKILL follows in 5 s."""
+        stopping.request_stop("Airflow sent SIGTERM: the task or its run was marked or cleared while it ran")
+        self.log.warning("told to stop from outside: no further action on the cluster from this task")
 
     def note_line(self, result: Any, dry_run: bool) -> str | None:
         """The run's closing note's line about what this task did, from its return value (XCom) ``result``, read by

@@ -60,6 +60,7 @@ from kafka_ops.roll_spec import (
     ruled_out,
 )
 from kafka_ops.start_needs import start_again
+from runtime import stopping
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed, connect_ahead
 from runtime.grid import show_step
 from runtime.host_files import run_on_host
@@ -277,7 +278,9 @@ class NodeRollOperator(ClusterOperator):
     # -- shared helpers -------------------------------------------------------------------------------------------
 
     def _sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+        """Sleep, waking at once when the task is told to stop (``runtime.stopping``), then raising there."""
+        stopping.pause(seconds)
+        stopping.check(f"going on after a pause of {seconds:.1f} s")
 
     def _monotonic(self) -> float:
         return time.monotonic()
@@ -568,31 +571,35 @@ class NodeRollOperator(ClusterOperator):
         else:
             raise AirflowFailException(f"roll {self.roll_id!r}: the {self.node} whose turn it was had to go later "
                                        f"{len(record.order) + 1} times in a row: not stopping any")
-        for group in self._stop_groups(nodes):
-            stopping = {n: nodes[n] for n in group}
-            record = self._commands(context, cfg, store, record, stopping, STOP_STEPS, who)
-            # gone
-            if self.dry_run:
-                self._dry_gone(stopping)
-                continue
-            going = self._acting("wait_gone", record, stopping)
-            if going:
-                self._show("gone?")
-                self._wait_gone({n: nodes[n] for n in going})
-                self.marks["gone"] = time.time()
-                record = store.mark_all(record, going, "stopped")
-        # before start
-        if self.before_start is not None and self.dry_run:
-            self.log.info("DRY RUN: would run the roll's before-start step on %s", names(list(nodes), self.node))
-        elif self.before_start is not None:
-            preparing = self._acting("before_start", record, nodes)
-            if preparing:
-                self._show("before start")
-            for nid in preparing:
-                way_back = self.before_start(self.profile, nodes[nid], cfg, self.log, False)
-                record = store.mark(record, nid, "prepared",
-                                    way_back=None if way_back is None else way_back.to_dict())
-        record = self._start(context, cfg, store, record, nodes, who)
+        stopping.check(f"stopping {names(list(nodes), self.node)}")
+        # from the stop on, a stop request from outside waits until the batch's start was sent (runtime.stopping):
+        # a click in the UI must not leave a node down
+        with stopping.in_flight(f"{names(list(nodes), self.node)} (stopped by this task)"):
+            for group in self._stop_groups(nodes):
+                going_down = {n: nodes[n] for n in group}
+                record = self._commands(context, cfg, store, record, going_down, STOP_STEPS, who)
+                # gone
+                if self.dry_run:
+                    self._dry_gone(going_down)
+                    continue
+                going = self._acting("wait_gone", record, going_down)
+                if going:
+                    self._show("gone?")
+                    self._wait_gone({n: nodes[n] for n in going})
+                    self.marks["gone"] = time.time()
+                    record = store.mark_all(record, going, "stopped")
+            # before start
+            if self.before_start is not None and self.dry_run:
+                self.log.info("DRY RUN: would run the roll's before-start step on %s", names(list(nodes), self.node))
+            elif self.before_start is not None:
+                preparing = self._acting("before_start", record, nodes)
+                if preparing:
+                    self._show("before start")
+                for nid in preparing:
+                    way_back = self.before_start(self.profile, nodes[nid], cfg, self.log, False)
+                    record = store.mark(record, nid, "prepared",
+                                        way_back=None if way_back is None else way_back.to_dict())
+            record = self._start(context, cfg, store, record, nodes, who)
         soak = float(self.setting("soak_s"))
         if self.dry_run:
             self._dry_back(nodes, soak)
@@ -615,7 +622,7 @@ class NodeRollOperator(ClusterOperator):
         first start (``kafka_ops.start_needs.start_again``); one that fails while it answers stops the roll."""
         record = self._commands(context, cfg, store, record, nodes, PRE_START_STEP, who)
         deps = [] if self.dry_run or not self._to_start(record, nodes) else self._registers_with(nodes)
-        if deps:
+        if deps and stopping.finishing() is None:  # told to stop: the start goes at once, no wait before it
             self._await_dependencies(deps, nodes, "before starting")
         began = time.monotonic()
         self._deps, self._first_start, self._pending_start = deps, began, set()
@@ -668,6 +675,10 @@ class NodeRollOperator(ClusterOperator):
         """Run the steps' commands on the batch's nodes side by side; before the main one (stop / start) check the
         lock and record it."""
         for step, setting in steps:
+            if step in ("pre_stop", "stop") and (back := stopping.finishing()) is not None:
+                self.log.warning("told to stop from outside: %s not stopped (bringing back %s first)",
+                                 names(list(nodes), self.node), back)
+                continue
             commands = {n: self._command(step, cfg.get(setting), nodes[n]) for n in nodes}
             if not any(commands.values()):  # a pre-step not asked for: no decision, no status read
                 continue

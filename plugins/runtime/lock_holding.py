@@ -22,6 +22,7 @@ from hooks.kafka_lock import KafkaLockStore
 from hooks.zookeeper import ZooKeeperHook
 from kafka_ops.profile import ClusterProfile
 
+from runtime import stopping
 from runtime.failures import Misconfiguration
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
@@ -33,6 +34,23 @@ class LockHeldByOther(Exception):
 def holder_of(context: Any) -> str:
     """This run's lock holder string: ``"<dag_id>/<run_id>"``."""
     return f"{context['dag'].dag_id}/{context['run_id']}"
+
+
+#: The run's teardown (``groups.cluster_guard``): once it has run, the run is over and its lock released.
+TEARDOWN_TASK_ID = "run_outcome"
+#: States of the teardown after it ran (or was marked): the run ended.
+ENDED_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
+
+
+def teardown_state(context: Any) -> str | None:
+    """The state of this run's ``run_outcome`` (the Task SDK's task states of the run), or None: not run in this
+    pass (cleared, not reached), or not readable here (no task instance in ``context``)."""
+    ti = context.get("ti") if isinstance(context, dict) else None
+    if ti is None or not hasattr(ti, "get_task_states"):
+        return None
+    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[TEARDOWN_TASK_ID], run_ids=[ti.run_id])
+    state = states.get(ti.run_id, {}).get(TEARDOWN_TASK_ID)
+    return None if state is None else str(getattr(state, "value", state))
 
 
 @contextmanager
@@ -69,7 +87,15 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
 
     :raises AirflowFailException: another run holds it (named), or the lock store (ZooKeeper, or the cluster
         for a lock topic) stayed unreachable ``timeout_s`` seconds.
+    :raises runtime.stopping.TaskStopped: the task was told to stop from outside, or the lock is free while this
+        run's teardown has run already (:func:`teardown_state`: the run ended, marked or stopped, and Airflow has
+        not stopped this task yet): it neither acts nor takes the lock again.
     """
+    stopping.check(f"acting on cluster {profile.cluster} ({operation})")
+    if (back := stopping.finishing()) is not None:
+        log.warning("told to stop from outside: %s is brought back first, without the lock (the run has ended or is "
+                    "ending)", back)
+        return
     holder = holder_of(context)
 
     def check() -> Check:
@@ -77,6 +103,13 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
             before = store.current_holder()
             if before is not None and before.holder == holder:  # the usual answer: one read, no take
                 return Check(True, f"held by {holder}")
+            if before is None and (ended := teardown_state(context)) in ENDED_STATES:
+                # the run's teardown ran and released it (the run was marked, or stopped): this task is a leftover
+                # that Airflow has not stopped yet; taking the lock now would act outside the run and leave the
+                # lock held by a run that has ended
+                raise stopping.TaskStopped(f"not acting on cluster {profile.cluster} ({operation}): this run has "
+                                           f"ended ({TEARDOWN_TASK_ID} {ended}, the lock released); trigger a new "
+                                           "run, or clear this one to resume it")
             other = store.try_acquire(holder, operation)
         if other is not None:
             raise LockHeldByOther(

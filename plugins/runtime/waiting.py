@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from runtime import stopping
 from runtime.failures import describe, is_transient
 
 T = TypeVar("T")
@@ -65,7 +66,7 @@ def wait_until(
     not_yet: str | None = None,
     ramp_from_s: float | None = None,
     ok_line: str = "%s: yes (%s)",
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = stopping.pause,
     clock: Callable[[], float] = time.monotonic,
 ) -> Check:
     """Poll ``check`` until it passes; return the passing :class:`Check`.
@@ -86,12 +87,15 @@ def wait_until(
         (or the last transient error), and the time the wait took when its last check ran
         :data:`OVERRUN_NAMED_S` or more past the timeout.
     :raises WaitAborted: ``check`` raised a fatal error.
+    :raises runtime.stopping.TaskStopped: the task was told to stop from outside (checked before every look; the
+        default ``sleep`` wakes at once then).
     """
     began = clock()
     deadline = began + timeout_s
     last = "no check yet"
     polls = 0
     while True:
+        stopping.check(f"waiting until {what}")
         polls += 1
         pause_hint: float | None = None
         try:
@@ -131,7 +135,7 @@ def call_until_answered(
     interval_s: float,
     timeout_s: float,
     log: logging.Logger,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = stopping.pause,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """``call()``'s result, calling again while it raises a transient error (a dependency restarting), up to

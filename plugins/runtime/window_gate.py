@@ -16,7 +16,6 @@ finishes even when the window closes meanwhile, so a window never closes mid-bro
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 from kafka_ops.windows import MaintenanceWindow, judge
 
+from runtime import stopping
 from runtime.grid import show_step
 
 #: Waits up to this many seconds are slept in the task; longer ones are deferred.
@@ -41,7 +41,7 @@ def dag_window(context: Any) -> MaintenanceWindow | None:
 def window_gate(operator: Any, context: Any, *, what: str, policy: str, dry_run: bool,
                 resume_method: str = "execute_in_window", label: Callable[[str], None] | None = None,
                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
-                sleep: Callable[[float], None] = time.sleep) -> None:
+                sleep: Callable[[float], None] = stopping.pause) -> None:
     """Return when ``what`` may start now; otherwise wait (deferring ``operator``) or fail, per ``policy``.
 
     :param what: the unit of work in words ("broker 3 (2/6)", "wave 2/5"), first in every log line.
@@ -79,3 +79,4 @@ def window_gate(operator: Any, context: Any, *, what: str, policy: str, dry_run:
 
             operator.defer(trigger=DateTimeTrigger(moment=verdict.opens), method_name=resume_method)
         sleep(max(0.0, wait_s) + 0.2)
+        stopping.check(f"{what}: going on once the window opened")

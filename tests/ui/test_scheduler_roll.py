@@ -235,3 +235,63 @@ def test_a_paused_roll_restarts_no_broker_whose_task_was_already_waiting_and_goe
     assert sandbox.starts(brokers) == {b: starts_before[b] + (b in rolled) for b in brokers}, \
         "each broker of the run restarted exactly once, the others not at all"
     sandbox.wait_healthy(timeout_s=120)
+
+
+def test_a_run_marked_success_while_a_broker_waits_at_its_gate_leaves_no_broker_down_and_the_lock_free(
+        airflow_ui: RunningAirflow, sandbox) -> None:
+    """Airflow 3 tells a running task that its run was marked only at the task's next heartbeat, with SIGTERM, on
+    which the Task SDK calls ``on_kill`` and nothing else (SIGKILL 5 s later); the run's teardown meanwhile releases
+    the lock. Seen before ``runtime.stopping``: the second broker's task, at its gate when the run was marked success,
+    passed the gate, took the lock again, stopped and started its broker, and was killed holding the lock, so that no
+    later run could take it. Now the task stops at the request: before its broker's stop it touches nothing; after
+    it (the gate passed before the SIGTERM came) it starts its broker again first and stops there. Either way no
+    broker is left down, none is restarted twice, the lock is free and the next run takes it."""
+    from hooks.cluster_lock import LOCK_PATH
+
+    sandbox.wait_healthy(timeout_s=120)
+    client = airflow_ui.client
+    brokers = sorted(sandbox.registered_brokers())
+    rolled = brokers[:2]
+    starts_before = sandbox.starts(brokers)
+    # four OK Burrow polls in a row per gate (Burrow's own window carries one): the second gate waits long enough for
+    # the mark to land in it
+    run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "healthcheck_interval_s": 1,
+                                     "lag_ok_consecutive": 4})["dag_run_id"]
+
+    def second_at_its_gate() -> bool:
+        tis = {t["map_index"]: t for t in client.task_instances(DAG_ID, run_id) if t["task_id"] == "restart.broker"}
+        second = tis.get(1) or {}
+        if client.get_run(DAG_ID, run_id)["state"] in ("success", "failed"):
+            raise AssertionError(f"run {run_id} ended before its second broker's gate")
+        return second.get("state") == "running" and str(second.get("rendered_map_index") or "").endswith("gate")
+
+    wait_until("the second broker's task at its gate", 300, second_at_its_gate, poll_s=0.3)
+    client.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}", json={"state": "success"})
+    wait_until(f"run {run_id} to end", 120,
+               lambda: client.get_run(DAG_ID, run_id)["state"] in ("success", "failed"), poll_s=1.0)
+    second_ti = next(t for t in client.task_instances(DAG_ID, run_id)
+                     if t["task_id"] == "restart.broker" and t["map_index"] == 1)
+
+    def second_ended() -> str:
+        said = " ".join(str(e.get("event", "")) for e in client.task_log(
+            DAG_ID, run_id, "restart.broker", second_ti["try_number"], 1))
+        return said if "Task killed" in said else ""
+
+    # the supervisor's last word on the task process (SIGTERM, then SIGKILL within 5 s): past it nothing of it acts
+    said = wait_until("the second broker's task process ended", 60, second_ended, poll_s=1.0)
+    assert "told to stop from outside" in said, said[-3000:]
+    assert "took it again" not in said, f"the task took the lock again after the run's teardown: {said[-3000:]}"
+    with sandbox.zk() as zk:
+        assert zk.exists(LOCK_PATH) is None, f"the lock is free: {zk.get(LOCK_PATH)[0] if zk.exists(LOCK_PATH) else ''}"
+    second = int(str(second_ti["rendered_map_index"]).split()[1])
+    sandbox.wait_healthy(timeout_s=120)  # no broker left down
+    started = {b: n - starts_before[b] for b, n in sandbox.starts(brokers).items()}
+    assert started[second] <= 1 and all(started[b] == 0 for b in brokers if b not in rolled), (started, said[-3000:])
+    if started[second]:
+        assert "is brought back first, without the lock" in said, said[-3000:]
+    # the next run takes the lock
+    dry = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "dry_run": True,
+                                  "lock_wait": "fail"})["dag_run_id"]
+    ended = wait_until(f"run {dry} to end", 300,
+                       lambda: (r := client.get_run(DAG_ID, dry))["state"] in ("success", "failed") and r, poll_s=2.0)
+    assert ended["state"] == "success", ended.get("note")

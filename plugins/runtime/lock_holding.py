@@ -36,21 +36,30 @@ def holder_of(context: Any) -> str:
     return f"{context['dag'].dag_id}/{context['run_id']}"
 
 
-#: The run's teardown (``groups.cluster_guard``): once it has run, the run is over and its lock released.
+#: The run's teardown (``groups.cluster_guard``): once it is scheduled, the run is ending and its lock released (or
+#: about to be).
 TEARDOWN_TASK_ID = "run_outcome"
-#: States of the teardown after it ran (or was marked): the run ended.
-ENDED_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
 
 
-def teardown_state(context: Any) -> str | None:
-    """The state of this run's ``run_outcome`` (the Task SDK's task states of the run), or None: not run in this
-    pass (cleared, not reached), or not readable here (no task instance in ``context``)."""
+def ended_from_outside(context: Any) -> str | None:
+    """Why this task must not act any more though no SIGTERM reached it yet (Airflow tells a task at its next
+    heartbeat, seconds later), read through the Task SDK in one request: its own instance is no longer ``running``
+    (marked success or failed, or cleared: ``restarting``), or the run's ``run_outcome`` has a state (it is
+    scheduled only once every other task is done: the run is ending, and its lock is released or about to be; a
+    run resumed by a clear has it cleared, no state). None: go on (also where no task instance is in ``context``).
+    """
     ti = context.get("ti") if isinstance(context, dict) else None
     if ti is None or not hasattr(ti, "get_task_states"):
         return None
-    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[TEARDOWN_TASK_ID], run_ids=[ti.run_id])
-    state = states.get(ti.run_id, {}).get(TEARDOWN_TASK_ID)
-    return None if state is None else str(getattr(state, "value", state))
+    own = ti.task_id if getattr(ti, "map_index", -1) is None or ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
+    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[ti.task_id, TEARDOWN_TASK_ID], run_ids=[ti.run_id])
+    found = {k: None if v is None else str(getattr(v, "value", v)) for k, v in states.get(ti.run_id, {}).items()}
+    mine, teardown = found.get(own), found.get(TEARDOWN_TASK_ID)
+    if own in found and mine not in (None, "running"):
+        return f"this task instance is {mine} (marked or cleared from outside)"
+    if teardown is not None and ti.task_id != TEARDOWN_TASK_ID:
+        return f"the run is ending: its {TEARDOWN_TASK_ID} is {teardown}"
+    return None
 
 
 @contextmanager
@@ -87,11 +96,16 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
 
     :raises AirflowFailException: another run holds it (named), or the lock store (ZooKeeper, or the cluster
         for a lock topic) stayed unreachable ``timeout_s`` seconds.
-    :raises runtime.stopping.TaskStopped: the task was told to stop from outside, or the lock is free while this
-        run's teardown has run already (:func:`teardown_state`: the run ended, marked or stopped, and Airflow has
-        not stopped this task yet): it neither acts nor takes the lock again.
+    :raises runtime.stopping.TaskStopped: the task was told to stop from outside, by a SIGTERM or as
+        :func:`ended_from_outside` reads it before the SIGTERM comes (its instance marked, or the run's teardown
+        scheduled): it neither acts nor takes the lock again; a batch it stopped is started first
+        (``runtime.stopping.in_flight``), without the lock.
     """
     stopping.check(f"acting on cluster {profile.cluster} ({operation})")
+    if stopping.finishing() is None and (ended := ended_from_outside(context)) is not None:
+        log.warning("told to stop from outside: %s: no further action on the cluster from this task", ended)
+        stopping.request_stop(ended)  # as a SIGTERM would: raises below, or lets a batch in flight be started
+        stopping.check(f"acting on cluster {profile.cluster} ({operation})")
     if (back := stopping.finishing()) is not None:
         log.warning("told to stop from outside: %s is brought back first, without the lock (the run has ended or is "
                     "ending)", back)
@@ -103,13 +117,6 @@ def ensure_held(profile: ClusterProfile, context: Any, operation: str, log: Any,
             before = store.current_holder()
             if before is not None and before.holder == holder:  # the usual answer: one read, no take
                 return Check(True, f"held by {holder}")
-            if before is None and (ended := teardown_state(context)) in ENDED_STATES:
-                # the run's teardown ran and released it (the run was marked, or stopped): this task is a leftover
-                # that Airflow has not stopped yet; taking the lock now would act outside the run and leave the
-                # lock held by a run that has ended
-                raise stopping.TaskStopped(f"not acting on cluster {profile.cluster} ({operation}): this run has "
-                                           f"ended ({TEARDOWN_TASK_ID} {ended}, the lock released); trigger a new "
-                                           "run, or clear this one to resume it")
             other = store.try_acquire(holder, operation)
         if other is not None:
             raise LockHeldByOther(

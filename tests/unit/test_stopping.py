@@ -61,10 +61,10 @@ def test_on_kill_flags_the_process():
         stopping.check("stopping broker 3")
 
 
-def test_a_free_lock_is_not_taken_again_once_the_runs_teardown_ran(monkeypatch):
-    """The window before Airflow's SIGTERM arrives (its next heartbeat, seconds): the run was marked, its teardown
-    released the lock; a task still running must not take it again (it would act outside the run and leave the lock
-    held by a run that ended). A run resumed by a clear has its teardown cleared too: it takes the lock again."""
+def test_no_action_once_the_task_is_marked_or_the_runs_teardown_is_scheduled(monkeypatch):
+    """The window before Airflow's SIGTERM arrives (its next heartbeat, seconds): the task instance was marked, or the
+    run's teardown is scheduled (it is released the lock or is about to): a task still running neither acts nor
+    takes the lock again. A run resumed by a clear has its teardown cleared: it takes the lock again."""
     from contextlib import contextmanager
 
     from runtime import lock_holding
@@ -83,19 +83,36 @@ def test_a_free_lock_is_not_taken_again_once_the_runs_teardown_ran(monkeypatch):
     def store(profile):
         yield Store()
 
-    states: dict = {}
-    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1",
-                         get_task_states=lambda dag_id, task_ids, run_ids: {"manual__1": dict(states)})
+    states: dict = {"restart.broker_1": "running"}
+    asked: list = []
+    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1", task_id="restart.broker", map_index=1,
+                         get_task_states=lambda dag_id, task_ids, run_ids: asked.append(task_ids) or {
+                             "manual__1": dict(states)})
     context = {"ti": ti, "dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__1"}
     monkeypatch.setattr(lock_holding, "lock_store", store)
     profile = SimpleNamespace(cluster="kafka_prod")
-    states["run_outcome"] = "failed"
-    with pytest.raises(stopping.TaskStopped, match=r"this run has ended \(run_outcome failed, the lock released\)"):
+    for teardown in ("running", "scheduled", "failed"):
+        stopping.reset()
+        states["run_outcome"] = teardown
+        with pytest.raises(stopping.TaskStopped, match=rf"the run is ending: its run_outcome is {teardown}"):
+            lock_holding.ensure_held(profile, context, "rolling restart", LOG)
+    assert acquired == [] and asked[-1] == ["restart.broker", "run_outcome"], "one request for both states"
+    stopping.reset()
+    states.pop("run_outcome")
+    states["restart.broker_1"] = "success"
+    with pytest.raises(stopping.TaskStopped, match=r"this task instance is success \(marked or cleared from outside"):
         lock_holding.ensure_held(profile, context, "rolling restart", LOG)
-    assert acquired == []
-    states.clear()  # cleared for a resume: not run in this pass
+    stopping.reset()
+    states["restart.broker_1"] = "running"  # a resumed run: its teardown cleared, no state
     lock_holding.ensure_held(profile, context, "rolling restart", LOG)
     assert acquired == ["kafka_rolling_restart/manual__1"]
+    # a batch in flight when the task is found marked: its start goes through, without the lock
+    stopping.reset()
+    states["restart.broker_1"] = "failed"
+    with pytest.raises(stopping.TaskStopped, match="not going on after broker 1"):
+        with stopping.in_flight("broker 1 (stopped by this task)"):
+            lock_holding.ensure_held(profile, context, "rolling restart", LOG)
+    assert acquired == ["kafka_rolling_restart/manual__1"], "no take for the start of a batch in flight"
 
 
 def test_inside_in_flight_a_stop_waits_until_the_block_ends_and_the_lock_check_lets_the_start_through(monkeypatch):

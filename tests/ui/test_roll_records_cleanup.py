@@ -18,8 +18,14 @@ OTHER = "kafka_decommission"  # a DAG Airflow knows, for a record whose run does
 
 
 def variable_keys(client: AirflowClient) -> set[str]:
-    rows = client.request("GET", "/variables", params={"limit": 100, "variable_key_prefix_pattern": "kafka_ops_"})
-    return {r["key"] for r in rows["variables"]}
+    """Every Variable key starting with ``kafka_ops_``, all pages (the session's runs keep their roll records)."""
+    keys: set[str] = set()
+    while True:
+        page = client.request("GET", "/variables", params={"limit": 100, "offset": len(keys),
+                                                           "variable_key_prefix_pattern": "kafka_ops_"})
+        keys |= {r["key"] for r in page["variables"]}
+        if not page["variables"] or len(keys) >= page["total_entries"]:
+            return keys
 
 
 def run_cleanup(client: AirflowClient, conf: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -69,6 +69,11 @@ class LogDirChange:
     def dropped(self) -> list[str]:
         return [d for d in self.before if d not in self.after]
 
+    def moves_data(self, kraft: bool) -> bool:
+        """Whether the change moves where the broker keeps data: another list of directories, or (KRaft) another
+        place of the metadata log. A change that only restates the list (``"/d1/"`` for ``/d1``) does not."""
+        return self.before != self.after or (kraft and self.metadata_before != self.metadata_after)
+
 
 def change(broker_id: int, current: Mapping[str, str | None],
            changes: Mapping[str, str | None]) -> LogDirChange | None:

@@ -128,8 +128,7 @@ class ConfigPlanOperator(ClusterOperator):
         for b in targets:
             current = {k: (e.value if (e := described[b].get(k)) is not None else None) for k in log_dirs.KEYS}
             moved = log_dirs.change(b, current, changes)
-            if moved is not None and (moved.before != moved.after
-                                      or (kraft and moved.metadata_before != moved.metadata_after)):
+            if moved is not None and moved.moves_data(kraft):
                 moves[b] = moved
         if not moves:
             return {}

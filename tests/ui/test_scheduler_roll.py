@@ -54,6 +54,13 @@ def _worker_maps(home: Path) -> dict[int, str]:
     return found
 
 
+def _run_end(client, run_id: str, timeout_s: float = 600) -> dict:
+    """The run once it ended (success or failed), polled every 2 s up to ``timeout_s``."""
+    return wait_until(f"run {run_id} to end", timeout_s,
+                      lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
+                      poll_s=2.0)
+
+
 def test_the_scheduler_imports_the_operations_for_its_task_processes(airflow_ui: RunningAirflow) -> None:
     """``runtime.task_preimport`` in a real ``airflow scheduler``: it says so on its stderr (standalone's log), and
     the LocalExecutor workers it forked hold confluent-kafka's native library, which Airflow itself never loads: a
@@ -100,9 +107,7 @@ def test_scheduler_rolls_brokers_one_at_a_time_without_retries(airflow_ui: Runni
     print(f"screenshot: {path}; labels {shown}; not started after reading them: {sorted(still)}")
     assert len(before) - 1 in still, "the last broker started before its label was read: the check proves nothing"
 
-    run = wait_until(f"run {run_id} to end", 900,
-                     lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
-                     poll_s=3.0)
+    run = _run_end(client, run_id, 900)
     tis = client.task_instances(DAG_ID, run_id)
     assert run["state"] == "success", [(t["task_id"], t["map_index"], t["state"]) for t in tis]
     # a skipped instance never ran (try 0: the empty controllers roll of a ZooKeeper-mode cluster)
@@ -150,9 +155,7 @@ def test_a_broker_task_waiting_for_its_turn_fails_untouched_when_the_one_before_
         run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "consumer_groups": None,
                                          "healthcheck_interval_s": 1,
                                          "healthcheck_timeout_s": 12})["dag_run_id"]
-        run = wait_until(f"run {run_id} to end", 600,
-                         lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
-                         poll_s=2.0)
+        run = _run_end(client, run_id)
         tis = {(t["task_id"], t["map_index"]): t for t in client.task_instances(DAG_ID, run_id)}
         assert run["state"] == "failed", {k: t["state"] for k, t in tis.items()}
         first, second = tis[("restart.broker", 0)], tis[("restart.broker", 1)]
@@ -220,9 +223,7 @@ def test_a_paused_roll_restarts_no_broker_whose_task_was_already_waiting_and_goe
             f"broker {second} was not touched while the DAG was paused"
         client.set_paused(DAG_ID, False)
         paused = False
-        run = wait_until(f"run {run_id} to end", 600,
-                         lambda: (r := client.get_run(DAG_ID, run_id))["state"] in ("success", "failed") and r,
-                         poll_s=2.0)
+        run = _run_end(client, run_id)
     finally:
         if paused:
             client.set_paused(DAG_ID, False)
@@ -267,8 +268,7 @@ def test_a_run_marked_success_while_a_broker_waits_at_its_gate_leaves_no_broker_
 
     wait_until("the second broker's task at its gate", 300, second_at_its_gate, poll_s=0.3)
     client.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}", json={"state": "success"})
-    wait_until(f"run {run_id} to end", 120,
-               lambda: client.get_run(DAG_ID, run_id)["state"] in ("success", "failed"), poll_s=1.0)
+    _run_end(client, run_id, 120)
     second_ti = next(t for t in client.task_instances(DAG_ID, run_id)
                      if t["task_id"] == "restart.broker" and t["map_index"] == 1)
 
@@ -292,6 +292,5 @@ def test_a_run_marked_success_while_a_broker_waits_at_its_gate_leaves_no_broker_
     # the next run takes the lock
     dry = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "dry_run": True,
                                   "lock_wait": "fail"})["dag_run_id"]
-    ended = wait_until(f"run {dry} to end", 300,
-                       lambda: (r := client.get_run(DAG_ID, dry))["state"] in ("success", "failed") and r, poll_s=2.0)
+    ended = _run_end(client, dry, 300)
     assert ended["state"] == "success", ended.get("note")

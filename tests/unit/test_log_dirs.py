@@ -22,6 +22,11 @@ def test_a_change_names_what_it_adds_and_drops_and_none_when_it_touches_no_direc
     moved = change(1, {"log.dirs": "/d1,/d2"}, {"log.dirs": "/d2,/d3"})
     assert moved is not None and moved.added == ["/d3"] and moved.dropped == ["/d1"]
     assert (moved.metadata_before, moved.metadata_after) == ("/d1", "/d2")
+    assert moved.moves_data(kraft=False)
+    restated = change(1, {"log.dirs": "/d1"}, {"log.dirs": "/d1/"})
+    assert restated is not None and not restated.moves_data(kraft=True)
+    pinned = change(1, {"log.dirs": "/d1,/d2", "metadata.log.dir": "/d1"}, {"metadata.log.dir": "/d2"})
+    assert pinned is not None and pinned.moves_data(kraft=True) and not pinned.moves_data(kraft=False)
     deleted = change(1, NOW, {"log.dirs": None})  # deleted: log.dir's value from then on
     assert deleted is not None and deleted.after == (DEFAULT_LOG_DIR,) and deleted.dropped == ["/d1"]
 

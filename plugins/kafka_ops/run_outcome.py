@@ -9,7 +9,8 @@ A run ends in one of four ways, and the note's advice follows from which:
 - *failed*: a task failed while the operation worked on the cluster: fix the cause, then clear the failed tasks
   (the roll's record makes the resume skip what is done);
 - *stopped*: a task was failed from outside (Airflow's "Mark ... as failed", a killed worker) and recorded no
-  error of its own: resume by clearing the failed tasks when the cluster is ready.
+  error of its own, or recorded only that it was told to stop (``runtime.stopping.TaskStopped``): resume by clearing
+  the failed tasks when the cluster is ready.
 
 Pure: the operator ``operators.run_outcome`` gathers the facts (task states, the failures the tasks recorded,
 the cluster as it is now, the rolls' records, the lock) and writes the note through Airflow's REST API.
@@ -38,6 +39,8 @@ class TaskFailure:
     :param error: the one-line reason the task recorded when it failed ("" when it recorded none: failed from
         outside, or killed).
     :param refused: the task refused the run before touching anything (``runtime.failures.RunRefused``).
+    :param stopped: the task stopped because it was told to from outside (Airflow's SIGTERM when its run was
+        marked or cleared: ``runtime.stopping.TaskStopped``): its error is the mark's doing, not the cluster's.
     :param at: when it failed, seconds since the epoch (None when it recorded nothing).
     """
 
@@ -46,6 +49,7 @@ class TaskFailure:
     label: str | None = None
     error: str = ""
     refused: bool = False
+    stopped: bool = False
     at: float | None = None
 
     @property
@@ -76,7 +80,7 @@ def outcome_of(failures: Sequence[TaskFailure], unfinished_rolls: Sequence[str] 
         return "stopped" if unfinished_rolls else "succeeded"
     if first.refused:
         return "refused"
-    return "failed" if first.error else "stopped"
+    return "failed" if first.error and not first.stopped else "stopped"
 
 
 def headline(outcome: str, operation: str, cluster: str, first: TaskFailure | None, dry_run: bool) -> str:

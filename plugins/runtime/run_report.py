@@ -68,6 +68,7 @@ def failed_tasks(context: Any, crumbs: list[dict[str, Any]],
         record = record if isinstance(record, dict) else {}
         out.append(TaskFailure(task_id=task_id, map_index=map_index, label=_label(ti, dag, task_id, map_index),
                                error=str(record.get("error") or ""), refused=bool(record.get("refused")),
+                               stopped=bool(record.get("stopped")),
                                at=float(record["at"]) if isinstance(record.get("at"), (int, float)) else None))
     return out
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from test_airflow_ui import unsuccessful
 from ui_standalone import DAG_ID, RunningAirflow, wait_until
 
 from demo import airflow_proc
@@ -254,16 +255,18 @@ def test_a_run_marked_success_while_a_broker_waits_at_its_gate_leaves_no_broker_
     brokers = sorted(sandbox.registered_brokers())
     rolled = brokers[:2]
     starts_before = sandbox.starts(brokers)
-    # four OK Burrow polls in a row per gate (Burrow's own window carries one): the second gate waits long enough for
-    # the mark to land in it
+    # sixteen OK Burrow polls in a row per gate, 1 s apart: a streak of 15 s, longer than Burrow's window (11 s in
+    # the sandbox) and than the first broker's come-back, whose polls feed the streak (with 4 polls a slow come-back
+    # could carry the whole streak and the second gate pass at once: a run that ended before that gate was seen in
+    # CI); so the second broker holds at its gate for seconds, long enough for the mark to land there
     run_id = client.trigger(DAG_ID, {"cluster": "kafka_sandbox", "brokers": rolled, "healthcheck_interval_s": 1,
-                                     "lag_ok_consecutive": 4})["dag_run_id"]
+                                     "lag_ok_consecutive": 16})["dag_run_id"]
 
     def second_at_its_gate() -> bool:
         tis = {t["map_index"]: t for t in client.task_instances(DAG_ID, run_id) if t["task_id"] == "restart.broker"}
         second = tis.get(1) or {}
         if client.get_run(DAG_ID, run_id)["state"] in ("success", "failed"):
-            raise AssertionError(f"run {run_id} ended before its second broker's gate")
+            raise AssertionError(f"run {run_id} ended before its second broker's gate: {unsuccessful(client, run_id)}")
         return second.get("state") == "running" and str(second.get("rendered_map_index") or "").endswith("gate")
 
     wait_until("the second broker's task at its gate", 300, second_at_its_gate, poll_s=0.3)

@@ -18,6 +18,7 @@ from kafka_ops.run_outcome import (
 )
 from runtime.failure_record import FAILURE_KEY, failure_record, record_failure
 from runtime.failures import RunRefused
+from runtime.stopping import TaskStopped
 
 BROKER_1 = TaskFailure("restart.broker", 1, "broker 1 (2/3)", "broker 1: 2 under-replicated partitions", at=20.0)
 BROKER_2 = TaskFailure("restart.broker", 2, "broker 2 (3/3)", "", at=None)  # failed from outside
@@ -27,6 +28,14 @@ def test_the_outcome_follows_from_the_first_failure() -> None:
     assert outcome_of([]) == "succeeded"
     assert outcome_of([BROKER_1, BROKER_2]) == "failed"
     assert outcome_of([BROKER_2]) == "stopped", "failed from outside: no error recorded"
+    told = TaskFailure("restart.broker", 0, "broker 0 (1/3)", "TaskStopped: not going on after a pause of 45.0 s: "
+                       "this task was told to stop from outside", stopped=True, at=10.0)
+    assert outcome_of([told, BROKER_2]) == "stopped", "it stopped at the mark's SIGTERM: the mark's doing"
+    assert headline("stopped", "rolling restart", "c", first_failure([told, BROKER_2]), False).startswith(
+        "**Stopped**: rolling restart on c: restart.broker was failed from outside")
+    assert outcome_of([told, BROKER_1]) == "stopped" and outcome_of([BROKER_1, TaskFailure(
+        "restart.broker", 0, error="TaskStopped: told to stop", stopped=True, at=25.0)]) == "failed", \
+        "whichever came first"
     refused = TaskFailure("check_and_lock", error="unknown param 'brokr'; did you mean 'brokers'?", refused=True,
                           at=5.0)
     assert outcome_of([refused]) == "refused"
@@ -90,10 +99,11 @@ def test_the_note_is_a_markdown_list_under_airflows_limit() -> None:
 
 def test_a_failed_task_records_its_reason_and_whether_it_refused_the_run() -> None:
     assert failure_record(RunRefused("unknown broker ids [77]"), now=1.5) == {
-        "error": "unknown broker ids [77]", "refused": True, "at": 1.5}
+        "error": "unknown broker ids [77]", "refused": True, "stopped": False, "at": 1.5}
+    assert failure_record(TaskStopped("told to stop from outside"), now=1.7)["stopped"] is True
     assert failure_record(AirflowFailException("broker 1:\n  not   back"), now=2.0)["error"] == "broker 1: not back"
     assert failure_record(KeyError("x"), now=3.0)["error"] == "KeyError: 'x'"
-    assert failure_record(None, now=4.0) == {"error": "", "refused": False, "at": 4.0}
+    assert failure_record(None, now=4.0) == {"error": "", "refused": False, "stopped": False, "at": 4.0}
 
     pushed: list[tuple[str, dict]] = []
 

@@ -2,9 +2,10 @@
 an operation (``operations.operation_dag``) pushes an XCom :data:`FAILURE_KEY` on the failed task instance:
 ``{"error": one line, "refused": bool, "stopped": bool, "at": seconds since the epoch}``.
 ``operators.run_outcome`` reads it back to name the first task that failed and its reason. A task cleared for a
-resume starts without it (Airflow drops a task instance's XComs when it runs again), so a resumed run's note never quotes a stale error. A task failed
-from outside (marked failed, a killed worker) records nothing, or, when it was waiting and stopped at Airflow's
-SIGTERM (``runtime.stopping.TaskStopped``), ``"stopped": true``: either way the note says the run was stopped.
+resume starts without it (Airflow drops a task instance's XComs when it runs again), so a resumed run's note never
+quotes a stale error. A task failed from outside (marked failed, a killed worker) records nothing, or, when it was
+waiting and stopped at Airflow's SIGTERM (``runtime.stopping.TaskStopped``), ``"stopped": true``: either way the
+note says the run was stopped.
 """
 
 from __future__ import annotations

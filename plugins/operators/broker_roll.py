@@ -288,6 +288,10 @@ class BrokerRollOperator(NodeRollOperator):
             return dict.fromkeys(ids, "in an unknown state (cluster unreachable)")
         return {b: "running" if b in live else "DOWN" for b in ids}
 
+    def _disruption_begins(self, nodes: Mapping[int, dict]) -> None:
+        if self.lag is not None:  # the next gate continues only what Burrow says from the stop on
+            self.lag.disruption_begins()
+
     def _after_roll(self, store: RollStore, record: RollRecord, acted: list[int]) -> RollRecord:
         if self.lag is None:
             return record

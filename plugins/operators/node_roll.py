@@ -228,6 +228,11 @@ class NodeRollOperator(ClusterOperator):
         side, then waited gone): by default one group, the whole batch."""
         return [list(nodes)]
 
+    def _disruption_begins(self, nodes: Mapping[int, dict]) -> None:
+        """Called once the gate passed (or was passed before a resume), right before the batch's first stop
+        command: what was judged healthy before it says nothing about what the stop causes (the broker roll's lag
+        streak starts again)."""
+
     def _wait_gone(self, nodes: Mapping[int, dict]) -> None:
         """Wait until every node of ``nodes`` has stopped."""
         raise NotImplementedError
@@ -572,6 +577,7 @@ class NodeRollOperator(ClusterOperator):
             raise AirflowFailException(f"roll {self.roll_id!r}: the {self.node} whose turn it was had to go later "
                                        f"{len(record.order) + 1} times in a row: not stopping any")
         stopping.check(f"stopping {names(list(nodes), self.node)}")
+        self._disruption_begins(nodes)
         # from the stop on, a stop request from outside waits until the batch's start was sent (runtime.stopping):
         # a click in the UI must not leave a node down
         with stopping.in_flight(f"{names(list(nodes), self.node)} (stopped by this task)"):

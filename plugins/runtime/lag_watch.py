@@ -5,7 +5,8 @@ Restarts cause lag spikes, so a broker may be stopped only after Burrow said OK 
 consumer_health retries). The streak is also fed while the previous batch waits for its brokers to come
 back (registered, caught up, leadership), and carried to the next gate through the roll's record
 (``kafka_ops.roll.LagStreak``): those polls are after the disruption began, so they are evidence too, and
-the gate does not pay the streak's spacing again.
+the gate does not pay the streak's spacing again. The polls before a batch's stop are not: the streak starts
+again when the batch is stopped (:meth:`LagWatch.disruption_begins`).
 
 Burrow's own window counts too: an OK whose window of commits (every partition's last ``storage.intervals``
 commits, judged by Burrow's evaluator) spans the streak's time, ``(lag_ok_consecutive - 1) x interval_s``,
@@ -130,7 +131,15 @@ class LagWatch:
         return f"{verdict} ({self.streak}/{needed} OK polls in a row{window})"
 
     def reset(self) -> None:
+        """End the streak (a not-OK cluster look): the next poll starts a new one."""
         self.streak, self.last_at, self.window_s = 0, None, 0.0
+
+    def disruption_begins(self) -> None:
+        """The roll is about to stop brokers: the OK polls so far (the gate's, a carried streak) say nothing about
+        the lag the stop causes, so the streak starts again and Burrow's window counts only from now. The polls made
+        from here on, while the batch comes back, are what the next gate continues (:meth:`handover`)."""
+        self.reset()
+        self.since_ms = int(self.clock() * 1000)
 
     def handover(self) -> LagStreak | None:
         """The streak for the next gate, or None when there is none."""

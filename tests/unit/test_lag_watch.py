@@ -210,3 +210,26 @@ def test_the_gate_polls_within_its_time_left_and_side_polls_within_their_budget(
     watch = LagWatch(hook, ["billing", "audit", "search"], interval_s=5, clock=clock)
     watch.ask(3, time_left_s=100)
     assert Slow.budgets == [100]
+
+
+def test_the_streak_starts_again_at_a_stop_and_only_the_polls_after_it_are_handed_over() -> None:
+    """The gate's own OK polls before a batch's stop say nothing about the lag the stop causes: once the batch is
+    stopped (``disruption_begins``) the streak starts again and Burrow's window counts from then; the next gate
+    continues only the polls made while the batch came back. (Before: the gate's streak ran on through the stop,
+    so the next broker's gate passed at its first look however many OK polls were asked for.)"""
+    ok = status(lag_answer("billing", windows=[window(40, 1)]))
+    clock = Clock()
+    watch = LagWatch(FakeBurrow([ok]), ["billing"], interval_s=5, clock=clock)
+    for _ in range(4):
+        watch.poll()
+        clock.now += 5
+    assert watch.streak == 4 and watch.handover().polls == 4
+    watch.disruption_begins()
+    assert watch.streak == 0 and watch.handover() is None and watch.due(), "the first poll after the stop is due"
+    assert watch.since_ms == int(clock.now * 1000)
+    clock.now += 3
+    watch.poll()
+    assert watch.streak == 1 and watch.window_s == 0.0, "commits from before the stop do not count"
+    assert not watch.satisfied(3)
+    streak = watch.handover()
+    assert streak.polls == 1 and streak.at_ms == int(clock.now * 1000)

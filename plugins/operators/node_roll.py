@@ -60,7 +60,7 @@ from kafka_ops.roll_spec import (
     ruled_out,
 )
 from kafka_ops.start_needs import start_again
-from runtime import stopping
+from runtime import stopping, task_states
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed, connect_ahead
 from runtime.grid import show_step
 from runtime.host_files import run_on_host
@@ -295,9 +295,7 @@ class NodeRollOperator(ClusterOperator):
         if position <= 0:
             return None
         ti = context["ti"]
-        states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id])
-        state = states.get(ti.run_id, {}).get(f"{ti.task_id}_{position - 1}")
-        return None if state is None else str(getattr(state, "value", state))
+        return task_states.in_this_run(ti, [ti.task_id]).get(task_states.instance_key(ti.task_id, position - 1))
 
     def _await_turn(self, context: Any, store: RollStore, record: RollRecord,
                     position: int) -> tuple[RollRecord, Decision]:

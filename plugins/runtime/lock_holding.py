@@ -22,7 +22,7 @@ from hooks.kafka_lock import KafkaLockStore
 from hooks.zookeeper import ZooKeeperHook
 from kafka_ops.profile import ClusterProfile
 
-from runtime import stopping
+from runtime import stopping, task_states
 from runtime.failures import Misconfiguration
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
@@ -51,9 +51,8 @@ def ended_from_outside(context: Any) -> str | None:
     ti = context.get("ti") if isinstance(context, dict) else None
     if ti is None or not hasattr(ti, "get_task_states"):
         return None
-    own = ti.task_id if getattr(ti, "map_index", -1) is None or ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
-    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[ti.task_id, TEARDOWN_TASK_ID], run_ids=[ti.run_id])
-    found = {k: None if v is None else str(getattr(v, "value", v)) for k, v in states.get(ti.run_id, {}).items()}
+    own = task_states.instance_key(ti.task_id, getattr(ti, "map_index", -1))
+    found = task_states.in_this_run(ti, [ti.task_id, TEARDOWN_TASK_ID])
     mine, teardown = found.get(own), found.get(TEARDOWN_TASK_ID)
     if own in found and mine not in (None, "running"):
         return f"this task instance is {mine} (marked or cleared from outside)"

@@ -292,6 +292,18 @@ class BrokerRollOperator(NodeRollOperator):
         if self.lag is not None:  # the next gate continues only what Burrow says from the stop on
             self.lag.disruption_begins()
 
+    def _meanwhile(self) -> float | None:
+        """While the batch's stop and start commands run (a controlled shutdown, a start that returns once the broker
+        runs: seconds each), the lag streak is fed as in the waits, so its polls keep ``healthcheck_interval_s``
+        apart from the stop on and the next gate does not wait for a poll the commands held up. A poll that failed
+        is asked again an interval later."""
+        lag = getattr(self, "lag", None)
+        if lag is None:
+            return None
+        lag.poll_if_due()
+        due_in = lag.due_in()
+        return due_in + DUE_MARGIN_S if due_in > 0 else self.interval_s
+
     def _after_roll(self, store: RollStore, record: RollRecord, acted: list[int]) -> RollRecord:
         if self.lag is None:
             return record

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, DownstreamTasksSkipped
+from hooks.broker_ssh import step_connection
 from kafka_ops.health import Verdict, start_needs_answer
 from kafka_ops.profile import ClusterProfile
 from kafka_ops.roll import (
@@ -443,6 +444,12 @@ class NodeRollOperator(ClusterOperator):
                 chosen.append(nid)
         return chosen
 
+    def _meanwhile(self) -> float | None:
+        """Side work done while a step's commands run on the hosts (a stop's controlled shutdown, a start that returns
+        once the node runs: seconds each); returns the seconds until it wants to be called again, None for never
+        (the default: nothing to do)."""
+        return None
+
     def _connect_ahead(self, nodes: Mapping[int, dict]) -> None:
         """Open the SSH connections to ``nodes``' hosts in the background while the gate waits (kept for the stop:
         ``hooks.broker_ssh.ConnectionPool``), so the stop does not wait for a key exchange. A failure here is only
@@ -451,15 +458,17 @@ class NodeRollOperator(ClusterOperator):
             connect_ahead(self.profile.ssh_conn_id, [str(n["host"]) for n in nodes.values()], self.log)
 
     def _run_all(self, chosen: list[BrokerCommand], who: str | None) -> None:
-        """Run one step's commands, side by side when there are several; the first failure is raised after every
-        command has ended (a half-sent batch stop must not leave commands running unobserved)."""
+        """Run one step's commands, side by side when there are several, each in a thread of its own while the task's
+        thread does :meth:`_meanwhile`; the first failure is raised after every command has ended (a half-sent batch
+        stop must not leave commands running unobserved)."""
         ssh_conn_id = self.profile.ssh_conn_id
-        if len(chosen) == 1:
-            chosen[0].run(ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who)
-            return
+        conn = None if self.dry_run else step_connection(ssh_conn_id)  # read once for the step's hosts
         with ThreadPoolExecutor(max_workers=min(len(chosen), 16)) as pool:
-            futures = [pool.submit(c.run, ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who)
+            futures = [pool.submit(c.run, ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who, conn)
                        for c in chosen]
+            pending = set(futures)
+            while pending:  # the task's thread does the roll's side work while the commands run on the hosts
+                _, pending = wait(pending, timeout=None if self.dry_run else self._meanwhile())
         errors = [f.exception() for f in futures if f.exception() is not None]
         if errors:
             raise errors[0]

@@ -4,6 +4,7 @@ roll's record. The operator's cluster steps are recorded, not run; Burrow is a f
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -80,3 +81,46 @@ def test_the_next_gate_continues_only_the_polls_after_the_stop(op) -> None:
     assert acted == [0] and op.steps == ["gate", "stop", "gone", "start", "back"]
     handed = op._after_roll(Store(), record, acted).lag_ok
     assert handed is not None and handed.polls == 2, "the gate's 16 OK polls before the stop are not carried"
+
+
+class BlockingCommand:
+    """A stop command that runs until Burrow was polled ``polls`` times (the task's thread polls meanwhile)."""
+
+    def __init__(self, burrow: Burrow, polls: int, fails: bool = False) -> None:
+        self.burrow, self.polls, self.fails, self.ran = burrow, polls, fails, 0
+
+    def run(self, ssh_conn_id, timeout_s, log, dry_run=False, triggered_by=None, conn=None):
+        deadline = time.monotonic() + 10
+        while self.burrow.polls < self.polls:
+            assert time.monotonic() < deadline, f"only {self.burrow.polls} polls while the command ran"
+            time.sleep(0.01)
+        self.ran += 1
+        if self.fails:
+            raise node_roll.BrokerCommandFailed("stop on broker 0 exited 1")
+        return 0
+
+
+def test_the_lag_streak_is_fed_while_the_stop_and_start_commands_run(op) -> None:
+    burrow = Burrow()
+    op.lag = LagWatch(burrow, ["billing"], interval_s=0.05)  # the real clock: polls 0.05 s apart
+    op.lag.disruption_begins()
+    op._profile = SimpleNamespace(cluster="c", ssh_conn_id="ssh")
+    op.ssh_timeout_s = 5
+    commands = [BlockingCommand(burrow, 3), BlockingCommand(burrow, 3)]
+    op._run_all(commands, None)
+    assert [c.ran for c in commands] == [1, 1]
+    assert op.lag.streak >= 3, "the polls made while the commands ran count in the streak the next gate continues"
+    handed = op.lag.handover()
+    assert handed is not None and handed.polls == op.lag.streak
+
+
+def test_a_failed_command_fails_the_step_after_every_command_ended(op) -> None:
+    burrow = Burrow()
+    op.lag = None  # no lag gate: nothing to do meanwhile, the commands still run side by side
+    assert op._meanwhile() is None
+    op._profile = SimpleNamespace(cluster="c", ssh_conn_id="ssh")
+    op.ssh_timeout_s = 5
+    ok, failing = BlockingCommand(burrow, 0), BlockingCommand(burrow, 0, fails=True)
+    with pytest.raises(node_roll.BrokerCommandFailed, match="exited 1"):
+        op._run_all([failing, ok], None)
+    assert ok.ran == 1 and failing.ran == 1

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: a task that runs no SSH command does not pay for paramiko (0.1-0.2 s)
     import paramiko
+    from airflow.sdk import Connection
 
 #: Seconds since its last command after which a kept connection is closed instead of reused.
 IDLE_LIMIT_S = 60.0
@@ -94,6 +95,54 @@ class IncompleteOutput(RuntimeError):
     """A read-only command's output came back without its end mark on every attempt (:meth:`BrokerShell.read`)."""
 
 
+def read_connection(ssh_conn_id: str) -> Connection:
+    """The Airflow connection ``ssh_conn_id``, read now (in a task: one request to Airflow's API server, 0.05-0.6 s
+    on loaded cores). A step that runs commands on several hosts reads it once and hands it to each
+    :class:`BrokerShell`; every step reads it again, so a changed connection (a rotated key, a known_hosts file)
+    serves the next step.
+
+    :raises airflow.sdk.exceptions.AirflowNotFoundException: no such connection.
+    """
+    from airflow.providers.ssh.hooks.ssh import SSHHook
+
+    return SSHHook.get_connection(ssh_conn_id)
+
+
+def step_connection(ssh_conn_id: str) -> Connection | None:
+    """:func:`read_connection` for a step's shells on several hosts, or None when it cannot be read now: each
+    :class:`BrokerShell` then reads it itself and the failure is reported as that host's, as before the read was
+    shared."""
+    try:
+        return read_connection(ssh_conn_id)
+    except Exception:  # noqa: BLE001 - reported by each shell's own read
+        return None
+
+
+_HOOK_CLASS: type | None = None
+
+
+def _hook_class() -> type:
+    """The provider's ``SSHHook``, built from a connection already read (``connection=``) instead of reading it again
+    (it reads its connection in its constructor). Made on first use: a task that runs no SSH command does not
+    import the provider."""
+    global _HOOK_CLASS
+    if _HOOK_CLASS is None:
+        from airflow.providers.ssh.hooks.ssh import SSHHook
+
+        class ReadSSHHook(SSHHook):
+            def __init__(self, *args: object, connection: Connection, **kwargs: object) -> None:
+                self._connection = connection
+                super().__init__(*args, **kwargs)
+
+            def get_connection(self, conn_id: str) -> Connection:  # type: ignore[override]
+                if conn_id == self._connection.conn_id:
+                    return self._connection
+                return SSHHook.get_connection(conn_id)
+
+        _HOOK_CLASS = ReadSSHHook
+    return _HOOK_CLASS
+
+
 #: The line :meth:`BrokerShell.read` appends to a command's output, with the command's exit code.
 END_MARK = "--kafka-ops-end-of-output--"
 
@@ -105,21 +154,22 @@ class BrokerShell:
     :param host: the broker's host name or address (overrides the connection's host).
     :param conn_timeout_s: TCP/SSH connect timeout, seconds (default 10).
     :param pool: where the connection is kept between commands (None: a new connection per command, closed after).
+    :param conn: the Airflow connection ``ssh_conn_id`` as :func:`read_connection` read it for this command's step
+        (the commands of one step on several hosts share one read); None: read it now.
     """
 
     def __init__(self, ssh_conn_id: str, host: str, conn_timeout_s: float = 10.0,
-                 pool: ConnectionPool | None = POOL) -> None:
-        from airflow.providers.ssh.hooks.ssh import SSHHook
-
+                 pool: ConnectionPool | None = POOL, conn: Connection | None = None) -> None:
         self.ssh_conn_id = ssh_conn_id
         self.host = host
         self.pool = pool
-        self.hook = SSHHook(ssh_conn_id=ssh_conn_id, remote_host=host, conn_timeout=int(conn_timeout_s))
+        conn = conn if conn is not None else read_connection(ssh_conn_id)
+        self.hook = _hook_class()(ssh_conn_id=ssh_conn_id, remote_host=host, conn_timeout=int(conn_timeout_s),
+                                  connection=conn)
         if self.hook.no_host_key_check or self.hook.allow_host_key_change:
             raise BrokerHostKeyError(
                 f"SSH connection {ssh_conn_id!r} disables host key checking; kafka-ops refuses to use it"
             )
-        conn = self.hook.get_connection(ssh_conn_id)
         known_hosts = (conn.extra_dejson or {}).get("known_hosts")
         if known_hosts:
             self.hook.host_key = self._known_host_key(os.path.expanduser(known_hosts))

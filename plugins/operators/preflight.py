@@ -21,9 +21,9 @@ Which hosts, by ``scope``:
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hooks.broker_ssh import BrokerShell
+from hooks.broker_ssh import BrokerShell, step_connection
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops import upgrade
 from kafka_ops.command_output import failure_text
@@ -37,6 +37,9 @@ from runtime.failures import RunRefused, describe
 from runtime.params import is_true
 
 from operators.cluster_operator import ClusterOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
 
 SCOPES = ("roll", "upgrade", "scale-out", "decommission")
 #: The run's command choices per roll step (the DAG params of the same names).
@@ -79,7 +82,8 @@ class PreflightOperator(ClusterOperator):
         timeout_s = float(self.setting("command_timeout_s"))
         # the connection settings are read here, in the task's own thread (its requests to Airflow stay in one
         # thread); the hosts are asked side by side
-        shells = {need.node: self._shell(profile, need) for need, _ in needs}
+        conn = step_connection(profile.ssh_conn_id)  # one read serves every host's shell
+        shells = {need.node: self._shell(profile, need, conn) for need, _ in needs}
         with ThreadPoolExecutor(max_workers=min(len(needs), 8)) as pool:
             found = dict(zip([n.node for n, _ in needs],
                              pool.map(lambda item: self._probe(shells[item[0].node], item[0], item[1], timeout_s),
@@ -110,11 +114,11 @@ class PreflightOperator(ClusterOperator):
         return ", ".join(parts)
 
     @staticmethod
-    def _shell(profile: ClusterProfile, need: HostNeeds) -> BrokerShell | Exception:
+    def _shell(profile: ClusterProfile, need: HostNeeds, conn: Connection | None) -> BrokerShell | Exception:
         """The host's shell, or why there is none (a connection that disables host key checking, an unknown host
         key): reported as the host's problem by :meth:`_probe`."""
         try:
-            return BrokerShell(profile.ssh_conn_id, need.host)
+            return BrokerShell(profile.ssh_conn_id, need.host, conn=conn)
         except Exception as exc:  # noqa: BLE001 - every way of not reaching the host is the host's problem
             return exc
 

@@ -19,12 +19,15 @@ import shlex
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException
-from hooks.broker_ssh import BrokerShell
+from hooks.broker_ssh import BrokerShell, step_connection
 from kafka_ops.command_output import failure_text
 from kafka_ops.profile import ClusterProfile
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
 
 STEPS = ("pre_stop", "stop", "pre_start", "start")
 
@@ -81,11 +84,13 @@ class BrokerCommand:
         return f"{self.node} {self.broker_id} ({self.host}): {self.step}: {self.origin}: {self.text}"
 
     def run(self, ssh_conn_id: str, timeout_s: float, log: logging.Logger, dry_run: bool = False,
-            triggered_by: str | None = None) -> int:
+            triggered_by: str | None = None, conn: Connection | None = None) -> int:
         """Run it (or, with ``dry_run``, only log it); returns the exit code (0).
 
         :param timeout_s: the command's time limit, seconds (a controlled shutdown of a large broker
             takes minutes).
+        :param conn: the connection as the step read it once for all its hosts
+            (``hooks.broker_ssh.step_connection``); None: read here.
         :raises BrokerCommandFailed: non-zero exit (with stderr), SSH failure (host named, cause given).
         """
         who = f" (run triggered by {triggered_by})" if triggered_by else ""
@@ -94,7 +99,8 @@ class BrokerCommand:
             return 0
         log.info("running %s%s", self.describe(), who)
         try:
-            rc, out, err = BrokerShell(ssh_conn_id, self.host).run(remote_command(self.text, self.broker_id), timeout_s)
+            rc, out, err = BrokerShell(ssh_conn_id, self.host, conn=conn).run(remote_command(self.text, self.broker_id),
+                                                                              timeout_s)
         except Exception as exc:
             raise BrokerCommandFailed(
                 f"{self.step} on {self.node} {self.broker_id}: could not run it on {self.host} over SSH "
@@ -134,9 +140,10 @@ def connect_ahead(ssh_conn_id: str, hosts: Iterable[str], log: logging.Logger) -
             log.debug("SSH to %s not opened ahead: %s", shell.host, exc)
 
     shells = []
+    conn = step_connection(ssh_conn_id)
     for host in sorted(set(hosts)):
         try:
-            shells.append(BrokerShell(ssh_conn_id, host))
+            shells.append(BrokerShell(ssh_conn_id, host, conn=conn))
         except Exception as exc:  # noqa: BLE001 - as above
             log.debug("SSH to %s not opened ahead: %s", host, exc)
     threads = [threading.Thread(target=connect, args=(shell,), name=f"ssh-ahead-{shell.host}", daemon=True)

@@ -151,7 +151,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeQuorum:
             return {b: why for b, why in fake.hung.items() if b in brokers}
 
     class Shell:
-        def __init__(self, ssh_conn_id: str, host: str) -> None:
+        def __init__(self, ssh_conn_id: str, host: str, conn: object = None) -> None:
             self.host = host
 
         def run(self, command: str, timeout_s: float) -> tuple[int, str, str]:

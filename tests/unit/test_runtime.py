@@ -450,7 +450,7 @@ def test_a_status_command_returns_its_exit_code_instead_of_failing(monkeypatch: 
     from runtime.broker_commands import controller_command
 
     class Shell:
-        def __init__(self, ssh_conn_id: str, host: str) -> None:
+        def __init__(self, ssh_conn_id: str, host: str, conn: object = None) -> None:
             self.host = host
 
         def run(self, command: str, timeout_s: float) -> tuple[int, str, str]:

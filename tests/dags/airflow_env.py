@@ -288,7 +288,12 @@ def failure_lines(text: str, limit: int = 12) -> str:
 
 class Responder(threading.Thread):
     """Answers the run's human-in-the-loop request the way the UI's Required Actions does: through the HITL
-    REST API's handler (in this process, on the same metadata database), once the task waits for input."""
+    REST API's handler (in this process, on the same metadata database), once the task waits for input.
+
+    It answers a task instance only when it saw it waiting at its previous look too (0.5 s before), as a person would
+    at the earliest: ``dag.test``'s task runner writes the state the task process ended in (``awaiting_input``) to the
+    database right after the process returns, so an answer within those milliseconds (the handler moves the task to
+    ``scheduled``) was overwritten and the run then waited for ever (seen once: answered 0.09 s after the request)."""
 
     def __init__(self, dag_id: str, task_id: str, option: str) -> None:
         super().__init__(daemon=True)
@@ -304,13 +309,15 @@ class Responder(threading.Thread):
         from airflow.models.taskinstance import TaskInstance
         from sqlalchemy import select
 
+        seen: tuple | None = None  # the task instance (id, try) waiting at the previous look
         while not self.stop.is_set():
             session = settings.Session()
             try:
                 ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == self.dag_id,
                                                                TaskInstance.task_id == self.task_id,
                                                                TaskInstance.state == "awaiting_input"))
-                if ti is not None:
+                waiting, seen = seen, (None if ti is None else (ti.id, ti.try_number))
+                if ti is not None and waiting == seen:
                     update_hitl_detail(dag_id=self.dag_id, dag_run_id=ti.run_id, task_id=self.task_id,
                                        update_hitl_detail_payload=UpdateHITLDetailPayload(chosen_options=[self.option]),
                                        user=SimpleNamespace(get_id=lambda: "operator", get_name=lambda: "operator"),

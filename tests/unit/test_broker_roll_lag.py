@@ -100,18 +100,31 @@ class BlockingCommand:
         return 0
 
 
-def test_the_lag_streak_is_fed_while_the_stop_and_start_commands_run(op) -> None:
+@pytest.mark.parametrize("hosts", [1, 2], ids=["one broker (a serial roll)", "a batch of two"])
+def test_the_lag_streak_is_fed_while_the_stop_and_start_commands_run(op, hosts: int) -> None:
     burrow = Burrow()
     op.lag = LagWatch(burrow, ["billing"], interval_s=0.05)  # the real clock: polls 0.05 s apart
     op.lag.disruption_begins()
     op._profile = SimpleNamespace(cluster="c", ssh_conn_id="ssh")
     op.ssh_timeout_s = 5
-    commands = [BlockingCommand(burrow, 3), BlockingCommand(burrow, 3)]
+    commands = [BlockingCommand(burrow, 3) for _ in range(hosts)]
     op._run_all(commands, None)
-    assert [c.ran for c in commands] == [1, 1]
+    assert [c.ran for c in commands] == [1] * hosts
     assert op.lag.streak >= 3, "the polls made while the commands ran count in the streak the next gate continues"
     handed = op.lag.handover()
     assert handed is not None and handed.polls == op.lag.streak
+
+
+def test_a_poll_that_failed_while_the_commands_run_is_asked_again_an_interval_later(op) -> None:
+    class Silent(Burrow):
+        def group_statuses(self, groups, budget_s=None):
+            self.polls += 1
+            raise TimeoutError("Burrow did not answer")
+
+    op.lag = LagWatch(Silent(), ["billing"], interval_s=5)
+    op.lag.disruption_begins()
+    assert op._meanwhile() == op.interval_s, "not at once again (no busy loop on a silent Burrow)"
+    assert op.lag.streak == 0 and op.lag.burrow.polls == 1
 
 
 def test_a_failed_command_fails_the_step_after_every_command_ended(op) -> None:

@@ -272,7 +272,8 @@ def stuck_partitions(wave: Wave, ongoing: set[tuple[str, int]]) -> list[str]:
 # -- checks before an operation ------------------------------------------------------------------------
 
 
-def _replica_counts(state: ClusterState) -> dict[int, int]:
+def replica_counts(state: ClusterState) -> dict[int, int]:
+    """Broker id -> how many replicas ``state``'s partitions assign to it (brokers holding none left out)."""
     counts: dict[int, int] = {}
     for p in state.partitions:
         for b in p.replicas:
@@ -289,11 +290,14 @@ MAX_RACK_REASONS = 5
 
 
 def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iterable[int] = (),
-                       fenced: Iterable[int] = ()) -> list[str]:
+                       fenced: Iterable[int] = (), stopped_by_run: Iterable[int] = ()) -> list[str]:
     """Why decommissioning ``brokers`` must be refused; [] = it may go ahead. ``voters``: the KRaft metadata
     quorum's voter ids (DescribeQuorum; empty in ZooKeeper mode). ``fenced``: brokers a KRaft cluster has
     registered but fenced (down; DescribeCluster v2, KIP-1073): known, though Metadata leaves them out, so one
-    stopped without being unregistered may be decommissioned (its registration removed).
+    stopped without being unregistered may be decommissioned (its registration removed). ``stopped_by_run``: brokers
+    this run drained and stopped itself in an earlier try (``kafka_ops.run_acceptance.own_work``): known, not
+    refused as unknown; when some of ``brokers`` are and others not (a stop step that stopped part of them), the run
+    is refused, naming the brokers left to decommission (its plan cannot drain brokers no longer registered).
 
     Refusals:
 
@@ -324,8 +328,16 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
     if dups:
         return [f"broker ids listed twice: {_ids(dups)}"]
     registered = state.broker_ids
-    counts = _replica_counts(state)
+    counts = replica_counts(state)
     down = set(fenced)
+    done = {int(b) for b in stopped_by_run}
+    if done and done.issuperset(ids):
+        return []
+    if done:
+        rest = [b for b in ids if b not in done]
+        return [f"brokers {_ids(sorted(done & set(ids)))} were drained and stopped by an earlier try of this run, "
+                f"brokers {_ids(rest)} were not: trigger a decommission of {_ids(rest)} (this run's plan cannot "
+                f"drain brokers no longer registered)"]
     unknown = [b for b in ids if b not in registered and not counts.get(b) and b not in down]
     controllers = controllers_not_brokers(unknown, [int(v) for v in voters], registered)
     if controllers:
@@ -379,7 +391,7 @@ def check_decommission(state: ClusterState, brokers: Iterable[int], voters: Iter
 
 
 def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_ok: bool = True,
-                    voters: Iterable[int] = ()) -> list[str]:
+                    voters: Iterable[int] = (), moved_here: Iterable[int] = ()) -> list[str]:
     """Why a scale-out onto ``new_brokers`` must be refused; [] = it may go ahead.
 
     Refusals: no broker given; a negative id; an id listed twice; an id that is a registered broker
@@ -391,6 +403,8 @@ def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_
     :param registered_ok: True (default): new brokers need not be registered yet (planning ahead,
         before they start). False: every new broker must be registered now (before executing:
         AlterPartitionReassignments refuses targets that are not live brokers).
+    :param moved_here: new brokers whose replicas this run moved to them in an earlier try
+        (``kafka_ops.run_acceptance.own_work``): their replicas are not refused (the run goes on from there).
     """
     ids = list(new_brokers)
     if not ids:
@@ -403,10 +417,13 @@ def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_
     if dups:
         reasons.append(f"broker ids listed twice: {_ids(dups)}")
     registered = set(state.broker_ids)
-    counts = _replica_counts(state)
+    counts = replica_counts(state)
     unique = list(dict.fromkeys(ids))
+    own = {int(b) for b in moved_here}
     for b in unique:
         n = counts.get(b, 0)
+        if n and b in registered and b in own:
+            continue
         if n and b in registered:
             reasons.append(f"broker {b} already holds {n} replicas: this is a rebalance, not a scale-out")
         elif n:

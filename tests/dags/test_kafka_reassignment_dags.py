@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from airflow_env import published_labels, run_dag
+from airflow_env import clear_and_resume, published_labels, run_dag
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 from kafka_ops import properties_file
@@ -249,6 +249,26 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     now = {(p.topic, p.partition): p.replicas for p in snapshot(admin(sandbox.bootstrap_servers)).partitions}
     assert layout and {k: v for k, v in now.items() if k in layout} == layout, "nothing moved"
 
+    # the succeeded run cleared whole (the UI's "Clear Run", as after a run stopped from outside): its validate tells
+    # the replicas it moved to broker 3 from anyone else's (the record its first try left in the run's directory)
+    # and the run goes on from there: broker 3 is not started again; the plan of the cluster as the run left it
+    # evens out the bytes the traffic wrote and deleted since (a few moves), broker 3 keeps its share
+    caplog.clear()
+    cleared = clear_and_resume("kafka_scale_out", result.run_id, only_failed=False)
+    text = capfd.readouterr().out + caplog.text
+    assert cleared.state == "success", cleared.states
+    assert re.search(r"broker 3 holds \d+ replicas this run moved to it \(it held none when the run was accepted at ",
+                     text), text[-3000:]
+    assert "broker 3 is registered already: not started" in text and sandbox.starts([3]) == starts
+    replanned = json.loads((run_dir / "plan" / "reassignment.json").read_text())["partitions"]
+    print(f"the cleared run's plan: {len(replanned)} moves")
+    assert "**Succeeded**: scale-out on kafka_sandbox" in text
+    assert "brokers started: none; registered already: [3]" in text, "the note names nothing started by the clear"
+    final = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
+                     what="every partition in sync after the cleared run")
+    assert replica_counts(final)[3] >= counts[3] - len(replanned), "broker 3 keeps its share"
+    assert final.offline == [] and throttles_left(sandbox) == {}
+
 
 def with_profile(monkeypatch: pytest.MonkeyPatch, **changes) -> None:
     """Change the kafka_sandbox connection's profile (extra) for this test."""
@@ -335,6 +355,20 @@ def test_decommission_drains_and_stops_the_broker_and_refuses_bad_input(fresh_sa
     assert after.under_replicated == [] and after.offline == [] and watcher.ever_offline() == []
     assert throttles_left(sandbox) == {}
     assert "through ZooKeeper" in logs
+
+    # the succeeded run cleared whole (the UI's "Clear Run", as after a run stopped from outside): broker 2, which the
+    # run itself drained and stopped, is not refused as an unknown broker; nothing is left to do, the rest skipped
+    starts = sandbox.starts()
+    cleared = clear_and_resume("kafka_decommission", result.run_id, only_failed=False)
+    text = capfd.readouterr().out + caplog.text
+    assert cleared.state == "success", cleared.states
+    assert cleared.state_of("validate") == "skipped" and cleared.state_of("reassign.plan") == "skipped", \
+        cleared.states
+    assert "broker 2 was drained and stopped by this run (registered when the run was accepted at " in text
+    assert "done by an earlier try of this run (drained and stopped): nothing left to do" in text, text[-3000:]
+    assert "unknown broker ids" not in text and "**Succeeded**: decommission on kafka_sandbox" in text
+    assert sandbox.starts() == starts and registered(sandbox) == {0, 1, 3}, "nothing started or stopped"
+    assert throttles_left(sandbox) == {}
 
 
 @pytest.mark.parametrize("deferred", [pytest.param(False, marks=pytest.mark.extended), True],

@@ -185,8 +185,10 @@ def broker_caught_up(state: ClusterState, broker_id: int) -> Verdict:
     up with every leader and rejoined every ISR (Kafka: a follower joins the ISR once its log end
     offset reaches the leader's high watermark). Unlike the cluster-wide URP rule it still holds
     when another broker is down, which a resumed run can meet.
-    Reason format: ``"orders-3: broker 2 not in isr [1, 3]"``; a partition without a leader says so:
-    ``"orders-3: OFFLINE (no leader; isr [2], replicas down [2])"``.
+    Reason format: ``"orders-3: broker 2 not in isr [1, 3] (leader 1)"`` (the leader adds a caught-up follower
+    to the ISR, AlterPartition to the controller: one leader behind every such partition while the broker runs points
+    at that leader); a partition without a leader says so: ``"orders-3: OFFLINE (no leader; isr [2], replicas down
+    [2])"``.
     """
     reasons = []
     for p in state.partitions_on(broker_id):
@@ -196,7 +198,7 @@ def broker_caught_up(state: ClusterState, broker_id: int) -> Verdict:
             down = [r for r in p.replicas if not state.has_broker(r)]
             reasons.append(f"{p.name}: OFFLINE (no leader; isr {_ids(p.isr)}, replicas down {_ids(down)})")
         else:
-            reasons.append(f"{p.name}: broker {broker_id} not in isr {_ids(p.isr)}")
+            reasons.append(f"{p.name}: broker {broker_id} not in isr {_ids(p.isr)} (leader {p.leader})")
     return _verdict("caught-up", reasons)
 
 

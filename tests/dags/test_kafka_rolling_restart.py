@@ -498,6 +498,7 @@ def test_lag_gate_waits_then_fails_naming_the_group(fresh_sandbox, use_sandbox, 
         out[-3000:]
 
 
+@pytest.mark.extended
 def test_a_burrow_that_stops_answering_mid_roll_holds_no_wait_past_its_time(fresh_sandbox, use_sandbox, capfd,
                                                                             caplog):
     """Burrow frozen (SIGSTOP: it accepts connections and answers nothing) once the first broker's stop is sent: that

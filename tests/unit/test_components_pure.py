@@ -73,9 +73,9 @@ def test_gone_and_registered() -> None:
 
 def test_caught_up_for_a_broker_and_for_the_cluster() -> None:
     missing = PROBES["caught_up"].rule(WITHOUT_2, 2)
-    assert not missing.ok and missing.reasons == ["orders-0: broker 2 not in isr [0, 1]",
-                                                  "orders-1: broker 2 not in isr [1, 0]",
-                                                  "orders-2: broker 2 not in isr [0, 1]"]
+    assert not missing.ok and missing.reasons == ["orders-0: broker 2 not in isr [0, 1] (leader 0)",
+                                                  "orders-1: broker 2 not in isr [1, 0] (leader 1)",
+                                                  "orders-2: broker 2 not in isr [0, 1] (leader 0)"]
     assert PROBES["caught_up"].rule(WITHOUT_2, 1).ok, "broker 1 is in every ISR it belongs to"
     urp = PROBES["caught_up"].rule(WITHOUT_2, None)
     assert not urp.ok and urp.rule == "urp" and len(urp.reasons) == 3

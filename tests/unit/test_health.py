@@ -324,7 +324,7 @@ def test_broker_caught_up_only_looks_at_that_brokers_partitions():
     assert broker_caught_up(state, 2).ok
     verdict = broker_caught_up(state, 1)
     assert not verdict.ok
-    assert verdict.reasons == ["t-1: broker 1 not in isr [2]"]
+    assert verdict.reasons == ["t-1: broker 1 not in isr [2] (leader 2)"]
 
 
 def test_broker_leadership_uses_the_imbalance_percentage():

@@ -422,7 +422,7 @@ def check_scale_out(state: ClusterState, new_brokers: Iterable[int], registered_
     own = {int(b) for b in moved_here}
     for b in unique:
         n = counts.get(b, 0)
-        if n and b in registered and b in own:
+        if b in own:  # registered, holding what this run moved there
             continue
         if n and b in registered:
             reasons.append(f"broker {b} already holds {n} replicas: this is a rebalance, not a scale-out")

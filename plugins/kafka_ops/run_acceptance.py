@@ -58,6 +58,12 @@ class OwnWork:
     stopped: tuple[int, ...] = ()
     lines: tuple[str, ...] = ()
 
+    def decommission_done(self, brokers: Iterable[int]) -> bool:
+        """Every one of ``brokers`` (a decommission's, non-empty) was drained and stopped by the run: nothing is left
+        to do."""
+        ids = {int(b) for b in brokers}
+        return bool(ids) and ids.issubset(self.stopped)
+
 
 def _record_ids(record: Mapping[str, Any], key: str) -> set[int] | None:
     values = record.get(key)

@@ -100,7 +100,7 @@ class ReassignmentChecksOperator(ClusterOperator):
         if record is None:
             self._write_record(record_path, acceptance(self.mode, brokers, state,
                                                        datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")))
-        if self.mode == "decommission" and set(own.stopped) == set(brokers):
+        if self.mode == "decommission" and own.decommission_done(brokers):
             raise AirflowSkipException(f"decommission of brokers {brokers} on cluster {profile.cluster!r}: done by an "
                                        f"earlier try of this run (drained and stopped): nothing left to do")
         self.log.info("%s of brokers %s on cluster %r: accepted (live brokers %s)", self.mode, brokers,

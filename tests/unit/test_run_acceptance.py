@@ -64,6 +64,7 @@ def test_a_cleared_decommission_counts_the_brokers_it_stopped_and_is_done_when_a
         f"broker 3 was drained and stopped by this run (registered when the run was accepted at {AT}; now "
         "unregistered and holding no replica)",)
     assert check_decommission(AFTER_DECOMMISSION, [3], stopped_by_run=own.stopped) == []
+    assert own.decommission_done([3]) and not own.decommission_done([3, 4]) and not own.decommission_done([])
     # a new run of the same brokers: unknown, as before
     assert check_decommission(AFTER_DECOMMISSION, [3]) == [
         "unknown broker ids [3]: not registered and holding no replicas (registered: [0, 1, 2])"]
@@ -73,7 +74,7 @@ def test_a_decommission_whose_stop_stopped_part_of_its_brokers_is_refused_naming
     before = state(brokers(0, 1, 2, 3, 4), p("t", 0, [0, 1, 2]), p("t", 1, [3, 4, 0]))
     now = state(brokers(0, 1, 2, 4), p("t", 0, [0, 1, 2]), p("t", 1, [1, 2, 0]))
     own = own_work(acceptance("decommission", [3, 4], before, AT), "decommission", [3, 4], now)
-    assert own.stopped == (3,)
+    assert own.stopped == (3,) and not own.decommission_done([3, 4])
     assert check_decommission(now, [3, 4], stopped_by_run=own.stopped) == [
         "brokers [3] were drained and stopped by an earlier try of this run, brokers [4] were not: trigger a "
         "decommission of [4] (this run's plan cannot drain brokers no longer registered)"]

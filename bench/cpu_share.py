@@ -148,9 +148,9 @@ class CpuSampler:
         before = [reading for t, reading in self.samples if t <= began]
         if not before or self.samples[-1][0] < ended:
             raise ValueError("the samples do not span the window")
-        start = before[-1]
+        start, since = before[-1], len(before) - 1
         last: Reading = {}
-        for t, reading in self.samples:
+        for t, reading in self.samples[since:]:  # a process that ended before the window is in none of these
             for key, (label, cpu) in reading.items():
                 if label.startswith("<") and key in last:  # a zombie: the command line it had
                     label = last[key][0]

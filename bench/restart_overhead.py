@@ -404,6 +404,14 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             cpu_line = describe(cpu.spent(result["began"], result["ended"]), result["wall_s"])
         except ValueError as exc:  # the samples do not span the run: say so, keep the run's figures
             cpu_line = f"not read ({exc})"
+        for b in result["brokers"]:  # the machine while the task's brokers started: what their JVMs shared it with
+            m = b.get("marks") or {}
+            if "start_sent" in m and "registered" in m:
+                try:
+                    b["start_cpu"] = describe(cpu.spent(m["start_sent"], m["registered"]),
+                                              m["registered"] - m["start_sent"])
+                except ValueError:
+                    pass
         out = {"size": size, "mode": mode, "runner": chosen.name, **result, "cpu": cpu_line,
                "burrow": burrow.describe(result["began"], result["ended"])}
         if watched is not None:
@@ -476,6 +484,8 @@ def table(results: list[dict[str, Any]]) -> str:
                               f"leadership {_fmt(k['leadership_s'])} s = {_fmt(k['kafka_s'])} s of the task's "
                               f"{_fmt(b['task_s'])} s; ours {_fmt(beyond)} s (exit to next launch "
                               f"{_fmt(k['down_s'])} s)")
+            if b.get("start_cpu"):
+                detail.append(f"    the machine's CPU from the start sent to registered: {b['start_cpu']}")
         own = [b for b in r["brokers"] if (b.get("kafka") or {}).get("kafka_s") is not None]
         if own:
             kafka_total = sum(b["kafka"]["kafka_s"] for b in own)

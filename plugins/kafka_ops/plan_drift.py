@@ -118,3 +118,34 @@ def dropped_lines(standing: MoveStanding, current: Mapping[tuple[str, int], Sequ
                      "plan (a reassignment by hand, or the topic re-created); moving it would undo that: plan it "
                      "again with a new run")
     return lines
+
+
+def keep_earlier_plan(moves: Sequence[Move], current: Mapping[tuple[str, int], Sequence[int]],
+                      running: Iterable[tuple[str, int]] = ()) -> tuple[bool, str]:
+    """Whether a run cleared whole (the UI's "Clear Run", after a failure or on a run that succeeded) goes on with the
+    plan an earlier try of it made, instead of snapshotting and planning again.
+
+    An earlier try's plan is this run's own work: its moves at their target were made by the run, its running
+    reassignments were started by it. Planning again from the cluster as that try left it would move partitions the
+    run never meant to move (a finished scale-out's plan evens out the bytes written since, a few moves each time
+    it is cleared), and a reassignment the earlier try left running would be refused as "another reassignment in
+    progress". So the plan is kept while it fits: every move done, running, to do, or of a partition deleted since
+    (the waves leave those alone). One move changed by someone else since the plan (its replicas neither the plan's
+    start nor its target) means the cluster moved under the run: it plans again from the cluster as it is.
+
+    :param moves: the earlier try's plan (``kafka_ops.plan_files.load_plan(...).moves``).
+    :param current: ``(topic, partition) -> replicas`` now (:func:`replicas_now`).
+    :param running: ``(topic, partition)`` of the reassignments in progress (ListPartitionReassignments).
+    :returns: ``(keep, line)``: the line says what the plan holds and what this try does, for the task's log.
+    """
+    standing = move_standing(moves, current, running)
+    counts = ", ".join(f"{len(group)} {name}" for name, group in
+                       (("at their target", standing.done), ("running", standing.running),
+                        ("to do", standing.todo), ("of deleted partitions", standing.deleted)) if group)
+    told = f"an earlier try of this run planned {len(moves)} moves" + (f" ({counts})" if counts else "")
+    if standing.changed:
+        return False, (f"{told}, but {len(standing.changed)} changed by someone else since ({_names(standing.changed)})"
+                       ": planning again from the cluster as it is")
+    if not standing.todo and not standing.running:
+        return True, f"{told}: all made; this try keeps that plan and its snapshot: nothing is moved again"
+    return True, f"{told}: this try goes on with that plan and its snapshot instead of planning again"

@@ -12,7 +12,10 @@ from typing import Any
 
 from hooks.kafka_admin import KafkaAdminHook
 from kafka_ops.cluster import Broker, ClusterState, fenced_down
+from kafka_ops.plan_drift import keep_earlier_plan, replicas_now
+from kafka_ops.plan_files import REASSIGNMENT_FILE, PlanFileError, load_plan
 from runtime.host_files import unstarted_broker_on_host
+from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
@@ -75,6 +78,11 @@ def snapshot_broker_ids(directory: Path) -> set[int]:
     return {int(b["id"]) for b in json.loads((directory / "brokers.json").read_text())}
 
 
+#: In the run's directory while its snapshot and plan are an earlier try's, kept by a later try's snapshot task
+#: (:meth:`SnapshotOperator._keeps_earlier_plan`): the plan task then does not plan again.
+KEPT_PLAN_FILE = "plan_kept.json"
+
+
 class SnapshotOperator(ClusterOperator):
     """Snapshot the cluster into ``<run directory>/snapshot`` (Metadata, DescribeCluster for racks,
     DescribeLogDirs for sizes); returns the run directory's path (str).
@@ -85,6 +93,10 @@ class SnapshotOperator(ClusterOperator):
         not registered yet are listed as their hosts' ``server.properties`` describe them (the profile's
         ``broker_hosts`` and ``server_properties``, read over SSH: ``kafka_ops.unstarted_broker``), so that the dry
         run plans onto them without starting them.
+
+    A run cleared whole keeps the snapshot and plan of an earlier try while that plan fits the cluster (every move of
+    it done, running, to do, or of a deleted partition): it goes on with its own plan instead of moving what a new
+    plan would (:meth:`_keeps_earlier_plan`).
     :param settings: ``cluster``, ``dry_run``, and ``brokers`` for a decommission or scale-out (values or
         ``FromParam``).
     :raises AirflowFailException: a scale-out dry run's new broker has no host or file to read, its file
@@ -105,6 +117,8 @@ class SnapshotOperator(ClusterOperator):
         unstarted: list[Broker] = []
         with KafkaAdminHook(profile=profile) as admin:
             state = admin.cluster_state(configs=False)
+            if self._keeps_earlier_plan(admin, run_dir, state):
+                return str(run_dir)
             sizes = partition_sizes(admin.describe_log_dirs(state.broker_ids))
             read_at = time.time()
             if self.planner_mode == "decommission":
@@ -130,3 +144,30 @@ class SnapshotOperator(ClusterOperator):
                       profile.cluster, counts["brokers"], sorted({str(b.rack) for b in state.brokers}),
                       counts["partitions"], counts["bytes"] / 1e9, run_dir / "snapshot")
         return str(run_dir)
+
+    def _keeps_earlier_plan(self, admin: KafkaAdminHook, run_dir: Path, state: ClusterState) -> bool:
+        """A run cleared whole after an earlier try planned: keep that try's snapshot and plan while the plan fits
+        the cluster (``kafka_ops.plan_drift.keep_earlier_plan``; logged), and write :data:`KEPT_PLAN_FILE` so that
+        the plan task does not plan again; else remove that file and snapshot afresh. A dry run always snapshots
+        afresh (it moved nothing: its plan shows what a run would do now); a plan that cannot be read is planned
+        again (logged)."""
+        kept = run_dir / KEPT_PLAN_FILE
+        plan_dir = run_dir / "plan"
+        if self.dry_run or not (plan_dir / REASSIGNMENT_FILE).is_file():
+            kept.unlink(missing_ok=True)
+            return False
+        try:
+            plan = load_plan(plan_dir, snapshot_dir=run_dir / "snapshot")
+        except PlanFileError as exc:
+            self.log.warning("an earlier try of this run left a plan that cannot be read (%s): planning again", exc)
+            kept.unlink(missing_ok=True)
+            return False
+        running = [(o["topic"], o["partition"]) for o in
+                   self.ask(lambda: Reassignments(admin, self.profile).ongoing(), "the reassignments in progress")]
+        keep, line = keep_earlier_plan(plan.moves, replicas_now(state), running)
+        self.log.warning("%s", line)
+        if keep:
+            kept.write_text(json.dumps({"moves": len(plan.moves), "kept_at": time.time(), "why": line}) + "\n")
+        else:
+            kept.unlink(missing_ok=True)
+        return keep

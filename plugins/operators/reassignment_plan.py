@@ -30,7 +30,7 @@ from runtime.reassignments import Reassignments
 from runtime.run_dir import run_directory
 
 from operators.cluster_operator import ClusterOperator
-from operators.cluster_snapshot import partition_sizes, sizes_read_at, snapshot_broker_ids
+from operators.cluster_snapshot import KEPT_PLAN_FILE, partition_sizes, sizes_read_at, snapshot_broker_ids
 
 #: ``spark/`` beside ``plugins/`` (the repository, and /opt/airflow in the docker image);
 #: ``KAFKA_OPS_SPARK_DIR`` overrides it.
@@ -71,6 +71,9 @@ class PlannerSubmitOperator(SparkSubmitOperator):
     :param mode: ``scale-out`` or ``decommission``.
     :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``,
         and for a decommission ``drain_only`` (values or ``FromParam``).
+    A run whose snapshot task kept an earlier try's plan (``operators.cluster_snapshot.KEPT_PLAN_FILE`` in the run's
+    directory) is not planned again: no spark-submit.
+
     :param driver_java_options: ``spark.driver.extraJavaOptions`` of the job (default :data:`DRIVER_JAVA_OPTIONS`);
         None leaves it to the Spark installation (e.g. its ``spark-defaults.conf``, which this setting overrides).
     """
@@ -89,6 +92,10 @@ class PlannerSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         cfg = resolve_settings(self.settings, context["params"])
         run_dir = run_directory(context)
+        if (run_dir / KEPT_PLAN_FILE).is_file():
+            self.log.info("not planning: the snapshot task kept the plan of an earlier try of this run (%s); its "
+                          "files in %s", KEPT_PLAN_FILE, run_dir / "plan")
+            return
         self.application_args = planner_args(run_dir, self.mode, list(cfg.get("brokers") or []), cfg)
         self.log.info("planner: %s %s", self.application, " ".join(self.application_args))
         super().execute(context)

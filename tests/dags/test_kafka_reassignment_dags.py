@@ -250,23 +250,36 @@ def test_scale_out_starts_the_new_broker_and_moves_its_share_to_it(fresh_sandbox
     assert layout and {k: v for k, v in now.items() if k in layout} == layout, "nothing moved"
 
     # the succeeded run cleared whole (the UI's "Clear Run", as after a run stopped from outside): its validate tells
-    # the replicas it moved to broker 3 from anyone else's (the record its first try left in the run's directory)
-    # and the run goes on from there: broker 3 is not started again; the plan of the cluster as the run left it
-    # evens out the bytes the traffic wrote and deleted since (a few moves), broker 3 keeps its share
+    # the replicas it moved to broker 3 from anyone else's (the record its first try left in the run's directory),
+    # broker 3 is not started again, and the run keeps its own finished plan: no new snapshot, no spark-submit, no
+    # partition moved again (a new plan would even out the bytes the traffic wrote since: a few moves each clear)
     caplog.clear()
+    plan_before = (run_dir / "plan" / "reassignment.json").read_text()
     cleared = clear_and_resume("kafka_scale_out", result.run_id, only_failed=False)
     text = capfd.readouterr().out + caplog.text
     assert cleared.state == "success", cleared.states
     assert re.search(r"broker 3 holds \d+ replicas this run moved to it \(it held none when the run was accepted at ",
                      text), text[-3000:]
     assert "broker 3 is registered already: not started" in text and sandbox.starts([3]) == starts
-    replanned = json.loads((run_dir / "plan" / "reassignment.json").read_text())["partitions"]
-    print(f"the cleared run's plan: {len(replanned)} moves")
+    # the test's traffic topics, moved by the plan too, were deleted when the traffic ended: nothing to move for them
+    moves = len(plan["partitions"])
+    kept = re.search(rf"an earlier try of this run planned {moves} moves \((\d+) at their target(?:, (\d+) of "
+                     r"deleted partitions)?\): all made; this try keeps that plan and its snapshot: nothing is moved "
+                     r"again", text)
+    assert kept, text[-3000:]
+    made = int(kept.group(1))
+    assert made + int(kept.group(2) or 0) == moves and made > 0
+    assert "not planning: the snapshot task kept the plan of an earlier try of this run" in text
+    assert f"{made} of {moves} moves are at their target already (a resumed run)" in text
+    idle = re.findall(r"\): nothing left to move \(\d+ at their target", text)
+    assert len(idle) == waves, "no wave moved a partition"
+    assert (run_dir / "plan" / "reassignment.json").read_text() == plan_before, "the plan files are the first try's"
     assert "**Succeeded**: scale-out on kafka_sandbox" in text
     assert "brokers started: none; registered already: [3]" in text, "the note names nothing started by the clear"
     final = wait_for(lambda: (v := snapshot(admin(sandbox.bootstrap_servers))) and not v.under_replicated and v, 60,
                      what="every partition in sync after the cleared run")
-    assert replica_counts(final)[3] >= counts[3] - len(replanned), "broker 3 keeps its share"
+    now = {(p.topic, p.partition): p.replicas for p in final.partitions}
+    assert {k: v for k, v in now.items() if k in layout} == layout, "the clear moved nothing"
     assert final.offline == [] and throttles_left(sandbox) == {}
 
 

@@ -225,6 +225,11 @@ def test_the_cpu_shares_count_each_process_over_the_window_only() -> None:
         sampler.spent(T0 + 1, T0 + 4)
     with pytest.raises(ValueError, match="empty window"):
         sampler.spent(T0 + 1, T0 + 1)
+    # a window after the scheduler ended (its last reading at T0 + 1): it is in no reading from the window's on, so
+    # none of its CPU is counted (before, it counted as born inside the window, with all of its 5.5 s)
+    later = sampler.spent(T0 + 2, T0 + 2.5)
+    assert "Airflow scheduler" not in later
+    assert later == pytest.approx({"PostgreSQL": 7.6, "Kafka JVMs": 8.0 + 8.0})
 
 
 def test_the_cpu_sampler_reads_when_entered_and_left() -> None:

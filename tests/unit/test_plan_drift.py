@@ -3,7 +3,7 @@ deleted, changed by someone else), and the lines a wave logs about the moves it 
 
 from __future__ import annotations
 
-from kafka_ops.plan_drift import SHOWN, MoveStanding, dropped_lines, move_standing
+from kafka_ops.plan_drift import SHOWN, MoveStanding, dropped_lines, keep_earlier_plan, move_standing
 from kafka_ops.plan_files import Move
 
 DONE = Move("orders", 0, replicas=(1, 2, 4), current=(1, 2, 3))
@@ -53,3 +53,27 @@ def test_many_deleted_partitions_are_counted_past_the_shown_ones() -> None:
     (line,) = dropped_lines(MoveStanding(deleted=many), {})
     assert line.startswith(f"{SHOWN + 3} moves not made: gone-0, gone-1, ") and " and 3 more: the partitions were " \
         "deleted" in line
+
+
+def test_a_cleared_run_keeps_its_finished_plan() -> None:
+    current = {DONE.key: DONE.replicas, TODO.key: TODO.replicas}
+    keep, line = keep_earlier_plan([DONE, TODO, DELETED], current)
+    assert keep
+    assert line == ("an earlier try of this run planned 3 moves (2 at their target, 1 of deleted partitions): all "
+                    "made; this try keeps that plan and its snapshot: nothing is moved again")
+
+
+def test_a_cleared_run_goes_on_with_the_moves_its_plan_has_left() -> None:
+    current = {DONE.key: DONE.replicas, RUNNING.key: (2, 3, 1, 4), TODO.key: TODO.current}
+    keep, line = keep_earlier_plan([DONE, RUNNING, TODO], current, running=[RUNNING.key])
+    assert keep
+    assert line == ("an earlier try of this run planned 3 moves (1 at their target, 1 running, 1 to do): this try "
+                    "goes on with that plan and its snapshot instead of planning again")
+
+
+def test_a_plan_someone_else_moved_under_is_made_again() -> None:
+    current = {DONE.key: DONE.replicas, CHANGED.key: (1, 5)}
+    keep, line = keep_earlier_plan([DONE, CHANGED], current)
+    assert not keep
+    assert line == ("an earlier try of this run planned 2 moves (1 at their target), but 1 changed by someone else "
+                    "since (payments-0): planning again from the cluster as it is")

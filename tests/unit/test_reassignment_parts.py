@@ -131,6 +131,27 @@ def test_batch_items_group_steps_by_batch_and_label_them() -> None:
     assert [i["label"] for i in batch_items([{"id": 2}, {"id": 0}])] == ["broker 2", "broker 0"]
 
 
+def test_the_planner_does_not_plan_again_when_the_snapshot_task_kept_an_earlier_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker the snapshot task writes when it keeps an earlier try's plan means no spark-submit; without it, the
+    planner submits with the run's own arguments."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from operators.cluster_snapshot import KEPT_PLAN_FILE
+    from operators.reassignment_plan import PlannerSubmitOperator
+
+    monkeypatch.setenv("KAFKA_OPS_DATA_DIR", str(tmp_path))
+    submitted = []
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(self.application_args))
+    context = {"dag": SimpleNamespace(dag_id="kafka_scale_out"), "run_id": "manual__1", "params": {}}
+    op = PlannerSubmitOperator(task_id="plan", mode="scale-out", settings={"brokers": [3]})
+    (run_directory(context) / KEPT_PLAN_FILE).write_text("{}\n")
+    op.execute(context)
+    assert submitted == []
+    (run_directory(context) / KEPT_PLAN_FILE).unlink()
+    op.execute(context)
+    assert len(submitted) == 1 and submitted[0][submitted[0].index("--brokers") + 1] == "3"
+
+
 def test_run_directory_is_named_by_dag_and_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_OPS_DATA_DIR", str(tmp_path))
     assert data_root() == tmp_path
@@ -280,3 +301,53 @@ def test_the_snapshot_says_when_its_sizes_were_read(tmp_path) -> None:
     assert sizes_read_at(tmp_path) == 1796468722.5
     (tmp_path / SIZES_READ_AT).write_text("{")
     assert sizes_read_at(tmp_path) is None
+
+
+@pytest.mark.parametrize("dry_run, where, ongoing, kept", [
+    (False, "target", [], True),  # a finished plan: kept, nothing planned or moved again
+    (False, "current", [("orders", 1)], True),  # moves left and one running: the run goes on with its plan
+    (False, "elsewhere", [], False),  # someone moved orders-1 under the plan: planned again
+    (True, "current", [], False),  # a dry run always plans afresh
+])
+def test_a_later_try_keeps_the_earlier_plan_while_it_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          dry_run, where, ongoing, kept) -> None:
+    import operators.cluster_snapshot as module
+    from test_plan_files import CURRENT, TARGET, snapshot_lines, write_partitions, write_plan
+
+    run_dir = tmp_path / "run"
+    write_plan(run_dir / "plan")
+    write_partitions(run_dir / "snapshot", snapshot_lines())
+    (run_dir / module.KEPT_PLAN_FILE).write_text("{}\n")  # a stale marker of an earlier try: never trusted
+    replicas = {"target": TARGET, "current": CURRENT,
+                "elsewhere": [*TARGET[:1], {**TARGET[1], "replicas": [5, 3, 1]}, *TARGET[2:]]}[where]
+    state = SimpleNamespace(partitions=[SimpleNamespace(topic=p["topic"], partition=p["partition"],
+                                                        replicas=list(p["replicas"])) for p in replicas])
+    asked = []
+
+    class FakeReassignments:
+        def __init__(self, admin, profile):
+            asked.append(admin)
+
+        def ongoing(self):
+            return [{"topic": t, "partition": p} for t, p in ongoing]
+
+    monkeypatch.setattr(module, "Reassignments", FakeReassignments)
+    op = module.SnapshotOperator(task_id="snapshot", settings={})
+    op.cfg, op.dry_run, op.interval_s, op.timeout_s, op._profile = {}, dry_run, 0.01, 1.0, object()
+    assert op._keeps_earlier_plan("admin", run_dir, state) is kept
+    assert (run_dir / module.KEPT_PLAN_FILE).is_file() is kept
+    assert asked == ([] if dry_run else ["admin"])
+    if kept:
+        assert json.loads((run_dir / module.KEPT_PLAN_FILE).read_text())["moves"] == 3
+
+
+def test_a_later_try_plans_again_when_the_earlier_plan_cannot_be_read(tmp_path: Path) -> None:
+    import operators.cluster_snapshot as module
+    from test_plan_files import write_plan
+
+    run_dir = tmp_path / "run"
+    write_plan(run_dir / "plan", skip=("waves.json",))
+    op = module.SnapshotOperator(task_id="snapshot", settings={})
+    op.cfg, op.dry_run, op._profile = {}, False, object()
+    assert op._keeps_earlier_plan("admin", run_dir, SimpleNamespace(partitions=[])) is False
+    assert not (run_dir / module.KEPT_PLAN_FILE).exists()

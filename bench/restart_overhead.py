@@ -37,6 +37,9 @@ The table:
 - the machine's CPU during the run (``bench/cpu_share.py``: every process sampled every 0.5 s, about 1% of a core),
   by what took it: the Kafka JVMs, the bench's clients, Airflow's scheduler, api-server, PostgreSQL and tasks; on a
   machine of few cores a broker's start is CPU-bound, so these say what a faster roll would take CPU from;
+- seen from outside during the run: an independent client (the tests' ``observers.MetadataWatcher``) reads the
+  metadata every 0.5 s; the reads with an offline partition and those with a partition under
+  ``min.insync.replicas`` although its replication factor is above it are counted and named;
 - Burrow's answer time during the run (``bench/burrow_latency.py``: each workload group's lag asked every 1 s): the
   roll's side polls of Burrow get 3 s each (``runtime.lag_watch``), and these say how often the loaded machine's
   Burrow takes longer;
@@ -70,7 +73,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from burrow_latency import BurrowLatency  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "integration"))
 from cpu_share import REST_CPU_BUSY, CpuSampler, describe, machine_at_rest  # noqa: E402
+from observers import MetadataWatcher  # noqa: E402 - the tests' independent metadata watcher, reused
 
 from sandbox import restart_timeline, settings  # noqa: E402
 from sandbox import state as sandbox_state  # noqa: E402
@@ -393,10 +399,13 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
         print(f"{size} brokers: the CPU {busy:.0%} busy before the run (waited {waited:.1f} s for at most "
               f"{REST_CPU_BUSY:.0%})", flush=True)
         bootstrap = json.loads((workdir / "env.json").read_text())["bootstrap_servers"]
-        burrow_url = sandbox_state.load(Workdir.at(workdir)).burrow_url
+        loaded = sandbox_state.load(Workdir.at(workdir))
+        burrow_url = loaded.burrow_url
         with watched_traffic(workdir, bootstrap, list(range(size)), rate_per_s=rate_per_s) if traffic \
                 else nullcontext() as watched, CpuSampler() as cpu, \
-                BurrowLatency(burrow_url, settings.BURROW_CLUSTER, list(settings.WORKLOAD_GROUPS)) as burrow:
+                BurrowLatency(burrow_url, settings.BURROW_CLUSTER, list(settings.WORKLOAD_GROUPS)) as burrow, \
+                MetadataWatcher(bootstrap, interval_s=OUTSIDE_POLL_S,
+                                zookeeper=loaded.zookeeper_connect if mode == "zookeeper" else None) as outside:
             result = chosen.run(conf)
         ok = True
         kafka_own(workdir, size, result["brokers"])
@@ -413,6 +422,7 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
                 except ValueError:
                     pass
         out = {"size": size, "mode": mode, "runner": chosen.name, **result, "cpu": cpu_line,
+               "outside": seen_from_outside(outside, settings.MIN_INSYNC_REPLICAS),
                "burrow": burrow.describe(result["began"], result["ended"])}
         if watched is not None:
             out.update(traffic_result(watched))
@@ -427,6 +437,29 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
             finally:
                 if ok and not keep:  # a failed measurement keeps the sandbox's logs
                     shutil.rmtree(workdir, ignore_errors=True)
+
+
+#: Seconds between the outside watcher's metadata reads during a run (``observers.MetadataWatcher``).
+OUTSIDE_POLL_S = 0.5
+
+
+def seen_from_outside(watcher: Any, min_isr: int) -> str:
+    """One line on what an independent client saw in the metadata it read every :data:`OUTSIDE_POLL_S` during the
+    run (``observers.MetadataWatcher``): how many reads, those with an offline partition (a leaderless one that
+    ZooKeeper already gave a live leader is the answering broker's stale cache, not counted), and those with a
+    partition under ``min_isr`` in sync although its replication factor is above it."""
+    offline = watcher.ever_offline()
+    under = watcher.ever_under_min_isr(min_isr)
+    return (f"{len(watcher.views)} metadata reads ({len(watcher.errors)} failed): offline partitions in "
+            f"{len(offline)}{_named(offline)}, a partition under min.insync.replicas={min_isr} in {len(under)}"
+            f"{_named(under)}")
+
+
+def _named(found: list[tuple[float, list[Any]]], limit: int = 6) -> str:
+    names = sorted({f"{p.topic}-{p.partition}" for _, parts in found for p in parts})
+    if not names:
+        return ""
+    return f" ({', '.join(names[:limit])}{' ...' if len(names) > limit else ''})"
 
 
 def _fmt(x: float | None) -> str:
@@ -499,6 +532,8 @@ def table(results: list[dict[str, Any]]) -> str:
                           + ", ".join(f"{t['task']} {t['start_s']:.1f}+{t['duration_s']:.1f}" for t in steps))
         if r.get("cpu"):
             detail.append(f"  {r['size']} brokers, the machine's CPU during the run: {r['cpu']}")
+        if r.get("outside"):
+            detail.append(f"  {r['size']} brokers, seen from outside during the run: {r['outside']}")
         if r.get("burrow"):
             detail.append(f"  {r['size']} brokers, Burrow's answers during the run (a group's lag, every 1 s): "
                           f"{r['burrow']}")

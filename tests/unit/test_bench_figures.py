@@ -294,3 +294,23 @@ def test_burrows_answer_times_are_summed_up_within_the_run_and_failures_kept_apa
             clock.sleep(0.05)
     assert silent.samples == [] and silent.failures, "a silent Burrow is counted as failures"
     assert silent.failures[0][1] == "ReadTimeout"
+
+
+def test_what_the_outside_watcher_saw_is_one_line() -> None:
+    """The bench's reading of the tests' metadata watcher: reads, offline and under-min-ISR snapshots, named."""
+    from observers import ClusterView, MetadataWatcher, PartitionView
+    from restart_overhead import seen_from_outside
+
+    def view(at, *parts):
+        return ClusterView(at=at, brokers=frozenset({0, 1, 2}), controller=0, partitions=tuple(parts))
+
+    ok = PartitionView("orders", 0, leader=0, replicas=(0, 1, 2), isr=(0, 1, 2))
+    thin = PartitionView("orders", 1, leader=1, replicas=(1, 2, 0), isr=(1,))
+    single = PartitionView("solo", 0, leader=2, replicas=(2,), isr=(2,))  # RF 1: never "under min ISR"
+    gone = PartitionView("payments", 3, leader=-1, replicas=(1, 2, 0), isr=(1,))
+    watcher = MetadataWatcher("127.0.0.1:1", views=[view(1.0, ok, single), view(2.0, ok, thin), view(3.0, gone)])
+    assert seen_from_outside(watcher, 2) == ("3 metadata reads (0 failed): offline partitions in 1 (payments-3), a "
+                                             "partition under min.insync.replicas=2 in 2 (orders-1, payments-3)")
+    quiet = MetadataWatcher("127.0.0.1:1", views=[view(1.0, ok, single)])
+    assert seen_from_outside(quiet, 2) == ("1 metadata reads (0 failed): offline partitions in 0, a partition under "
+                                           "min.insync.replicas=2 in 0")

@@ -179,12 +179,16 @@ def test_a_replica_placed_on_the_drained_broker_mid_run_or_a_failing_stop_leaves
 
 
 @pytest.mark.extended
-def test_a_wave_task_that_dies_mid_wave_is_resumed_without_starting_a_move_twice(fresh_sandbox, use_sandbox,
-                                                                                  monkeypatch):
+@pytest.mark.parametrize("clear", ["only failed", "whole run"])
+def test_a_wave_task_that_dies_mid_wave_is_resumed_without_starting_a_move_twice(clear, fresh_sandbox, use_sandbox,
+                                                                                  monkeypatch, capfd, caplog):
     """The wave's task dies right after it started its moves (what a killed worker leaves: the reassignment runs
     on in Kafka, the task failed, nothing cancelled). Clearing the failed tasks runs the wave again: it finds every
     move running or done and starts none (its XCom says 0 moves started), the broker is drained and stopped, no
-    throttle is left and the lock is released."""
+    throttle is left and the lock is released. Clearing the whole run instead (the advice for a run stopped from
+    outside) does the same: its snapshot task keeps the earlier try's snapshot and plan (its moves done by then: the
+    failed run's remove_throttles let them finish; running ones would be kept too, unit-tested), no new plan is made,
+    and nothing the run moved is "another reassignment in progress"."""
     import operators.reassignment_wave as wave_op
 
     sandbox = fresh_sandbox(brokers=4, racks=2)
@@ -208,8 +212,18 @@ def test_a_wave_task_that_dies_mid_wave_is_resumed_without_starting_a_move_twice
         assert died and failed.state == "failed" and "failed" in failed.mapped_states("reassign.wave"), failed.states
         first = xcom_value("kafka_decommission", failed.run_id, "reassign.check_plan")
         assert first, "the plan had waves"
-        resumed = clear_and_resume("kafka_decommission", failed.run_id, only_failed=True)
+        caplog.clear()
+        capfd.readouterr()
+        resumed = clear_and_resume("kafka_decommission", failed.run_id, only_failed=clear == "only failed")
+    text = capfd.readouterr().out + caplog.text
     assert resumed.state == "success", resumed.states
+    if clear == "whole run":
+        kept = re.search(r"an earlier try of this run planned \d+ moves \([^)]*\): (this try goes on with that plan "
+                         r"and its snapshot instead of planning again|all made; this try keeps that plan)", text)
+        assert kept, text[-3000:]
+        print(f"the whole run cleared: {kept.group(0)}")
+        assert "not planning: the snapshot task kept the plan of an earlier try of this run" in text
+        assert "another reassignment is in progress" not in text
     result = xcom_value("kafka_decommission", failed.run_id, "reassign.wave", map_index=0)
     assert result is not None and result["moves"] == 0, f"the resumed wave started no move again: {result}"
     assert_no_acknowledged_message_lost(traffic)

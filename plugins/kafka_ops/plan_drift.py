@@ -128,10 +128,11 @@ def keep_earlier_plan(moves: Sequence[Move], current: Mapping[tuple[str, int], S
     An earlier try's plan is this run's own work: its moves at their target were made by the run, its running
     reassignments were started by it. Planning again from the cluster as that try left it would move partitions the
     run never meant to move (a finished scale-out's plan evens out the bytes written since, a few moves each time
-    it is cleared), and a reassignment the earlier try left running would be refused as "another reassignment in
-    progress". So the plan is kept while it fits: every move done, running, to do, or of a partition deleted since
-    (the waves leave those alone). One move changed by someone else since the plan (its replicas neither the plan's
-    start nor its target) means the cluster moved under the run: it plans again from the cluster as it is.
+    it is cleared), and a reassignment the earlier try left running could be refused as "another reassignment in
+    progress" by a new plan that does not list its partition. So the plan is kept while it fits: every move done,
+    running, to do, or of a partition deleted since (the waves leave those alone). One move changed by someone else
+    since the plan (its replicas neither the plan's start nor its target) means the cluster moved under the run: it
+    plans again from the cluster as it is.
 
     :param moves: the earlier try's plan (``kafka_ops.plan_files.load_plan(...).moves``).
     :param current: ``(topic, partition) -> replicas`` now (:func:`replicas_now`).

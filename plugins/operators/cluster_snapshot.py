@@ -97,6 +97,7 @@ class SnapshotOperator(ClusterOperator):
     A run cleared whole keeps the snapshot and plan of an earlier try while that plan fits the cluster (every move of
     it done, running, to do, or of a deleted partition): it goes on with its own plan instead of moving what a new
     plan would (:meth:`_keeps_earlier_plan`).
+
     :param settings: ``cluster``, ``dry_run``, and ``brokers`` for a decommission or scale-out (values or
         ``FromParam``).
     :raises AirflowFailException: a scale-out dry run's new broker has no host or file to read, its file

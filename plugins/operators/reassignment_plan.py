@@ -68,12 +68,12 @@ class PlannerSubmitOperator(SparkSubmitOperator):
     """``spark-submit spark/reassignment_plan.py`` on this run's snapshot (connection ``spark_conn_id``:
     ``local[*]`` in the sandbox, the Spark master in docker-compose).
 
-    :param mode: ``scale-out`` or ``decommission``.
-    :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``,
-        and for a decommission ``drain_only`` (values or ``FromParam``).
     A run whose snapshot task kept an earlier try's plan (``operators.cluster_snapshot.KEPT_PLAN_FILE`` in the run's
     directory) is not planned again: no spark-submit.
 
+    :param mode: ``scale-out`` or ``decommission``.
+    :param settings: ``brokers`` (new or drained ids), ``max_bytes``, ``wave_bytes``, ``wave_moves_per_broker``,
+        and for a decommission ``drain_only`` (values or ``FromParam``).
     :param driver_java_options: ``spark.driver.extraJavaOptions`` of the job (default :data:`DRIVER_JAVA_OPTIONS`);
         None leaves it to the Spark installation (e.g. its ``spark-defaults.conf``, which this setting overrides).
     """

@@ -65,7 +65,7 @@ from runtime import stopping, task_states
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed, connect_ahead
 from runtime.grid import show_step
 from runtime.host_files import run_on_host
-from runtime.lock_holding import ensure_held, release_held
+from runtime.lock_holding import ensure_held, kept_open, lock_store, release_held
 from runtime.params import is_true
 from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
@@ -386,10 +386,14 @@ class NodeRollOperator(ClusterOperator):
         act on the cluster or write the roll's record. Default: nothing."""
 
     def _warm_up_quietly(self, context: Any) -> None:
-        """:meth:`_warm_up`, best effort: a failure is logged and left to the batch's own steps, which open the same
-        things again and report it where it matters."""
+        """:meth:`_warm_up`, then the cluster's lock store opened (kept for the lock checks after the turn); best
+        effort: a failure is logged and left to the batch's own steps, which open the same things again and report it
+        where it matters."""
         try:
             self._warm_up(context)
+            if not self.dry_run:
+                with lock_store(self.profile):  # kept open for the lock checks after the turn (kept_open)
+                    pass
         except Exception as exc:  # noqa: BLE001 - the steps after the turn meet the same error and say so
             self.log.info("while waiting for its turn, could not open the batch's clients ahead: %s", exc)
 
@@ -476,6 +480,10 @@ class NodeRollOperator(ClusterOperator):
     # -- the batch ------------------------------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict:
+        with kept_open():  # the lock checks of the task share one lock store (runtime.lock_holding.kept_open)
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> dict:
         cfg = self.resolve(context)
         self._context = context
         self._configure()

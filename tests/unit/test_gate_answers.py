@@ -185,6 +185,36 @@ def test_a_first_look_that_passes_asks_zookeeper_before_and_after_reading_the_cl
     assert op.zk_asked == 2 and op.found == 1 and len(op.prober.admin.asked) == 1
 
 
+def test_the_brokers_and_zookeeper_are_asked_side_by_side_once_the_rest_passes(op):
+    """Both wait on the network (0.2-0.5 s each on a loaded sandbox): the brokers' requests are sent while ZooKeeper is
+    asked, so the look takes the longer of the two, not their sum. The fake brokers answer only once ZooKeeper was
+    asked the second time (the first, before the read, is alone)."""
+    import threading
+
+    zk_second = threading.Event()
+    ask_brokers = op.prober.admin.unanswered_brokers
+
+    def brokers_after_zookeeper(brokers):
+        assert zk_second.wait(5), "ZooKeeper was not asked while the brokers' answers were awaited"
+        return ask_brokers(brokers)
+
+    op.prober.admin.unanswered_brokers = brokers_after_zookeeper
+    op.prober.admin.hung = [{}]
+    op.registry = [None]
+    zookeeper = op._dependencies({0: {"id": 0}})[0].answers
+    asked = []
+
+    def counting() -> Check:
+        asked.append(threading.current_thread().name)
+        if len(asked) == 2:
+            zk_second.set()
+        return zookeeper()
+
+    op._dependencies = lambda nodes: [Dependency("ZooKeeper zk:2181/kafka", "ZooKeeper", counting)]
+    op._gate(RECORD, 0, {0: {"id": 0}}, [0], [])
+    assert len(asked) == 2 and asked[1].startswith("gate-registers-with"), asked
+
+
 def test_zookeeper_is_asked_at_the_first_look_only_while_the_metadata_holds_the_gate(op):
     op.prober.states = [ClusterState(BROKERS, (Partition("t", 0, 0, (0, 1, 2), (0, 1)),), controller_id=1)]
     op.prober.admin.hung = [{}]

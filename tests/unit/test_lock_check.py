@@ -70,3 +70,55 @@ def test_another_runs_lock_stops_the_step(store) -> None:
     with pytest.raises(AirflowFailException, match="held by .*kafka_decommission/manual__b.*not acting on it"):
         lock_holding.ensure_held(PROFILE, CONTEXT, "rolling restart", LOG, timeout_s=5)
     assert fake.calls == ["read", "take"], "asked once: another run's lock is not waited for"
+
+
+class _Opened:
+    """Patches ``_opened_store``: counts the stores opened and closed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.opened: list[FakeStore] = []
+        self.closed = 0
+
+        @contextmanager
+        def opened(profile):
+            store = FakeStore(ME)
+            self.opened.append(store)
+            try:
+                yield store
+            finally:
+                self.closed += 1
+
+        monkeypatch.setattr(lock_holding, "_opened_store", opened)
+
+
+KEYED = SimpleNamespace(cluster="kafka_x", lock_in="zookeeper", zookeeper="zk:2181")
+
+
+def test_a_task_keeps_one_lock_store_open_for_its_checks_and_closes_it_at_its_end(monkeypatch) -> None:
+    """A node roll checks the lock before each action (four to five times a batch): within ``kept_open`` the store is
+    opened once, every check reads the holder again, and the store is closed when the block ends."""
+    opened = _Opened(monkeypatch)
+    with lock_holding.kept_open():
+        for _ in range(4):
+            lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
+        assert len(opened.opened) == 1 and opened.closed == 0
+        assert opened.opened[0].calls == ["read"] * 4, "each check reads the holder again"
+    assert opened.closed == 1
+    lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
+    assert len(opened.opened) == 2 and opened.closed == 2, "outside the block a check opens and closes its own"
+
+
+def test_a_kept_store_that_failed_is_closed_and_the_next_check_opens_a_fresh_one(monkeypatch) -> None:
+    opened = _Opened(monkeypatch)
+    with lock_holding.kept_open():
+        with pytest.raises(ConnectionError):
+            with lock_holding.lock_store(KEYED):
+                raise ConnectionError("session lost")
+        assert opened.closed == 1
+        lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
+        lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
+        assert len(opened.opened) == 2 and opened.opened[1].calls == ["read", "read"]
+        with lock_holding.kept_open():  # nested: keeps until the outermost block ends
+            lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
+        assert opened.closed == 1 and len(opened.opened) == 2
+    assert opened.closed == 2

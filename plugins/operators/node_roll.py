@@ -63,7 +63,7 @@ from kafka_ops.roll_spec import (
 from kafka_ops.start_needs import start_again
 from runtime import stopping, task_states
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed, connect_ahead
-from runtime.grid import show_step
+from runtime.grid import flush_labels, show_step
 from runtime.host_files import run_on_host
 from runtime.lock_holding import ensure_held, kept_open, lock_store, release_held
 from runtime.params import is_true
@@ -153,6 +153,8 @@ class NodeRollOperator(ClusterOperator):
     #: What the task's nodes register with (:meth:`_registers_with`), found once: the gate asks it before a stop,
     #: the start waits for it.
     _found_deps: list[Dependency] | None = None
+    #: The hosts this task opened SSH connections to ahead (:meth:`_connect_ahead`).
+    _hosts_ahead: frozenset[str] | set[str] = frozenset()
 
     def __init__(
         self,
@@ -432,7 +434,8 @@ class NodeRollOperator(ClusterOperator):
         return self.ask(call, what, sleep=self._sleep)
 
     def _show(self, step: str) -> None:
-        show_step(self._context, f"{self._label_text} · {step}")
+        """The step in the task's Grid label, sent without waiting (flushed before the task ends: :meth:`execute`)."""
+        show_step(self._context, f"{self._label_text} · {step}", wait=False)
 
     def _acting(self, step: str, record: RollRecord, nodes: Mapping[int, dict]) -> list[int]:
         """The nodes ``step`` acts on now (each decision logged; a refusal fails the batch)."""
@@ -457,9 +460,15 @@ class NodeRollOperator(ClusterOperator):
     def _connect_ahead(self, nodes: Mapping[int, dict]) -> None:
         """Open the SSH connections to ``nodes``' hosts in the background while the gate waits (kept for the stop:
         ``hooks.broker_ssh.ConnectionPool``), so the stop does not wait for a key exchange. A failure here is only
-        logged: the stop's own command reports it."""
-        if not self.dry_run:
-            connect_ahead(self.profile.ssh_conn_id, [str(n["host"]) for n in nodes.values()], self.log)
+        logged: the stop's own command reports it. Hosts this task already connected to ahead (while it waited for its
+        turn) are not asked again: that would read the Airflow connection once more (0.05-0.6 s on loaded cores)
+        between the turn and the gate, for connections the pool keeps already; the stop's own step reads it anew."""
+        if self.dry_run:
+            return
+        hosts = [h for h in (str(n["host"]) for n in nodes.values()) if h not in self._hosts_ahead]
+        if hosts:
+            connect_ahead(self.profile.ssh_conn_id, hosts, self.log)
+            self._hosts_ahead.update(hosts)
 
     def _run_all(self, chosen: list[BrokerCommand], who: str | None) -> None:
         """Run one step's commands, side by side when there are several, each in a thread of its own while the task's
@@ -480,8 +489,11 @@ class NodeRollOperator(ClusterOperator):
     # -- the batch ------------------------------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict:
-        with kept_open():  # the lock checks of the task share one lock store (runtime.lock_holding.kept_open)
-            return self._execute(context)
+        try:
+            with kept_open():  # the lock checks of the task share one lock store (runtime.lock_holding.kept_open)
+                return self._execute(context)
+        finally:  # the step labels sent without waiting reach Airflow before the task's own last label
+            flush_labels(2.0)
 
     def _execute(self, context: Any) -> dict:
         cfg = self.resolve(context)
@@ -494,6 +506,7 @@ class NodeRollOperator(ClusterOperator):
         record = store.load()
         self._deps, self._first_start, self._pending_start = [], time.monotonic(), set()
         self._found_deps = None
+        self._hosts_ahead = set()
         self._batch_nodes: dict[int, dict] = {}
         if record is None:
             raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run in this "

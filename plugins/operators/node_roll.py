@@ -65,7 +65,8 @@ from runtime import stopping, task_states
 from runtime.broker_commands import BrokerCommand, BrokerCommandFailed, connect_ahead
 from runtime.grid import flush_labels, show_step
 from runtime.host_files import run_on_host
-from runtime.lock_holding import ensure_held, kept_open, lock_store, release_held
+from runtime.kept_clients import kept_open
+from runtime.lock_holding import ensure_held, lock_store, release_held
 from runtime.params import is_true
 from runtime.pending_labels import publish
 from runtime.roll_store import RollStore, now_ms
@@ -490,7 +491,7 @@ class NodeRollOperator(ClusterOperator):
 
     def execute(self, context: Any) -> dict:
         try:
-            with kept_open():  # the lock checks of the task share one lock store (runtime.lock_holding.kept_open)
+            with kept_open():  # its lock checks share one lock store, its ZooKeeper checks one session (kept_clients)
                 return self._execute(context)
         finally:  # the step labels sent without waiting reach Airflow before the task's own last label
             flush_labels(2.0)

@@ -13,7 +13,7 @@ acts on the cluster.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -22,7 +22,7 @@ from hooks.kafka_lock import KafkaLockStore
 from hooks.zookeeper import ZooKeeperHook
 from kafka_ops.profile import ClusterProfile
 
-from runtime import stopping, task_states
+from runtime import kept_clients, stopping, task_states
 from runtime.failures import Misconfiguration
 from runtime.waiting import Check, WaitAborted, WaitTimeout, wait_until
 
@@ -61,68 +61,17 @@ def ended_from_outside(context: Any) -> str | None:
     return None
 
 
-#: The lock stores kept open by :func:`kept_open` in this process: (cluster, lock_in, zookeeper) -> (its closer, the
-#: store); a key mapped to None: keep the store opened next. Absent: every :func:`lock_store` opens and closes its own.
-_KEPT: dict[tuple[str, str, str | None], tuple[ExitStack, Any] | None] = {}
-#: How many :func:`kept_open` blocks are open in this process (the stores are closed when the outermost one ends).
-_KEEPING = [0]
-
-
-@contextmanager
-def kept_open() -> Iterator[None]:
-    """Within this block, :func:`lock_store` keeps each cluster's lock store open once it opened it and hands the same
-    store to every later call, instead of a session (ZooKeeper) or clients (a lock topic) opened and closed per check;
-    closed when the block ends. A node roll checks the lock before each action, four to five times a batch: on a
-    loaded 2-core sandbox one opening took 0.1-0.8 s of the batch's critical path (its read alone, a few ms). The
-    reads stay fresh (each check reads the holder again); a call that raises closes the kept store, the next call opens
-    a new one (a ZooKeeper session lost, a lock topic's client broken). Nested blocks keep until the outermost ends."""
-    _KEEPING[0] += 1
-    try:
-        yield
-    finally:
-        _KEEPING[0] -= 1
-        if not _KEEPING[0]:
-            for entry in list(_KEPT.values()):
-                if entry is not None:
-                    _close_quietly(entry[0])
-            _KEPT.clear()
-
-
-def _close_quietly(closer: ExitStack) -> None:
-    try:
-        closer.close()
-    except Exception:  # noqa: BLE001, S110 - a store that cannot be closed is dropped all the same
-        pass
-
-
 @contextmanager
 def lock_store(profile: ClusterProfile) -> Iterator[Any]:
     """The cluster's lock store, opened: ``hooks.cluster_lock.ZooKeeperLockStore`` or
-    ``hooks.kafka_lock.KafkaLockStore`` (per ``profile.lock_in``); within :func:`kept_open`, the one kept open for
-    the cluster.
+    ``hooks.kafka_lock.KafkaLockStore`` (per ``profile.lock_in``); within ``runtime.kept_clients.kept_open`` (a node
+    roll's task), the one kept open for the cluster: each check still reads the holder again.
 
     :raises runtime.failures.Misconfiguration: a ZooKeeper lock without a ``zookeeper`` connect string.
     """
-    if not _KEEPING[0]:
-        with _opened_store(profile) as store:
-            yield store
-        return
-    key = (profile.cluster, profile.lock_in, profile.zookeeper)
-    entry = _KEPT.get(key)
-    if entry is None:
-        closer = ExitStack()
-        try:
-            entry = (closer, closer.enter_context(_opened_store(profile)))
-        except BaseException:
-            _close_quietly(closer)
-            raise
-        _KEPT[key] = entry
-    try:
-        yield entry[1]
-    except BaseException:
-        _KEPT.pop(key, None)  # the next call opens a fresh store
-        _close_quietly(entry[0])
-        raise
+    key = ("lock store", profile.cluster, profile.lock_in, profile.zookeeper)
+    with kept_clients.client(key, lambda: _opened_store(profile)) as store:
+        yield store
 
 
 @contextmanager

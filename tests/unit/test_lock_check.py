@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from hooks.cluster_lock import LockHolder
-from runtime import lock_holding
+from runtime import kept_clients, lock_holding
 
 LOG = logging.getLogger("test_lock_check")
 CONTEXT = {"dag": SimpleNamespace(dag_id="kafka_rolling_restart"), "run_id": "manual__a"}
@@ -98,7 +98,7 @@ def test_a_task_keeps_one_lock_store_open_for_its_checks_and_closes_it_at_its_en
     """A node roll checks the lock before each action (four to five times a batch): within ``kept_open`` the store is
     opened once, every check reads the holder again, and the store is closed when the block ends."""
     opened = _Opened(monkeypatch)
-    with lock_holding.kept_open():
+    with kept_clients.kept_open():
         for _ in range(4):
             lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
         assert len(opened.opened) == 1 and opened.closed == 0
@@ -110,7 +110,7 @@ def test_a_task_keeps_one_lock_store_open_for_its_checks_and_closes_it_at_its_en
 
 def test_a_kept_store_that_failed_is_closed_and_the_next_check_opens_a_fresh_one(monkeypatch) -> None:
     opened = _Opened(monkeypatch)
-    with lock_holding.kept_open():
+    with kept_clients.kept_open():
         with pytest.raises(ConnectionError):
             with lock_holding.lock_store(KEYED):
                 raise ConnectionError("session lost")
@@ -118,7 +118,7 @@ def test_a_kept_store_that_failed_is_closed_and_the_next_check_opens_a_fresh_one
         lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
         lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
         assert len(opened.opened) == 2 and opened.opened[1].calls == ["read", "read"]
-        with lock_holding.kept_open():  # nested: keeps until the outermost block ends
+        with kept_clients.kept_open():  # nested: keeps until the outermost block ends
             lock_holding.ensure_held(KEYED, CONTEXT, "rolling restart", LOG, timeout_s=5)
         assert opened.closed == 1 and len(opened.opened) == 2
     assert opened.closed == 2

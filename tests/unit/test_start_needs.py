@@ -116,3 +116,51 @@ def test_dependencies_per_mode_and_the_first_that_does_not_answer_is_named() -> 
     assert all_answer([ok, down]) == Check(False, "b does not answer")
     assert all_answer([ok, ok]) == Check(True, "a answers; a answers")
     assert all_answer([]).ok
+
+
+class _Session:
+    """A fake kazoo client: ``answers`` says what each read gives (a list of broker ids, or an exception)."""
+
+    def __init__(self, answers: list) -> None:
+        self.answers, self.reads = answers, 0
+
+    def get_children_async(self, path: str):
+        assert path == "/brokers/ids"
+        self.reads += 1
+        answer = self.answers.pop(0)
+        return SimpleNamespace(get=lambda timeout: _raise(answer) if isinstance(answer, Exception) else answer)
+
+
+def _raise(exc: Exception):
+    raise exc
+
+
+def test_within_a_task_zookeeper_is_asked_again_on_one_kept_session_and_a_failed_one_is_replaced(monkeypatch) -> None:
+    """A node roll asks ZooKeeper before each stop and start: within ``kept_open`` the session is opened once and each
+    check reads again on it; a read that fails says "does not answer" and closes the session, so the next check
+    asks for a new one."""
+    from contextlib import contextmanager
+
+    from runtime import kept_clients, start_dependencies
+
+    sessions: list[_Session] = []
+    closed: list[_Session] = []
+    script = [[["0", "1"], ["0", "1", "2"], TimeoutError("no answer")], [["0", "1", "2"]]]
+
+    @contextmanager
+    def session(connect, timeout_s):
+        s = _Session(script.pop(0))
+        sessions.append(s)
+        try:
+            yield s
+        finally:
+            closed.append(s)
+
+    monkeypatch.setattr(start_dependencies, "_kazoo_session", session)
+    with kept_clients.kept_open():
+        checks = [zookeeper_answers("zk:2181/kafka", timeout_s=1.0) for _ in range(4)]
+        assert len(sessions) == 2 and closed == [sessions[0]], "one session until a read failed, then a new one"
+    assert [c.ok for c in checks] == [True, True, False, True]
+    assert checks[1].message == "ZooKeeper answers (3 brokers registered)"
+    assert checks[2].message == "ZooKeeper zk:2181/kafka does not answer: TimeoutError: no answer"
+    assert closed == sessions, "the kept session is closed when the task's block ends"

@@ -721,12 +721,14 @@ class NodeRollOperator(ClusterOperator):
             chosen = [commands[n] for n in targets if commands[n] is not None]
             if not chosen:
                 continue
-            self._show(step.replace("_", "-"))
             if step in SENT and not self.dry_run:
                 ensure_held(self.profile, context, self.operation, self.log)
                 record = store.mark_all(record, [c.broker_id for c in chosen], SENT[step],
                                         f"{step} sent by {who or 'this run'}")
                 self.marks[f"{step}_sent"] = time.time()
+            # after the lock check and the record's write: the label (sent without waiting) shares their channel to
+            # the api-server, so it goes out while the commands run instead of ahead of those two requests
+            self._show(step.replace("_", "-"))
             self._run_all(chosen, who)
         return record
 

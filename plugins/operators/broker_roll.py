@@ -366,8 +366,10 @@ class BrokerRollOperator(NodeRollOperator):
                 return []
             # side by side: each waits on the network (on a loaded 2-core sandbox 0.2-0.5 s each, one after the other)
             others = {b.id: b.address for b in state.brokers if b.id not in ids}
+            deps = self._registers_with(nodes)  # here: finding them may ask the Task SDK (the run's mode), which
+            # dag.test's in-process channel cannot answer from a second thread
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gate-registers-with") as pool:
-                needs = pool.submit(self._start_needs, nodes)
+                needs = pool.submit(self._start_needs, nodes, deps)
                 answered = health.brokers_answer(prober.admin.unanswered_brokers(others))
                 return [answered, needs.result()]
 

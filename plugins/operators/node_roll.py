@@ -257,13 +257,14 @@ class NodeRollOperator(ClusterOperator):
         quorum leader), for the run's cluster mode; [] = nothing to wait for."""
         return []
 
-    def _start_needs(self, nodes: Mapping[int, dict]) -> Verdict:
+    def _start_needs(self, nodes: Mapping[int, dict], deps: list[Dependency] | None = None) -> Verdict:
         """For a gate: what ``nodes`` register with when started again (:meth:`_dependencies`, found once per task)
         answers now, each asked once (``kafka_ops.health.start_needs_answer``). While it does not, the metadata still
         calls the cluster healthy, but a node stopped then stays down (and its leaders with it) as long as the outage
         lasts; the start would wait for it (:meth:`_start`), the stop must not happen. Raises what finding them raises
-        (the cluster mode's read)."""
-        return start_needs_answer([c.message for c in (d.answers() for d in self._registers_with(nodes)) if not c.ok])
+        (the cluster mode's read). ``deps``: what they register with, found already (None: found here)."""
+        deps = self._registers_with(nodes) if deps is None else deps
+        return start_needs_answer([c.message for c in (d.answers() for d in deps) if not c.ok])
 
     def _registers_with(self, nodes: Mapping[int, dict]) -> list[Dependency]:
         """:meth:`_dependencies`, found once per task (the gate and the start ask the same); none found (no running

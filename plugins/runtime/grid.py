@@ -72,10 +72,20 @@ def flush_labels(timeout_s: float = 5.0) -> bool:
     return _SENDER.flush(timeout_s)
 
 
+def _shared_safely(comms: Any) -> bool:
+    """Whether ``comms`` may be used from a second thread: the task process's channel to its supervisor
+    (``CommsDecoder``, which locks each request) may; ``dag.test``'s in-process one may not (it removes
+    ``task_runner.SUPERVISOR_COMMS`` while it answers a request, and its answers queue is shared)."""
+    from airflow.sdk.execution_time.comms import CommsDecoder
+
+    return isinstance(comms, CommsDecoder)
+
+
 def show_step(context: Any, label: str, wait: bool = True) -> None:
     """Set the running task instance's Grid label to ``label`` (at most 250 characters). Best effort: a
     runtime without the Task SDK supervisor (unit tests) just logs it. ``wait=False``: sent from a thread of its own
-    (:class:`_LabelSender`), the caller goes on at once and must call :func:`flush_labels` before its task ends."""
+    (:class:`_LabelSender`), the caller goes on at once and must call :func:`flush_labels` before its task ends;
+    sent at once all the same where the channel cannot be shared between threads (``dag.test``)."""
     label = label[:250]
     ti = context.get("ti")
     try:
@@ -86,7 +96,7 @@ def show_step(context: Any, label: str, wait: bool = True) -> None:
         if ti is None or comms is None or getattr(ti, "map_index", -1) < 0:
             return
         ti.rendered_map_index = label
-        if wait:
+        if wait or not _shared_safely(comms):
             comms.send(msg=SetRenderedMapIndex(rendered_map_index=label))
         else:
             _SENDER.put(comms, label)

@@ -28,6 +28,7 @@ class SlowComms:
 def comms(monkeypatch: pytest.MonkeyPatch) -> SlowComms:
     fake = SlowComms()
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", fake, raising=False)
+    monkeypatch.setattr(grid, "_shared_safely", lambda comms: comms is fake)  # as the task process's channel
     return fake
 
 
@@ -55,3 +56,18 @@ def test_the_default_waits_for_the_label_to_be_sent(comms) -> None:
     ti = SimpleNamespace(map_index=1, rendered_map_index="broker 2 (3/3)")
     grid.show_step({"ti": ti}, "broker 2 (3/3) · soak 30 s")
     assert comms.sent == ["broker 2 (3/3) · soak 30 s"]
+
+
+def test_dag_tests_in_process_channel_gets_the_label_at_once(monkeypatch) -> None:
+    """``dag.test``'s in-process channel removes ``task_runner.SUPERVISOR_COMMS`` while it answers and shares one
+    answers queue: a second thread using it broke the task's own requests (an ImportError of SUPERVISOR_COMMS in a
+    DAG test). Only the task process's channel (``CommsDecoder``, locked per request) is used from the sender."""
+    from airflow.sdk.execution_time.supervisor import InProcessSupervisorComms
+
+    assert not grid._shared_safely(InProcessSupervisorComms.__new__(InProcessSupervisorComms))
+    fake = SlowComms()
+    fake.release.set()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", fake, raising=False)
+    ti = SimpleNamespace(map_index=0, rendered_map_index="broker 0 (1/1)")
+    grid.show_step({"ti": ti}, "broker 0 (1/1) · stop", wait=False)
+    assert fake.sent == ["broker 0 (1/1) · stop"], "sent before show_step returned"

@@ -155,7 +155,7 @@ class NodeRollOperator(ClusterOperator):
     #: the start waits for it.
     _found_deps: list[Dependency] | None = None
     #: The hosts this task opened SSH connections to ahead (:meth:`_connect_ahead`).
-    _hosts_ahead: frozenset[str] | set[str] = frozenset()
+    _hosts_ahead: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -470,7 +470,7 @@ class NodeRollOperator(ClusterOperator):
         hosts = [h for h in (str(n["host"]) for n in nodes.values()) if h not in self._hosts_ahead]
         if hosts:
             connect_ahead(self.profile.ssh_conn_id, hosts, self.log)
-            self._hosts_ahead.update(hosts)
+            self._hosts_ahead = self._hosts_ahead | set(hosts)
 
     def _run_all(self, chosen: list[BrokerCommand], who: str | None) -> None:
         """Run one step's commands, side by side when there are several, each in a thread of its own while the task's
@@ -508,7 +508,7 @@ class NodeRollOperator(ClusterOperator):
         record = store.load()
         self._deps, self._first_start, self._pending_start = [], time.monotonic(), set()
         self._found_deps = None
-        self._hosts_ahead = set()
+        self._hosts_ahead = frozenset()
         self._batch_nodes: dict[int, dict] = {}
         if record is None:
             raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run in this "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from operators import node_roll
 from operators.broker_roll import BrokerRollOperator
 
@@ -17,7 +18,6 @@ def test_hosts_connected_ahead_while_waiting_are_not_asked_again_before_the_gate
                             batch={"batch": 1, "batches": 1, "label": "brokers 0, 1", "brokers": [0, 1]})
     op.resolve({"params": {}})
     op._profile = SimpleNamespace(cluster="c", ssh_conn_id="ssh")
-    op._hosts_ahead = set()
     nodes = {0: {"id": 0, "host": "h0"}, 1: {"id": 1, "host": "h1"}}
     op._connect_ahead(nodes)  # while waiting for the turn
     op._connect_ahead(nodes)  # before the gate
@@ -31,6 +31,31 @@ def test_a_dry_run_connects_nowhere(monkeypatch) -> None:
     op = BrokerRollOperator(task_id="broker", roll_id="restart", settings={"cluster": "c", "dry_run": True},
                             batch={"batch": 1, "batches": 1, "label": "broker 0", "brokers": [0]})
     op.resolve({"params": {}})
-    op._hosts_ahead = set()
     op._connect_ahead({0: {"id": 0, "host": "h0"}})
     assert asked == []
+
+
+def test_a_batch_task_keeps_its_clients_open_and_flushes_its_labels_whatever_it_ends_with(monkeypatch) -> None:
+    """``execute`` runs the batch inside ``kept_clients.kept_open`` (its lock checks and ZooKeeper checks share one
+    client each) and waits for its step labels before the task ends, also when the batch fails: Airflow sends the task's
+    final label with its state, and a label sent after it would replace it."""
+    from runtime import kept_clients
+
+    flushed: list[float] = []
+    monkeypatch.setattr(node_roll, "flush_labels", lambda timeout_s=5.0: flushed.append(timeout_s) or True)
+    op = BrokerRollOperator(task_id="broker", roll_id="restart", settings={"cluster": "c"},
+                            batch={"batch": 1, "batches": 1, "label": "broker 0", "brokers": [0]})
+    keeping: list[int] = []
+
+    def batch(context):
+        keeping.append(kept_clients._KEEPING[0])
+        if context.get("fail"):
+            raise RuntimeError("the batch failed")
+        return {"brokers": [0], "action": "restarted"}
+
+    op._execute = batch
+    assert op.execute({}) == {"brokers": [0], "action": "restarted"}
+    with pytest.raises(RuntimeError, match="the batch failed"):
+        op.execute({"fail": True})
+    assert keeping == [1, 1] and kept_clients._KEEPING[0] == 0, "the batch ran with its clients kept, closed after"
+    assert len(flushed) == 2, "the labels were flushed after the batch that succeeded and after the one that failed"

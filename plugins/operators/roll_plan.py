@@ -26,6 +26,7 @@ only); the record is still frozen, empty.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -164,13 +165,17 @@ class RollPlanOperator(RollPlanBase):
             no_brokers = self._no_brokers_asked(mode)
             if no_brokers:
                 return self._nothing(store, no_brokers, f"{no_brokers}: roll {self.roll_id!r} restarts no broker")
-            # batches need ISR and min.insync.replicas (configs)
-            state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")
-            # a KRaft cluster's voters: a broker that is one too is a combined node, rolled under the quorum check
-            quorum: Quorum | None = (self.ask(admin.describe_quorum, "the metadata quorum (DescribeQuorum)")
-                                     if mode is ClusterMode.KRAFT else None)
-            moving = reassignment_refusal(self.ask(Reassignments(admin, profile).ongoing,
-                                                   "the partition reassignments in progress"))
+            # the reassignments in progress asked beside the metadata (their own clients: a kafka-python admin and,
+            # in ZooKeeper mode, a ZooKeeper session; 0.3 s one after the other on a loaded sandbox)
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-reassignments") as pool:
+                ongoing = pool.submit(self.ask, Reassignments(admin, profile).ongoing,
+                                      "the partition reassignments in progress")
+                # batches need ISR and min.insync.replicas (configs)
+                state = self.ask(lambda: admin.cluster_state(configs=max_parallel > 1), "the cluster's metadata")
+                # a KRaft cluster's voters: a broker that is one too is a combined node, rolled under the quorum check
+                quorum: Quorum | None = (self.ask(admin.describe_quorum, "the metadata quorum (DescribeQuorum)")
+                                         if mode is ClusterMode.KRAFT else None)
+                moving = reassignment_refusal(ongoing.result())
         if moving:
             raise RunRefused(f"cluster {profile.cluster!r}: {moving}")
         kraft = mode.has_quorum

@@ -101,6 +101,53 @@ def test_an_assembled_release_is_not_assembled_again_and_a_partial_one_is(tmp_pa
         kafka_release.assemble("3.6.2", tmp_path, mvn="no-such-mvn-here")
 
 
+def test_class_lists_merge_each_class_once_and_the_at_lines_after_them(tmp_path) -> None:
+    """The archive's class list is the union of a KRaft node's and a ZooKeeper-mode broker's
+    (``-XX:DumpLoadedClassList``): ``-Xshare:dump`` wants each class once, the ``@`` lines (lambda proxies) after
+    the classes they name."""
+    kraft, zookeeper = tmp_path / "kraft.classlist", tmp_path / "zookeeper.classlist"
+    kraft.write_text("# NOTE: Do not modify this file.\njava/lang/Object\nkafka/Kafka\n"
+                     "@lambda-proxy kafka/Kafka run ()V\norg/apache/kafka/controller/QuorumController\n")
+    zookeeper.write_text("# NOTE\njava/lang/Object\nkafka/Kafka\nkafka/zk/KafkaZkClient\n"
+                         "@lambda-proxy kafka/Kafka run ()V\n@lambda-proxy kafka/zk/KafkaZkClient x ()V\n")
+    merged = tmp_path / "merged.classlist"
+    assert kafka_release.merge_class_lists([kraft, zookeeper], merged) == 4
+    assert merged.read_text().splitlines() == [
+        "java/lang/Object", "kafka/Kafka", "org/apache/kafka/controller/QuorumController", "kafka/zk/KafkaZkClient",
+        "@lambda-proxy kafka/Kafka run ()V", "@lambda-proxy kafka/zk/KafkaZkClient x ()V"]
+
+
+def test_install_trains_an_archive_made_otherwise_again_and_only_then(tmp_path, monkeypatch) -> None:
+    """A release assembled before the archive's training changed (its manifest names no ``class_archive_from``, or
+    another) gets the archive trained again by ``install``, without Maven; one trained so is left alone."""
+    root = kafka_release.release_root("3.6.2", tmp_path)
+    (root / "libs").mkdir(parents=True)
+    (root / kafka_release.MANIFEST).write_text('{"version": "3.6.2", "jars": ["a.jar"], "class_archive": "kafka.jsa"}')
+    trained: list[Path] = []
+    monkeypatch.setattr(kafka_release, "train_class_archive", lambda r: trained.append(r) or True)
+    assert kafka_release.refresh_class_archive("3.6.2", tmp_path, say=lambda _: None)
+    meta = kafka_release.json.loads((root / kafka_release.MANIFEST).read_text())
+    assert trained == [root] and meta["jars"] == ["a.jar"]
+    assert meta["class_archive_from"] == kafka_release.ARCHIVE_TRAINING and meta["class_archive"] == "kafka.jsa"
+    assert not kafka_release.refresh_class_archive("3.6.2", tmp_path, say=lambda _: None)
+    assert trained == [root], "trained so already: not again"
+
+
+@pytest.mark.parametrize(("version", "shared_class"), [("3.6.2", "kafka.controller.KafkaController"),
+                                                        ("4.0.0", "org.apache.kafka.controller.QuorumController")])
+def test_an_assembled_release_s_archive_serves_its_modes_classes(version, shared_class) -> None:
+    """The release's archive, as ``make install`` trained it, is usable by a JVM that must use it (``-Xshare:on``
+    on the launchers' class path) and holds what a ZooKeeper-mode broker (3.x: its controller, which a KRaft node
+    never loads) or a KRaft controller loads: the class is mapped from it, not loaded from its jar."""
+    root = kafka_release.release_dir(version)
+    libs = (root / "libs").resolve()
+    out = subprocess.run(["java", "-Xshare:on", f"-XX:SharedArchiveFile={root / kafka_release.CLASS_ARCHIVE}",
+                          *kafka_release.TRAINING_JVM_OPTS.split(), "-Xmx256m", "-Xlog:class+load=info",
+                          "-cp", f"{libs}/*", shared_class], capture_output=True, text=True, timeout=60)
+    loaded = [line for line in out.stdout.splitlines() if f" {shared_class} source:" in line]
+    assert loaded and "source: shared objects file" in loaded[0], (out.stdout[-500:], out.stderr[-500:])
+
+
 def test_zookeeper_mode_broker_properties_pin_the_ibp_and_cap_internal_rfs(tmp_path) -> None:
     props = javaproperties.loads(kafka_config.zookeeper_broker(
         broker_id=2, rack="rack-2", host="127.0.0.13", zookeeper_connect="127.0.0.1:2181", log_dir=tmp_path,

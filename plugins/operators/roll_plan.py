@@ -52,7 +52,7 @@ from runtime.failures import RunRefused
 from runtime.params import is_true
 from runtime.reassignments import Reassignments
 from runtime.roll_store import RollStore, now_ms
-from runtime.run_note import note_run
+from runtime.run_note import note_lines
 
 from operators.node_roll import RollPlanBase
 
@@ -238,8 +238,6 @@ class RollPlanOperator(RollPlanBase):
         outages = unavoidable_outages(state, plan.order)
         for line in outages:  # no gate can wait these out (RF 1, or RF <= min.insync.replicas): said up front
             self.log.warning("unavoidable during the roll: %s", line)
-        if outages:
-            note_run(context, "; ".join(outages), self.log, line_key=f"roll {self.roll_id!r} unavoidable outages")
         record = RollRecord(self.roll_id, now_ms(), tuple(steps), {}, None if groups is None else tuple(groups),
                             lag_ok)
         self.log.info("roll %r: order %s; %s; lag gate on %s", self.roll_id, plan.order,
@@ -247,7 +245,10 @@ class RollPlanOperator(RollPlanBase):
                       groups or "no groups")
         store.save(record)
         items = batch_items(record.steps, dry_run)
-        # which map index is which broker, also in the run's note (e.g. for `airflow tasks clear -m`)
-        note_run(context, "map index " + ", ".join(f"{i} = {item['label']}" for i, item in enumerate(items)),
-                 self.log, line_key=f"roll {self.roll_id!r}")
+        # which map index is which broker, also in the run's note (e.g. for `airflow tasks clear -m`), with what no
+        # gate can avoid: one edit of the note
+        noted = {f"roll {self.roll_id!r} unavoidable outages": "; ".join(outages)} if outages else {}
+        noted[f"roll {self.roll_id!r}"] = "map index " + ", ".join(f"{i} = {item['label']}"
+                                                                   for i, item in enumerate(items))
+        note_lines(context, noted, self.log)
         return items

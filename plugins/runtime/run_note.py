@@ -59,12 +59,21 @@ def note_run(context: Any, text: str, task_log: Any = log, line_key: str | None 
     run's first note already said so)."""
     if line_key is None:
         return _edit_note(context, lambda _current: text, task_log, quiet=False)
+    return note_lines(context, {line_key: text}, task_log)
+
+
+def note_lines(context: Any, lines: dict[str, str], task_log: Any = log) -> bool:
+    """Put each ``"<key>: <text>"`` of ``lines`` in the running DAG run's note as an item of its Markdown list (as
+    :func:`note_run` with ``line_key``), all in one edit (a REST login, a read and a write: 0.1 s on a loaded
+    sandbox), replacing earlier items with the same keys. True when written; nothing to write is no edit."""
+    if not lines:
+        return False
 
     def merged(current: Callable[[], str]) -> str:
         note = current()
         head = next((line for line in note.splitlines() if line and not line.startswith("- ")), "run")
-        items = [item for item in _items(note) if not item.startswith(f"{line_key}:")]
-        return note_markdown(head, [*items, f"{line_key}: {text}"])
+        items = [item for item in _items(note) if not any(item.startswith(f"{key}:") for key in lines)]
+        return note_markdown(head, [*items, *(f"{key}: {text}" for key, text in lines.items())])
 
     return _edit_note(context, merged, task_log, quiet=True)
 

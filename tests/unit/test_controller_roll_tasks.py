@@ -479,16 +479,20 @@ def broker_plan(monkeypatch: pytest.MonkeyPatch):
             return mode["reassigning"]
 
     MemoryStore.records = {}
+    noted: list[dict] = []
     monkeypatch.setattr(roll_plan, "KafkaAdminHook", Admin)
     monkeypatch.setattr(roll_plan, "RollStore", MemoryStore)
+    monkeypatch.setattr(roll_plan, "note_lines", lambda context, lines, task_log: noted.append(dict(lines)))
     monkeypatch.setattr(profiles, "profile_or_fail", lambda conn_id: PROFILE)
 
     def run(**settings: Any) -> list[dict]:
         MemoryStore.records = {}
+        noted.clear()
         op = roll_plan.RollPlanOperator(task_id="plan", roll_id="restart", settings={**BROKER_SETTINGS, **settings})
         return op.execute(context())
 
     run.mode = mode
+    run.noted = noted
     return run
 
 
@@ -515,6 +519,16 @@ def test_a_reassignment_in_progress_refuses_the_roll_before_anything_is_frozen(b
     assert broker_plan(roles="controllers") == [], "a roll of the controllers alone is not in the way"
     broker_plan.mode["reassigning"] = []
     assert len(broker_plan()) == 3
+
+
+def test_the_plan_notes_its_map_indexes_and_unavoidable_outages_in_one_edit(broker_plan, monkeypatch):
+    monkeypatch.setattr(roll_plan, "unavoidable_outages", lambda state, order: ["topic t: RF 1"])
+    broker_plan()
+    assert broker_plan.noted == [{"roll 'restart' unavoidable outages": "topic t: RF 1",
+                                  "roll 'restart'": "map index 0 = broker 0, 1 = broker 1, 2 = broker 2"}]
+    monkeypatch.setattr(roll_plan, "unavoidable_outages", lambda state, order: [])
+    broker_plan()
+    assert broker_plan.noted == [{"roll 'restart'": "map index 0 = broker 0, 1 = broker 1, 2 = broker 2"}]
 
 
 def test_the_reassignments_in_progress_are_asked_beside_the_metadata(broker_plan):

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import SimpleNamespace
 
 import pytest
-from runtime.run_note import note_outcome, note_run
+from runtime.run_note import note_lines, note_outcome, note_run
 
 
 class _Api(BaseHTTPRequestHandler):
@@ -107,6 +107,25 @@ def test_rolls_add_their_map_index_lines_as_items_of_a_markdown_list(api):
                                       "- roll 'restart': map index 0 = broker 0, 1 = broker 2"]
     assert note_run(CONTEXT, "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none")
     assert _Api.note == "**Succeeded**: rolling restart on x\n\n- cluster x: brokers down none", "rewritten, not kept"
+
+
+def test_a_plan_s_items_go_in_with_one_edit_replacing_their_keys_only(api):
+    """A roll's plan writes its unavoidable outages and its map index line in one edit (a login, a read and a
+    write): each replaces the item of its own key; the other items stay; nothing to write is no edit."""
+    api()
+    assert note_run(CONTEXT, "rolling restart running on cluster x")
+    assert note_run(CONTEXT, "map index 0 = controller 100", line_key="roll 'controllers'")
+    assert note_run(CONTEXT, "map index 0 = broker 9", line_key="roll 'restart'")
+    _Api.calls = []
+    assert note_lines(CONTEXT, {"roll 'restart' unavoidable outages": "topic t: RF 1",
+                                "roll 'restart'": "map index 0 = broker 2, 1 = broker 0"})
+    assert [c[0] for c in _Api.calls] == ["POST", "GET", "PATCH"]
+    assert _Api.note.splitlines() == ["rolling restart running on cluster x", "",
+                                      "- roll 'controllers': map index 0 = controller 100",
+                                      "- roll 'restart' unavoidable outages: topic t: RF 1",
+                                      "- roll 'restart': map index 0 = broker 2, 1 = broker 0"]
+    _Api.calls = []
+    assert note_lines(CONTEXT, {}) is False and _Api.calls == []
 
 
 def test_the_closing_note_keeps_the_map_index_lines_only_while_the_run_may_be_cleared(api):

@@ -51,7 +51,8 @@ Usage: ``.venv/bin/python bench/restart_overhead.py [--sizes 3 6] [--conf '{"hea
 ``--dag kafka_config_change --conf '{"changes": {"queued.max.requests": 400}, "scope": [1]}'`` times a config change
 (its roll's broker task is the same; brokers it leaves alone have no stop / start).
 The sandboxes are always stopped (also on errors and Ctrl-C); their workdirs are removed after a successful
-measurement unless ``--keep``. Exit 1 if a measurement or a run failed.
+measurement unless ``--keep``, or ``--keep-slow SECONDS`` and a broker task's step from its stop on took that long
+(a rare stall, e.g. a leadership wait of 15 s, caught with its logs). Exit 1 if a measurement or a run failed.
 """
 
 from __future__ import annotations
@@ -373,13 +374,15 @@ def traffic_result(watched: Any) -> dict[str, Any]:
 
 def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bool = True,
             mode: str = "zookeeper", controllers: int = 3, rate_per_s: float = 500.0,
-            dag_id: str = DAG_ID, runner: str = "dagtest") -> dict[str, Any]:
+            dag_id: str = DAG_ID, runner: str = "dagtest", keep_slow_s: float | None = None) -> dict[str, Any]:
     """Sandbox of ``size`` brokers up -> one DAG run (``runner``: :data:`RUNNERS`) -> sandbox down. Returns the
     run's :func:`summarize` result plus ``size``, ``cpu`` (where the machine's CPU went during the run,
     ``cpu_share.describe``) (and, with ``traffic``, what an idempotent ``acks=all`` producer and
     a reader saw during the run, producer errors per restarted broker; ``sandbox.traffic_watch``); the runner's
     output is in ``<base>/<size>/run.log`` (``<base>/<size>-2/`` for the same size's second run, and so on).
     ``rate_per_s``: the confluent-kafka producer's messages per second (the kafka-python one sends a fifth of it).
+    ``keep_slow_s``: keep the sandbox's logs (its nodes' and Airflow's) when a broker task's step took that long or
+    longer (:func:`slow_steps`), as ``keep`` does for every run.
 
     Raises:
         RuntimeError: the run failed or timed out (the log path is named).
@@ -408,6 +411,11 @@ def measure(size: int, base: Path, conf: dict[str, Any], keep: bool, traffic: bo
                                 zookeeper=loaded.zookeeper_connect if mode == "zookeeper" else None) as outside:
             result = chosen.run(conf)
         ok = True
+        slow = slow_steps(result["brokers"], keep_slow_s) if keep_slow_s is not None else []
+        if slow:
+            keep = True
+            print(f"{size} brokers: keeping the logs in {workdir.parent} (a step of {keep_slow_s:g} s or more: "
+                  f"{'; '.join(slow)})", flush=True)
         kafka_own(workdir, size, result["brokers"])
         try:
             cpu_line = describe(cpu.spent(result["began"], result["ended"]), result["wall_s"])
@@ -475,6 +483,18 @@ def mark_steps(marks: dict[str, float]) -> list[tuple[str, float]]:
     :data:`MARK_ORDER`; a mark not reached is left out): where a task's time goes, Kafka's waits and ours."""
     reached = [m for m in MARK_ORDER if m in marks]
     return [(f"{a}->{b}", marks[b] - marks[a]) for a, b in zip(reached, reached[1:], strict=False)]
+
+
+def slow_steps(brokers: list[dict[str, Any]], threshold_s: float) -> list[str]:
+    """The steps of the broker tasks (:func:`mark_steps`) from the stop on that took ``threshold_s`` or more, e.g.
+    ``["brokers 2 caught_up->leadership 15.0 s"]``: what ``--keep-slow`` keeps a run's logs for (the gate before the
+    stop is left out: it waits out the lag streak by design)."""
+    out = []
+    for b in brokers:
+        for step, seconds in mark_steps(b.get("marks") or {}):
+            if not step.startswith("began->") and seconds >= threshold_s:
+                out.append(f"brokers {', '.join(str(i) for i in b.get('brokers') or [])} {step} {seconds:.1f} s")
+    return out
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -560,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conf", type=json.loads, default={}, help="extra run conf (JSON), merged over "
                    '{"cluster": "kafka_sandbox"}')
     p.add_argument("--keep", action="store_true", help="keep the sandbox workdirs (logs) after the run")
+    p.add_argument("--keep-slow", type=float, metavar="SECONDS", help="keep a run's workdir (logs) when a broker "
+                   "task's step from the stop on took SECONDS or more (e.g. 5: a leadership wait of 15 s)")
     p.add_argument("--no-traffic", action="store_true", help="no client traffic during the runs (by default an "
                    "idempotent acks=all producer and a reader run, and producer errors per restart are printed)")
     p.add_argument("--mode", choices=("zookeeper", "kraft"), default="zookeeper",
@@ -586,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results.append(measure(size, base, conf, args.keep, traffic=not args.no_traffic, mode=args.mode,
                                    controllers=args.controllers, rate_per_s=args.rate, dag_id=args.dag,
-                                   runner=args.runner))
+                                   runner=args.runner, keep_slow_s=args.keep_slow))
         except (RuntimeError, subprocess.SubprocessError) as exc:
             print(f"restart overhead: {size} brokers: {exc} (logs kept in {base})", file=sys.stderr)
             return 1

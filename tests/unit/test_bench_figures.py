@@ -56,6 +56,20 @@ def test_a_broker_tasks_steps_are_the_gaps_between_the_marks_it_reached() -> Non
     assert mark_steps({}) == []
 
 
+def test_keep_slow_names_the_steps_from_the_stop_on_that_took_that_long() -> None:
+    """``--keep-slow 5`` keeps a run whose controller broker led again 15 s after its catch-up; the gate's wait
+    before the stop (the lag streak, by design) does not count."""
+    from restart_overhead import slow_steps
+
+    brokers = [{"brokers": [0], "marks": {"began": 0.0, "stop_sent": 6.0, "gone": 7.0, "start_sent": 7.1,
+                                          "registered": 9.0, "caught_up": 9.5, "leadership": 24.5, "done": 24.6}},
+               {"brokers": [1, 4], "marks": {"began": 30.0, "stop_sent": 30.5, "gone": 31.5}}]
+    assert slow_steps(brokers, 5.0) == ["brokers 0 caught_up->leadership 15.0 s"]
+    assert slow_steps(brokers, 1.0) == ["brokers 0 stop_sent->gone 1.0 s", "brokers 0 start_sent->registered 1.9 s",
+                                        "brokers 0 caught_up->leadership 15.0 s", "brokers 1, 4 stop_sent->gone 1.0 s"]
+    assert slow_steps(brokers, 20.0) == []
+
+
 def test_a_kraft_controllers_roll_is_neither_fixed_nor_a_brokers() -> None:
     tis = [ti("check_and_lock", 1.0, 1.5), ti("controllers.controller", 2.0, 12.0, 0),
            ti("controllers.controller", 12.0, 22.0, 1), ti("restart.broker", 23.0, 33.0, 0)]

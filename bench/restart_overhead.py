@@ -487,13 +487,14 @@ def mark_steps(marks: dict[str, float]) -> list[tuple[str, float]]:
 
 def slow_steps(brokers: list[dict[str, Any]], threshold_s: float) -> list[str]:
     """The steps of the broker tasks (:func:`mark_steps`) from the stop on that took ``threshold_s`` or more, e.g.
-    ``["brokers 2 caught_up->leadership 15.0 s"]``: what ``--keep-slow`` keeps a run's logs for (the gate before the
-    stop is left out: it waits out the lag streak by design)."""
+    ``["broker 2: caught_up->leadership 15.0 s"]`` (the task's Grid label, else its broker ids): what ``--keep-slow``
+    keeps a run's logs for (the gate before the stop is left out: it waits out the lag streak by design)."""
     out = []
     for b in brokers:
+        who = b.get("broker") or f"brokers {', '.join(str(i) for i in b.get('ids') or [])}"
         for step, seconds in mark_steps(b.get("marks") or {}):
             if not step.startswith("began->") and seconds >= threshold_s:
-                out.append(f"brokers {', '.join(str(i) for i in b.get('brokers') or [])} {step} {seconds:.1f} s")
+                out.append(f"{who}: {step} {seconds:.1f} s")
     return out
 
 

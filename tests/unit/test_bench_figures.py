@@ -61,12 +61,13 @@ def test_keep_slow_names_the_steps_from_the_stop_on_that_took_that_long() -> Non
     before the stop (the lag streak, by design) does not count."""
     from restart_overhead import slow_steps
 
-    brokers = [{"brokers": [0], "marks": {"began": 0.0, "stop_sent": 6.0, "gone": 7.0, "start_sent": 7.1,
-                                          "registered": 9.0, "caught_up": 9.5, "leadership": 24.5, "done": 24.6}},
-               {"brokers": [1, 4], "marks": {"began": 30.0, "stop_sent": 30.5, "gone": 31.5}}]
-    assert slow_steps(brokers, 5.0) == ["brokers 0 caught_up->leadership 15.0 s"]
-    assert slow_steps(brokers, 1.0) == ["brokers 0 stop_sent->gone 1.0 s", "brokers 0 start_sent->registered 1.9 s",
-                                        "brokers 0 caught_up->leadership 15.0 s", "brokers 1, 4 stop_sent->gone 1.0 s"]
+    brokers = [{"broker": "broker 0", "ids": [0],
+                "marks": {"began": 0.0, "stop_sent": 6.0, "gone": 7.0, "start_sent": 7.1, "registered": 9.0,
+                          "caught_up": 9.5, "leadership": 24.5, "done": 24.6}},
+               {"broker": None, "ids": [1, 4], "marks": {"began": 30.0, "stop_sent": 30.5, "gone": 31.5}}]
+    assert slow_steps(brokers, 5.0) == ["broker 0: caught_up->leadership 15.0 s"]
+    assert slow_steps(brokers, 1.0) == ["broker 0: stop_sent->gone 1.0 s", "broker 0: start_sent->registered 1.9 s",
+                                        "broker 0: caught_up->leadership 15.0 s", "brokers 1, 4: stop_sent->gone 1.0 s"]
     assert slow_steps(brokers, 20.0) == []
 
 

@@ -37,9 +37,11 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox import procs
 from sandbox.layout import PROJECT_ROOT
 
 #: Where releases are assembled (outside git; ``KAFKA_OPS_CACHE`` moves it).
@@ -365,14 +367,6 @@ def assemble(version: str, cache_dir: Path | None = None, mvn: str = "mvn", say=
     return root
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _java() -> str:
     """The ``java`` the launchers run (``$JAVA_HOME/bin/java``, else the one on ``PATH``)."""
     home = os.environ.get("JAVA_HOME")
@@ -380,38 +374,45 @@ def _java() -> str:
 
 
 def _run_until_started(command: list[str], env: dict[str, str], log: Path, marker: str, timeout_s: float) -> bool:
-    """Run ``command`` until its output (``log``) holds ``marker``, then stop it (SIGTERM, SIGKILL after
-    ``timeout_s``); True when the marker came before ``timeout_s`` and the process exited by itself."""
+    """Run ``command`` until its output (``log``) holds ``marker``, then stop it (:func:`_stop`); True when the marker
+    came within ``timeout_s``, False when the process exited first or the time ran out."""
     with open(log, "wb") as out:
         node = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + timeout_s
-    started = False
     try:
-        while time.monotonic() < deadline and node.poll() is None:
-            if marker in log.read_text(errors="replace"):
-                started = True
-                break
-            time.sleep(0.2)
+        return _ready_while_running(node, lambda: marker in log.read_text(errors="replace"), timeout_s)
     finally:
         _stop(node, timeout_s)
-    return started
+
+
+def _ready_while_running(process: subprocess.Popen, ready: Callable[[], bool], timeout_s: float) -> bool:
+    """Wait until ``ready()`` holds while ``process`` runs (``procs.wait_for``); False when it exited first or
+    ``timeout_s`` passed."""
+    def look() -> bool:
+        if ready():
+            return True
+        if process.poll() is not None:
+            raise procs.Abort(f"exited with {process.returncode}")
+        return False
+
+    try:
+        procs.wait_for(look, timeout_s, "a training run", poll_s=0.2)
+    except (procs.Timeout, procs.Abort):
+        return False
+    return True
 
 
 def _stop(process: subprocess.Popen, timeout_s: float) -> None:
-    """SIGTERM (a Kafka node's or ZooKeeper's shutdown hook), SIGKILL after ``timeout_s``; waits for the exit."""
-    process.terminate()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    """SIGTERM (a Kafka node's or ZooKeeper's shutdown hook), SIGKILL after ``timeout_s`` (``procs.stop_pids``);
+    reaps it."""
+    procs.stop_pids([process.pid], timeout_s)
+    process.wait()
 
 
 def _kraft_class_list(root: Path, work: Path, env: dict[str, str], timeout_s: float) -> Path | None:
     """The classes one KRaft node of the release (``process.roles=broker,controller``, storage formatted by its
     ``kafka-storage``, loopback ports) loads until Kafka says it started (``-XX:DumpLoadedClassList``); None when it
     did not start."""
-    plain, controller = _free_port(), _free_port()
+    plain, controller = procs.free_port("127.0.0.1"), procs.free_port("127.0.0.1")
     props = work / "kraft.properties"
     props.write_text("\n".join([
         "process.roles=broker,controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{controller}",
@@ -439,9 +440,7 @@ def _zookeeper_class_list(root: Path, work: Path, env: dict[str, str], timeout_s
     """The classes one ZooKeeper-mode broker of the release loads until it says it started, against the ZooKeeper
     server the release's jars carry (``QuorumPeerMain``, standalone on a loopback port); None when either did not
     start."""
-    import socket
-
-    port = _free_port()
+    port = procs.free_port("127.0.0.1")
     config = work / "zookeeper.cfg"
     config.write_text(f"dataDir={work / 'zookeeper-data'}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
                       "admin.enableServer=false\n")
@@ -450,18 +449,11 @@ def _zookeeper_class_list(root: Path, work: Path, env: dict[str, str], timeout_s
                                       "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)],
                                      stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if zookeeper.poll() is not None or time.monotonic() > deadline:
-                return None
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        props = work / "zookeeper-broker.properties"
+        if not _ready_while_running(zookeeper, lambda: procs.listening("127.0.0.1", port), timeout_s):
+            return None
+        props, listener = work / "zookeeper-broker.properties", procs.free_port("127.0.0.1")
         props.write_text("\n".join([
-            "broker.id=0", f"listeners=PLAINTEXT://127.0.0.1:{_free_port()}", f"zookeeper.connect=127.0.0.1:{port}",
+            "broker.id=0", f"listeners=PLAINTEXT://127.0.0.1:{listener}", f"zookeeper.connect=127.0.0.1:{port}",
             f"log.dirs={work / 'zookeeper-broker-data'}", "offsets.topic.replication.factor=1",
             "transaction.state.log.replication.factor=1", ""]))
         listed = work / "zookeeper.classlist"

@@ -57,6 +57,15 @@ _TOPIC_CONFIG_BATCH = 200
 #: effect anyway. The answer normally comes within 0.1 s; once in about 45 broker restarts on 2 cores (Kafka 3.6,
 #: ZooKeeper mode) none came until librdkafka gave up after 15 s (``socket.timeout.ms``), while the metadata showed
 #: the leaders back 4 s later, and the roll stood still that long.
+#:
+#: The elections go through a client of their own whose ``socket.timeout.ms`` is this wait (librdkafka sends it as
+#: the request's TimeoutMs, the admin ``request_timeout`` default): a ZooKeeper-mode broker holds an ElectLeaders
+#: answer until its own metadata shows the new leaders (``DelayedElectLeader``, at most TimeoutMs), and Kafka reads
+#: nothing more from a connection while one of its requests is in progress. On the looks' client that held its
+#: DescribeCluster (sent to the controller) and, mostly, its Metadata too: librdkafka sends Metadata to the broker
+#: it sent to last (``rd_kafka_broker_weight_usable``: the least idle), the controller the election went to. That
+#: fits the leadership waits of 15 s after an unanswered election (2 of 22 serial 12-broker runs on 2026-12-06, each
+#: at the ZooKeeper-mode controller's turn; their logs were not kept): the look waited out the held election.
 ELECTION_ANSWER_S = 3.0
 #: Seconds every broker has to answer :meth:`KafkaAdminHook.unanswered_brokers` (a gate's "every broker answers").
 #: A healthy broker answers ApiVersions in milliseconds; one that takes this long is hung or starved.
@@ -223,6 +232,7 @@ class KafkaAdminHook(ClusterProfileHook):
         super().__init__(cluster, profile)
         self.request_timeout_s = request_timeout_s
         self._admin: AdminClient | None = None
+        self._electors: dict[int, AdminClient] = {}  # socket.timeout.ms -> the client ElectLeaders go through
         self.cache_configs = cache_configs
         self.requests: Counter[str] = Counter()
         # The config cache (cache_configs=True): (default min.insync.replicas, leader imbalance %) of
@@ -249,10 +259,22 @@ class KafkaAdminHook(ClusterProfileHook):
             self._admin = AdminClient(conf, logger=LibrdkafkaLog())
         return self._admin
 
+    def _elector(self, timeout_s: float) -> AdminClient:
+        """The AdminClient ElectLeaders go through: its own connections, its ``socket.timeout.ms`` ``timeout_s``
+        (librdkafka's range: 10 ms at least), so a broker holds such a request at most that long and never holds
+        the looks' requests behind it (:data:`ELECTION_ANSWER_S`)."""
+        timeout_ms = max(10, int(timeout_s * 1000))
+        if timeout_ms not in self._electors:
+            conf = self.profile.confluent_config()
+            conf["socket.timeout.ms"] = timeout_ms
+            self._electors[timeout_ms] = AdminClient(conf, logger=LibrdkafkaLog())
+        return self._electors[timeout_ms]
+
     @contextmanager
-    def _client(self) -> Iterator[AdminClient]:
-        """The AdminClient; afterwards ``poll(0)`` forwards queued librdkafka log lines."""
-        admin = self.get_conn()
+    def _client(self, admin: AdminClient | None = None) -> Iterator[AdminClient]:
+        """The AdminClient (``admin``, else :meth:`get_conn`'s); afterwards ``poll(0)`` forwards queued librdkafka
+        log lines."""
+        admin = self.get_conn() if admin is None else admin
         try:
             yield admin
         finally:
@@ -264,6 +286,7 @@ class KafkaAdminHook(ClusterProfileHook):
         The config cache stays (it belongs to the hook, not to the client).
         """
         self._admin = None
+        self._electors.clear()
 
     def __enter__(self) -> KafkaAdminHook:
         return self
@@ -760,25 +783,27 @@ class KafkaAdminHook(ClusterProfileHook):
         ``kafka-leader-election.sh --election-type PREFERRED`` does).
 
         :param partitions: (topic, partition) pairs; None = every partition in the cluster.
-        :param timeout_s: how long to wait for the answer, seconds (:data:`ELECTION_ANSWER_S`); the request itself
-            lives until librdkafka's ``socket.timeout.ms`` (request_timeout_s) and may still take effect after.
+        :param timeout_s: how long to wait for the answer, seconds (:data:`ELECTION_ANSWER_S`): also the request's
+            own timeout, on a client of its own (:meth:`_elector`); the election may still take effect after.
         :returns: ``"topic-partition"`` -> None when elected or already led by the preferred leader
             (ELECTION_NOT_NEEDED), else the error text (e.g. PREFERRED_LEADER_NOT_AVAILABLE while the
             preferred replica is not in the ISR yet: waiting may fix it).
-        :raises confluent_kafka.KafkaException: the request as a whole failed (librdkafka's own timeout included).
-        :raises TimeoutError: no answer within ``timeout_s`` (the request stays sent).
+        :raises confluent_kafka.KafkaException: the request as a whole failed.
+        :raises TimeoutError: no answer within ``timeout_s`` (librdkafka's timeout or ours).
         """
         tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         if tps == []:
             return {}
         # confluent-kafka 2.16.1's elect_leaders rejects request_timeout / operation_timeout
         # ("SystemError: more argument specifiers than keyword list entries"); the request then
-        # uses socket.timeout.ms (set from request_timeout_s in get_conn) and we bound the wait here.
-        with self._client() as admin:
+        # uses socket.timeout.ms, so the elections have a client of their own with timeout_s as that
+        with self._client(self._elector(timeout_s)) as admin:
             self.requests["ElectLeaders"] += 1
             try:
                 result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout_s)
-            except TimeoutError:
+            except (TimeoutError, KafkaException) as exc:
+                if isinstance(exc, KafkaException) and not _timed_out(exc):
+                    raise
                 which = "every partition" if tps is None else f"{len(tps)} partitions"
                 raise TimeoutError(f"no ElectLeaders answer within {timeout_s:g} s for {which} (the election may "
                                    "still take effect)") from None

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigSource, ResourceType
 from hooks import kafka_admin
 from hooks.kafka_admin import KafkaAdminHook
@@ -457,15 +457,55 @@ def test_an_election_waits_for_its_answer_at_most_its_timeout(fake) -> None:
     """``elect_preferred_leaders`` gives up on an answer that does not come after ``timeout_s``
     (:data:`~hooks.kafka_admin.ELECTION_ANSWER_S` by default, far below librdkafka's own 15 s: its callers poll the
     metadata and see an election that took effect anyway) and says what it waited for."""
-    hook, admin = make_hook(False, {})
-    admin.elect_leaders = lambda election_type, partitions: Unanswered()
+    hook, _ = make_hook(False, {})
+    FakeAdmin.elect_leaders = lambda self, election_type, partitions: Unanswered()
     Unanswered.waited = []
-    with pytest.raises(TimeoutError, match=r"no ElectLeaders answer within 3 s for 1 partitions \(the election may"):
-        hook.elect_preferred_leaders([("t", 0)])
-    with pytest.raises(TimeoutError, match="within 0.05 s for every partition"):
-        hook.elect_preferred_leaders(None, timeout_s=0.05)
+    try:
+        with pytest.raises(TimeoutError, match=r"no ElectLeaders answer within 3 s for 1 partitions \(the election"):
+            hook.elect_preferred_leaders([("t", 0)])
+        with pytest.raises(TimeoutError, match="within 0.05 s for every partition"):
+            hook.elect_preferred_leaders(None, timeout_s=0.05)
+    finally:
+        del FakeAdmin.elect_leaders
     assert Unanswered.waited == [kafka_admin.ELECTION_ANSWER_S, 0.05] and kafka_admin.ELECTION_ANSWER_S == 3.0
     assert hook.requests["ElectLeaders"] == 2
+
+
+def test_elections_go_through_a_client_of_their_own_with_their_wait_as_its_request_timeout(fake) -> None:
+    """A broker holds an ElectLeaders answer until its metadata shows the new leaders (at most the request's
+    TimeoutMs, librdkafka's ``socket.timeout.ms``) and reads nothing more from that connection meanwhile: the
+    elections' client is not the looks' (whose Metadata and DescribeCluster would wait behind it), and its
+    ``socket.timeout.ms`` is the election's wait, so the broker holds one at most that long. librdkafka's own
+    timeout (``_TIMED_OUT``) is "no answer" as ours is; other errors are raised as they are."""
+    hook, looks = make_hook(False, {})
+    sent: list[tuple[FakeAdmin, Any]] = []
+
+    def elect(self, election_type, partitions):
+        sent.append((self, election_type))
+        if len(sent) == 2:
+            return _done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out in queue")))
+        if len(sent) == 3:
+            return _done(error=KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED)))
+        return _done({TopicPartition("t", 0): None})
+
+    FakeAdmin.elect_leaders = elect
+    try:
+        assert hook.elect_preferred_leaders([("t", 0)]) == {"t-0": None}
+        with pytest.raises(TimeoutError, match="no ElectLeaders answer within 3 s"):
+            hook.elect_preferred_leaders([("t", 0)])
+        with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED"):
+            hook.elect_preferred_leaders([("t", 0)])
+        hook.elect_preferred_leaders([("t", 0)], timeout_s=0.5)
+    finally:
+        del FakeAdmin.elect_leaders
+    electors = [client for client, _ in sent]
+    assert all(client is not looks for client in electors), "an election went through the looks' client"
+    assert electors[0] is electors[1] is electors[2], "one elections' client per wait, kept"
+    assert [c.conf["socket.timeout.ms"] for c in electors] == [3000, 3000, 3000, 500]
+    assert looks.conf["socket.timeout.ms"] == 1000, "the looks' client keeps the hook's request timeout"
+    assert [kind for _, kind in sent] == [ElectionType.PREFERRED] * 4
+    hook.close()
+    assert hook._electors == {}
 
 
 def test_unanswered_topic_configs_are_asked_once_more_of_another_broker(fake: type[FakeAdmin]) -> None:

@@ -223,6 +223,13 @@ class BrokerRollOperator(NodeRollOperator):
                       "DRY RUN: " if self.dry_run else "", batch_label(ids), ctrl)
         return [[b for b in ids if b != ctrl], [ctrl]]
 
+    def _start_while_last_stops(self, nodes: Mapping[int, dict]) -> bool:
+        """ZooKeeper mode: yes, the batch's brokers gone already start while its controller stops (they register in
+        ZooKeeper, whichever broker is the controller then tells them their partitions). KRaft (the quorum leader
+        last in its batch, a combined node): no, its batch-mates are voters or fetch from the quorum whose leader
+        is moving."""
+        return self.mode(self._context, self.prober.admin) is ClusterMode.ZOOKEEPER
+
     def _wait_gone(self, nodes: Mapping[int, dict]) -> None:
         """Each broker left the cluster's metadata; while the cluster migrates, its service status says stopped."""
         if not self._migrating():

@@ -947,7 +947,8 @@ def test_controller_crash_during_a_gate_is_waited_for_and_named(fresh_sandbox, u
 def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_sandbox, use_sandbox, capfd, caplog):
     """max_parallel + batch_by=rack on 6 brokers in 3 racks (RF 3, min.insync.replicas 2): brokers of one
     rack go down together, never one batch across racks, one batch per rack; the controller goes last in its
-    rack's batch, stopped once its batch-mates have shut down, and moves once; an independent watcher sees no
+    rack's batch, stopped once its batch-mates have shut down (their JVMs launched again while it shuts down), and
+    moves once; an independent watcher sees no
     offline partition and none under min ISR; each broker is started exactly once; a batch's brokers get their
     preferred leaderships back in one election, and no broker ends over the leader imbalance threshold."""
     from hooks.kafka_admin import KafkaAdminHook
@@ -986,6 +987,9 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     assert set(ended) == set(last), shutdowns
     assert all(ended[b] is not None and ended[b] <= began[first_controller] for b in last[:-1]), \
         f"the controller began its shutdown after its batch-mates had shut down: {shutdowns}"
+    launched = {r.broker: r.launched for r in shutdowns}
+    assert all(launched[b] is not None and launched[b] < ended[first_controller] for b in last[:-1]), \
+        f"the batch-mates were started while the controller shut down, not after it: {shutdowns}"
     assert labels == [f"{'broker' if len(b) == 1 else 'brokers'} {', '.join(map(str, b))} ({i + 1}/{len(batches)})"
                       for i, b in enumerate(batches)]
     assert watcher.ever_offline() == [], "no partition was ever offline\n" + watcher.explain_offline(sandbox)
@@ -995,6 +999,9 @@ def test_batched_roll_by_rack_keeps_min_isr_and_restarts_each_broker_once(fresh_
     out = output(capfd, caplog)
     assert (f"{', '.join(map(str, last))}: broker {first_controller} is the controller: it stops once the others "
             "are gone") in out
+    mates = last[:-1]
+    assert (f"stopping broker {first_controller} while starting {'broker' if len(mates) == 1 else 'brokers'} "
+            f"{', '.join(map(str, mates))} (gone already)") in out
     with KafkaAdminHook("kafka_sandbox") as hook:
         state = hook.cluster_state(configs=True)
     assert health.leader_imbalance(state).ok, "every broker leads its partitions"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -156,6 +156,9 @@ class NodeRollOperator(ClusterOperator):
     _found_deps: list[Dependency] | None = None
     #: The hosts this task opened SSH connections to ahead (:meth:`_connect_ahead`).
     _hosts_ahead: frozenset[str] = frozenset()
+    #: Start commands sent while the batch's last group stopped, still running (:meth:`_stop_last_starting_others`):
+    #: (command, its future), collected by :meth:`_finish_early_starts`.
+    _early_starts: tuple[tuple[BrokerCommand, Future], ...] = ()
 
     def __init__(
         self,
@@ -488,15 +491,28 @@ class NodeRollOperator(ClusterOperator):
     def _run_each(self, chosen: list[BrokerCommand], who: str | None) -> list[tuple[BrokerCommand, BaseException]]:
         """:meth:`_run_all`'s commands, side by side; returns each failed command with its error, in ``chosen``'s
         order, once every command has ended."""
+        futures = self._send(chosen, who)
+        self._await_commands(futures)
+        return [(c, f.exception()) for c, f in zip(chosen, futures, strict=True) if f.exception() is not None]
+
+    def _send(self, chosen: list[BrokerCommand], who: str | None) -> list[Future]:
+        """Start ``chosen`` side by side, each in a thread of its own (the step's SSH connection settings read once);
+        returns their futures (each ``run``'s exit code or error)."""
         ssh_conn_id = self.profile.ssh_conn_id
         conn = None if self.dry_run else step_connection(ssh_conn_id)  # read once for the step's hosts
-        with ThreadPoolExecutor(max_workers=min(len(chosen), 16)) as pool:
-            futures = [pool.submit(c.run, ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who, conn)
-                       for c in chosen]
-            pending = set(futures)
-            while pending:  # the task's thread does the roll's side work while the commands run on the hosts
-                _, pending = wait(pending, timeout=None if self.dry_run else self._meanwhile())
-        return [(c, f.exception()) for c, f in zip(chosen, futures, strict=True) if f.exception() is not None]
+        pool = ThreadPoolExecutor(max_workers=min(len(chosen), 16))
+        try:
+            return [pool.submit(c.run, ssh_conn_id, self.ssh_timeout_s, self.log, self.dry_run, who, conn)
+                    for c in chosen]
+        finally:
+            pool.shutdown(wait=False)  # its threads end with their commands
+
+    def _await_commands(self, futures: list[Future]) -> None:
+        """Until every command of ``futures`` has ended; the task's thread does the roll's side work meanwhile
+        (:meth:`_meanwhile`)."""
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=None if self.dry_run else self._meanwhile())
 
     # -- the batch ------------------------------------------------------------------------------------------------
 
@@ -656,6 +672,7 @@ class NodeRollOperator(ClusterOperator):
                                         way_back=None if way_back is None else way_back.to_dict())
             record = self._start(context, cfg, store, record,
                                  {n: node for n, node in nodes.items() if n not in started_early}, who)
+            record = self._finish_early_starts(context, cfg, store, record, nodes, who)
         soak = float(self.setting("soak_s"))
         if self.dry_run:
             self._dry_back(nodes, soak)
@@ -698,13 +715,15 @@ class NodeRollOperator(ClusterOperator):
                                    last: Mapping[int, dict], others: Mapping[int, dict],
                                    who: str | None) -> tuple[RollRecord, list[int]]:
         """The last stop group's stop (``last``: the ZooKeeper-mode controller, once its batch-mates are gone) with the
-        start of the batch's other nodes, gone already, sent side by side: the controller's controlled shutdown (1.5-2.7
-        s measured on 12 brokers) and its mates' JVM starts overlap instead of following each other. First the last
-        group's pre-stop (a failure leaves it untouched, as without the overlap), the others' pre-start and what they
-        register with (``_registers_with``: ZooKeeper answers). Returns the record and the nodes whose start was sent
-        and succeeded; a start that failed here is logged and sent again by the batch's start step after the stop
-        (with its retry while what they register with does not answer, :meth:`_start`); a failed stop is raised.
-        Told to stop from outside (``runtime.stopping``): no overlap, the stop step says why it sends nothing."""
+        start of the batch's other nodes, gone already, sent at the same time: the controller's controlled shutdown
+        and its mates' JVM starts overlap instead of following each other. First the last group's pre-stop (a failure
+        leaves it untouched, as without the overlap), the others' pre-start and what they register with
+        (``_registers_with``: ZooKeeper answers). The others' start commands run on in the background (a start command
+        may return only once its node runs: seconds on a loaded host) while this returns as soon as the stop commands
+        did, so the last group is waited gone and started without waiting for them; :meth:`_finish_early_starts`
+        collects them before the batch's back-waits. Returns the record and the nodes whose start was sent. A failed
+        stop is raised once the starts ended too. Told to stop from outside (``runtime.stopping``): no overlap, the
+        stop step says why it sends nothing."""
         if stopping.finishing() is not None:
             return self._commands(context, cfg, store, record, last, STOP_STEPS, who), []
         record = self._commands(context, cfg, store, record, last, STOP_STEPS[:1], who)
@@ -727,15 +746,28 @@ class NodeRollOperator(ClusterOperator):
         self.log.info("stopping %s while starting %s (gone already)", names(stopped, self.node),
                       names(started, self.node))
         self._show("stop + start")
-        failed = self._run_each(stops + starts, who)
-        for command, exc in failed:
-            if command.step == "stop":
-                raise exc
-        for command, exc in failed:
-            self.log.warning("%s %s: its start sent beside the stop failed (%s): sent again after the stop",
-                             self.node, command.broker_id, exc)
-        not_started = {c.broker_id for c, _ in failed}
-        return record, [b for b in started if b not in not_started]
+        self._early_starts = tuple(zip(starts, self._send(starts, who), strict=True))
+        failed = self._run_each(stops, who)
+        if failed:
+            self._await_commands([f for _, f in self._early_starts])  # none left running unobserved
+            raise failed[0][1]
+        return record, started
+
+    def _finish_early_starts(self, context: Any, cfg: Mapping[str, Any], store: RollStore, record: RollRecord,
+                             nodes: Mapping[int, dict], who: str | None) -> RollRecord:
+        """Wait for the start commands :meth:`_stop_last_starting_others` left running; a node whose start failed
+        there is started again now (:meth:`_start`: with its retry while what it registers with does not answer)."""
+        early, self._early_starts = self._early_starts, ()
+        if not early:
+            return record
+        self._await_commands([f for _, f in early])
+        failed = {c.broker_id: f.exception() for c, f in early if f.exception() is not None}
+        for nid, exc in failed.items():
+            self.log.warning("%s %s: its start sent while the last group stopped failed (%s): starting it again",
+                             self.node, nid, exc)
+        if not failed:
+            return record
+        return self._start(context, cfg, store, store.load() or record, {n: nodes[n] for n in failed}, who)
 
     def _chosen(self, step: str, cfg: Mapping[str, Any], record: RollRecord,
                 nodes: Mapping[int, dict]) -> list[BrokerCommand]:

@@ -535,6 +535,7 @@ class NodeRollOperator(ClusterOperator):
         self._deps, self._first_start, self._pending_start = [], time.monotonic(), set()
         self._found_deps = None
         self._hosts_ahead = frozenset()
+        self._early_starts = ()
         self._batch_nodes: dict[int, dict] = {}
         if record is None:
             raise AirflowFailException(f"roll {self.roll_id!r} has no frozen plan: its plan task has not run in this "
@@ -568,6 +569,8 @@ class NodeRollOperator(ClusterOperator):
             try:
                 record, acted = self._roll(context, cfg, store, record, position, who)
             except (AirflowFailException, BrokerCommandFailed) as exc:
+                # start commands sent while the last group stopped end before the state is told (or a node reverted)
+                self._await_commands([f for _, f in self._early_starts])
                 reverted = "" if self.dry_run else self._revert_if_asked(store, store.load() or record, position)
                 left = self._left_state(store.load() or record, position, bool(reverted))
                 if not self.dry_run:

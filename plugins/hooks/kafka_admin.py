@@ -58,8 +58,9 @@ _TOPIC_CONFIG_BATCH = 200
 #: ZooKeeper mode) none came until librdkafka gave up after 15 s (``socket.timeout.ms``), while the metadata showed
 #: the leaders back 4 s later, and the roll stood still that long.
 #:
-#: The elections go through a client of their own whose ``socket.timeout.ms`` is this wait (librdkafka sends it as
-#: the request's TimeoutMs, the admin ``request_timeout`` default): a ZooKeeper-mode broker holds an ElectLeaders
+#: The elections go through a client of their own whose ``socket.timeout.ms`` is this wait (librdkafka's default
+#: admin ``request_timeout``, so its own timeout, and the request's TimeoutMs as far as librdkafka fills it from that
+#: option: not checked on the wire): a ZooKeeper-mode broker holds an ElectLeaders
 #: answer until its own metadata shows the new leaders (``DelayedElectLeader``, at most TimeoutMs), and Kafka reads
 #: nothing more from a connection while one of its requests is in progress. On the looks' client that held its
 #: DescribeCluster (sent to the controller) and, mostly, its Metadata too: librdkafka sends Metadata to the broker
@@ -252,12 +253,19 @@ class KafkaAdminHook(ClusterProfileHook):
     def get_conn(self) -> AdminClient:
         """The confluent-kafka ``AdminClient`` (created on first call)."""
         if self._admin is None:
-            conf = self.profile.confluent_config()
-            conf.setdefault("socket.timeout.ms", int(self.request_timeout_s * 1000))
-            # librdkafka's own log lines (e.g. "Connect ... failed" while a broker is down) go to the
-            # "librdkafka" logger instead of stderr (LibrdkafkaLog); they are queued until poll() (see _client).
-            self._admin = AdminClient(conf, logger=LibrdkafkaLog())
+            self._admin = self._new_client(int(self.request_timeout_s * 1000), keep_profiles=True)
         return self._admin
+
+    def _new_client(self, socket_timeout_ms: int, keep_profiles: bool) -> AdminClient:
+        """An AdminClient on the profile's settings with ``socket.timeout.ms`` (``keep_profiles``: unless the
+        profile sets it). librdkafka's own log lines (e.g. "Connect ... failed" while a broker is down) go to the
+        "librdkafka" logger instead of stderr (LibrdkafkaLog); they are queued until poll() (see _client)."""
+        conf = self.profile.confluent_config()
+        if keep_profiles:
+            conf.setdefault("socket.timeout.ms", socket_timeout_ms)
+        else:
+            conf["socket.timeout.ms"] = socket_timeout_ms
+        return AdminClient(conf, logger=LibrdkafkaLog())
 
     def _elector(self, timeout_s: float) -> AdminClient:
         """The AdminClient ElectLeaders go through: its own connections, its ``socket.timeout.ms`` ``timeout_s``
@@ -265,9 +273,7 @@ class KafkaAdminHook(ClusterProfileHook):
         the looks' requests behind it (:data:`ELECTION_ANSWER_S`)."""
         timeout_ms = max(10, int(timeout_s * 1000))
         if timeout_ms not in self._electors:
-            conf = self.profile.confluent_config()
-            conf["socket.timeout.ms"] = timeout_ms
-            self._electors[timeout_ms] = AdminClient(conf, logger=LibrdkafkaLog())
+            self._electors[timeout_ms] = self._new_client(timeout_ms, keep_profiles=False)
         return self._electors[timeout_ms]
 
     @contextmanager

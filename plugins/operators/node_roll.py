@@ -734,8 +734,8 @@ class NodeRollOperator(ClusterOperator):
         deps = self._registers_with(others) if self._to_start(record, others) else []
         if deps:
             self._await_dependencies(deps, others, "before starting")
-        stops = self._chosen("stop", cfg, record, last)
-        starts = self._chosen("start", cfg, record, others)
+        stops = self._chosen("stop", "stop_command", cfg, record, last)
+        starts = self._chosen("start", "start_command", cfg, record, others)
         if not stops or not starts:  # nothing to overlap (a resumed batch): one step after the other
             record = self._commands(context, cfg, store, record, last, STOP_STEPS[1:], who)
             return record, []
@@ -772,14 +772,15 @@ class NodeRollOperator(ClusterOperator):
             return record
         return self._start(context, cfg, store, store.load() or record, {n: nodes[n] for n in failed}, who)
 
-    def _chosen(self, step: str, cfg: Mapping[str, Any], record: RollRecord,
+    def _chosen(self, step: str, setting: str, cfg: Mapping[str, Any], record: RollRecord,
                 nodes: Mapping[int, dict]) -> list[BrokerCommand]:
-        """``step``'s commands for the nodes it acts on now (``_acting``: each decision logged)."""
-        setting = dict(STOP_STEPS + START_STEP)[step]
+        """``step``'s commands (the run's ``setting``) for the nodes it acts on now (``_acting``: each decision
+        logged; a dry run: every node); a pre-step not asked for: none, no decision, no status read."""
         commands = {n: self._command(step, cfg.get(setting), nodes[n]) for n in nodes}
         if not any(commands.values()):
             return []
-        return [commands[n] for n in self._acting(step, record, nodes) if commands[n] is not None]
+        targets = list(nodes) if self.dry_run else self._acting(step, record, nodes)
+        return [commands[n] for n in targets if commands[n] is not None]
 
     def _exited(self, nid: int, node: dict, said: str) -> Check:
         """What a back-wait does about node ``nid`` whose service stopped after this roll started it (``said``: what
@@ -822,11 +823,7 @@ class NodeRollOperator(ClusterOperator):
                 self.log.warning("told to stop from outside: %s not stopped (bringing back %s first)",
                                  names(list(nodes), self.node), back)
                 continue
-            commands = {n: self._command(step, cfg.get(setting), nodes[n]) for n in nodes}
-            if not any(commands.values()):  # a pre-step not asked for: no decision, no status read
-                continue
-            targets = list(nodes) if self.dry_run else self._acting(step, record, nodes)
-            chosen = [commands[n] for n in targets if commands[n] is not None]
+            chosen = self._chosen(step, setting, cfg, record, nodes)
             if not chosen:
                 continue
             if step in SENT and not self.dry_run:

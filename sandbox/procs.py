@@ -223,6 +223,19 @@ def find_workdir_processes(workdir: Path) -> list[int]:
     return sorted(found)
 
 
+def running_workdirs() -> dict[Path, list[int]]:
+    """``{workdir: [pid, ...]}`` of every running sandbox process, by the ``SANDBOX_WORKDIR`` marker in its
+    environment (pids sorted). Excludes this process."""
+    found: dict[Path, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid() or not is_alive(int(entry.name)):
+            continue
+        marker = environ(int(entry.name)).get(WORKDIR_ENV)
+        if marker:
+            found.setdefault(Path(marker), []).append(int(entry.name))
+    return {workdir: sorted(pids) for workdir, pids in found.items()}
+
+
 def port_in_use(host: str, port: int) -> bool:
     """Whether something listens on (or holds) ``host:port`` (TCP): we cannot bind it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import paramiko
 from kazoo.client import KazooClient
 
-from sandbox import burrow, kafka_release, node_log, procs, workload
+from sandbox import burrow, kafka_release, node_log, procs, state, workload
 from sandbox.layout import PROJECT_ROOT, HostDir, Workdir
 
 T = TypeVar("T")
@@ -386,6 +386,28 @@ def processes_referencing(path: Path) -> dict[int, str]:
         except OSError:  # gone meanwhile, or a kernel thread
             continue
     return found
+
+
+def orphaned_sandboxes(net: int, roots: list[Path]) -> list[Path]:
+    """Workdirs under one of ``roots`` (pytest's temporary directories) of sandboxes whose processes still run
+    with broker addresses on ``127.<net>.0.0/16`` (the ``address_base`` in their ``sandbox.json``), sorted.
+
+    A test session claims its net by a lock it holds while it lives (``tests/conftest.py``), so once a session
+    holds the lock, a sandbox of a test session on that net outlived its session: the hang guard
+    (``faulthandler_exit_on_timeout``) ends a session without running its fixtures' teardown. A sandbox started by
+    hand or by a bench lives outside pytest's directories and is never named; a workdir without a readable
+    ``sandbox.json`` neither (it cannot be told apart)."""
+    found = []
+    for workdir in procs.running_workdirs():
+        if not any(workdir.is_relative_to(root) for root in roots):
+            continue
+        try:
+            address_base = state.load(Workdir(workdir)).address_base
+        except state.NotASandbox:
+            continue
+        if address_base.startswith(f"127.{net}."):
+            found.append(workdir)
+    return sorted(found)
 
 
 def start(

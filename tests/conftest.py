@@ -17,7 +17,10 @@ of a test session gets its own /24 in 127/8, so the shared sandbox and fresh one
 ``127.<A>.0.11`` for the shared one, ``127.<A>.<k>.11`` for the k-th fresh one (k = 1, 2, ...), where
 ``A`` is claimed per session (a lock file in /tmp), starting at ``--sandbox-net`` / ``$SANDBOX_TEST_NET``
 (default 0) plus the pytest-xdist worker number, so parallel sessions (or a developer's own `sandbox up`
-on 127.0.0.11) do not collide.
+on 127.0.0.11) do not collide. Once a session holds a net's lock, test sandboxes still running on that net
+(under pytest's temporary directories) were left by a session that ended without its teardown (the hang guard,
+``faulthandler_exit_on_timeout`` in pyproject.toml, or a kill): they are thrown away (``down --kill``) before the
+net is used.
 ZooKeeper and Burrow fall back to free ports by themselves.
 
 ``--sandbox-workdir DIR`` reuses a sandbox that is already up in DIR (not stopped at the end).
@@ -30,9 +33,11 @@ runs in another (the ZooKeeper-mode batched roll, the combined-mode KRaft roll);
 from __future__ import annotations
 
 import fcntl
+import getpass
 import itertools
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -86,6 +91,7 @@ def _net(config: pytest.Config) -> int:
         except BlockingIOError:
             handle.close()
             continue
+        _stop_orphaned_sandboxes(net)
         if procs.port_in_use(f"127.{net}.0.11", 9092):  # e.g. a sandbox started by hand on this net
             handle.close()
             continue
@@ -94,6 +100,27 @@ def _net(config: pytest.Config) -> int:
         config.option.sandbox_net = net - worker
         return net
     raise pytest.UsageError(f"no free sandbox address net in 127.{start}..255.0.0")
+
+
+def _pytest_temp_root() -> Path:
+    """Where pytest puts each session's temporary directory by default (``pytest-of-<user>`` in
+    ``$PYTEST_DEBUG_TEMPROOT`` or the system's temporary directory, as pytest's tmp_path plugin does). A session
+    run with ``--basetemp`` puts its sandboxes elsewhere: those are not looked for."""
+    try:
+        user = getpass.getuser()
+    except (ImportError, KeyError, OSError):
+        user = "unknown"
+    return Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()).resolve() / f"pytest-of-{user}"
+
+
+def _stop_orphaned_sandboxes(net: int) -> None:
+    """Throw away (``down --kill``) the test sandboxes an earlier session left running on ``net``, whose lock this
+    session now holds: the hang guard ends a session without its fixtures' teardown, and the next session's
+    sandbox on the same addresses would meet the old one's brokers."""
+    for workdir in testing.orphaned_sandboxes(net, [_pytest_temp_root()]):
+        result = testing.run_cli("down", "--workdir", str(workdir), "--kill")
+        print(f"stopped a sandbox an earlier test session left running on 127.{net}.*: {workdir} "
+              f"(exit {result.returncode})", file=sys.stderr)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -197,6 +197,13 @@ def stop_pids(pids: Sequence[int], timeout_s: float, sig: int = signal.SIGTERM) 
     return killed
 
 
+def _live_pids(exclude: set[int]) -> Iterator[int]:
+    """Pids of the live processes (``/proc``), but those in ``exclude``."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in exclude and is_alive(int(entry.name)):
+            yield int(entry.name)
+
+
 def find_workdir_processes(workdir: Path) -> list[int]:
     """Pids of processes started for ``workdir``: ``SANDBOX_WORKDIR=<workdir>`` in their
     environment, or ``workdir`` on their command line. Excludes this process and its ancestors."""
@@ -209,31 +216,17 @@ def find_workdir_processes(workdir: Path) -> list[int]:
             break
         exclude.add(pid)
     root = str(workdir)
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        if pid in exclude or not is_alive(pid):
-            continue
+    return sorted(
+        pid for pid in _live_pids(exclude)
         if environ(pid).get(WORKDIR_ENV) == root or any(
-            arg == root or arg.startswith(root + "/") or ("=" + root + "/") in arg for arg in cmdline(pid)
-        ):
-            found.append(pid)
-    return sorted(found)
+            arg == root or arg.startswith(root + "/") or ("=" + root + "/") in arg for arg in cmdline(pid))
+    )
 
 
-def running_workdirs() -> dict[Path, list[int]]:
-    """``{workdir: [pid, ...]}`` of every running sandbox process, by the ``SANDBOX_WORKDIR`` marker in its
-    environment (pids sorted). Excludes this process."""
-    found: dict[Path, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid() or not is_alive(int(entry.name)):
-            continue
-        marker = environ(int(entry.name)).get(WORKDIR_ENV)
-        if marker:
-            found.setdefault(Path(marker), []).append(int(entry.name))
-    return {workdir: sorted(pids) for workdir, pids in found.items()}
+def running_workdirs() -> set[Path]:
+    """The workdirs of every running sandbox process, by the ``SANDBOX_WORKDIR`` marker in its environment (this
+    process excluded)."""
+    return {Path(marker) for pid in _live_pids({os.getpid()}) if (marker := environ(pid).get(WORKDIR_ENV))}
 
 
 def port_in_use(host: str, port: int) -> bool:

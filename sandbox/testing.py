@@ -9,10 +9,12 @@ API) and Kafka's own tools run from the assembled release.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -388,9 +390,20 @@ def processes_referencing(path: Path) -> dict[int, str]:
     return found
 
 
-def orphaned_sandboxes(net: int, roots: list[Path]) -> list[Path]:
-    """Workdirs under one of ``roots`` (pytest's temporary directories) of sandboxes whose processes still run
-    with broker addresses on ``127.<net>.0.0/16`` (the ``address_base`` in their ``sandbox.json``), sorted.
+def pytest_temp_root() -> Path:
+    """Where pytest puts each session's temporary directory by default: ``pytest-of-<user>`` in
+    ``$PYTEST_DEBUG_TEMPROOT`` or the system's temporary directory (pytest's tmp_path plugin). A session run with
+    ``--basetemp`` puts its sandboxes elsewhere."""
+    try:
+        user = getpass.getuser()
+    except (ImportError, KeyError, OSError):
+        user = "unknown"
+    return Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()).resolve() / f"pytest-of-{user}"
+
+
+def orphaned_sandboxes(net: int, root: Path) -> list[Path]:
+    """Workdirs under ``root`` (:func:`pytest_temp_root`) of sandboxes whose processes still run with broker
+    addresses on ``127.<net>.0.0/16`` (the ``address_base`` in their ``sandbox.json``), sorted.
 
     A test session claims its net by a lock it holds while it lives (``tests/conftest.py``), so once a session
     holds the lock, a sandbox of a test session on that net outlived its session: the hang guard
@@ -399,7 +412,7 @@ def orphaned_sandboxes(net: int, roots: list[Path]) -> list[Path]:
     ``sandbox.json`` neither (it cannot be told apart)."""
     found = []
     for workdir in procs.running_workdirs():
-        if not any(workdir.is_relative_to(root) for root in roots):
+        if not workdir.is_relative_to(root):
             continue
         try:
             address_base = state.load(Workdir(workdir)).address_base
@@ -408,6 +421,12 @@ def orphaned_sandboxes(net: int, roots: list[Path]) -> list[Path]:
         if address_base.startswith(f"127.{net}."):
             found.append(workdir)
     return sorted(found)
+
+
+def stop_orphaned_sandboxes(net: int, root: Path) -> dict[Path, subprocess.CompletedProcess]:
+    """Throw away (``down --kill``) each of :func:`orphaned_sandboxes`; returns what each ``down`` did, by workdir
+    (empty when none was left)."""
+    return {workdir: run_cli("down", "--workdir", str(workdir), "--kill") for workdir in orphaned_sandboxes(net, root)}
 
 
 def start(

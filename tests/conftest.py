@@ -33,11 +33,9 @@ runs in another (the ZooKeeper-mode batched roll, the combined-mode KRaft roll);
 from __future__ import annotations
 
 import fcntl
-import getpass
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,25 +100,14 @@ def _net(config: pytest.Config) -> int:
     raise pytest.UsageError(f"no free sandbox address net in 127.{start}..255.0.0")
 
 
-def _pytest_temp_root() -> Path:
-    """Where pytest puts each session's temporary directory by default (``pytest-of-<user>`` in
-    ``$PYTEST_DEBUG_TEMPROOT`` or the system's temporary directory, as pytest's tmp_path plugin does). A session
-    run with ``--basetemp`` puts its sandboxes elsewhere: those are not looked for."""
-    try:
-        user = getpass.getuser()
-    except (ImportError, KeyError, OSError):
-        user = "unknown"
-    return Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()).resolve() / f"pytest-of-{user}"
-
-
 def _stop_orphaned_sandboxes(net: int) -> None:
-    """Throw away (``down --kill``) the test sandboxes an earlier session left running on ``net``, whose lock this
-    session now holds: the hang guard ends a session without its fixtures' teardown, and the next session's
-    sandbox on the same addresses would meet the old one's brokers."""
-    for workdir in testing.orphaned_sandboxes(net, [_pytest_temp_root()]):
-        result = testing.run_cli("down", "--workdir", str(workdir), "--kill")
+    """Throw away the test sandboxes an earlier session left running on ``net``, whose lock this session now holds
+    (:func:`sandbox.testing.stop_orphaned_sandboxes`): the hang guard ends a session without its fixtures'
+    teardown, and the next session's sandbox on the same addresses would meet the old one's brokers."""
+    for workdir, result in testing.stop_orphaned_sandboxes(net, testing.pytest_temp_root()).items():
         print(f"stopped a sandbox an earlier test session left running on 127.{net}.*: {workdir} "
-              f"(exit {result.returncode})", file=sys.stderr)
+              f"(exit {result.returncode}{': ' + result.stderr.strip() if result.returncode else ''})",
+              file=sys.stderr)
 
 
 def pytest_configure(config: pytest.Config) -> None:

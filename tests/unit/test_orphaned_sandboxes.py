@@ -40,7 +40,7 @@ def left_running(tmp_path):
     procs.stop_pids(pids, timeout_s=5)
 
 
-def test_only_the_test_sandboxes_on_the_claimed_net_are_named_and_down_kill_ends_them(tmp_path, left_running):
+def test_only_the_test_sandboxes_on_the_claimed_net_are_named_and_thrown_away(tmp_path, left_running):
     pytest_root = tmp_path / "pytest-of-someone"
     hung_fresh = left_running("pytest-of-someone", "pytest-7", "sandbox-fresh3", address_base="127.201.3.11")
     hung_shared = left_running("pytest-of-someone", "pytest-7", "sandbox-shared0", address_base="127.201.0.11")
@@ -49,13 +49,21 @@ def test_only_the_test_sandboxes_on_the_claimed_net_are_named_and_down_kill_ends
     unreadable = left_running("pytest-of-someone", "pytest-7", "sandbox-fresh4", address_base="127.201.4.11",
                               with_state=False)
 
-    assert testing.orphaned_sandboxes(201, [pytest_root]) == sorted([hung_fresh, hung_shared])
-    assert testing.orphaned_sandboxes(202, [pytest_root]) == [other_net]
-    assert testing.orphaned_sandboxes(203, [pytest_root]) == []
+    assert testing.orphaned_sandboxes(201, pytest_root) == sorted([hung_fresh, hung_shared])
+    assert testing.orphaned_sandboxes(202, pytest_root) == [other_net]
+    assert testing.orphaned_sandboxes(203, pytest_root) == []
+    assert testing.stop_orphaned_sandboxes(203, pytest_root) == {}
 
-    result = testing.run_cli("down", "--workdir", str(hung_fresh), "--kill")
-    assert result.returncode == 0, result.stderr
+    stopped = testing.stop_orphaned_sandboxes(201, pytest_root)  # what tests/conftest.py runs on its claimed net
+    assert {w: r.returncode for w, r in stopped.items()} == {hung_fresh: 0, hung_shared: 0}, \
+        {w: r.stderr for w, r in stopped.items()}
     running = procs.running_workdirs()
-    assert hung_fresh not in running
-    assert {hung_shared, other_net, by_hand, unreadable} <= set(running)
-    assert testing.orphaned_sandboxes(201, [pytest_root]) == [hung_shared]
+    assert not {hung_fresh, hung_shared} & running
+    assert {other_net, by_hand, unreadable} <= running
+    assert testing.orphaned_sandboxes(201, pytest_root) == []
+
+
+def test_the_temp_root_looked_in_is_where_pytest_put_this_session(tmp_path, request):
+    if request.config.option.basetemp:
+        pytest.skip("--basetemp puts the session's directories elsewhere (documented: not looked in)")
+    assert tmp_path.resolve().is_relative_to(testing.pytest_temp_root())
